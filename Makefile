@@ -1,0 +1,200 @@
+# mds - Megatron-compatible dataset toolkit.  One GNU Makefile for everything.
+#
+#   make            build the CPU tools into build/
+#   make test       install missing Debian packages, build with -Werror, run every test
+#   make help       list the targets
+#
+# Feature probes run through $(shell ...) by compiling a tiny program; each
+# answer can be overridden on the command line (HAVE_CUDA=0, ...).
+
+SHELL    := /bin/sh
+CC       ?= cc
+NVCC     ?= nvcc
+CUDA_HOME ?= /usr/local/cuda
+CUDA_ARCH ?= 90
+PREFIX   ?= /usr/local
+V        ?= 0
+SAN      ?=
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+ifeq ($(SAN),)
+BUILD ?= build
+else
+BUILD ?= build/san
+endif
+
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wpointer-arith -Wundef -Wcast-align
+OPT      ?= -O2
+CFLAGS   ?= $(OPT) -g
+CFLAGS   += -std=c11 -D_GNU_SOURCE -pthread $(WARN) -MMD -MP
+CPPFLAGS += -Idataset -Ipreprocess -DMDS_VOCAB_DIR='"$(PREFIX)/share/mds/vocab"'
+LDFLAGS  += -pthread
+ifneq ($(SAN),)
+CFLAGS   += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS  += -fsanitize=$(SAN)
+endif
+ifeq ($(WERROR),1)
+CFLAGS   += -Werror
+endif
+
+# ---- feature detection --------------------------------------------------
+H := \#
+probe = $(shell printf '$(1)\n' | $(CC) -x c - -o /dev/null $(2) >/dev/null 2>&1 && echo 1 || echo 0)
+HAVE_OPENMP ?= $(call probe,$(H)include <omp.h>\nint main(void){return omp_get_max_threads() < 0;},-fopenmp)
+HAVE_PCRE2  ?= $(call probe,$(H)define PCRE2_CODE_UNIT_WIDTH 8\n$(H)include <pcre2.h>\nint main(void){return pcre2_config(0,0) < -100;},-lpcre2-8)
+HAVE_LZMA   ?= $(call probe,$(H)include <lzma.h>\nint main(void){return !lzma_version_number();},-llzma)
+HAVE_ZSTD   ?= $(call probe,$(H)include <zstd.h>\nint main(void){return !ZSTD_versionNumber();},-lzstd)
+HAVE_ZLIB   ?= $(call probe,$(H)include <zlib.h>\nint main(void){return !zlibVersion();},-lz)
+MPICC       ?= mpicc
+HAVE_MPI    ?= $(shell command -v $(MPICC) >/dev/null 2>&1 && printf '$(H)include <mpi.h>\nint main(void){return MPI_Init(0,0);}\n' | $(MPICC) -x c - -o /dev/null >/dev/null 2>&1 && echo 1 || echo 0)
+HAVE_CUDA   ?= $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1 || echo 0)
+ifeq ($(HAVE_CUDA),1)
+HAVE_NCCL   ?= $(shell printf '$(H)include <nccl.h>\nint main(void){int v; return ncclGetVersion(&v);}\n' > /tmp/mds-nccl-probe.cu && $(NVCC) /tmp/mds-nccl-probe.cu -o /dev/null -lnccl >/dev/null 2>&1 && echo 1 || echo 0)
+else
+HAVE_NCCL   ?= 0
+endif
+
+# Evaluate each probe once (a command-line value still wins).
+HAVE_OPENMP := $(HAVE_OPENMP)
+HAVE_PCRE2  := $(HAVE_PCRE2)
+HAVE_LZMA   := $(HAVE_LZMA)
+HAVE_ZSTD   := $(HAVE_ZSTD)
+HAVE_ZLIB   := $(HAVE_ZLIB)
+HAVE_MPI    := $(HAVE_MPI)
+HAVE_CUDA   := $(HAVE_CUDA)
+HAVE_NCCL   := $(HAVE_NCCL)
+
+mark = $(if $(filter 1,$(1)),✓,✗)
+ifeq ($(MAKELEVEL),0)
+ifeq ($(filter help clean deps,$(MAKECMDGOALS)),)
+$(info mds build: OpenMP $(call mark,$(HAVE_OPENMP))  PCRE2 $(call mark,$(HAVE_PCRE2))  liblzma $(call mark,$(HAVE_LZMA))  zstd $(call mark,$(HAVE_ZSTD))  zlib $(call mark,$(HAVE_ZLIB))  MPI $(call mark,$(HAVE_MPI))  CUDA $(call mark,$(HAVE_CUDA)) ($(NVCC))  NCCL $(call mark,$(HAVE_NCCL)))
+endif
+endif
+
+ifeq ($(HAVE_OPENMP),1)
+CFLAGS  += -fopenmp
+LDFLAGS += -fopenmp
+endif
+LDLIBS += -lpcre2-8 -llzma -lzstd -lz -lm
+
+# Debian packages the build and the tests need.  `make deps` installs the
+# missing ones when run as root; without root it only says what is missing.
+DEB_PACKAGES := gcc make libc6-dev liblzma-dev libzstd-dev libpcre2-dev zlib1g-dev \
+                unicode-data xz-utils zstd gzip
+
+# ---- sources ------------------------------------------------------------
+LIB_SRCS  := $(filter-out preprocess/preprocess.c dataset/dsinspect.c preprocess/gen_%, \
+               $(wildcard dataset/*.c preprocess/*.c))
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+LIB       := $(BUILD)/libmds.a
+PROGS     := $(BUILD)/mdsprep $(if $(wildcard dataset/dsinspect.c),$(BUILD)/mdsinspect)
+TEST_SRCS := $(wildcard tests/unit/test_*.c)
+TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/tests/%)
+
+## all: build the CPU tools (mdsprep, mdsinspect) into build/
+all: $(PROGS)
+
+# Objects depend on a stamp that changes only when flags or features change,
+# so toggling a feature (or SAN) rebuilds everything and nothing else does.
+CONFIG_TEXT := $(CC) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) $(LDLIBS) CUDA=$(HAVE_CUDA)
+$(BUILD)/CONFIG: FORCE
+	@mkdir -p $(BUILD)
+	@if [ "$$(cat $@ 2>/dev/null)" != '$(CONFIG_TEXT)' ]; then echo '$(CONFIG_TEXT)' > $@; fi
+
+$(BUILD)/%.o: %.c $(BUILD)/CONFIG
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/mdsprep: $(BUILD)/preprocess/preprocess.o $(LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/mdsinspect: $(BUILD)/dataset/dsinspect.o $(LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIB) $(BUILD)/CONFIG
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
+# Fuzz targets build against a standalone driver that replays a corpus.
+$(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/driver.c $(LIB) $(BUILD)/CONFIG
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $< tests/fuzz/driver.c $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
+## deps: install the missing Debian packages (as root; idempotent)
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then \
+	    echo "deps: installing$$missing"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    (apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing) >/dev/null || \
+	        { echo "deps: apt-get install failed for:$$missing" >&2; exit 1; }; \
+	else \
+	    echo "deps: missing Debian packages:$$missing" >&2; \
+	    echo "hint: run 'sudo make deps' (or apt-get install$$missing)" >&2; exit 1; \
+	fi
+
+## test: install deps, build with -Werror and run every test (SAN=address,undefined for sanitizers)
+test: deps
+	@$(MAKE) --no-print-directory WERROR=1 test-run
+
+test-run: $(PROGS) $(TEST_BINS) $(FUZZ_BINS)
+	@BUILD=$(BUILD) sh tests/run.sh
+
+## check-golden: also compare the large dev corpus with Megatron's golden output (needs ../shared)
+check-golden: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh tests/check_golden_dev.sh
+
+## demo: install deps, build, preprocess the bundled sample corpus and inspect it
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh examples/demo.sh
+
+## bench: install deps, build, and print speed figures against baselines measured in the same run
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh bench/run.sh
+
+## install: install the tools and the GPT-2 vocab under PREFIX (default /usr/local)
+install: $(PROGS)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/mds/vocab
+	install -m 755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 vocab/gpt2-vocab.json vocab/gpt2-merges.txt $(DESTDIR)$(PREFIX)/share/mds/vocab/
+
+## config: print the detected features and flags
+config:
+	@echo "CC=$(CC) CFLAGS=$(CFLAGS)"
+	@echo "HAVE_OPENMP=$(HAVE_OPENMP) HAVE_PCRE2=$(HAVE_PCRE2) HAVE_LZMA=$(HAVE_LZMA) HAVE_ZSTD=$(HAVE_ZSTD) HAVE_ZLIB=$(HAVE_ZLIB) HAVE_MPI=$(HAVE_MPI) HAVE_CUDA=$(HAVE_CUDA) HAVE_NCCL=$(HAVE_NCCL)"
+
+## clean: remove build/
+clean:
+	rm -rf build
+
+## help: list the targets
+help:
+	@sed -n 's/^## \([a-z-]*\): \(.*\)/  make \1\t\2/p' $(MAKEFILE_LIST) | expand -t 24
+
+FORCE:
+.PHONY: all deps test test-run check-golden demo bench install config clean help FORCE
+.DELETE_ON_ERROR:
+
+-include $(LIB_OBJS:.o=.d) $(BUILD)/preprocess/preprocess.d $(BUILD)/dataset/dsinspect.d

@@ -1,0 +1,163 @@
+/*
+ * dataset_internal.h - private to dataset/: the MMIDIDX format constants,
+ * the reader and writer structs, and the error-reporting macros.
+ *
+ * Not a public header: nothing outside dataset/ (and the dataset unit test)
+ * may include it, and nothing here is a stable interface.  It holds no code
+ * that touches files; dataset.c does.
+ */
+#ifndef MDS_DATASET_INTERNAL_H
+#define MDS_DATASET_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dataset.h"
+
+/* ---- On-disk format (docs/megatron-data-spec.md §1.2) ---- */
+
+/* The 9-byte magic "MMIDIDX\0\0" at offset 0 of every .idx. */
+#define DS_MAGIC          "MMIDIDX\0\0"
+#define DS_MAGIC_LEN      9
+/* The legacy lazy/cached format (§1.8) starts with this 8-byte magic. */
+#define DS_LEGACY_MAGIC     "TNTIDX\0\0"
+#define DS_LEGACY_MAGIC_LEN 8
+
+#define DS_FORMAT_VERSION 1
+
+/* Header field offsets; the header is always exactly 34 bytes, unpadded. */
+#define DS_OFF_VERSION    9   /* u64 */
+#define DS_OFF_DTYPE      17  /* u8  */
+#define DS_OFF_SEQ_COUNT  18  /* u64: N */
+#define DS_OFF_DOC_COUNT  26  /* u64: D + 1, the length of document_indices */
+#define DS_HEADER_SIZE    34
+
+/* Bytes per array element after the header: int32 lengths, int64 pointers,
+   int64 document indices.  None of the arrays is aligned. */
+#define DS_LENGTH_SIZE    4
+#define DS_POINTER_SIZE   8
+#define DS_DOCIDX_SIZE    8
+
+/* ---- Tuning ---- */
+
+/* Each writer buffer (tokens, lengths, document indices) is this big; the
+   writer's total memory is about three of them. */
+#define DS_WRITER_BUF_SIZE ((size_t)1 << 20)
+/* Room for the last-error message of a handle. */
+#define DS_ERRMSG_SIZE 1024
+
+/* ---- Private structs ---- */
+
+/*
+ * A file written through a private buffer with write(2).  For the scratch
+ * files the descriptor is opened lazily, on the first spill, so small
+ * datasets never create them.
+ */
+typedef struct ds_sink {
+    int fd;              /* -1 while not open */
+    const char *path;    /* owned by the writer's path table */
+    uint8_t *buf;        /* (cap) */
+    size_t len, cap;     /* bytes buffered, buffer size */
+    uint64_t flushed;    /* bytes already written to fd */
+} ds_sink;
+
+/* Indices into ds_writer.tmp_paths. */
+enum { DS_TMP_BIN, DS_TMP_IDX, DS_TMP_LEN, DS_TMP_DOC, DS_TMP_COUNT };
+
+struct ds_writer {
+    char *prefix;                           /* as given, for messages */
+    char *bin_path, *idx_path;              /* final names */
+    char *tmp_store;                        /* one allocation for the four temporary names */
+    const char *tmp_paths[DS_TMP_COUNT];    /* pointers into tmp_store */
+    int dtype;
+    size_t itemsize;
+    uint32_t max_token;                     /* largest id the dtype holds (2^k - 1) */
+    ds_sink bin;                            /* token bytes */
+    ds_sink lens;                           /* int32 LE sequence lengths (spills to DS_TMP_LEN) */
+    ds_sink docs;                           /* int64 LE document indices incl. the leading 0 */
+    ds_sink idx;                            /* the .idx, written by finalize through bin's buffer */
+    uint8_t *bufs;                          /* one allocation behind bin, lens and docs */
+    uint64_t n_seq, n_doc, n_tok;           /* N, D, Σ lengths */
+    uint64_t bin_bytes;                     /* Σ lengths × itemsize, kept <= INT64_MAX */
+    uint64_t ptr_acc;                       /* running pointer while finalize writes them */
+    int failed;                             /* sticky error code, 0 while healthy */
+    int finalized;
+    char err[DS_ERRMSG_SIZE];
+};
+
+struct ds_reader {
+    int valid;                  /* 1 once every open-time check passed */
+    char *idx_path, *bin_path;
+    const uint8_t *idx;         /* mapping of the .idx, NULL when not mapped */
+    size_t idx_size;
+    const uint8_t *bin;         /* mapping of the .bin, NULL when empty or not mapped */
+    size_t bin_size;
+    int dtype;
+    size_t itemsize;
+    uint64_t n_seq;             /* N */
+    uint64_t n_docidx;          /* document_count field: D + 1 */
+    uint64_t n_tok;             /* Σ lengths */
+    const uint8_t *lengths;     /* int32 LE (N), unaligned, inside idx */
+    const uint8_t *pointers;    /* int64 LE (N), unaligned, inside idx */
+    const uint8_t *docidx;      /* int64 LE (D + 1), unaligned, inside idx */
+    char err[DS_ERRMSG_SIZE];
+};
+
+/* ---- Error reporting (zstd lib/common/error_private.h style) ----
+ *
+ * The macros write the message into `errbuf`, a char[DS_ERRMSG_SIZE] that
+ * must be in scope (usually `char *errbuf = r->err;`).  With -DDS_DEBUG the
+ * message ends with the source file and line; the library never prints.
+ */
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+void ds_set_error(char *errbuf, const char *file, int line, const char *fmt, ...);
+
+#define DS_SET_ERROR(...) ds_set_error(errbuf, __FILE__, __LINE__, __VA_ARGS__)
+
+#define RETURN_ERROR(code, ...) do { \
+        DS_SET_ERROR(__VA_ARGS__); \
+        return (code); \
+    } while (0)
+
+#define RETURN_ERROR_IF(cond, code, ...) do { \
+        if (cond) { \
+            DS_SET_ERROR(__VA_ARGS__); \
+            return (code); \
+        } \
+    } while (0)
+
+/* Propagates a negative code; the callee has already set the message. */
+#define FORWARD_IF_ERROR(expr) do { \
+        int ds_fwd_rc_ = (expr); \
+        if (ds_fwd_rc_ < 0) return ds_fwd_rc_; \
+    } while (0)
+
+/* ---- Unaligned little-endian loads and stores ---- */
+
+static inline uint32_t ds_load_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t ds_load_le64(const uint8_t *p)
+{
+    return (uint64_t)ds_load_le32(p) | (uint64_t)ds_load_le32(p + 4) << 32;
+}
+
+static inline void ds_store_le32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static inline void ds_store_le64(uint8_t *p, uint64_t v)
+{
+    ds_store_le32(p, (uint32_t)v);
+    ds_store_le32(p + 4, (uint32_t)(v >> 32));
+}
+
+#endif /* MDS_DATASET_INTERNAL_H */

@@ -1,0 +1,32 @@
+#!/bin/sh
+# demo.sh - the main job end to end on the bundled sample (run by `make demo`):
+# preprocess examples/sample.jsonl.xz (210 documents, many languages) with the
+# bundled GPT-2 vocabulary, then inspect the dataset.  Nothing is downloaded.
+set -e
+BUILD=${BUILD:-build}
+OUT=${OUT:-$BUILD/demo}
+mkdir -p "$OUT"
+echo "== mdsprep: examples/sample.jsonl.xz -> $OUT/sample_text_document.{bin,idx}"
+set -x
+"$BUILD/mdsprep" --input examples/sample.jsonl.xz --output-prefix "$OUT/sample" \
+    --tokenizer-type GPT2BPETokenizer --append-eod --workers 2 --log-interval 50
+{ set +x; } 2>/dev/null
+ls -l "$OUT"/sample_text_document.*
+if [ -x "$BUILD/mdsinspect" ]; then
+    echo "== mdsinspect"
+    set -x
+    "$BUILD/mdsinspect" info "$OUT/sample_text_document"
+    "$BUILD/mdsinspect" verify "$OUT/sample_text_document"
+    "$BUILD/mdsinspect" dump "$OUT/sample_text_document" --doc 0 --text | head -c 600
+    { set +x; } 2>/dev/null
+    echo
+else
+    echo "== .idx header (mdsinspect not built yet)"
+    od -A d -t x1 -N 34 "$OUT/sample_text_document.idx"
+fi
+if [ -x "$BUILD/mdstrain" ]; then
+    echo "== mdstrain: a tiny GPT for a few CPU steps"
+    "$BUILD/mdstrain" --data-path "$OUT/sample_text_document" --num-layers 2 --hidden-size 64 \
+        --num-attention-heads 4 --seq-length 64 --micro-batch-size 2 --global-batch-size 4 --train-iters 5
+fi
+echo "== demo done"

@@ -1,0 +1,1144 @@
+/*
+ * preprocess.c - mdsprep: JSON lines in, Megatron MMIDIDX datasets out.
+ *
+ * A drop-in for Megatron-LM's tools/preprocess_data.py with the GPT-2 BPE
+ * tokenizer: the same flags, the same output bytes, many times faster.
+ *
+ * Pipeline (docs/architecture.md):
+ *   reader thread   decompresses the inputs in order and cuts them into chunks
+ *                   of whole lines (about 1 MiB each);
+ *   N workers       parse the JSON of each line, pull the --json-keys fields,
+ *                   pre-tokenize and BPE-encode them into per-chunk buffers;
+ *   main thread     takes the finished chunks in input order and appends
+ *                   every document to one ds_writer per key, prints
+ *                   progress, and reports the first bad line in file order.
+ * A fixed ring of chunk slots bounds memory: the reader blocks when the
+ * writer falls behind, so peak RSS does not grow with the corpus.
+ *
+ * Not done here: sentence splitting (--split-sentences is refused), other
+ * tokenizers, the partition files of Megatron's --partitions mode (we keep
+ * input order with any --partitions value; docs/cli.md says so).
+ */
+#include "bpe.h"
+#include "dataset.h"
+#include "input.h"
+#include "json.h"
+#include "pretok.h"
+
+#include <errno.h>
+#include <glob.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROG "mdsprep"
+#define MDS_VERSION "0.1.0"
+#define EOD_TOKEN "<|endoftext|>"
+#define MAX_KEYS 16
+#define CHUNK_BYTES (1u << 20)
+#define MAX_SKIP_NOTES 8
+
+/* ---- small utilities ---------------------------------------------------- */
+
+static int verbosity = 2;       /* 0 silent, 1 errors, 2 progress (default), 3 -v, 4 -vv */
+
+static void die(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+static void warnx_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void cleanup_temps(void);
+
+static void die(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (verbosity >= 1) {
+        fprintf(stderr, PROG ": ");
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+    }
+    va_end(ap);
+    cleanup_temps();
+    exit(code);
+}
+
+static void warnx_(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, PROG ": ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static void *xrealloc(void *p, size_t n)
+{
+    p = realloc(p, n ? n : 1);
+    if (!p) die(1, "out of memory (%zu bytes)", n);
+    return p;
+}
+
+#define GROW(ptr, cap, need) do { \
+        if ((need) > (cap)) { \
+            size_t c_ = (cap) ? (cap) : 16; \
+            while (c_ < (need)) c_ *= 2; \
+            (ptr) = xrealloc((ptr), c_ * sizeof *(ptr)); \
+            (cap) = c_; \
+        } \
+    } while (0)
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Python's repr() of a float: the shortest digits that round-trip, fixed
+ * notation for decimal exponents in [-4, 16), scientific otherwise.  Needed
+ * for Megatron's progress line, which prints raw floats. */
+static void py_repr(double x, char *out, size_t cap)
+{
+    if (isnan(x)) { snprintf(out, cap, "nan"); return; }
+    if (isinf(x)) { snprintf(out, cap, x > 0 ? "inf" : "-inf"); return; }
+    char buf[40];
+    int p;
+    for (p = 1; p <= 17; p++) {
+        snprintf(buf, sizeof buf, "%.*e", p - 1, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    /* buf = [-]d[.ddd]e[+-]XX */
+    char digits[24];
+    int nd = 0, neg = 0;
+    const char *s = buf;
+    if (*s == '-') { neg = 1; s++; }
+    for (; *s && *s != 'e'; s++)
+        if (*s >= '0' && *s <= '9') digits[nd++] = *s;
+    int e = atoi(s + 1);
+    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    digits[nd] = 0;
+    char *o = out;
+    size_t left = cap;
+#define PUT(...) do { int w_ = snprintf(o, left, __VA_ARGS__); if (w_ < 0 || (size_t)w_ >= left) return; o += w_; left -= (size_t)w_; } while (0)
+    if (neg) PUT("-");
+    if (e >= -4 && e < 16) {
+        if (e >= 0) {
+            for (int i = 0; i <= e; i++) PUT("%c", i < nd ? digits[i] : '0');
+            PUT(".");
+            if (nd > e + 1) PUT("%s", digits + e + 1); else PUT("0");
+        } else {
+            PUT("0.");
+            for (int i = 0; i < -e - 1; i++) PUT("0");
+            PUT("%s", digits);
+        }
+    } else {
+        PUT("%c", digits[0]);
+        if (nd > 1) PUT(".%s", digits + 1);
+        PUT("e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
+    }
+#undef PUT
+}
+
+/* Checked unsigned parser with K/M/G suffixes (binary multiples). */
+static int parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-') return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s) return -1;
+    unsigned shift = 0;
+    if (*end == 'K' || *end == 'k') shift = 10, end++;
+    else if (*end == 'M' || *end == 'm') shift = 20, end++;
+    else if (*end == 'G' || *end == 'g') shift = 30, end++;
+    if (*end) return -1;
+    if (shift && v > (ULLONG_MAX >> shift)) return -1;
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+/* ---- temporary files and signals --------------------------------------- */
+
+/* Paths of every temporary file the writers may create, copied into static
+ * storage so the signal handler can unlink them without allocating. */
+#define MAX_TEMPS (MAX_KEYS * 8)
+static char temp_paths[MAX_TEMPS][PATH_MAX];
+static volatile sig_atomic_t ntemps;
+
+static void cleanup_temps(void)
+{
+    for (int i = 0; i < ntemps; i++) unlink(temp_paths[i]);
+    ntemps = 0;
+}
+
+static void on_signal(int sig)
+{
+    for (int i = 0; i < ntemps; i++) unlink(temp_paths[i]);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void register_temps(ds_writer *w)
+{
+    size_t n = 0;
+    const char *const *p = ds_writer_temp_paths(w, &n);
+    for (size_t i = 0; i < n && ntemps < MAX_TEMPS; i++) {
+        snprintf(temp_paths[ntemps], PATH_MAX, "%s", p[i]);
+        ntemps++;
+    }
+}
+
+/* ---- options ------------------------------------------------------------ */
+
+enum opt_id {
+    O_INPUT = 1, O_OUTPUT_PREFIX, O_JSON_KEYS, O_APPEND_EOD, O_TOKENIZER_TYPE, O_VOCAB_FILE,
+    O_MERGE_FILE, O_WORKERS, O_PARTITIONS, O_LOG_INTERVAL, O_DATASET_IMPL, O_KEEP_SEQUENTIAL,
+    O_KEEP_NEWLINES, O_LANG, O_VOCAB_EXTRA_IDS, O_MAKE_VOCAB_DIV, O_LEGACY_TOKENIZER,
+    O_SKIP_INVALID, O_SPECIAL_TOKENS, O_PRETOKENIZER, O_SKIP_EMPTY, O_QUIET, O_VERBOSE,
+    O_HELP, O_VERSION, O_UNSUPPORTED
+};
+
+enum { ARG_NONE, ARG_ONE, ARG_MANY };
+
+struct option_def {
+    const char *lng;
+    char shrt;
+    int arg;
+    int id;
+    const char *meta;
+    const char *help;   /* NULL: hidden from --help (refused or no-op compatibility flags) */
+};
+
+/* One table drives both the parser and --help (STYLE 38). */
+static const struct option_def options[] = {
+    {"input", 'i', ARG_ONE, O_INPUT, "PATH", "input JSON lines: plain, .gz, .xz or .zst (by content); '-' is stdin; repeat for several files; a glob pattern is expanded (sorted)"},
+    {"output-prefix", 'o', ARG_ONE, O_OUTPUT_PREFIX, "PREFIX", "write PREFIX_{key}_document.bin/.idx"},
+    {"json-keys", 0, ARG_MANY, O_JSON_KEYS, "KEY...", "keys to extract, one dataset per key (default: text)"},
+    {"append-eod", 0, ARG_NONE, O_APPEND_EOD, NULL, "append <|endoftext|> (50256) to every non-empty document"},
+    {"tokenizer-type", 0, ARG_ONE, O_TOKENIZER_TYPE, "TYPE", "GPT2BPETokenizer (the only one)"},
+    {"vocab-file", 0, ARG_ONE, O_VOCAB_FILE, "PATH", "GPT-2 vocab JSON (default: the bundled gpt2-vocab.json)"},
+    {"merge-file", 0, ARG_ONE, O_MERGE_FILE, "PATH", "GPT-2 merges (default: the bundled gpt2-merges.txt)"},
+    {"workers", 'j', ARG_ONE, O_WORKERS, "N", "tokenizer threads (default: the number of CPUs)"},
+    {"partitions", 0, ARG_ONE, O_PARTITIONS, "N", "accepted for Megatron compatibility; output keeps input order"},
+    {"log-interval", 0, ARG_ONE, O_LOG_INTERVAL, "N", "print Megatron's progress line every N documents (default 1000)"},
+    {"dataset-impl", 0, ARG_ONE, O_DATASET_IMPL, "mmap", "only mmap (Megatron's MMIDIDX) is written"},
+    {"keep-sequential-samples", 0, ARG_NONE, O_KEEP_SEQUENTIAL, NULL, "accepted; order is always kept"},
+    {"skip-invalid", 0, ARG_NONE, O_SKIP_INVALID, NULL, "skip and count bad lines instead of stopping at the first"},
+    {"special-tokens", 0, ARG_NONE, O_SPECIAL_TOKENS, NULL, "map a literal <|endoftext|> in text to 50256 (Megatron's HF tokenizer)"},
+    {"pretokenizer", 0, ARG_ONE, O_PRETOKENIZER, "scan|pcre2", "pre-tokenizer: the fast scanner (default) or the PCRE2 JIT reference"},
+    {"skip-empty-documents", 0, ARG_NONE, O_SKIP_EMPTY, NULL, "do not record empty documents (old Megatron/DeepSpeed behaviour)"},
+    {"quiet", 'q', ARG_NONE, O_QUIET, NULL, "less output (errors only); twice: nothing"},
+    {"verbose", 'v', ARG_NONE, O_VERBOSE, NULL, "more output (each skipped line, timings)"},
+    {"help", 'h', ARG_NONE, O_HELP, NULL, "show this help and exit"},
+    {"version", 'V', ARG_NONE, O_VERSION, NULL, "show the version and exit"},
+    /* Megatron flags that change nothing for GPT-2 BPE output: accepted. */
+    {"keep-newlines", 0, ARG_NONE, O_KEEP_NEWLINES, NULL, NULL},
+    {"lang", 0, ARG_ONE, O_LANG, NULL, NULL},
+    {"vocab-extra-ids", 0, ARG_ONE, O_VOCAB_EXTRA_IDS, NULL, NULL},
+    {"make-vocab-size-divisible-by", 0, ARG_ONE, O_MAKE_VOCAB_DIV, NULL, NULL},
+    {"legacy-tokenizer", 0, ARG_NONE, O_LEGACY_TOKENIZER, NULL, NULL},
+    /* Megatron flags mds does not implement: refused by name, never ignored. */
+    {"split-sentences", 0, ARG_NONE, O_UNSUPPORTED, NULL, NULL},
+    {"tokenizer-model", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"tokenizer-metadata", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"tokenizer-special-tokens", 0, ARG_MANY, O_UNSUPPORTED, NULL, NULL},
+    {"tiktoken-pattern", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"tiktoken-num-special-tokens", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"tiktoken-special-tokens", 0, ARG_MANY, O_UNSUPPORTED, NULL, NULL},
+    {"vocab-size", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"padded-vocab-size", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"no-pad-vocab-size", 0, ARG_NONE, O_UNSUPPORTED, NULL, NULL},
+    {"tokenizer-sentencepiece-legacy", 0, ARG_NONE, O_UNSUPPORTED, NULL, NULL},
+    {"no-tokenizer-sentencepiece-ignore-extra-whitespaces", 0, ARG_NONE, O_UNSUPPORTED, NULL, NULL},
+    {"tokenizer-hf-no-use-fast", 0, ARG_NONE, O_UNSUPPORTED, NULL, NULL},
+    {"tokenizer-hf-no-include-special-tokens", 0, ARG_NONE, O_UNSUPPORTED, NULL, NULL},
+    {"trust-remote-code", 0, ARG_NONE, O_UNSUPPORTED, NULL, NULL},
+    {"null-tokenizer-eod-id", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"null-tokenizer-pad-id", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"chat-template", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"use-gigatoken", 0, ARG_NONE, O_UNSUPPORTED, NULL, NULL},
+    {"find-optimal-num-workers", 0, ARG_NONE, O_UNSUPPORTED, NULL, NULL},
+    {"workers-to-check", 0, ARG_MANY, O_UNSUPPORTED, NULL, NULL},
+    {"max-documents", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"seq-length", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"tokenizer-name-or-path", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"pad-vocab-size-to", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+};
+#define NOPTIONS (sizeof options / sizeof options[0])
+
+struct config {
+    const char **inputs; size_t ninputs;
+    const char *output_prefix;
+    const char *keys[MAX_KEYS]; size_t nkeys;
+    int append_eod;
+    const char *vocab_file, *merge_file;
+    int workers;
+    uint64_t log_interval;
+    int skip_invalid, special_tokens, use_pcre2, skip_empty;
+};
+
+static void usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, PROG ": ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fprintf(stderr, "hint: see '" PROG " --help'\n");
+    exit(2);
+}
+
+static void print_help(void)
+{
+    printf("usage: " PROG " --input PATH [--input PATH...] --output-prefix PREFIX [options]\n\n"
+           "Tokenize JSON lines with GPT-2 BPE into Megatron's indexed dataset (.bin/.idx),\n"
+           "byte-identical to Megatron-LM's tools/preprocess_data.py.\n\n");
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        const struct option_def *o = &options[i];
+        if (!o->help) continue;
+        char left[80];
+        int w = 0;
+        if (o->shrt) w = snprintf(left, sizeof left, "-%c, ", o->shrt);
+        else w = snprintf(left, sizeof left, "    ");
+        snprintf(left + w, sizeof left - (size_t)w, "--%s%s%s", o->lng, o->meta ? " " : "", o->meta ? o->meta : "");
+        printf("  %-34s %s\n", left, o->help);
+    }
+    printf("\nExit status: 0 success, 1 runtime failure (bad input, I/O), 2 bad usage.\n"
+           "Megatron flags for other tokenizers and --split-sentences are refused by name.\n");
+}
+
+/* argparse-compatible matching: exact name, or a unique prefix. */
+static const struct option_def *find_long(const char *name, size_t len)
+{
+    const struct option_def *hit = NULL;
+    int nhits = 0;
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        if (strncmp(options[i].lng, name, len) != 0) continue;
+        if (options[i].lng[len] == 0) return &options[i];
+        hit = &options[i];
+        nhits++;
+    }
+    if (nhits == 1) return hit;
+    if (nhits > 1) usage_error("ambiguous option '--%.*s'", (int)len, name);
+    return NULL;
+}
+
+static int looks_like_option(const char *s)
+{
+    /* argparse: "-x..." is an option unless it looks like a negative number. */
+    return s[0] == '-' && s[1] && !(s[1] >= '0' && s[1] <= '9');
+}
+
+static uint64_t opt_number(const char *name, const char *v, uint64_t lo, uint64_t hi)
+{
+    uint64_t x;
+    if (parse_u64(v, &x) != 0 || x < lo || x > hi)
+        usage_error("option '--%s' needs an integer in [%llu, %llu], got '%s'", name,
+                    (unsigned long long)lo, (unsigned long long)hi, v);
+    return x;
+}
+
+static void add_input(struct config *c, const char *path, size_t *cap)
+{
+    GROW(c->inputs, *cap, c->ninputs + 1);
+    c->inputs[c->ninputs++] = path;
+}
+
+static void parse_args(int argc, char **argv, struct config *c)
+{
+    size_t incap = 0;
+    int keys_given = 0;
+    c->workers = 0;
+    c->log_interval = 1000;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const struct option_def *o = NULL;
+        const char *val = NULL;
+        if (a[0] == '-' && a[1] == '-' && a[2]) {
+            const char *eq = strchr(a + 2, '=');
+            size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+            o = find_long(a + 2, len);
+            if (!o) usage_error("unknown option '%s'", a);
+            if (eq) val = eq + 1;
+        } else if (a[0] == '-' && a[1] && a[1] != '-' && a[2] == 0) {
+            for (size_t k = 0; k < NOPTIONS; k++)
+                if (options[k].shrt == a[1]) o = &options[k];
+            if (!o) usage_error("unknown option '%s'", a);
+        } else if (strcmp(a, "-") == 0 || a[0] != '-') {
+            usage_error("unexpected argument '%s' (inputs are given with --input)", a);
+        } else {
+            usage_error("unknown option '%s'", a);
+        }
+        if (o->id == O_UNSUPPORTED)
+            usage_error("option '--%s' is not supported by mds (only GPT2BPETokenizer, one sequence per document)", o->lng);
+        if (o->arg == ARG_NONE && val) usage_error("option '--%s' takes no value", o->lng);
+        if (o->arg == ARG_ONE && !val) {
+            if (i + 1 >= argc || (looks_like_option(argv[i + 1]) && strcmp(argv[i + 1], "-") != 0))
+                usage_error("option '--%s' needs a value", o->lng);
+            val = argv[++i];
+        }
+        switch (o->id) {
+        case O_INPUT: add_input(c, val, &incap); break;
+        case O_OUTPUT_PREFIX: c->output_prefix = val; break;
+        case O_JSON_KEYS: {
+            if (!keys_given) c->nkeys = 0;
+            keys_given = 1;
+            size_t before = c->nkeys;
+            if (val) {
+                if (c->nkeys == MAX_KEYS) usage_error("too many --json-keys (at most %d)", MAX_KEYS);
+                c->keys[c->nkeys++] = val;
+            }
+            while (i + 1 < argc && !looks_like_option(argv[i + 1])) {
+                if (c->nkeys == MAX_KEYS) usage_error("too many --json-keys (at most %d)", MAX_KEYS);
+                c->keys[c->nkeys++] = argv[++i];
+            }
+            if (c->nkeys == before) usage_error("option '--json-keys' needs at least one key");
+            break;
+        }
+        case O_APPEND_EOD: c->append_eod = 1; break;
+        case O_TOKENIZER_TYPE:
+            if (strcmp(val, "GPT2BPETokenizer") != 0)
+                usage_error("tokenizer type '%s' is not supported (only GPT2BPETokenizer)", val);
+            break;
+        case O_VOCAB_FILE: c->vocab_file = val; break;
+        case O_MERGE_FILE: c->merge_file = val; break;
+        case O_WORKERS: c->workers = (int)opt_number(o->lng, val, 1, 1024); break;
+        case O_PARTITIONS: (void)opt_number(o->lng, val, 1, 1 << 20); break;
+        case O_LOG_INTERVAL: c->log_interval = opt_number(o->lng, val, 1, UINT64_MAX >> 1); break;
+        case O_DATASET_IMPL:
+            if (strcmp(val, "mmap") != 0)
+                usage_error("dataset implementation '%s' is not supported (only mmap)", val);
+            break;
+        case O_VOCAB_EXTRA_IDS:
+            if (opt_number(o->lng, val, 0, 1 << 20) != 0)
+                usage_error("option '--vocab-extra-ids' other than 0 is not supported");
+            break;
+        case O_MAKE_VOCAB_DIV: (void)opt_number(o->lng, val, 1, 1 << 20); break;
+        case O_KEEP_SEQUENTIAL: case O_KEEP_NEWLINES: case O_LANG: case O_LEGACY_TOKENIZER: break;
+        case O_SKIP_INVALID: c->skip_invalid = 1; break;
+        case O_SPECIAL_TOKENS: c->special_tokens = 1; break;
+        case O_PRETOKENIZER:
+            if (strcmp(val, "pcre2") == 0) c->use_pcre2 = 1;
+            else if (strcmp(val, "scan") == 0) c->use_pcre2 = 0;
+            else usage_error("option '--pretokenizer' must be 'scan' or 'pcre2', got '%s'", val);
+            break;
+        case O_SKIP_EMPTY: c->skip_empty = 1; break;
+        case O_QUIET: verbosity = verbosity > 0 ? verbosity - 1 : 0; break;
+        case O_VERBOSE: verbosity++; break;
+        case O_HELP: print_help(); exit(0);
+        case O_VERSION: printf(PROG " %s (dataset library %s)\n", MDS_VERSION, ds_version_string()); exit(0);
+        }
+    }
+    if (!c->ninputs) usage_error("missing --input");
+    if (!c->output_prefix) usage_error("missing --output-prefix");
+    if (!keys_given) { c->keys[0] = "text"; c->nkeys = 1; }
+    for (size_t k = 0; k < c->nkeys; k++)
+        for (size_t j = 0; j < k; j++)
+            if (strcmp(c->keys[j], c->keys[k]) == 0) usage_error("key '%s' given twice in --json-keys", c->keys[k]);
+    if (c->workers == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        c->workers = n > 0 ? (int)(n > 1024 ? 1024 : n) : 1;
+    }
+}
+
+/* Megatron's --partitions mode takes --input as a glob pattern; we expand a
+ * pattern that names no existing file, sorted (Megatron's glob order is the
+ * file system's, which is why docs/cli.md recommends explicit inputs). */
+static void expand_inputs(struct config *c)
+{
+    const char **out = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t i = 0; i < c->ninputs; i++) {
+        const char *p = c->inputs[i];
+        struct stat st;
+        if (strcmp(p, "-") != 0 && stat(p, &st) != 0 && strpbrk(p, "*?[")) {
+            glob_t g;
+            if (glob(p, 0, NULL, &g) == 0) {
+                for (size_t k = 0; k < g.gl_pathc; k++) {
+                    GROW(out, cap, n + 1);
+                    out[n++] = strdup(g.gl_pathv[k]);
+                }
+                globfree(&g);
+                continue;
+            }
+            die(1, "no input matches '%s'", p);
+        }
+        GROW(out, cap, n + 1);
+        out[n++] = p;
+    }
+    free(c->inputs);
+    c->inputs = out;
+    c->ninputs = n;
+    size_t stdin_count = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(out[i], "-") == 0) { stdin_count++; continue; }
+        FILE *f = fopen(out[i], "rb");
+        if (!f) die(1, "cannot open '%s': %s", out[i], strerror(errno));
+        fclose(f);
+    }
+    if (stdin_count > 1) usage_error("stdin ('-') given more than once");
+}
+
+/* Default vocabulary: next to the binary (build tree or PREFIX/bin), then
+ * the compile-time PREFIX/share/mds/vocab. */
+static char *find_vocab(const char *name)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    const char *env = getenv("MDS_VOCAB_DIR");
+    char cand[6][PATH_MAX + 64];
+    int nc = 0;
+    if (env) snprintf(cand[nc++], sizeof cand[0], "%s/%s", env, name);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        snprintf(cand[nc++], sizeof cand[0], "%s/../share/mds/vocab/%s", exe, name);
+        snprintf(cand[nc++], sizeof cand[0], "%s/vocab/%s", exe, name);
+        snprintf(cand[nc++], sizeof cand[0], "%s/../vocab/%s", exe, name);
+        snprintf(cand[nc++], sizeof cand[0], "%s/../../vocab/%s", exe, name);
+    }
+#ifdef MDS_VOCAB_DIR
+    snprintf(cand[nc++], sizeof cand[0], "%s/%s", MDS_VOCAB_DIR, name);
+#endif
+    for (int i = 0; i < nc; i++)
+        if (access(cand[i], R_OK) == 0) return strdup(cand[i]);
+    return NULL;
+}
+
+/* ---- chunks and the pipeline -------------------------------------------- */
+
+struct keyout {
+    uint32_t *tok; size_t ntok, tokcap;       /* token ids of all documents */
+    uint32_t *seqlen; size_t nseq, seqcap;    /* sequence lengths */
+    uint32_t *docseq; size_t docseqcap;       /* per document: sequence count */
+};
+
+struct skip_note { uint64_t line; char msg[256]; };
+
+enum chunk_state { CH_EMPTY, CH_FILLED, CH_WORKING, CH_DONE };
+
+struct chunk {
+    int state;
+    uint64_t seq;                 /* position in the stream of chunks */
+    size_t file;                  /* index into config.inputs */
+    char *data; size_t len, cap;  /* whole lines */
+    int eof_error;                /* the reader failed after this chunk's data */
+    char reader_msg[256];
+    uint64_t in_pos;              /* compressed bytes consumed when cut */
+    /* results */
+    uint64_t lines, ndocs, blank, skipped;
+    uint64_t *doc_chars; size_t doc_chars_cap;   /* cumulative characters per document */
+    struct keyout key[MAX_KEYS];
+    int error;                    /* a bad line stops the run (no --skip-invalid) */
+    uint64_t error_line;          /* line number within the chunk, 1-based */
+    char error_msg[256];
+    struct skip_note notes[MAX_SKIP_NOTES];
+    int nnotes;
+};
+
+struct pipeline {
+    const struct config *cfg;
+    const bpe *tok;
+    uint32_t eod;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_reader, cv_worker, cv_writer;
+    struct chunk *slots; size_t nslots;
+    uint64_t next_fill, next_work, next_write;
+    int reader_done;              /* no more chunks after next_fill */
+    int stop;                     /* writer gave up: everyone exits */
+    /* for the progress bar (reader side, read under mu) */
+    uint64_t in_pos, in_size;
+    size_t cur_file;
+};
+
+static void chunk_reset(struct chunk *c, size_t nkeys)
+{
+    c->len = 0;
+    c->eof_error = 0;
+    c->reader_msg[0] = 0;
+    c->lines = c->ndocs = c->blank = c->skipped = 0;
+    c->error = 0;
+    c->error_line = 0;
+    c->error_msg[0] = 0;
+    c->nnotes = 0;
+    for (size_t k = 0; k < nkeys; k++) c->key[k].ntok = c->key[k].nseq = 0;
+}
+
+/* Reader: fill slots in order with whole lines of one file. */
+static void *reader_main(void *arg)
+{
+    struct pipeline *p = arg;
+    const struct config *cfg = p->cfg;
+    char *carry = NULL;
+    size_t carry_len = 0, carry_cap = 0;
+    int stop = 0;
+    for (size_t f = 0; f < cfg->ninputs && !stop; f++) {
+        mds_input *in = NULL;
+        char openmsg[256] = "";
+        if (mds_input_open(cfg->inputs[f], cfg->workers, &in) != 0) {
+            snprintf(openmsg, sizeof openmsg, "%s", in ? mds_input_error(in) : "out of memory");
+            mds_input_close(in);
+            in = NULL;
+        }
+        pthread_mutex_lock(&p->mu);
+        p->cur_file = f;
+        p->in_pos = 0;
+        p->in_size = in ? mds_input_compressed_size(in) : 0;
+        pthread_mutex_unlock(&p->mu);
+        carry_len = 0;
+        int eof = 0;
+        while (!eof) {
+            pthread_mutex_lock(&p->mu);
+            struct chunk *c = &p->slots[p->next_fill % p->nslots];
+            while (c->state != CH_EMPTY && !p->stop) pthread_cond_wait(&p->cv_reader, &p->mu);
+            if (p->stop) { pthread_mutex_unlock(&p->mu); stop = 1; break; }
+            pthread_mutex_unlock(&p->mu);
+
+            chunk_reset(c, cfg->nkeys);
+            c->file = f;
+            GROW(c->data, c->cap, carry_len + CHUNK_BYTES);
+            memcpy(c->data, carry, carry_len);
+            c->len = carry_len;
+            carry_len = 0;
+            if (!in) {
+                c->eof_error = 1;
+                snprintf(c->reader_msg, sizeof c->reader_msg, "%s", openmsg);
+                eof = 1;
+            }
+            /* Read until the chunk holds at least one line break (a line
+             * longer than the chunk grows it) or the input ends. */
+            size_t cut = 0;
+            while (in && !eof) {
+                if (c->cap - c->len < CHUNK_BYTES / 4) GROW(c->data, c->cap, c->len + CHUNK_BYTES);
+                long long r = mds_input_read(in, c->data + c->len, c->cap - c->len);
+                if (r < 0) {
+                    c->eof_error = 1;
+                    snprintf(c->reader_msg, sizeof c->reader_msg, "%s", mds_input_error(in));
+                    eof = 1;
+                    break;
+                }
+                if (r == 0) { eof = 1; break; }
+                c->len += (size_t)r;
+                /* cut after the last '\n' (a CR before it stays in this chunk) */
+                char *nl = memrchr(c->data, '\n', c->len);
+                if (nl && c->len >= CHUNK_BYTES / 2) { cut = (size_t)(nl - c->data) + 1; break; }
+            }
+            if (eof) cut = c->len;   /* the rest, even without a final newline */
+            if (!eof || cut < c->len) {
+                carry_len = c->len - cut;
+                GROW(carry, carry_cap, carry_len);
+                memcpy(carry, c->data + cut, carry_len);
+                c->len = cut;
+            }
+            pthread_mutex_lock(&p->mu);
+            if (in) p->in_pos = mds_input_compressed_pos(in);
+            c->in_pos = p->in_pos;
+            c->seq = p->next_fill++;
+            c->state = CH_FILLED;
+            pthread_cond_broadcast(&p->cv_worker);
+            pthread_mutex_unlock(&p->mu);
+            if (c->eof_error) {
+                /* a broken input ends its file; with --skip-invalid the
+                 * writer reports it and the next file follows */
+                if (!cfg->skip_invalid) stop = 1;
+            }
+        }
+        mds_input_close(in);
+    }
+    free(carry);
+    pthread_mutex_lock(&p->mu);
+    p->reader_done = 1;
+    pthread_cond_broadcast(&p->cv_worker);
+    pthread_cond_broadcast(&p->cv_writer);
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* Per-thread tokenizer state. */
+struct worker {
+    struct pipeline *p;
+    bpe_cache *cache;
+    pretok_pcre2 *pcre;
+    json_doc doc;
+};
+
+/* Tokenize text s[0..n) appending ids to ko->tok; returns the count. */
+static size_t tokenize_plain(struct worker *w, struct keyout *ko, const unsigned char *s, size_t n)
+{
+    GROW(ko->tok, ko->tokcap, ko->ntok + n + 1);
+    uint32_t *out = ko->tok + ko->ntok;
+    size_t pos = 0, nout = 0;
+    const bpe *b = w->p->tok;
+    if (w->pcre) {
+        while (pos < n) {
+            size_t e = pretok_pcre2_next(w->pcre, s, n, pos);
+            nout += bpe_encode_piece(b, w->cache, s + pos, e - pos, out + nout);
+            pos = e;
+        }
+    } else {
+        while (pos < n) {
+            size_t e = pretok_next(s, n, pos);
+            nout += bpe_encode_piece(b, w->cache, s + pos, e - pos, out + nout);
+            pos = e;
+        }
+    }
+    ko->ntok += nout;
+    return nout;
+}
+
+static size_t tokenize(struct worker *w, struct keyout *ko, const unsigned char *s, size_t n)
+{
+    if (!w->p->cfg->special_tokens) return tokenize_plain(w, ko, s, n);
+    /* HF-style added token: split the text at every literal <|endoftext|>
+     * and encode each part on its own. */
+    static const size_t ml = sizeof EOD_TOKEN - 1;
+    size_t total = 0;
+    for (;;) {
+        const unsigned char *m = memmem(s, n, EOD_TOKEN, ml);
+        size_t part = m ? (size_t)(m - s) : n;
+        total += tokenize_plain(w, ko, s, part);
+        if (!m) break;
+        GROW(ko->tok, ko->tokcap, ko->ntok + 1);
+        ko->tok[ko->ntok++] = w->p->eod;
+        total++;
+        s += part + ml;
+        n -= part + ml;
+    }
+    return total;
+}
+
+/* Characters in a UTF-8 line as Python counts them (code points). */
+static uint64_t count_chars(const char *s, size_t n)
+{
+    uint64_t cont = 0;
+    for (size_t i = 0; i < n; i++) cont += ((unsigned char)s[i] & 0xC0) == 0x80;
+    return n - cont;
+}
+
+/* Processes one line; returns 0 or -1 with msg set (the line is then not
+ * recorded and every key's buffers are rolled back). */
+static int process_line(struct worker *w, struct chunk *c, const char *line, size_t len, char *msg, size_t msgcap)
+{
+    const struct config *cfg = w->p->cfg;
+    size_t mark_tok[MAX_KEYS], mark_seq[MAX_KEYS];
+    for (size_t k = 0; k < cfg->nkeys; k++) {
+        mark_tok[k] = c->key[k].ntok;
+        mark_seq[k] = c->key[k].nseq;
+    }
+    if (json_extract(&w->doc, line, len, cfg->keys, cfg->nkeys) != 0) {
+        snprintf(msg, msgcap, "%s", w->doc.err);
+        return -1;
+    }
+    for (size_t k = 0; k < cfg->nkeys; k++) {
+        struct keyout *ko = &c->key[k];
+        int kind = json_doc_kind(&w->doc, k);
+        if (kind == JSON_MISSING) { snprintf(msg, msgcap, "missing key '%s'", cfg->keys[k]); goto rollback; }
+        if (kind != JSON_STRING && kind != JSON_STRING_ARRAY) {
+            snprintf(msg, msgcap, "key '%s' is not a string or a list of strings", cfg->keys[k]);
+            goto rollback;
+        }
+        size_t ns = json_doc_count(&w->doc, k);
+        size_t nseq = 0, doc_tokens = 0;
+        for (size_t j = 0; j < ns; j++) {
+            size_t slen;
+            const char *s = json_doc_string(&w->doc, k, j, &slen);
+            size_t t = tokenize(w, ko, (const unsigned char *)s, slen);
+            if (t == 0) continue;           /* empty sentences are dropped */
+            if (t > UINT32_MAX - 1) { snprintf(msg, msgcap, "key '%s': a sequence of more than 2^32 tokens", cfg->keys[k]); goto rollback; }
+            GROW(ko->seqlen, ko->seqcap, ko->nseq + 1);
+            ko->seqlen[ko->nseq++] = (uint32_t)t;
+            nseq++;
+            doc_tokens += t;
+        }
+        if (doc_tokens > INT32_MAX) {
+            /* .idx lengths are int32: Megatron would write garbage. */
+            snprintf(msg, msgcap, "key '%s': a sequence of %zu tokens does not fit the int32 lengths of .idx", cfg->keys[k], doc_tokens);
+            goto rollback;
+        }
+        if (nseq > 0 && cfg->append_eod) {
+            GROW(ko->tok, ko->tokcap, ko->ntok + 1);
+            ko->tok[ko->ntok++] = w->p->eod;
+            ko->seqlen[ko->nseq - 1]++;
+        }
+        GROW(ko->docseq, ko->docseqcap, c->ndocs + 1);
+        ko->docseq[c->ndocs] = (uint32_t)nseq;
+    }
+    return 0;
+rollback:
+    for (size_t k = 0; k < cfg->nkeys; k++) {
+        c->key[k].ntok = mark_tok[k];
+        c->key[k].nseq = mark_seq[k];
+    }
+    return -1;
+}
+
+static void process_chunk(struct worker *w, struct chunk *c)
+{
+    const struct config *cfg = w->p->cfg;
+    const char *s = c->data, *end = c->data + c->len;
+    uint64_t chars = 0;
+    char msg[256];
+    while (s < end) {
+        /* Python universal newlines: \n, \r\n and a lone \r end a line. */
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        const char *stop = nl ? nl : end;
+        const char *cr = memchr(s, '\r', (size_t)(stop - s));
+        const char *eol, *next;
+        if (cr && cr + 1 < stop) { eol = cr; next = cr + 1; }              /* lone CR */
+        else if (cr) { eol = cr; next = nl ? nl + 1 : (cr + 1 == end ? end : cr + 1); }   /* CRLF, or CR at the very end */
+        else { eol = stop; next = nl ? nl + 1 : end; }
+        size_t len = (size_t)(eol - s);
+        int terminated = next > eol;
+        c->lines++;
+        size_t i = 0;
+        while (i < len && (s[i] == ' ' || s[i] == '\t')) i++;
+        if (i == len) {
+            c->blank++;
+        } else {
+            int bad = 0;
+            if (process_line(w, c, s, len, msg, sizeof msg) != 0) bad = 1;
+            if (bad) {
+                if (!cfg->skip_invalid) {
+                    c->error = 1;
+                    c->error_line = c->lines;
+                    snprintf(c->error_msg, sizeof c->error_msg, "%s", msg);
+                    return;
+                }
+                c->skipped++;
+                if (c->nnotes < MAX_SKIP_NOTES) {
+                    c->notes[c->nnotes].line = c->lines;
+                    snprintf(c->notes[c->nnotes].msg, sizeof c->notes[0].msg, "%s", msg);
+                    c->nnotes++;
+                }
+            } else {
+                chars += count_chars(s, len) + (uint64_t)terminated;
+                GROW(c->doc_chars, c->doc_chars_cap, c->ndocs + 1);
+                c->doc_chars[c->ndocs] = chars;
+                c->ndocs++;
+            }
+        }
+        s = next;
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct pipeline *p = w->p;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        struct chunk *c;
+        for (;;) {
+            if (p->stop) { pthread_mutex_unlock(&p->mu); return NULL; }
+            c = &p->slots[p->next_work % p->nslots];
+            if (c->state == CH_FILLED && c->seq == p->next_work) break;
+            if (p->reader_done && p->next_work == p->next_fill) { pthread_mutex_unlock(&p->mu); return NULL; }
+            pthread_cond_wait(&p->cv_worker, &p->mu);
+        }
+        c->state = CH_WORKING;
+        p->next_work++;
+        pthread_mutex_unlock(&p->mu);
+
+        process_chunk(w, c);
+
+        pthread_mutex_lock(&p->mu);
+        c->state = CH_DONE;
+        pthread_cond_broadcast(&p->cv_writer);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+/* ---- progress ----------------------------------------------------------- */
+
+struct progress {
+    double start, last_bar;
+    int tty, bar_shown;
+    uint64_t docs, chars, bytes_out_tokens;
+};
+
+static void human_bytes(double b, char *out, size_t cap)
+{
+    const char *u[] = {"B", "KB", "MB", "GB", "TB"};
+    int i = 0;
+    while (b >= 1000 && i < 4) b /= 1000, i++;
+    snprintf(out, cap, i ? "%.1f %s" : "%.0f %s", b, u[i]);
+}
+
+static void bar_clear(struct progress *pg)
+{
+    if (pg->bar_shown) { fputs("\r\033[K", stderr); pg->bar_shown = 0; }
+}
+
+static void bar_draw(struct progress *pg, struct pipeline *p, int force)
+{
+    if (!pg->tty || verbosity < 2) return;
+    double t = now_sec();
+    if (!force && t - pg->last_bar < 1.0 / 6) return;   /* about 6 Hz */
+    pg->last_bar = t;
+    pthread_mutex_lock(&p->mu);
+    uint64_t pos = p->in_pos, size = p->in_size;
+    size_t file = p->cur_file;
+    pthread_mutex_unlock(&p->mu);
+    double el = t - pg->start;
+    char done[32], rate[32], line[256];
+    human_bytes((double)pos, done, sizeof done);
+    human_bytes(el > 0 ? (double)pos / el : 0, rate, sizeof rate);
+    int w = snprintf(line, sizeof line, "[%zu/%zu] %" PRIu64 " docs  %s", file + 1, p->cfg->ninputs, pg->docs, done);
+    if (size > 0 && pos <= size) {
+        double frac = (double)pos / (double)size;
+        int width = 24, fill = (int)(frac * width);
+        char b[32];
+        for (int i = 0; i < width; i++) b[i] = i < fill ? '#' : '.';
+        b[width] = 0;
+        double eta = frac > 0 ? el * (1 - frac) / frac : 0;
+        snprintf(line + w, sizeof line - (size_t)w, " [%s] %3.0f%%  %s/s  ETA %02d:%02d", b, frac * 100, rate,
+                 (int)(eta / 60), (int)fmod(eta, 60));
+    } else {
+        snprintf(line + w, sizeof line - (size_t)w, "  %s/s", rate);
+    }
+    fprintf(stderr, "\r\033[K%s", line);
+    fflush(stderr);
+    pg->bar_shown = 1;
+}
+
+/* Megatron's line: Processed {i} documents ({i/elapsed} docs/s, {mbs} MB/s). */
+static void megatron_line(struct progress *pg, uint64_t docs, uint64_t chars)
+{
+    if (verbosity < 2) return;
+    double el = now_sec() - pg->start;
+    if (el <= 0) el = 1e-9;
+    char a[40], b[40];
+    py_repr((double)docs / el, a, sizeof a);
+    py_repr((double)chars / el / 1024 / 1024, b, sizeof b);
+    bar_clear(pg);
+    fprintf(stderr, "Processed %" PRIu64 " documents (%s docs/s, %s MB/s).\n", docs, a, b);
+}
+
+/* ---- main ----------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+    struct config cfg = {0};
+    parse_args(argc, argv, &cfg);
+    expand_inputs(&cfg);
+
+    double t0 = now_sec();
+    char *vocab = cfg.vocab_file ? strdup(cfg.vocab_file) : find_vocab("gpt2-vocab.json");
+    char *merges = cfg.merge_file ? strdup(cfg.merge_file) : find_vocab("gpt2-merges.txt");
+    if (!vocab) die(1, "cannot find the bundled 'gpt2-vocab.json'; give --vocab-file (hint: set MDS_VOCAB_DIR)");
+    if (!merges) die(1, "cannot find the bundled 'gpt2-merges.txt'; give --merge-file (hint: set MDS_VOCAB_DIR)");
+    bpe *tok = NULL;
+    char err[512];
+    if (bpe_load(&tok, vocab, merges, err, sizeof err) != 0) die(1, "%s", err);
+    int32_t eod = bpe_token_id(tok, EOD_TOKEN, sizeof EOD_TOKEN - 1);
+    if (eod < 0 && (cfg.append_eod || cfg.special_tokens))
+        die(1, "vocabulary '%s' has no '" EOD_TOKEN "' token", vocab);
+    pretok_init();
+    if (cfg.use_pcre2) {
+        pretok_pcre2 *probe;
+        if (pretok_pcre2_new(&probe, err, sizeof err) != 0) die(1, "%s", err);
+        pretok_pcre2_free(probe);
+    }
+
+    /* One writer per key: PREFIX_{key}_document, Megatron's names. */
+    int dtype = ds_dtype_for_vocab(bpe_vocab_size(tok));
+    ds_writer *writers[MAX_KEYS] = {0};
+    char names[MAX_KEYS][PATH_MAX];
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGHUP, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    for (size_t k = 0; k < cfg.nkeys; k++) {
+        int n = snprintf(names[k], PATH_MAX, "%s_%s_document", cfg.output_prefix, cfg.keys[k]);
+        if (n < 0 || n >= PATH_MAX) die(1, "output prefix too long");
+        if (ds_writer_open(names[k], dtype, &writers[k]) != 0)
+            die(1, "%s", writers[k] ? ds_writer_error(writers[k]) : "out of memory");
+        register_temps(writers[k]);
+    }
+    if (verbosity >= 3) {
+        for (size_t i = 0; i < cfg.ninputs; i++) fprintf(stderr, "Opening %s\n", cfg.inputs[i]);
+        fprintf(stderr, "Time to startup: %.3f\n", now_sec() - t0);
+    }
+
+    struct pipeline p = {0};
+    p.cfg = &cfg;
+    p.tok = tok;
+    p.eod = eod < 0 ? 0 : (uint32_t)eod;
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv_reader, NULL);
+    pthread_cond_init(&p.cv_worker, NULL);
+    pthread_cond_init(&p.cv_writer, NULL);
+    p.nslots = (size_t)cfg.workers * 2 + 2;
+    p.slots = calloc(p.nslots, sizeof *p.slots);
+    if (!p.slots) die(1, "out of memory");
+
+    int nw = cfg.workers;
+    struct worker *ws = calloc((size_t)nw, sizeof *ws);
+    pthread_t *tids = calloc((size_t)nw, sizeof *tids);
+    if (!ws || !tids) die(1, "out of memory");
+    for (int i = 0; i < nw; i++) {
+        ws[i].p = &p;
+        json_doc_init(&ws[i].doc);
+        if (bpe_cache_new(&ws[i].cache, 1u << 14) != 0) die(1, "out of memory");
+        if (cfg.use_pcre2 && pretok_pcre2_new(&ws[i].pcre, err, sizeof err) != 0) die(1, "%s", err);
+    }
+    struct progress pg = {0};
+    pg.start = now_sec();
+    pg.tty = isatty(2);
+
+    pthread_t rt;
+    if (pthread_create(&rt, NULL, reader_main, &p) != 0) die(1, "cannot start the reader thread");
+    for (int i = 0; i < nw; i++)
+        if (pthread_create(&tids[i], NULL, worker_main, &ws[i]) != 0) die(1, "cannot start worker threads");
+
+    /* The writer: chunks in order. */
+    uint64_t total_docs = 0, total_chars = 0, total_bytes = 0, blank = 0, skipped = 0, lines_before = 0;
+    uint64_t next_log = cfg.log_interval;
+    size_t cur_file = 0;
+    int failed = 0;
+    char fail_msg[1024] = "";
+    for (;;) {
+        pthread_mutex_lock(&p.mu);
+        struct chunk *c = &p.slots[p.next_write % p.nslots];
+        while (!(c->state == CH_DONE && c->seq == p.next_write) &&
+               !(p.reader_done && p.next_write == p.next_fill)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 150000000;
+            if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
+            pthread_cond_timedwait(&p.cv_writer, &p.mu, &ts);
+            if (pg.tty) { pthread_mutex_unlock(&p.mu); bar_draw(&pg, &p, 0); pthread_mutex_lock(&p.mu); }
+        }
+        if (!(c->state == CH_DONE && c->seq == p.next_write)) { pthread_mutex_unlock(&p.mu); break; }
+        pthread_mutex_unlock(&p.mu);
+
+        if (c->file != cur_file) { cur_file = c->file; lines_before = 0; }
+        const char *fname = strcmp(cfg.inputs[c->file], "-") == 0 ? "<stdin>" : cfg.inputs[c->file];
+        for (int i = 0; i < c->nnotes && verbosity >= 3; i++) {
+            bar_clear(&pg);
+            warnx_("%s:%" PRIu64 ": skipped: %s", fname, lines_before + c->notes[i].line, c->notes[i].msg);
+        }
+        /* documents of this chunk, in order */
+        size_t toff[MAX_KEYS] = {0}, soff[MAX_KEYS] = {0};
+        for (uint64_t d = 0; d < c->ndocs && !failed; d++) {
+            for (size_t k = 0; k < cfg.nkeys; k++) {
+                struct keyout *ko = &c->key[k];
+                uint32_t ns = ko->docseq[d];
+                size_t ntok = 0;
+                for (uint32_t j = 0; j < ns; j++) ntok += ko->seqlen[soff[k] + j];
+                if (!(ns == 0 && cfg.skip_empty)) {
+                    if (ds_writer_add_document(writers[k], ko->tok + toff[k], ntok, ko->seqlen + soff[k], ns) != 0) {
+                        snprintf(fail_msg, sizeof fail_msg, "%s", ds_writer_error(writers[k]));
+                        failed = 1;
+                        break;
+                    }
+                }
+                toff[k] += ntok;
+                soff[k] += ns;
+            }
+            total_docs++;
+            if (total_docs == next_log) {
+                megatron_line(&pg, total_docs, total_chars + c->doc_chars[d]);
+                next_log += cfg.log_interval;
+            }
+        }
+        if (c->ndocs) total_chars += c->doc_chars[c->ndocs - 1];
+        blank += c->blank;
+        total_bytes += c->len;
+        skipped += c->skipped;
+        if (!failed && c->error) {
+            snprintf(fail_msg, sizeof fail_msg, "%s:%" PRIu64 ": %s", fname, lines_before + c->error_line, c->error_msg);
+            failed = 1;
+        }
+        lines_before += c->lines;
+        if (!failed && c->eof_error) {
+            if (cfg.skip_invalid) {
+                skipped++;
+                bar_clear(&pg);
+                if (verbosity >= 1)
+                    warnx_("%s:%" PRIu64 ": %s; the rest of this input is skipped", fname, lines_before + 1, c->reader_msg);
+            } else {
+                snprintf(fail_msg, sizeof fail_msg, "%s:%" PRIu64 ": %s", fname, lines_before + 1, c->reader_msg);
+                failed = 1;
+            }
+        }
+        pthread_mutex_lock(&p.mu);
+        c->state = CH_EMPTY;
+        p.next_write++;
+        if (failed) {
+            p.stop = 1;
+            pthread_cond_broadcast(&p.cv_worker);
+        }
+        pthread_cond_broadcast(&p.cv_reader);
+        pthread_mutex_unlock(&p.mu);
+        pg.docs = total_docs;
+        bar_draw(&pg, &p, 0);
+        if (failed) break;
+    }
+    pthread_join(rt, NULL);
+    for (int i = 0; i < nw; i++) pthread_join(tids[i], NULL);
+    bar_clear(&pg);
+
+    if (failed) {
+        for (size_t k = 0; k < cfg.nkeys; k++) ds_writer_free(writers[k]);
+        ntemps = 0;
+        if (verbosity >= 1) fprintf(stderr, PROG ": %s\n", fail_msg);
+        return 1;
+    }
+    for (size_t k = 0; k < cfg.nkeys; k++) {
+        if (ds_writer_finalize(writers[k]) != 0) die(1, "%s", ds_writer_error(writers[k]));
+    }
+    double el = now_sec() - pg.start;
+    if (verbosity >= 2) {
+        uint64_t bytes_in = 0;
+        for (size_t i = 0; i < cfg.ninputs; i++) {
+            struct stat st;
+            if (strcmp(cfg.inputs[i], "-") != 0 && stat(cfg.inputs[i], &st) == 0) bytes_in += (uint64_t)st.st_size;
+        }
+        for (size_t k = 0; k < cfg.nkeys; k++) {
+            fprintf(stderr, PROG ": %s_%s_document: %" PRIu64 " documents, %" PRIu64 " sequences, %" PRIu64 " tokens (%s)\n",
+                    cfg.output_prefix, cfg.keys[k], ds_writer_num_documents(writers[k]),
+                    ds_writer_num_sequences(writers[k]), ds_writer_num_tokens(writers[k]), ds_dtype_name(dtype));
+        }
+        char inb[32], jb[32];
+        human_bytes((double)bytes_in, inb, sizeof inb);
+        human_bytes((double)total_bytes, jb, sizeof jb);
+        fprintf(stderr, PROG ": %" PRIu64 " documents, %s in (%s of JSON), %.2f s, %.1f MB/s, %" PRIu64 " blank lines, %" PRIu64 " skipped\n",
+                total_docs, inb, jb, el, el > 0 ? (double)total_bytes / el / 1e6 : 0.0, blank, skipped);
+    }
+    for (size_t k = 0; k < cfg.nkeys; k++) ds_writer_free(writers[k]);
+    ntemps = 0;
+    for (int i = 0; i < nw; i++) {
+        json_doc_release(&ws[i].doc);
+        bpe_cache_free(ws[i].cache);
+        pretok_pcre2_free(ws[i].pcre);
+    }
+    for (size_t i = 0; i < p.nslots; i++) {
+        free(p.slots[i].data);
+        free(p.slots[i].doc_chars);
+        for (size_t k = 0; k < MAX_KEYS; k++) {
+            free(p.slots[i].key[k].tok);
+            free(p.slots[i].key[k].seqlen);
+            free(p.slots[i].key[k].docseq);
+        }
+    }
+    free(p.slots);
+    free(ws);
+    free(tids);
+    bpe_free(tok);
+    free(vocab);
+    free(merges);
+    return 0;
+}

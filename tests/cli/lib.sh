@@ -1,0 +1,38 @@
+# lib.sh - helpers sourced by the CLI tests (tests/cli/test_*.sh).
+# Each check prints "ok NAME" or "FAIL NAME" for tests/run.sh to count.
+BUILD=${BUILD:-build}
+MDSPREP=${MDSPREP:-$BUILD/mdsprep}
+MDSINSPECT=${MDSINSPECT:-$BUILD/mdsinspect}
+T=$(mktemp -d "${TMPDIR:-/tmp}/mds-test.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+nfail=0
+
+ok()   { echo "ok $1"; }
+fail() { echo "FAIL $1"; nfail=$((nfail + 1)); }
+check() {   # NAME CONDITION-COMMAND...
+    name=$1; shift
+    if "$@"; then ok "$name"; else fail "$name"; fi
+}
+# same PREFIX-A PREFIX-B NAME: both .bin and .idx byte-identical
+same() {
+    if cmp -s "$1.bin" "$2.bin" && cmp -s "$1.idx" "$2.idx"; then ok "$3"
+    else
+        fail "$3"
+        cmp "$1.bin" "$2.bin" 2>&1 | head -2 >&2
+        cmp "$1.idx" "$2.idx" 2>&1 | head -2 >&2
+    fi
+}
+# run_expect NAME EXIT STDERR-REGEX CMD...: exit code and one stderr line matching
+run_expect() {
+    name=$1 want=$2 re=$3; shift 3
+    "$@" >"$T/out" 2>"$T/err"
+    rc=$?
+    if [ "$rc" -ne "$want" ]; then
+        fail "$name (exit $rc, want $want)"; sed 's/^/    /' "$T/err" >&2; return
+    fi
+    if [ -n "$re" ] && ! grep -Eq -- "$re" "$T/err"; then
+        fail "$name (stderr does not match '$re')"; sed 's/^/    /' "$T/err" >&2; return
+    fi
+    ok "$name"
+}
+finish() { [ "$nfail" -eq 0 ]; exit $?; }

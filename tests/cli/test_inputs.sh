@@ -1,0 +1,68 @@
+#!/bin/sh
+# test_inputs.sh - every input route gives the same bytes: plain, .xz (single
+# and multi-block), .zst, .gz, stdin, several --input, a glob, CRLF and lone-CR
+# line ends, blank lines, no final newline, --partitions, flag abbreviations.
+. tests/cli/lib.sh
+C=tests/data/corpus
+G=tests/data/golden/tiny_text_document
+run() { $MDSPREP -q --append-eod "$@"; }
+
+xz -c < $C/tiny.jsonl > "$T/tiny.jsonl.xz"
+xz -T2 --block-size=65536 -c < $C/tiny.jsonl > "$T/multi.xz"
+zstd -q -c < $C/tiny.jsonl > "$T/tiny.jsonl.zst"
+gzip -c < $C/tiny.jsonl > "$T/tiny.jsonl.gz"
+cp "$T/tiny.jsonl.zst" "$T/misnamed.jsonl"     # detected by content, not name
+for f in tiny.jsonl.xz multi.xz tiny.jsonl.zst tiny.jsonl.gz misnamed.jsonl; do
+    for w in 1 2; do
+        run --workers $w --input "$T/$f" --output-prefix "$T/o"
+        same "$T/o_text_document" $G "input $f workers=$w"
+    done
+done
+run --input - --output-prefix "$T/stdin" < $C/tiny.jsonl
+same "$T/stdin_text_document" $G "stdin"
+xz -c < $C/tiny.jsonl | run --input - --output-prefix "$T/stdinxz"
+same "$T/stdinxz_text_document" $G "compressed stdin"
+
+# several inputs = their concatenation
+head -n 100 $C/tiny.jsonl > "$T/a.jsonl"; tail -n +101 $C/tiny.jsonl | gzip -c > "$T/b.jsonl.gz"
+run --input "$T/a.jsonl" --input "$T/b.jsonl.gz" --output-prefix "$T/two"
+same "$T/two_text_document" $G "two inputs"
+mkdir "$T/g"; head -n 100 $C/tiny.jsonl > "$T/g/part-0.jsonl"; tail -n +101 $C/tiny.jsonl > "$T/g/part-1.jsonl"
+run --input "$T/g/part-*.jsonl" --partitions 2 --output-prefix "$T/glob"
+same "$T/glob_text_document" $G "glob input with --partitions 2"
+
+# line ends: CRLF, lone CR (Python universal newlines), blank lines, no final newline
+sed 's/$/\r/' $C/tiny.jsonl > "$T/crlf.jsonl"
+run --input "$T/crlf.jsonl" --output-prefix "$T/crlf"
+same "$T/crlf_text_document" $G "CRLF line ends"
+tr '\n' '\r' < $C/tiny.jsonl > "$T/cr.jsonl"
+run --input "$T/cr.jsonl" --output-prefix "$T/cr"
+same "$T/cr_text_document" $G "lone CR line ends"
+awk '{print; if (NR % 7 == 0) print ""; if (NR % 11 == 0) print "   "}' $C/tiny.jsonl > "$T/blank.jsonl"
+run_expect "blank lines counted" 0 " 49 blank lines" $MDSPREP --append-eod --input "$T/blank.jsonl" --output-prefix "$T/blank"
+same "$T/blank_text_document" $G "blank lines skipped"
+head -c -1 $C/tiny.jsonl > "$T/nofinal.jsonl"
+run --input "$T/nofinal.jsonl" --output-prefix "$T/nofinal"
+same "$T/nofinal_text_document" $G "no final newline"
+
+# argparse-style spellings
+$MDSPREP -q --input=$C/tiny.jsonl --output-pre "$T/abbr" --append --workers=2 --keep-sequential-samples --log-interval 50
+same "$T/abbr_text_document" $G "--flag=value and unique prefixes"
+
+# empty input: a valid empty dataset
+: > "$T/empty.jsonl"
+run --input "$T/empty.jsonl" --output-prefix "$T/empty"
+check "empty input gives a 34+8-byte idx" [ "$(wc -c < "$T/empty_text_document.idx")" -eq 42 ]
+check "empty input gives an empty bin" [ "$(wc -c < "$T/empty_text_document.bin")" -eq 0 ]
+
+# Megatron's progress line format
+$MDSPREP --input $C/tiny.jsonl --output-prefix "$T/log" --log-interval 100 2> "$T/log.err"
+check "progress lines" [ "$(grep -Ec '^Processed (100|200) documents \([0-9.e+-]+ docs/s, [0-9.e+-]+ MB/s\)\.$' "$T/log.err")" -eq 2 ]
+
+# --special-tokens maps a literal <|endoftext|> to 50256
+echo '{"text": "a<|endoftext|>b"}' > "$T/sp.jsonl"
+$MDSPREP -q --special-tokens --input "$T/sp.jsonl" --output-prefix "$T/sp"
+check "special tokens" [ "$(od -An -tu2 -w100 "$T/sp_text_document.bin" | tr -s ' ')" = " 64 50256 65" ]
+$MDSPREP -q --input "$T/sp.jsonl" --output-prefix "$T/nosp"
+check "plain text by default" [ "$(od -An -tu2 -w100 "$T/nosp_text_document.bin" | tr -s ' ')" = " 64 27 91 437 1659 5239 91 29 65" ]
+finish

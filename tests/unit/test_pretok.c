@@ -1,0 +1,211 @@
+/*
+ * test_pretok.c - the hand-written GPT-2 pre-tokenizer against the spec's
+ * split vectors and against the PCRE2 reference on corpora and random
+ * Unicode strings.  Randomised: prints its seed, takes -s SEED.
+ */
+#include "harness.h"
+#include "pretok.h"
+#include "unitab.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+
+static pretok_pcre2 *pc;
+
+/* Splits s with the scanner into "|"-joined pieces. */
+static void split(const char *s, size_t n, char *out)
+{
+    size_t pos = 0, w = 0;
+    while (pos < n) {
+        size_t e = pretok_next((const unsigned char *)s, n, pos);
+        if (w) out[w++] = '|';
+        memcpy(out + w, s + pos, e - pos);
+        w += e - pos;
+        pos = e;
+    }
+    out[w] = 0;
+}
+
+static int same_split(const unsigned char *s, size_t n)
+{
+    size_t a = 0, b = 0;
+    while (a < n && b < n) {
+        a = pretok_next(s, n, a);
+        b = pretok_pcre2_next(pc, s, n, b);
+        if (a != b) return 0;
+    }
+    return a == b;
+}
+
+static void expect(const char *in, const char *want)
+{
+    char got[512];
+    split(in, strlen(in), got);
+    if (strcmp(got, want) != 0) {
+        fprintf(stderr, "split(\"%s\") = \"%s\", want \"%s\"\n", in, got, want);
+        CHECK(0);
+    }
+    CHECK(same_split((const unsigned char *)in, strlen(in)));
+}
+
+static void test_spec_vectors(void)
+{
+    expect("a  b", "a| | b");
+    expect("hello   ", "hello|   ");
+    expect("\n\n\n", "\n\n\n");
+    expect("a\r\nb", "a|\r|\n|b");
+    expect("    return  x", "   | return| | x");
+    expect("  'tis", " | '|tis");
+    expect("a  's", "a| | '|s");
+    expect("IT'S", "IT|'|S");
+    expect("he'd've", "he|'d|'ve");
+    expect("x'sy", "x|'s|y");
+    expect("x  \n y", "x|  \n| y");
+    expect("  hi", " | hi");
+    expect("\n\nand", "\n|\n|and");
+    expect("Hello world!", "Hello| world|!");
+    expect("1234567 3.14159", "1234567| 3|.|14159");
+    expect("I'm don't WE'LL they've", "I|'m| don|'t| WE|'|LL| they|'ve");
+    expect("''s", "''|s");
+    expect(" ", " ");
+    expect("", "");
+    expect("x\xc2\xa0\xc2\xa0y", "x|\xc2\xa0|\xc2\xa0|y");       /* NBSP is \s */
+    expect("x\x1c\x1cy", "x|\x1c\x1c|y");                       /* U+001C is not \s */
+    expect(" \xe1\xa0\x8e" "a", " \xe1\xa0\x8e|a");               /* U+180E is not \s */
+    expect("e\xcc\x81t\xc3\xa9", "e|\xcc\x81|t\xc3\xa9");         /* combining mark is other */
+}
+
+static void test_classes(void)
+{
+    CHECK(strcmp(unitab_version, "15.0.0") == 0);
+    CHECK(pretok_class('a') == PRETOK_LETTER);
+    CHECK(pretok_class('7') == PRETOK_NUMBER);
+    CHECK(pretok_class(' ') == PRETOK_SPACE);
+    CHECK(pretok_class(0x1C) == PRETOK_OTHER);
+    CHECK(pretok_class(0x85) == PRETOK_SPACE);
+    CHECK(pretok_class(0x180E) == PRETOK_OTHER);
+    CHECK(pretok_class(0x3000) == PRETOK_SPACE);
+    CHECK(pretok_class(0x4E00) == PRETOK_LETTER);
+    CHECK(pretok_class(0x0661) == PRETOK_NUMBER);   /* ARABIC-INDIC DIGIT ONE */
+    CHECK(pretok_class(0x2160) == PRETOK_NUMBER);   /* ROMAN NUMERAL ONE, Nl */
+    CHECK(pretok_class(0x0301) == PRETOK_OTHER);
+    CHECK(pretok_class(0x31350) == PRETOK_LETTER);  /* CJK Ext. H, new in 15.0 */
+    CHECK(pretok_class(0x1C89) == PRETOK_OTHER);    /* assigned in 16.0 */
+    CHECK(pretok_class(0x10FFFF) == PRETOK_OTHER);
+    CHECK(pretok_class(0x110000) == PRETOK_OTHER);
+}
+
+static uint64_t rng_state;
+static uint32_t rnd(void)
+{
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (uint32_t)(rng_state >> 33);
+}
+
+static size_t put_utf8(unsigned char *p, uint32_t c)
+{
+    if (c < 0x80) { p[0] = (unsigned char)c; return 1; }
+    if (c < 0x800) { p[0] = (unsigned char)(0xC0 | c >> 6); p[1] = (unsigned char)(0x80 | (c & 0x3F)); return 2; }
+    if (c < 0x10000) {
+        p[0] = (unsigned char)(0xE0 | c >> 12); p[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+        p[2] = (unsigned char)(0x80 | (c & 0x3F)); return 3;
+    }
+    p[0] = (unsigned char)(0xF0 | c >> 18); p[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
+    p[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3F)); p[3] = (unsigned char)(0x80 | (c & 0x3F)); return 4;
+}
+
+static uint32_t random_cp(void)
+{
+    static const uint32_t special[] = {
+        ' ', ' ', ' ', '\'', '\'', 's', 't', 'r', 'e', 'v', 'l', 'm', 'd', 'S', 'L', '\n', '\t', '\r',
+        0x0B, 0x0C, 0x1C, 0x1F, 0x85, 0xA0, 0x1680, 0x180E, 0x2000, 0x200A, 0x200B, 0x2028,
+        0x2029, 0x202F, 0x205F, 0x3000, 0xFEFF, 0x0301, 0x0661, 0x2160, 0x00B2, 0x4E00, 0x1F600,
+        0x31350, 0x1C89, 0x088F, 0x10FFFF, 0xE000, '0', '9', '.', ',', '!', 'a', 'Z', 0xE9, 0x3B1,
+    };
+    uint32_t k = rnd() % 8;
+    if (k < 4) return special[rnd() % (sizeof special / sizeof special[0])];
+    if (k < 6) return 0x20 + rnd() % 0x5F;
+    for (;;) {   /* any scalar value, weighted towards the BMP */
+        uint32_t c = (k == 6) ? rnd() % 0x10000 : rnd() % 0x110000;
+        if (c >= 0xD800 && c <= 0xDFFF) continue;
+        return c;
+    }
+}
+
+static void test_random_vs_pcre2(unsigned seed)
+{
+    rng_state = seed;
+    unsigned char buf[64 * 4];
+    int bad = 0;
+    for (int iter = 0; iter < 300000 && bad < 5; iter++) {
+        size_t len = rnd() % 48, n = 0;
+        for (size_t i = 0; i < len; i++) n += put_utf8(buf + n, random_cp());
+        if (!same_split(buf, n)) {
+            bad++;
+            fprintf(stderr, "mismatch on random string (seed %u, iteration %d):", seed, iter);
+            for (size_t i = 0; i < n; i++) fprintf(stderr, " %02x", buf[i]);
+            fprintf(stderr, "\n");
+        }
+    }
+    CHECK(bad == 0);
+}
+
+static unsigned seed_arg;
+static void test_random(void) { test_random_vs_pcre2(seed_arg); }
+
+/* Every raw line of every corpus in tests/data/corpus: the raw JSON text is
+ * valid UTF-8, which is all the contract needs. */
+static void test_corpora(void)
+{
+    DIR *d = opendir("tests/data/corpus");
+    CHECK(d != NULL);
+    if (!d) return;
+    struct dirent *e;
+    int files = 0;
+    size_t lines = 0;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l < 6 || strcmp(e->d_name + l - 6, ".jsonl") != 0) continue;
+        char path[512];
+        snprintf(path, sizeof path, "tests/data/corpus/%s", e->d_name);
+        FILE *f = fopen(path, "rb");
+        CHECK(f != NULL);
+        if (!f) continue;
+        files++;
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t n;
+        while ((n = getline(&line, &cap, f)) > 0) {
+            lines++;
+            if (!same_split((unsigned char *)line, (size_t)n)) {
+                fprintf(stderr, "mismatch in %s line %zu\n", path, lines);
+                CHECK(0);
+            }
+        }
+        free(line);
+        fclose(f);
+    }
+    closedir(d);
+    CHECK(files >= 3);
+}
+
+int main(int argc, char **argv)
+{
+    seed_arg = 12345;
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "-s") == 0) seed_arg = (unsigned)strtoul(argv[i + 1], NULL, 0);
+    printf("seed = %u\n", seed_arg);
+    char err[256];
+    if (pretok_pcre2_new(&pc, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    RUN(test_classes);
+    RUN(test_spec_vectors);
+    RUN(test_random);
+    RUN(test_corpora);
+    pretok_pcre2_free(pc);
+    return harness_report();
+}
