@@ -85,7 +85,7 @@ LDLIBS += -lpcre2-8 -llzma -lzstd -lz -lm
 # Debian packages the build and the tests need.  `make deps` installs the
 # missing ones when run as root; without root it only says what is missing.
 DEB_PACKAGES := gcc make libc6-dev liblzma-dev libzstd-dev libpcre2-dev zlib1g-dev \
-                unicode-data xz-utils zstd gzip
+                unicode-data xz-utils zstd gzip time
 
 # ---- sources ------------------------------------------------------------
 LIB_SRCS  := $(filter-out preprocess/preprocess.c dataset/dsinspect.c preprocess/gen_%, \
@@ -124,6 +124,10 @@ $(BUILD)/mdsprep: $(BUILD)/preprocess/preprocess.o $(LIB)
 $(BUILD)/mdsinspect: $(BUILD)/dataset/dsinspect.o $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/bench_tokenize: bench/bench_tokenize.c $(LIB) $(BUILD)/CONFIG
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
@@ -171,7 +175,7 @@ demo: deps
 
 ## bench: install deps, build, and print speed figures against baselines measured in the same run
 bench: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all $(BUILD)/bench_tokenize
 	@BUILD=$(BUILD) sh bench/run.sh
 
 ## install: install the tools and the GPT-2 vocab under PREFIX (default /usr/local)

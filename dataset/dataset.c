@@ -194,6 +194,66 @@ int ds_dtype_for_vocab(size_t vocab_size)
     return vocab_size < 65500 ? DS_DTYPE_UINT16 : DS_DTYPE_INT32;
 }
 
+/* ------------------------------------------------------------------------ */
+/* UTF-8 with errors='replace'                                              */
+/* ------------------------------------------------------------------------ */
+
+size_t ds_utf8_replace_bound(size_t n)
+{
+    return n > SIZE_MAX / 3 ? SIZE_MAX : 3 * n;
+}
+
+/*
+ * One pass, deciding per lead byte how many continuation bytes it needs and
+ * the range its first continuation must fall in (that range is what rules
+ * out overlong forms, surrogates and code points above U+10FFFF, Unicode
+ * table 3-7).  Whatever stops a sequence early (a byte out of range, or the
+ * end of the input) ends one maximal subpart: it is replaced by a single
+ * U+FFFD and decoding resumes at the byte that stopped it, as CPython's
+ * decoder does.  Once a character does not fit in out, nothing more is
+ * written, so out is always a prefix of the result.
+ */
+size_t ds_utf8_replace(char *out, size_t cap, const unsigned char *in, size_t n)
+{
+    static const unsigned char fffd[3] = { 0xEF, 0xBF, 0xBD };
+    size_t o = 0;
+    int room = 1;
+    for (size_t i = 0; i < n;) {
+        unsigned c = in[i];
+        size_t need = 0;
+        unsigned lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) {
+            need = 1;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            need = 2;
+            if (c == 0xE0) lo = 0xA0;          /* overlong */
+            else if (c == 0xED) hi = 0x9F;     /* surrogates */
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            need = 3;
+            if (c == 0xF0) lo = 0x90;          /* overlong */
+            else if (c == 0xF4) hi = 0x8F;     /* above U+10FFFF */
+        }
+        size_t k = 1;   /* bytes of this character or subpart */
+        if (c >= 0x80) {
+            while (k <= need && i + k < n && in[i + k] >= lo && in[i + k] <= hi) {
+                lo = 0x80;
+                hi = 0xBF;
+                k++;
+            }
+        }
+        int valid = c < 0x80 || (need > 0 && k == need + 1);
+        const unsigned char *src = valid ? in + i : fffd;
+        size_t len = valid ? k : sizeof fffd;
+        if (room && len <= cap - o)
+            memcpy(out + o, src, len);
+        else
+            room = 0;
+        o += len;
+        i += k;
+    }
+    return o;
+}
+
 /* Largest token id the writer accepts per dtype.  Each is 2^k - 1, which lets
    add_document test a whole document with one OR-reduction. */
 static uint32_t dtype_max_token(int dtype)

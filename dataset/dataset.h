@@ -110,6 +110,38 @@ const char *ds_dtype_name(int dtype);
  */
 int ds_dtype_for_vocab(size_t vocab_size);
 
+/*
+ * ds_utf8_replace() - the text of decoded token bytes as Python would show
+ * it: bytes.decode('utf-8', errors='replace'), re-encoded as UTF-8.  Valid
+ * UTF-8 is copied unchanged (NUL included); each maximal subpart of an
+ * invalid sequence becomes one U+FFFD (EF BF BD), following Python and
+ * Unicode's "best practice": a lead byte with as many valid continuation
+ * bytes as follow it is one subpart, so E2 80 at the end of the input is ONE
+ * U+FFFD, while ED A0 80 (a surrogate) and F0 80 80 are three each, since
+ * their second byte is already out of range.  Bytes C0, C1 and F5..FF are
+ * never valid.  GPT-2 example: the bytes of token 447 (E2 80) give "\ufffd",
+ * those of 447 then 227 (E2 80 85) give "\u2005".
+ *
+ * The input is one complete text: a sequence cut at the end counts as
+ * invalid, so decode a whole sequence at a time, not arbitrary chunks.
+ * @out : receives the UTF-8 result, not NUL-terminated.  If cap is too small
+ *        the output stops before the first character that does not fit, so
+ *        out always holds a valid prefix; may be NULL when cap is 0.
+ * @cap : size of out.  ds_utf8_replace_bound(n) is always enough.
+ * @in  : n bytes, any content (may be NULL when n is 0).
+ * @return : the size of the complete result, even when it did not fit (as
+ *           snprintf does): the output is complete iff the result <= cap.
+ *           Never fails; O(n); thread safe.
+ */
+size_t ds_utf8_replace(char *out, size_t cap, const unsigned char *in, size_t n);
+
+/*
+ * ds_utf8_replace_bound() - the largest result ds_utf8_replace() can give for
+ * n input bytes: 3 * n (an invalid byte becomes 3 bytes), or SIZE_MAX when
+ * that overflows.  Thread safe.
+ */
+size_t ds_utf8_replace_bound(size_t n);
+
 /* ------------------------------------------------------------------------ */
 /* Reader                                                                   */
 /* ------------------------------------------------------------------------ */

@@ -37,7 +37,11 @@
 #define CACHE_IDS_MAX 8              /* most ids the cache keeps for a piece */
 #define CACHE_SLOTS_MAX (1u << 24)
 #define SCRATCH_KEEP ((size_t)4 << 20) /* long-piece scratch kept between calls */
-#define VOCAB_MAX (1u << 30)         /* ids stay clear of SELF_FLAG */
+#define ID_BITS 21                   /* ids and ranks are packed into one word: */
+#define RANK_BITS 22                 /* id, id, rank in 21 + 21 + 22 bits */
+#define VOCAB_MAX ((1u << ID_BITS) - 1)   /* ids < VOCAB_MAX, so PAIR_EMPTY is no pair */
+#define RANK_MAX ((1u << RANK_BITS) - 1)  /* ranks < RANK_MAX */
+#define RANK_MASK ((uint64_t)RANK_MAX)
 #define RANK_NONE UINT32_MAX
 #define ID_NONE UINT32_MAX
 #define SELF_FLAG 0x80000000u        /* in a vocab slot: the token encodes to itself */
@@ -145,6 +149,7 @@ static inline uint64_t hash_piece(const unsigned char *p, size_t n, uint64_t k8)
     return h;
 }
 
+/* key = left << ID_BITS | right */
 static inline uint64_t hash_pair(uint64_t key)
 {
     return mix64(key ^ H0, H2);
@@ -159,10 +164,11 @@ struct vocab_slot {
     uint32_t len; /* 0: empty slot */
 };
 
+/* load-time pair table slot */
 struct pair_slot {
-    uint64_t key;    /* (left id << 32) | right id, PAIR_EMPTY when empty */
+    uint64_t key;    /* left << ID_BITS | right, PAIR_EMPTY when empty */
     uint32_t rank;
-    uint32_t merged; /* id of the concatenation */
+    uint32_t merged; /* id of the concatenation, ID_NONE if it is no token */
 };
 
 struct bpe {
@@ -175,9 +181,10 @@ struct bpe {
     struct vocab_slot *vt;  /* (vt_mask + 1) */
     size_t vt_mask;
     unsigned vt_shift;
-    struct pair_slot *pt;   /* (pt_mask + 1) */
+    uint64_t *pt;           /* (pt_mask + 1) pairs: left << 43 | right << 22 | rank, or PAIR_EMPTY */
     size_t pt_mask;
     unsigned pt_shift;
+    uint32_t *merged_id;    /* (number of ranks) id made by the merge of each rank */
     uint32_t byte_id[256];
 };
 
@@ -221,27 +228,23 @@ static inline uint32_t vocab_find(const bpe *b, const unsigned char *p, size_t n
     }
 }
 
-static inline const struct pair_slot *pair_find(const bpe *b, uint32_t l, uint32_t r)
+/*
+ * The rank of the pair (l, r), or RANK_NONE.  One 8-byte slot holds the whole
+ * pair and its rank, so the common probe touches one word; the merged id is
+ * looked up by rank only when a merge happens.
+ */
+static inline uint32_t pair_rank(const bpe *b, uint32_t l, uint32_t r)
 {
-    uint64_t key = (uint64_t)l << 32 | r;
+    uint64_t key = (uint64_t)l << ID_BITS | r;
     size_t i = (size_t)(hash_pair(key) >> b->pt_shift);
     for (;;) {
-        const struct pair_slot *s = &b->pt[i];
-        if (s->key == key)
-            return s;
-        if (s->key == PAIR_EMPTY)
-            return NULL;
+        uint64_t v = b->pt[i];
+        if (v >> RANK_BITS == key)
+            return (uint32_t)(v & RANK_MASK);
+        if (v == PAIR_EMPTY)
+            return RANK_NONE;
         i = (i + 1) & b->pt_mask;
     }
-}
-
-static inline uint32_t pair_rank(const bpe *b, uint32_t l, uint32_t r, uint32_t *merged)
-{
-    const struct pair_slot *s = pair_find(b, l, r);
-    if (!s)
-        return RANK_NONE;
-    *merged = s->merged;
-    return s->rank;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -258,18 +261,18 @@ static size_t merge_literal(const bpe *b, const unsigned char *p, size_t n, uint
         sym[i] = b->byte_id[p[i]];
     size_t m = n;
     while (m > 1) {
-        uint32_t best = RANK_NONE, first = 0, second = 0, merged = 0;
+        uint32_t best = RANK_NONE, first = 0, second = 0;
         for (size_t i = 0; i + 1 < m; i++) {
-            uint32_t mg, r = pair_rank(b, sym[i], sym[i + 1], &mg);
+            uint32_t r = pair_rank(b, sym[i], sym[i + 1]);
             if (r < best) {
                 best = r;
                 first = sym[i];
                 second = sym[i + 1];
-                merged = mg;
             }
         }
         if (best == RANK_NONE)
             break;
+        uint32_t merged = b->merged_id[best];
         size_t w = 0;
         for (size_t i = 0; i < m;) {
             if (i + 1 < m && sym[i] == first && sym[i + 1] == second) {
@@ -285,41 +288,52 @@ static size_t merge_literal(const bpe *b, const unsigned char *p, size_t n, uint
 }
 
 /*
- * Leftmost lowest rank, one merge at a time, over a small array (n <= SHORT_MAX).
- * rk[i]/mg[i] hold the rank and result of the pair (sym[i], sym[i+1]).
- * Equal to merge_literal only in trained order (see bpe.h).
+ * Leftmost lowest rank, one merge at a time, for short pieces (n <= SHORT_MAX).
+ * Symbols stay at the position of their first byte, linked by nx/pv;
+ * rk[i] is the rank of the pair starting at position i, RANK_NONE for dead
+ * positions and the last symbol, so a plain scan of rk finds the leftmost
+ * lowest pair without compacting anything.  Equal to merge_literal only in
+ * trained order (see bpe.h).
  */
 static size_t merge_short(const bpe *b, const unsigned char *p, size_t n, uint32_t *sym)
 {
-    uint32_t rk[SHORT_MAX], mg[SHORT_MAX];
-    for (size_t i = 0; i < n; i++)
+    uint32_t rk[SHORT_MAX];
+    uint8_t nx[SHORT_MAX], pv[SHORT_MAX];
+    for (size_t i = 0; i < n; i++) {
         sym[i] = b->byte_id[p[i]];
+        nx[i] = (uint8_t)(i + 1);
+        pv[i] = (uint8_t)(i - 1);
+    }
     for (size_t i = 0; i + 1 < n; i++)
-        rk[i] = pair_rank(b, sym[i], sym[i + 1], &mg[i]);
+        rk[i] = pair_rank(b, sym[i], sym[i + 1]);
     rk[n - 1] = RANK_NONE;
-    mg[n - 1] = 0;
-    size_t m = n;
-    while (m > 1) {
+    for (;;) {
         uint32_t best = RANK_NONE;
-        size_t bi = 0;
-        for (size_t i = 0; i + 1 < m; i++) {
-            if (rk[i] < best) {
-                best = rk[i];
-                bi = i;
+        size_t i = 0;
+        for (size_t t = 0; t + 1 < n; t++) {
+            if (rk[t] < best) {
+                best = rk[t];
+                i = t;
             }
         }
         if (best == RANK_NONE)
             break;
-        sym[bi] = mg[bi];
-        size_t tail = m - bi - 2; /* symbols after the one merged away */
-        memmove(sym + bi + 1, sym + bi + 2, tail * sizeof *sym);
-        memmove(rk + bi + 1, rk + bi + 2, tail * sizeof *rk);
-        memmove(mg + bi + 1, mg + bi + 2, tail * sizeof *mg);
-        m--;
-        rk[bi] = bi + 1 < m ? pair_rank(b, sym[bi], sym[bi + 1], &mg[bi]) : RANK_NONE;
-        if (bi > 0)
-            rk[bi - 1] = pair_rank(b, sym[bi - 1], sym[bi], &mg[bi - 1]);
+        size_t j = nx[i], k = nx[j];
+        sym[i] = b->merged_id[best];
+        rk[j] = RANK_NONE;
+        nx[i] = (uint8_t)k;
+        if (k < n) {
+            pv[k] = (uint8_t)i;
+            rk[i] = pair_rank(b, sym[i], sym[k]);
+        } else {
+            rk[i] = RANK_NONE;
+        }
+        if (i > 0)
+            rk[pv[i]] = pair_rank(b, sym[pv[i]], sym[i]);
     }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i = nx[i])
+        sym[m++] = sym[i]; /* m <= i: in place */
     return m;
 }
 
@@ -386,8 +400,7 @@ static size_t merge_heap(const bpe *b, void *mem, const unsigned char *p, size_t
     pv[0] = ID_NONE;
     rk[n - 1] = RANK_NONE;
     for (size_t i = 0; i + 1 < n; i++) {
-        uint32_t mg;
-        rk[i] = pair_rank(b, id[i], id[i + 1], &mg);
+        rk[i] = pair_rank(b, id[i], id[i + 1]);
         if (rk[i] != RANK_NONE)
             heap[hn++] = (uint64_t)rk[i] << 32 | i;
     }
@@ -400,19 +413,18 @@ static size_t merge_heap(const bpe *b, void *mem, const unsigned char *p, size_t
         uint32_t r = (uint32_t)(top >> 32), i = (uint32_t)top;
         if (rk[i] != r)
             continue;
-        uint32_t j = nx[i], k = nx[j], mg = 0;
-        pair_rank(b, id[i], id[j], &mg);
-        id[i] = mg;
+        uint32_t j = nx[i], k = nx[j];
+        id[i] = b->merged_id[r];
         nx[i] = k;
         if (k != ID_NONE)
             pv[k] = i;
         rk[j] = RANK_NONE;
-        rk[i] = k != ID_NONE ? pair_rank(b, id[i], id[k], &mg) : RANK_NONE;
+        rk[i] = k != ID_NONE ? pair_rank(b, id[i], id[k]) : RANK_NONE;
         if (rk[i] != RANK_NONE)
             heap_push(heap, &hn, (uint64_t)rk[i] << 32 | i);
         uint32_t q = pv[i];
         if (q != ID_NONE) {
-            rk[q] = pair_rank(b, id[q], id[i], &mg);
+            rk[q] = pair_rank(b, id[q], id[i]);
             if (rk[q] != RANK_NONE)
                 heap_push(heap, &hn, (uint64_t)rk[q] << 32 | q);
         }
@@ -1156,7 +1168,8 @@ static int load_merges(struct load_ctx *x, bpe *b, const char *path)
         lines += cp == '\n' || cp == '\r';
         p += l;
     }
-    ERROR_GOTO_IF(lines >= RANK_NONE / 4, BPE_ERR_MERGES, "invalid merges file '%s': too many lines", path);
+    ERROR_GOTO_IF(lines >= RANK_MAX, BPE_ERR_MERGES, "invalid merges file '%s': more than %u lines",
+                  path, RANK_MAX - 1);
     size_t tsize = table_size(lines);
     unsigned tshift = table_shift(tsize);
     tmp = malloc(tsize * sizeof *tmp);
@@ -1176,7 +1189,7 @@ static int load_merges(struct load_ctx *x, bpe *b, const char *path)
         const unsigned char *next = q + 1 + (*q == '\r' && q + 1 < end && q[1] == '\n');
         struct merge m;
         if (index >= 1 && merge_line(b, p, q, work, &m)) {
-            uint64_t key = (uint64_t)m.left << 32 | m.right;
+            uint64_t key = (uint64_t)m.left << ID_BITS | m.right;
             struct pair_slot *s = pair_slot_for(tmp, tsize - 1, tshift, key);
             if (s->key == PAIR_EMPTY)
                 nm++;
@@ -1200,8 +1213,8 @@ static int load_merges(struct load_ctx *x, bpe *b, const char *path)
     for (size_t i = 0; i < tsize; i++) {
         if (tmp[i].key == PAIR_EMPTY)
             continue;
-        ms[nm++] = (struct merge){ (uint32_t)(tmp[i].key >> 32), (uint32_t)tmp[i].key, tmp[i].merged,
-                                   tmp[i].rank };
+        ms[nm++] = (struct merge){ (uint32_t)(tmp[i].key >> ID_BITS), (uint32_t)(tmp[i].key & VOCAB_MAX),
+                                   tmp[i].merged, tmp[i].rank };
     }
     /* uses of each token as a part, in CSR form */
     for (size_t i = 0; i < nm; i++) {
@@ -1266,19 +1279,21 @@ static int load_merges(struct load_ctx *x, bpe *b, const char *path)
 
     size_t psize = table_size(nf);
     b->pt = malloc(psize * sizeof *b->pt);
-    ERROR_GOTO_IF(!b->pt, BPE_ERR_NOMEM, "out of memory loading '%s'", path);
+    b->merged_id = calloc(lines ? lines : 1, sizeof *b->merged_id);
+    ERROR_GOTO_IF(!b->pt || !b->merged_id, BPE_ERR_NOMEM, "out of memory loading '%s'", path);
     b->pt_mask = psize - 1;
     b->pt_shift = table_shift(psize);
     for (size_t i = 0; i < psize; i++)
-        b->pt[i].key = PAIR_EMPTY;
+        b->pt[i] = PAIR_EMPTY;
     for (size_t i = 0; i < nm; i++) {
         if (!fired[i])
             continue;
-        uint64_t key = (uint64_t)ms[i].left << 32 | ms[i].right;
-        struct pair_slot *s = pair_slot_for(b->pt, b->pt_mask, b->pt_shift, key);
-        s->key = key;
-        s->rank = ms[i].rank;
-        s->merged = ms[i].merged;
+        uint64_t key = (uint64_t)ms[i].left << ID_BITS | ms[i].right;
+        size_t j = (size_t)(hash_pair(key) >> b->pt_shift);
+        while (b->pt[j] != PAIR_EMPTY)
+            j = (j + 1) & b->pt_mask;
+        b->pt[j] = key << RANK_BITS | ms[i].rank;
+        b->merged_id[ms[i].rank] = ms[i].merged;
     }
 cleanup:
     free(buf);
@@ -1343,5 +1358,6 @@ void bpe_free(bpe *b)
     free(b->tok_off);
     free(b->vt);
     free(b->pt);
+    free(b->merged_id);
     free(b);
 }

@@ -48,6 +48,8 @@
         if (input_rc_ < 0) return input_rc_; \
     } while (0)
 
+#define XZ_MAX_THREADS 16384  /* liblzma's LZMA_THREADS_MAX, which is not public */
+
 enum { STATE_OPEN = 0, STATE_EOF = 1 };  /* negative: a sticky error code */
 
 struct mds_input {
@@ -149,7 +151,7 @@ static int decoder_init(mds_input *in, int threads)
             lzma_mt mt;
             memset(&mt, 0, sizeof mt);
             mt.flags = LZMA_CONCATENATED;
-            mt.threads = (uint32_t)threads;
+            mt.threads = threads > XZ_MAX_THREADS ? XZ_MAX_THREADS : (uint32_t)threads;
             mt.timeout = 0;
             mt.memlimit_threading = lzma_physmem() / 4;
             if (mt.memlimit_threading == 0)
@@ -288,7 +290,7 @@ static long long read_gzip(mds_input *in, unsigned char *buf, size_t cap)
         }
         if (rc == Z_OK)
             continue;
-        if (rc == Z_BUF_ERROR) {  /* no progress: input exhausted */
+        if (rc == Z_BUF_ERROR && in->ipos == in->ilen) {  /* no progress: input exhausted */
             RETURN_ERROR_IF(in->ieof, MDS_INPUT_ERR_TRUNCATED, "truncated gzip stream");
             continue;
         }

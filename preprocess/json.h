@@ -108,9 +108,10 @@ void json_doc_init(json_doc *d);
 void json_doc_release(json_doc *d);
 
 /*! json_extract() :
- *  Parses line[0, len) (one line without its terminator; a trailing \r or
- *  \n is JSON whitespace and harmless) and extracts keys[0, nkeys), which
- *  are NUL-terminated UTF-8 names.  The results replace those of the
+ *  Parses line[0, len) (one line; a trailing CR or LF is JSON whitespace and
+ *  harmless) and extracts keys[0, nkeys), which are NUL-terminated UTF-8
+ *  names.  Splitting lines the way Megatron does (Python universal newlines:
+ *  LF, CRLF and a lone CR all end a line) is the caller's job.  The results replace those of the
  *  previous call.
  *  @return : 0, or JSON_ERR_SYNTAX, _UTF8, _SURROGATE, _DEPTH, _NOT_OBJECT,
  *            _NUMBER, _NOMEM, _ARG, with d->err set.  After an error the

@@ -4,8 +4,8 @@
  * Covers byte identity with Megatron (the spec's worked example and two
  * golden datasets from Megatron's own preprocess_data.py, copied into
  * tests/data/golden/), merging, >4 GiB offsets on a sparse file, scratch-file
- * spilling, and a catalogue of corrupt indices generated here from a valid
- * one.  Run from the repository root.  Everything it writes goes under a
+ * spilling, a catalogue of corrupt indices generated here from a valid
+ * one, and ds_utf8_replace (Python's errors='replace').  Run from the repository root.  Everything it writes goes under a
  * mkdtemp directory in /tmp, removed at the end.
  *
  * It does not fuzz (tests/fuzz/ does) and does not test preprocess/.
@@ -926,6 +926,81 @@ static void test_spill(void)
     CHECK(files_equal(a, b));
 }
 
+/*
+ * ds_utf8_replace: Python's bytes.decode('utf-8', errors='replace').  The
+ * vectors were checked against CPython 3; the second half is a property
+ * check on pseudo-random bytes (fixed seed): the result is valid UTF-8, so
+ * decoding it again changes nothing, and it never exceeds the bound.
+ */
+static int utf8_case(const char *in, size_t n, const char *want, size_t wn)
+{
+    char out[64];
+    size_t got = ds_utf8_replace(out, sizeof out, (const unsigned char *)in, n);
+    if (got != wn || memcmp(out, want, wn) != 0) {
+        fprintf(stderr, "utf8_replace: input of %zu bytes gave %zu bytes, want %zu\n", n, got, wn);
+        return 0;
+    }
+    return 1;
+}
+#define UTF8_CASE(in, want) CHECK(utf8_case(in, sizeof in - 1, want, sizeof want - 1))
+#define FFFD "\xef\xbf\xbd"
+
+static void test_utf8_replace(void)
+{
+    UTF8_CASE("", "");
+    UTF8_CASE("plain ascii\n", "plain ascii\n");
+    UTF8_CASE("a\0b", "a\0b");                                  /* NUL is valid */
+    UTF8_CASE("\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80", "\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80");
+    UTF8_CASE("\xe2\x80", FFFD);                                 /* decode([447]) = "\ufffd" */
+    UTF8_CASE("\xe2\x80\x85", "\xe2\x80\x85");                     /* decode([447, 227]) = "\u2005" */
+    UTF8_CASE("\xe2\x80" "a", FFFD "a");                         /* one subpart, then resume */
+    UTF8_CASE("\xe2\x28\xa1", FFFD "(" FFFD);
+    UTF8_CASE("\xed\xa0\x80", FFFD FFFD FFFD);                   /* surrogate: 3 */
+    UTF8_CASE("\xed\x9f\xbf", "\xed\x9f\xbf");                     /* U+D7FF is fine */
+    UTF8_CASE("\xe0\x80\x80", FFFD FFFD FFFD);                   /* overlong */
+    UTF8_CASE("\xe0\xa0", FFFD);
+    UTF8_CASE("\xc0\xaf", FFFD FFFD);                            /* C0, C1 never valid */
+    UTF8_CASE("\xc2", FFFD);
+    UTF8_CASE("\xf0\x80\x80", FFFD FFFD FFFD);
+    UTF8_CASE("\xf0\x9f\x98", FFFD);                            /* cut emoji: one */
+    UTF8_CASE("\xf0\x9f\x98" "a", FFFD "a");
+    UTF8_CASE("\xf4\x8f\xbf\xbf", "\xf4\x8f\xbf\xbf");                /* U+10FFFF */
+    UTF8_CASE("\xf4\x90\x80\x80", FFFD FFFD FFFD FFFD);          /* above U+10FFFF */
+    UTF8_CASE("\xf5\xff\x80", FFFD FFFD FFFD);
+    UTF8_CASE("\x80\xbf", FFFD FFFD);                            /* lone continuations */
+
+    /* Too small a buffer: a prefix of whole characters, the full size returned. */
+    char out[8];
+    memset(out, '#', sizeof out);
+    CHECK(ds_utf8_replace(out, 4, (const unsigned char *)"a\xe2\x80", 3) == 4);
+    CHECK(memcmp(out, "a" FFFD, 4) == 0);
+    memset(out, '#', sizeof out);
+    CHECK(ds_utf8_replace(out, 3, (const unsigned char *)"a\xe2\x80" "b", 4) == 5);
+    CHECK(out[0] == 'a' && out[1] == '#');                       /* U+FFFD did not fit: nothing more */
+    CHECK(ds_utf8_replace(NULL, 0, (const unsigned char *)"\xff", 1) == 3);
+    CHECK(ds_utf8_replace(NULL, 0, NULL, 0) == 0);
+    CHECK(ds_utf8_replace_bound(0) == 0);
+    CHECK(ds_utf8_replace_bound(5) == 15);
+    CHECK(ds_utf8_replace_bound(SIZE_MAX / 2) == SIZE_MAX);
+
+    uint32_t seed = 20240613u;
+    unsigned char in[16];
+    char a[64], b[64];
+    int bad = 0;
+    for (int t = 0; t < 100000; t++) {
+        size_t n = (size_t)(t % 17);
+        for (size_t i = 0; i < n; i++) {
+            seed = seed * 1664525u + 1013904223u;
+            in[i] = (unsigned char)(seed >> 24);
+        }
+        size_t na = ds_utf8_replace(a, sizeof a, in, n);
+        size_t nb = ds_utf8_replace(b, sizeof b, (const unsigned char *)a, na);
+        if (na > ds_utf8_replace_bound(n) || nb != na || memcmp(a, b, na) != 0)
+            bad++;
+    }
+    CHECK(bad == 0);
+}
+
 static void remove_dir(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -963,6 +1038,7 @@ int main(void)
     RUN(test_empty_datasets);
     RUN(test_all_dtypes);
     RUN(test_spill);
+    RUN(test_utf8_replace);
     remove_dir(g_dir);
     return harness_report();
 }

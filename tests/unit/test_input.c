@@ -444,6 +444,22 @@ static void test_stdin(void)
     stdin_case("p.zst", MDS_INPUT_ZSTD);
 }
 
+/* Closing in the middle stops the decoder (and xz's threads) cleanly. */
+static void test_close_early(void)
+{
+    static const char *names[] = { "p", "p.gz", "p.xz", "pm.xz", "p.zst" };
+    char buf[1000];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        mds_input *in;
+        CHECK(mds_input_open(path_of(names[i]), 2, &in) == 0);
+        CHECK(mds_input_read(in, buf, sizeof buf) > 0);
+        CHECK(mds_input_compressed_pos(in) > 0);
+        CHECK(mds_input_compressed_pos(in) <= mds_input_compressed_size(in));
+        CHECK(mds_input_read(in, buf, 0) == 0);  /* cap 0 reads nothing */
+        mds_input_close(in);
+    }
+}
+
 static void test_open_errors(void)
 {
     mds_input *in = (mds_input *)&in;
@@ -484,6 +500,7 @@ int main(void)
     RUN(test_small);
     RUN(test_tiny_reads);
     RUN(test_stdin);
+    RUN(test_close_early);
     RUN(test_open_errors);
     sh("rm -rf %s", tmpdir);
     free(plain);

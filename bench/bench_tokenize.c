@@ -1,0 +1,128 @@
+/*
+ * bench_tokenize.c - single-thread tokenizer throughput on the texts of a
+ * JSON-lines file, for `make bench`.
+ *
+ * Loads every document's "text" into memory first (JSON parsing is not
+ * timed), then times, on one thread: the scanner alone, PCRE2 alone, and the
+ * whole tokenizer (scanner + BPE, and PCRE2 + BPE).  Prints MB/s of UTF-8
+ * text, and a checksum of all token ids (FNV-1a over the ids as u32) that
+ * bench/tiktoken_bench.py prints too, so the peer's ids are checked equal.
+ * Not a test: it asserts nothing beyond the two tokenizers agreeing.
+ */
+#include "bpe.h"
+#include "json.h"
+#include "pretok.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct text { char *s; size_t n; };
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: bench_tokenize FILE.jsonl VOCAB MERGES [REPEAT]\n");
+        return 2;
+    }
+    int repeat = argc > 4 ? atoi(argv[4]) : 3;
+    FILE *f = fopen(argv[1], "rb");
+    if (!f) { perror(argv[1]); return 1; }
+    json_doc d;
+    json_doc_init(&d);
+    const char *keys[] = {"text"};
+    struct text *texts = NULL;
+    size_t ntexts = 0, cap = 0, total = 0;
+    char *line = NULL;
+    size_t lcap = 0;
+    ssize_t len;
+    while ((len = getline(&line, &lcap, f)) > 0) {
+        if (line[len - 1] == '\n') len--;
+        if (json_extract(&d, line, (size_t)len, keys, 1) != 0 || json_doc_kind(&d, 0) != JSON_STRING) continue;
+        size_t n;
+        const char *s = json_doc_string(&d, 0, 0, &n);
+        if (ntexts == cap) { cap = cap ? cap * 2 : 1024; texts = realloc(texts, cap * sizeof *texts); }
+        texts[ntexts].s = malloc(n + 1);
+        memcpy(texts[ntexts].s, s, n);
+        texts[ntexts].n = n;
+        total += n;
+        ntexts++;
+    }
+    fclose(f);
+    free(line);
+    json_doc_release(&d);
+
+    bpe *b;
+    char err[256];
+    if (bpe_load(&b, argv[2], argv[3], err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return 1; }
+    pretok_init();
+    pretok_pcre2 *pc;
+    if (pretok_pcre2_new(&pc, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return 1; }
+    uint32_t *ids = malloc((total + 1) * sizeof *ids);
+    double mb = (double)total / 1e6;
+    printf("texts: %zu documents, %.1f MB of UTF-8 text\n", ntexts, mb);
+
+    double best[4] = {1e9, 1e9, 1e9, 1e9};
+    uint64_t hash[2] = {0, 0}, ntok[2] = {0, 0}, pieces = 0;
+    for (int r = 0; r < repeat; r++) {
+        double t = now();
+        size_t np = 0;
+        for (size_t i = 0; i < ntexts; i++) {
+            const unsigned char *s = (const unsigned char *)texts[i].s;
+            for (size_t p = 0; p < texts[i].n; p = pretok_next(s, texts[i].n, p)) np++;
+        }
+        t = now() - t; if (t < best[0]) best[0] = t;
+        pieces = np;
+        t = now();
+        for (size_t i = 0; i < ntexts; i++) {
+            const unsigned char *s = (const unsigned char *)texts[i].s;
+            for (size_t p = 0; p < texts[i].n; p = pretok_pcre2_next(pc, s, texts[i].n, p)) np++;
+        }
+        t = now() - t; if (t < best[1]) best[1] = t;
+        for (int mode = 0; mode < 2; mode++) {
+            bpe_cache *c;
+            bpe_cache_new(&c, 1u << 14);     /* fresh cache: what a worker starts with */
+            t = now();
+            uint64_t h = 1469598103934665603ULL, nt = 0;
+            for (size_t i = 0; i < ntexts; i++) {
+                const unsigned char *s = (const unsigned char *)texts[i].s;
+                size_t n = texts[i].n, p = 0, k = 0;
+                while (p < n) {
+                    size_t e = mode ? pretok_pcre2_next(pc, s, n, p) : pretok_next(s, n, p);
+                    k += bpe_encode_piece(b, c, s + p, e - p, ids + k);
+                    p = e;
+                }
+                for (size_t j = 0; j < k; j++) { h ^= ids[j]; h *= 1099511628211ULL; }
+                nt += k;
+            }
+            t = now() - t;
+            if (t < best[2 + mode]) best[2 + mode] = t;
+            hash[mode] = h;
+            ntok[mode] = nt;
+            bpe_cache_free(c);
+        }
+    }
+    printf("pieces: %llu, tokens: %llu, ids checksum %016llx\n", (unsigned long long)pieces,
+           (unsigned long long)ntok[0], (unsigned long long)hash[0]);
+    printf("pretokenize scan      %8.1f MB/s\n", mb / best[0]);
+    printf("pretokenize pcre2     %8.1f MB/s\n", mb / best[1]);
+    printf("tokenize scan+bpe     %8.1f MB/s  (1 thread)\n", mb / best[2]);
+    printf("tokenize pcre2+bpe    %8.1f MB/s  (1 thread)\n", mb / best[3]);
+    int same = hash[0] == hash[1] && ntok[0] == ntok[1];
+    if (!same) printf("MISMATCH between scan and pcre2 tokenization\n");
+    pretok_pcre2_free(pc);
+    bpe_free(b);
+    for (size_t i = 0; i < ntexts; i++) free(texts[i].s);
+    free(texts);
+    free(ids);
+    return same ? 0 : 1;
+}
