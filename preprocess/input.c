@@ -421,7 +421,16 @@ const char *mds_input_format_name(int fmt)
 
 uint64_t mds_input_compressed_pos(const mds_input *in)
 {
-    return in ? in->nread - (in->ilen - in->ipos) : 0;
+    if (!in) return 0;
+    uint64_t pos = in->nread - (in->ilen - in->ipos);
+    /* The threaded xz decoder swallows input far ahead of its output; ask it
+     * how much it has really decoded, so progress and ETA follow the data. */
+    if (in->x_ready) {
+        uint64_t pin = 0, pout = 0;
+        lzma_get_progress((lzma_stream *)&in->x, &pin, &pout);
+        if (pin < pos) pos = pin;
+    }
+    return pos;
 }
 
 uint64_t mds_input_compressed_size(const mds_input *in)

@@ -349,6 +349,14 @@ static uint64_t opt_number(const char *name, const char *v, uint64_t lo, uint64_
     return x;
 }
 
+static void free_inputs(struct config *c)
+{
+    for (size_t i = 0; i < c->ninputs; i++) free((char *)c->inputs[i]);
+    free(c->inputs);
+    c->inputs = NULL;
+    c->ninputs = 0;
+}
+
 static void add_input(struct config *c, const char *path, size_t *cap)
 {
     GROW(c->inputs, *cap, c->ninputs + 1);
@@ -475,8 +483,9 @@ static void expand_inputs(struct config *c)
             die(1, "no input matches '%s'", p);
         }
         GROW(out, cap, n + 1);
-        out[n++] = p;
+        out[n++] = strdup(p);
     }
+    for (size_t i = 0; i < n; i++) if (!out[i]) die(1, "out of memory");
     free(c->inputs);
     c->inputs = out;
     c->ninputs = n;
@@ -536,7 +545,7 @@ struct chunk {
     char *data; size_t len, cap;  /* whole lines */
     int eof_error;                /* the reader failed after this chunk's data */
     char reader_msg[256];
-    uint64_t in_pos;              /* compressed bytes consumed when cut */
+    uint64_t in_pos, in_size;     /* compressed bytes consumed when cut, file size */
     /* results */
     uint64_t lines, ndocs, blank, skipped;
     uint64_t *doc_chars; size_t doc_chars_cap;   /* cumulative characters per document */
@@ -609,7 +618,7 @@ static void *reader_main(void *arg)
             chunk_reset(c, cfg->nkeys);
             c->file = f;
             GROW(c->data, c->cap, carry_len + CHUNK_BYTES);
-            memcpy(c->data, carry, carry_len);
+            if (carry_len) memcpy(c->data, carry, carry_len);
             c->len = carry_len;
             carry_len = 0;
             if (!in) {
@@ -639,12 +648,13 @@ static void *reader_main(void *arg)
             if (!eof || cut < c->len) {
                 carry_len = c->len - cut;
                 GROW(carry, carry_cap, carry_len);
-                memcpy(carry, c->data + cut, carry_len);
+                if (carry_len) memcpy(carry, c->data + cut, carry_len);
                 c->len = cut;
             }
             pthread_mutex_lock(&p->mu);
             if (in) p->in_pos = mds_input_compressed_pos(in);
             c->in_pos = p->in_pos;
+            c->in_size = p->in_size;
             c->seq = p->next_fill++;
             c->state = CH_FILLED;
             pthread_cond_broadcast(&p->cv_worker);
@@ -865,7 +875,9 @@ static void *worker_main(void *arg)
 struct progress {
     double start, last_bar;
     int tty, bar_shown;
-    uint64_t docs, chars, bytes_out_tokens;
+    uint64_t docs;
+    uint64_t pos, size; /* compressed position of the last chunk written, file size */
+    size_t file;        /* its input */
 };
 
 static void human_bytes(double b, char *out, size_t cap)
@@ -888,8 +900,8 @@ static void bar_draw(struct progress *pg, struct pipeline *p, int force)
     if (!force && t - pg->last_bar < 1.0 / 6) return;   /* about 6 Hz */
     pg->last_bar = t;
     pthread_mutex_lock(&p->mu);
-    uint64_t pos = p->in_pos, size = p->in_size;
-    size_t file = p->cur_file;
+    uint64_t pos = pg->pos, size = pg->size;
+    size_t file = pg->file;
     pthread_mutex_unlock(&p->mu);
     double el = t - pg->start;
     char done[32], rate[32], line[256];
@@ -1075,6 +1087,9 @@ int main(int argc, char **argv)
             }
         }
         pthread_mutex_lock(&p.mu);
+        pg.pos = c->in_pos;
+        pg.size = c->in_size;
+        pg.file = c->file;
         c->state = CH_EMPTY;
         p.next_write++;
         if (failed) {
@@ -1091,17 +1106,16 @@ int main(int argc, char **argv)
     for (int i = 0; i < nw; i++) pthread_join(tids[i], NULL);
     bar_clear(&pg);
 
-    if (failed) {
-        for (size_t k = 0; k < cfg.nkeys; k++) ds_writer_free(writers[k]);
-        ntemps = 0;
-        if (verbosity >= 1) fprintf(stderr, PROG ": %s\n", fail_msg);
-        return 1;
-    }
-    for (size_t k = 0; k < cfg.nkeys; k++) {
-        if (ds_writer_finalize(writers[k]) != 0) die(1, "%s", ds_writer_error(writers[k]));
+    for (size_t k = 0; k < cfg.nkeys && !failed; k++) {
+        if (ds_writer_finalize(writers[k]) != 0) {
+            snprintf(fail_msg, sizeof fail_msg, "%s", ds_writer_error(writers[k]));
+            failed = 1;
+        }
     }
     double el = now_sec() - pg.start;
-    if (verbosity >= 2) {
+    if (failed) {
+        if (verbosity >= 1) fprintf(stderr, PROG ": %s\n", fail_msg);
+    } else if (verbosity >= 2) {
         uint64_t bytes_in = 0;
         for (size_t i = 0; i < cfg.ninputs; i++) {
             struct stat st;
@@ -1118,6 +1132,7 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": %" PRIu64 " documents, %s in (%s of JSON), %.2f s, %.1f MB/s, %" PRIu64 " blank lines, %" PRIu64 " skipped\n",
                 total_docs, inb, jb, el, el > 0 ? (double)total_bytes / el / 1e6 : 0.0, blank, skipped);
     }
+    /* Unfinalized writers (on failure) remove their temporaries here. */
     for (size_t k = 0; k < cfg.nkeys; k++) ds_writer_free(writers[k]);
     ntemps = 0;
     for (int i = 0; i < nw; i++) {
@@ -1140,5 +1155,6 @@ int main(int argc, char **argv)
     bpe_free(tok);
     free(vocab);
     free(merges);
-    return 0;
+    free_inputs(&cfg);
+    return failed ? 1 : 0;
 }

@@ -65,4 +65,12 @@ $MDSPREP -q --special-tokens --input "$T/sp.jsonl" --output-prefix "$T/sp"
 check "special tokens" [ "$(od -An -tu2 -w100 "$T/sp_text_document.bin" | tr -s ' ')" = " 64 50256 65" ]
 $MDSPREP -q --input "$T/sp.jsonl" --output-prefix "$T/nosp"
 check "plain text by default" [ "$(od -An -tu2 -w100 "$T/nosp_text_document.bin" | tr -s ' ')" = " 64 27 91 437 1659 5239 91 29 65" ]
+# on a terminal: a live bar with position, rate and ETA (script(1) provides the terminal)
+if command -v script >/dev/null 2>&1; then
+    xz -c < $C/edge.jsonl > "$T/edge.xz"
+    script -qc "$MDSPREP --input $T/edge.xz --output-prefix $T/bar --workers 1" "$T/tty.txt" >/dev/null 2>&1
+    check "progress bar on a terminal" grep -q 'ETA [0-9][0-9]:[0-9][0-9]' "$T/tty.txt"
+    $MDSPREP --input "$T/edge.xz" --output-prefix "$T/nobar" 2> "$T/notty.txt"
+    check "no bar when stderr is not a terminal" sh -c "! grep -q ETA '$T/notty.txt'"
+fi
 finish
