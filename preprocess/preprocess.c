@@ -902,6 +902,7 @@ static void bar_draw(struct progress *pg, struct pipeline *p, int force)
     pthread_mutex_lock(&p->mu);
     uint64_t pos = pg->pos, size = pg->size;
     size_t file = pg->file;
+    if (pg->docs == 0 && size == 0) size = p->in_size;   /* nothing written yet */
     pthread_mutex_unlock(&p->mu);
     double el = t - pg->start;
     char done[32], rate[32], line[256];
