@@ -15,4 +15,15 @@ if grep -q '^# PropList-15.0.0.txt' /usr/share/unicode/PropList.txt 2>/dev/null;
 else
     echo "# unicode-data 15.0 not installed: unitab.c regeneration not checked"
 fi
+# default vocabulary lookup in an installed layout (PREFIX/bin + PREFIX/share/mds/vocab)
+mkdir -p "$T/inst/bin" "$T/inst/share/mds/vocab" "$T/lonely"
+cp "$MDSPREP" "$T/inst/bin/mdsprep"
+cp vocab/gpt2-vocab.json vocab/gpt2-merges.txt "$T/inst/share/mds/vocab/"
+(cd "$T" && "$T/inst/bin/mdsprep" -q --input "$MDS_ROOT/tests/data/corpus/tiny.jsonl" --output-prefix "$T/inst-out" --append-eod)
+same "$T/inst-out_text_document" tests/data/golden/tiny_text_document "vocabulary found under PREFIX/share/mds/vocab"
+cp "$MDSPREP" "$T/lonely/mdsprep"
+(cd "$T" && MDS_VOCAB_DIR="$MDS_ROOT/vocab" "$T/lonely/mdsprep" -q --input "$MDS_ROOT/tests/data/corpus/tiny.jsonl" --output-prefix "$T/env-out" --append-eod)
+same "$T/env-out_text_document" tests/data/golden/tiny_text_document "vocabulary found through MDS_VOCAB_DIR"
+run_expect "bad vocabulary file" 1 "mdsprep: .*" $MDSPREP --input tests/data/corpus/tiny.jsonl --output-prefix "$T/x" \
+    --vocab-file tests/data/corpus/tiny.jsonl --merge-file vocab/gpt2-merges.txt
 finish
