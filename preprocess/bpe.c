@@ -1,11 +1,13 @@
 /*
  * bpe.c - exact GPT-2 byte-level BPE (encoder.py semantics) on raw bytes.
  *
- * Loading turns the vocab and merges files into three read-only tables:
+ * Loading turns the vocab and merges files into read-only tables:
  *   - token bytes by id (one blob plus offsets), for decoding;
  *   - an open-addressing hash from token bytes to id, used for the
  *     whole-piece shortcut and bpe_token_id();
- *   - an open-addressing hash from a pair of ids to (rank, merged id).
+ *   - an open-addressing hash from a pair of ids to its rank, one 8-byte word
+ *     per pair, plus the merged id by rank and a direct table of the ranks of
+ *     all 65536 byte pairs (the first round of every piece).
  * Symbols are vocab ids: a string that encoder.py could ever hold as a symbol
  * is a single byte or the result of a merge that can apply, and load refuses
  * files where such a string is not a token, so comparing ids is comparing the
@@ -16,8 +18,9 @@
  *   2. the piece is a token whose bytes encode to itself: that token;
  *   3. the per-thread cache;
  *   4. merges in trained order (see bpe.h): for up to SHORT_MAX bytes a scan of
- *      a small array for the leftmost lowest rank (tiktoken's loop), above that
- *      a lazy binary heap keyed (rank, position) over a linked list;
+ *      a small rank array for the leftmost lowest (tiktoken's loop, without
+ *      compaction), above that a lazy binary heap keyed (rank, position) over
+ *      a linked list;
  *   5. otherwise, or when scratch memory is short: encoder.py's own loop, in
  *      place in the output array.
  *
@@ -33,9 +36,8 @@
 #include <string.h>
 
 #define SHORT_MAX 64                 /* longest piece for the array scan */
-#define CACHE_KEY_MAX 24             /* longest piece the cache keeps */
-#define CACHE_IDS_MAX 8              /* most ids the cache keeps for a piece */
 #define CACHE_SLOTS_MAX (1u << 24)
+#define CACHE_BIG_RATIO 8            /* one big cache slot per this many small ones */
 #define SCRATCH_KEEP ((size_t)4 << 20) /* long-piece scratch kept between calls */
 #define ID_BITS 21                   /* ids and ranks are packed into one word: */
 #define RANK_BITS 22                 /* id, id, rank in 21 + 21 + 22 bits */
@@ -186,16 +188,24 @@ struct bpe {
     unsigned pt_shift;
     uint32_t *merged_id;    /* (number of ranks) id made by the merge of each rank */
     uint32_t byte_id[256];
+    uint32_t byte_rank[256 * 256]; /* rank of the pair of single bytes (a, b) at [a << 8 | b] */
 };
 
-struct cache_slot {
-    uint32_t tag; /* high half of the piece hash */
-    uint8_t len;  /* 0: empty slot */
-    uint8_t nids;
-    uint8_t pad[2];
-    unsigned char key[CACHE_KEY_MAX];
-    uint32_t ids[CACHE_IDS_MAX];
+/*
+ * A cache class is an array of fixed-size slots, each laid out as
+ *   tag (u32, high half of the piece hash), len (u8, 0: empty), nids (u8), 2 pad,
+ *   key[key_max] (the piece), ids[ids_max] (u32, native order),
+ * and accessed with memcpy only.  Small slots (64 bytes) take pieces of up to
+ * 24 bytes and 8 ids; big ones (256 bytes) pieces of up to 120 bytes and 32
+ * ids (runs of '=' or indentation, CJK words).  Direct mapped: a new piece
+ * replaces whatever was in its slot.
+ */
+struct cache_class {
+    unsigned char *slots;
+    size_t mask, slot_size, key_max, ids_max;
 };
+
+static const size_t cache_shape[2][2] = { { 24, 8 }, { 120, 32 } }; /* key_max, ids_max */
 
 struct scratch {
     void *mem;
@@ -203,9 +213,8 @@ struct scratch {
 };
 
 struct bpe_cache {
-    struct cache_slot *slots; /* (mask + 1), or NULL when caching is off */
-    size_t mask;
-    uint64_t owner;           /* serial of the bpe the slots belong to */
+    struct cache_class cls[2]; /* small, big; slots NULL when caching is off */
+    uint64_t owner;            /* serial of the bpe the slots belong to */
     struct scratch scratch;
 };
 
@@ -305,20 +314,19 @@ static size_t merge_short(const bpe *b, const unsigned char *p, size_t n, uint32
         pv[i] = (uint8_t)(i - 1);
     }
     for (size_t i = 0; i + 1 < n; i++)
-        rk[i] = pair_rank(b, sym[i], sym[i + 1]);
+        rk[i] = b->byte_rank[p[i] << 8 | p[i + 1]];
     rk[n - 1] = RANK_NONE;
     for (;;) {
-        uint32_t best = RANK_NONE;
-        size_t i = 0;
+        /* (rank, position) as one integer: a branch-free min picks the leftmost lowest */
+        uint64_t lo = UINT64_MAX;
         for (size_t t = 0; t + 1 < n; t++) {
-            if (rk[t] < best) {
-                best = rk[t];
-                i = t;
-            }
+            uint64_t v = (uint64_t)rk[t] << 8 | t;
+            lo = v < lo ? v : lo;
         }
+        uint32_t best = (uint32_t)(lo >> 8);
         if (best == RANK_NONE)
             break;
-        size_t j = nx[i], k = nx[j];
+        size_t i = lo & 0xFF, j = nx[i], k = nx[j];
         sym[i] = b->merged_id[best];
         rk[j] = RANK_NONE;
         nx[i] = (uint8_t)k;
@@ -508,27 +516,32 @@ size_t bpe_encode_piece(const bpe *b, bpe_cache *c, const unsigned char *piece, 
         free(s.mem);
         return m;
     }
-    struct cache_slot *slot = NULL;
-    if (c->slots && n <= CACHE_KEY_MAX) {
+    unsigned char *slot = NULL;
+    const struct cache_class *cls = &c->cls[n > cache_shape[0][0]];
+    if (cls->slots && n <= cls->key_max) {
         if (c->owner != b->serial) {
-            memset(c->slots, 0, (c->mask + 1) * sizeof *c->slots);
+            for (int k = 0; k < 2; k++)
+                memset(c->cls[k].slots, 0, (c->cls[k].mask + 1) * c->cls[k].slot_size);
             c->owner = b->serial;
         }
         if (!hashed)
             h = hash_piece(piece, n, key8(piece, n));
-        slot = &c->slots[h & c->mask];
-        if (slot->len == n && slot->tag == (uint32_t)(h >> 32) && memcmp(slot->key, piece, n) == 0) {
-            memcpy(out, slot->ids, slot->nids * sizeof *out);
-            return slot->nids;
+        slot = cls->slots + (h & cls->mask) * cls->slot_size;
+        uint32_t tag;
+        memcpy(&tag, slot, 4);
+        if (slot[4] == n && tag == (uint32_t)(h >> 32) && memcmp(slot + 8, piece, n) == 0) {
+            memcpy(out, slot + 8 + cls->key_max, slot[5] * sizeof *out);
+            return slot[5];
         }
     }
     size_t m = merge_any(b, &c->scratch, piece, n, out);
-    if (slot && m <= CACHE_IDS_MAX) {
-        slot->tag = (uint32_t)(h >> 32);
-        slot->len = (uint8_t)n;
-        slot->nids = (uint8_t)m;
-        memcpy(slot->key, piece, n);
-        memcpy(slot->ids, out, m * sizeof *out);
+    if (slot && m <= cls->ids_max) {
+        uint32_t tag = (uint32_t)(h >> 32);
+        memcpy(slot, &tag, 4);
+        slot[4] = (unsigned char)n;
+        slot[5] = (unsigned char)m;
+        memcpy(slot + 8, piece, n);
+        memcpy(slot + 8 + cls->key_max, out, m * sizeof *out);
     }
     return m;
 }
@@ -603,12 +616,19 @@ int bpe_cache_new(bpe_cache **out, size_t max_entries)
         size_t slots = 1;
         while (slots < max_entries)
             slots *= 2;
-        c->slots = calloc(slots, sizeof *c->slots);
-        if (!c->slots) {
-            free(c);
-            return BPE_ERR_NOMEM;
+        for (int k = 0; k < 2; k++) {
+            struct cache_class *cls = &c->cls[k];
+            size_t count = k == 0 ? slots : slots / CACHE_BIG_RATIO < 16 ? 16 : slots / CACHE_BIG_RATIO;
+            cls->key_max = cache_shape[k][0];
+            cls->ids_max = cache_shape[k][1];
+            cls->slot_size = 8 + cls->key_max + 4 * cls->ids_max;
+            cls->mask = count - 1;
+            cls->slots = calloc(count, cls->slot_size);
+            if (!cls->slots) {
+                bpe_cache_free(c);
+                return BPE_ERR_NOMEM;
+            }
         }
-        c->mask = slots - 1;
     }
     *out = c;
     return BPE_OK;
@@ -618,7 +638,8 @@ void bpe_cache_free(bpe_cache *c)
 {
     if (!c)
         return;
-    free(c->slots);
+    free(c->cls[0].slots);
+    free(c->cls[1].slots);
     free(c->scratch.mem);
     free(c);
 }
@@ -1295,6 +1316,8 @@ static int load_merges(struct load_ctx *x, bpe *b, const char *path)
         b->pt[j] = key << RANK_BITS | ms[i].rank;
         b->merged_id[ms[i].rank] = ms[i].merged;
     }
+    for (unsigned v = 0; v < 256 * 256; v++)
+        b->byte_rank[v] = pair_rank(b, b->byte_id[v >> 8], b->byte_id[v & 255]);
 cleanup:
     free(buf);
     free(tmp);

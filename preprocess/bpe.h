@@ -52,9 +52,10 @@ const char *bpe_strerror(int code);
  * vocab_path: a JSON object mapping token strings to ids.  The strings are in
  *   encoder.py's byte->unicode alphabet (\uXXXX escapes and surrogate pairs are
  *   decoded) and are mapped back to raw bytes.  Ids must be the integers
- *   0..count-1, each used once, and every single byte must be a token.  Also
- *   refused, where Python would silently keep the last value: duplicate keys,
- *   duplicate ids, and tokens with characters outside the alphabet.
+ *   0..count-1, each used once (count < 2^21), and every single byte must be
+ *   a token.  Also refused, where Python would silently keep the last value or
+ *   fail later: duplicate keys, duplicate ids, empty tokens, and tokens with
+ *   characters outside the alphabet.
  * merges_path: parsed like Megatron's gpt2_tokenization.py: the whole file is
  *   decoded as UTF-8 with universal newlines, split on '\n', the first line and
  *   the LAST element are dropped (a file without a final newline loses its last
@@ -65,7 +66,8 @@ const char *bpe_strerror(int code);
  *   or a part that no sequence of merges can produce), use up their rank and are
  *   otherwise ignored, which is what Python's dict lookup does with them.
  *   Refused: a merge that can apply but whose result is not a vocab token
- *   (encoder.py would raise KeyError when it meets it).
+ *   (encoder.py would raise KeyError when it meets it), and files with 2^22 - 1
+ *   or more line breaks (a CR LF counts twice).
  *
  * At load the library checks two properties that make the fast paths exact:
  *   - "trained order": every part of every applicable merge is a single byte or
@@ -108,11 +110,15 @@ const unsigned char *bpe_token_bytes(const bpe *b, uint32_t id, size_t *len);
 /*
  * bpe_cache_new() - per-thread scratch and a bounded cache of piece encodings.
  *
- * max_entries: cache slots, rounded up to a power of two (at most 1<<24); 0
- *   disables caching.  Each slot is 64 bytes; 4096..65536 is a good range.
- *   Only pieces of at most 24 bytes that encode to at most 8 tokens are cached,
- *   and a colliding piece replaces the older one.  Output never depends on the
- *   cache.  Scratch for very long pieces grows on demand; above a few MB it is
+ * max_entries: small slots, rounded up to a power of two (at most 1<<24); 0
+ *   disables caching.  A small slot (64 bytes) keeps a piece of up to 24 bytes
+ *   that encodes to at most 8 tokens; there is also one big slot (256 bytes,
+ *   pieces of 25..120 bytes, at most 32 tokens) per 8 small ones, at least 16.
+ *   So memory is about 96 bytes per entry: 16384 entries = 1.5 MB, which is
+ *   a good default; 4096..65536 all work.  Direct mapped: a colliding piece
+ *   replaces the older one.  Output never depends on the cache, and a cache
+ *   used with another bpe handle is cleared first.  Scratch for pieces over
+ *   64 bytes grows on demand (32 bytes per piece byte); above 4 MB it is
  *   released after the call.
  * @return 0, BPE_ERR_ARG or BPE_ERR_NOMEM.  *out is NULL on failure.
  */
