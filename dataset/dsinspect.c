@@ -21,6 +21,7 @@
  * 2 bad usage.  Primary output goes to stdout; errors, the merge summary and
  * the stats progress bar go to stderr.
  */
+#include "cliutil.h"
 #include "bpe.h"
 #include "dataset.h"
 
@@ -122,12 +123,6 @@ static char *xstrdup(const char *s)
         } \
     } while (0)
 
-static double now_sec(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- temporary files of merge, removed on error and on signals ---------- */
 
@@ -322,32 +317,11 @@ static void print_help(const struct command *cmd)
     }
 }
 
-/* Checked unsigned parser with K/M/G suffixes (binary multiples); no atoi. */
-static int parse_u64(const char *s, uint64_t *out)
-{
-    if (!s || !*s || *s < '0' || *s > '9')
-        return -1;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s)
-        return -1;
-    unsigned shift = 0;
-    if (*end == 'K' || *end == 'k') shift = 10, end++;
-    else if (*end == 'M' || *end == 'm') shift = 20, end++;
-    else if (*end == 'G' || *end == 'g') shift = 30, end++;
-    if (*end)
-        return -1;
-    if (shift && v > (ULLONG_MAX >> shift))
-        return -1;
-    *out = (uint64_t)v << shift;
-    return 0;
-}
 
 static uint64_t opt_number(const struct command *cmd, const struct opt *o, const char *v, uint64_t lo, uint64_t hi)
 {
     uint64_t x;
-    if (parse_u64(v, &x) != 0 || x < lo || x > hi)
+    if (cli_parse_u64(v, &x) != 0 || x < lo || x > hi)
         usage_error(cmd, "option '--%s' needs an integer in [%llu, %llu], got '%s'", o->lng, (ull)lo, (ull)hi, v);
     return x;
 }
@@ -365,7 +339,7 @@ static void parse_range(const struct command *cmd, const char *v, struct args *a
     memcpy(lo, v, nlo);
     lo[nlo] = 0;
     memcpy(hi, colon + 1, nhi + 1);
-    if ((nlo && parse_u64(lo, &a->range_lo) != 0) || (nhi && parse_u64(hi, &a->range_hi) != 0))
+    if ((nlo && cli_parse_u64(lo, &a->range_lo) != 0) || (nhi && cli_parse_u64(hi, &a->range_hi) != 0))
         usage_error(cmd, "option '--range' needs A:B with non-negative integers, got '%s'", v);
     a->range_lo_set = nlo > 0;
     a->range_hi_set = nhi > 0;
@@ -595,42 +569,13 @@ static void json_string(FILE *f, const char *s, size_t n)
 
 static void json_cstr(FILE *f, const char *s) { json_string(f, s, strlen(s)); }
 
-/* Default vocabulary: $MDS_VOCAB_DIR, then next to the binary (installed or
-   build tree), then the compile-time PREFIX/share/mds/vocab (as mdsprep). */
-static char *find_vocab(const char *name)
-{
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    const char *env = getenv("MDS_VOCAB_DIR");
-    char cand[6][PATH_MAX + 64];
-    int nc = 0;
-    if (env && *env)
-        snprintf(cand[nc++], sizeof cand[0], "%s/%s", env, name);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash)
-            *slash = 0;
-        snprintf(cand[nc++], sizeof cand[0], "%s/../share/mds/vocab/%s", exe, name);
-        snprintf(cand[nc++], sizeof cand[0], "%s/vocab/%s", exe, name);
-        snprintf(cand[nc++], sizeof cand[0], "%s/../vocab/%s", exe, name);
-        snprintf(cand[nc++], sizeof cand[0], "%s/../../vocab/%s", exe, name);
-    }
-#ifdef MDS_VOCAB_DIR
-    snprintf(cand[nc++], sizeof cand[0], "%s/%s", MDS_VOCAB_DIR, name);
-#endif
-    for (int i = 0; i < nc; i++)
-        if (access(cand[i], R_OK) == 0)
-            return xstrdup(cand[i]);
-    return NULL;
-}
 
 /* Loads the GPT-2 tables.  required: a missing default vocabulary is an
    error; otherwise it only means "no token text" (NULL). */
 static bpe *load_vocab(const struct args *a, int required)
 {
-    char *vocab = a->vocab_file ? xstrdup(a->vocab_file) : find_vocab("gpt2-vocab.json");
-    char *merges = a->merge_file ? xstrdup(a->merge_file) : find_vocab("gpt2-merges.txt");
+    char *vocab = a->vocab_file ? xstrdup(a->vocab_file) : cli_find_vocab("gpt2-vocab.json");
+    char *merges = a->merge_file ? xstrdup(a->merge_file) : cli_find_vocab("gpt2-merges.txt");
     bpe *b = NULL;
     if (!vocab || !merges) {
         if (required || a->vocab_file || a->merge_file)
@@ -1014,7 +959,7 @@ struct progress {
 
 static void progress_draw(struct progress *pg, uint64_t done)
 {
-    double t = now_sec();
+    double t = cli_now();
     if (!pg->enabled || t - pg->start < 0.25 || t - pg->last < 1.0 / 6)
         return;
     pg->last = t;
@@ -1096,7 +1041,7 @@ static int cmd_stats(const struct command *cmd, struct args *a)
 
     struct counter all;
     counter_init(&all, ndense);
-    struct progress pg = { .enabled = !a->quiet && isatty(2), .start = now_sec(), .total = total };
+    struct progress pg = { .enabled = !a->quiet && isatty(2), .start = cli_now(), .total = total };
     uint64_t done = 0;
     uint64_t bad_seq = UINT64_MAX;
     int nthreads = 1;

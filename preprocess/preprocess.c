@@ -19,6 +19,7 @@
  * tokenizers, the partition files of Megatron's --partitions mode (we keep
  * input order with any --partitions value; docs/cli.md says so).
  */
+#include "cliutil.h"
 #include "bpe.h"
 #include "dataset.h"
 #include "input.h"
@@ -99,12 +100,6 @@ static void *xrealloc(void *p, size_t n)
         } \
     } while (0)
 
-static double now_sec(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Python's repr() of a float: the shortest digits that round-trip, fixed
  * notation for decimal exponents in [-4, 16), scientific otherwise.  Needed
@@ -151,23 +146,6 @@ static void py_repr(double x, char *out, size_t cap)
 #undef PUT
 }
 
-/* Checked unsigned parser with K/M/G suffixes (binary multiples). */
-static int parse_u64(const char *s, uint64_t *out)
-{
-    if (!s || !*s || *s == '-') return -1;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s) return -1;
-    unsigned shift = 0;
-    if (*end == 'K' || *end == 'k') shift = 10, end++;
-    else if (*end == 'M' || *end == 'm') shift = 20, end++;
-    else if (*end == 'G' || *end == 'g') shift = 30, end++;
-    if (*end) return -1;
-    if (shift && v > (ULLONG_MAX >> shift)) return -1;
-    *out = (uint64_t)v << shift;
-    return 0;
-}
 
 /* ---- temporary files and signals --------------------------------------- */
 
@@ -346,7 +324,7 @@ static int looks_like_option(const char *s)
 static uint64_t opt_number(const char *name, const char *v, uint64_t lo, uint64_t hi)
 {
     uint64_t x;
-    if (parse_u64(v, &x) != 0 || x < lo || x > hi)
+    if (cli_parse_u64(v, &x) != 0 || x < lo || x > hi)
         usage_error("option '--%s' needs an integer in [%llu, %llu], got '%s'", name,
                     (unsigned long long)lo, (unsigned long long)hi, v);
     return x;
@@ -502,32 +480,6 @@ static void expand_inputs(struct config *c)
     if (stdin_count > 1) usage_error("stdin ('-') given more than once");
 }
 
-/* Default vocabulary: next to the binary (build tree or PREFIX/bin), then
- * the compile-time PREFIX/share/mds/vocab. */
-static char *find_vocab(const char *name)
-{
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    const char *env = getenv("MDS_VOCAB_DIR");
-    char cand[6][PATH_MAX + 64];
-    int nc = 0;
-    if (env) snprintf(cand[nc++], sizeof cand[0], "%s/%s", env, name);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = 0;
-        snprintf(cand[nc++], sizeof cand[0], "%s/../share/mds/vocab/%s", exe, name);
-        snprintf(cand[nc++], sizeof cand[0], "%s/vocab/%s", exe, name);
-        snprintf(cand[nc++], sizeof cand[0], "%s/../vocab/%s", exe, name);
-        snprintf(cand[nc++], sizeof cand[0], "%s/../../vocab/%s", exe, name);
-    }
-#ifdef MDS_VOCAB_DIR
-    snprintf(cand[nc++], sizeof cand[0], "%s/%s", MDS_VOCAB_DIR, name);
-#endif
-    for (int i = 0; i < nc; i++)
-        if (access(cand[i], R_OK) == 0) return strdup(cand[i]);
-    return NULL;
-}
 
 /* ---- chunks and the pipeline -------------------------------------------- */
 
@@ -912,7 +864,7 @@ static void bar_clear(struct progress *pg)
 static void bar_draw(struct progress *pg, struct pipeline *p, int force)
 {
     if (!pg->tty || verbosity < 2) return;
-    double t = now_sec();
+    double t = cli_now();
     if (!force && t - pg->last_bar < 1.0 / 6) return;   /* about 6 Hz */
     pg->last_bar = t;
     pthread_mutex_lock(&p->mu);
@@ -946,7 +898,7 @@ static void bar_draw(struct progress *pg, struct pipeline *p, int force)
 static void megatron_line(struct progress *pg, uint64_t docs, uint64_t chars)
 {
     if (verbosity < 2) return;
-    double el = now_sec() - pg->start;
+    double el = cli_now() - pg->start;
     if (el <= 0) el = 1e-9;
     char a[40], b[40];
     py_repr((double)docs / el, a, sizeof a);
@@ -963,9 +915,9 @@ int main(int argc, char **argv)
     parse_args(argc, argv, &cfg);
     expand_inputs(&cfg);
 
-    double t0 = now_sec();
-    char *vocab = cfg.vocab_file ? strdup(cfg.vocab_file) : find_vocab("gpt2-vocab.json");
-    char *merges = cfg.merge_file ? strdup(cfg.merge_file) : find_vocab("gpt2-merges.txt");
+    double t0 = cli_now();
+    char *vocab = cfg.vocab_file ? strdup(cfg.vocab_file) : cli_find_vocab("gpt2-vocab.json");
+    char *merges = cfg.merge_file ? strdup(cfg.merge_file) : cli_find_vocab("gpt2-merges.txt");
     if (!vocab) die(1, "cannot find the bundled 'gpt2-vocab.json'; give --vocab-file (hint: set MDS_VOCAB_DIR)");
     if (!merges) die(1, "cannot find the bundled 'gpt2-merges.txt'; give --merge-file (hint: set MDS_VOCAB_DIR)");
     bpe *tok = NULL;
@@ -998,7 +950,7 @@ int main(int argc, char **argv)
     }
     if (verbosity >= 3) {
         for (size_t i = 0; i < cfg.ninputs; i++) fprintf(stderr, "Opening %s\n", cfg.inputs[i]);
-        fprintf(stderr, "Time to startup: %.3f\n", now_sec() - t0);
+        fprintf(stderr, "Time to startup: %.3f\n", cli_now() - t0);
     }
 
     struct pipeline p = {0};
@@ -1024,7 +976,7 @@ int main(int argc, char **argv)
         if (cfg.use_pcre2 && pretok_pcre2_new(&ws[i].pcre, err, sizeof err) != 0) die(1, "%s", err);
     }
     struct progress pg = {0};
-    pg.start = now_sec();
+    pg.start = cli_now();
     pg.tty = isatty(2);
 
     pthread_t rt;
@@ -1129,7 +1081,7 @@ int main(int argc, char **argv)
             failed = 1;
         }
     }
-    double el = now_sec() - pg.start;
+    double el = cli_now() - pg.start;
     if (failed) {
         if (verbosity >= 1) fprintf(stderr, PROG ": %s\n", fail_msg);
     } else if (verbosity >= 2) {

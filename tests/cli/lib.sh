@@ -1,6 +1,7 @@
 # lib.sh - helpers sourced by the CLI tests (tests/cli/test_*.sh).
 # Each check prints "ok NAME" or "FAIL NAME" for tests/run.sh to count.
 BUILD=${BUILD:-build}
+MDS_ROOT=${MDS_ROOT:-$(pwd)}
 MDSPREP=${MDSPREP:-$BUILD/mdsprep}
 MDSINSPECT=${MDSINSPECT:-$BUILD/mdsinspect}
 T=$(mktemp -d "${TMPDIR:-/tmp}/mds-test.XXXXXX")

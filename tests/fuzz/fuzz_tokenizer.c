@@ -11,6 +11,8 @@
 #include "bpe.h"
 #include "pretok.h"
 
+#include "utf8_valid.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,27 +36,6 @@ static void setup(void)
     }
 }
 
-static int valid_utf8(const uint8_t *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        size_t len; uint32_t cp, min;
-        if (c < 0x80) { i++; continue; }
-        if (c >= 0xC2 && c <= 0xDF) { len = 2; cp = c & 0x1F; min = 0x80; }
-        else if (c >= 0xE0 && c <= 0xEF) { len = 3; cp = c & 0x0F; min = 0x800; }
-        else if (c >= 0xF0 && c <= 0xF4) { len = 4; cp = c & 0x07; min = 0x10000; }
-        else return 0;
-        if (i + len > n) return 0;
-        for (size_t k = 1; k < len; k++) {
-            if ((s[i + k] & 0xC0) != 0x80) return 0;
-            cp = cp << 6 | (s[i + k] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-        i += len;
-    }
-    return 1;
-}
 
 static void roundtrip(const uint32_t *ids, size_t nids, const uint8_t *want, size_t n)
 {
@@ -75,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!ids) abort();
     size_t k = bpe_encode_piece(tok, cache, data, size, ids);
     roundtrip(ids, k, data, size);
-    if (valid_utf8(data, size)) {
+    if (utf8_valid(data, size)) {
         size_t a = 0, b = 0, nids = 0;
         while (a < size) {
             size_t ea = pretok_next(data, size, a);

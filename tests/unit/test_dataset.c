@@ -1001,6 +1001,92 @@ static void test_utf8_replace(void)
     CHECK(bad == 0);
 }
 
+/* Appends every document of r through ds_writer_add_document, empty ones
+   included, with its sequences' lengths: what a preprocessor would write. */
+static int rewrite_documents(ds_writer *w, const ds_reader *r)
+{
+    uint32_t *toks = NULL, *lens = NULL;
+    int rc = 0;
+    for (uint64_t k = 0; rc == 0 && k < ds_reader_num_documents(r); k++) {
+        uint64_t s0 = ds_reader_doc_index(r, k), s1 = ds_reader_doc_index(r, k + 1);
+        size_t nt = 0, ns = 0;
+        for (uint64_t s = s0; s < s1; s++)
+            nt += ds_reader_seq_length(r, s);
+        uint32_t *t2 = realloc(toks, (nt + 1) * sizeof *toks), *l2 = realloc(lens, (s1 - s0 + 1) * sizeof *lens);
+        toks = t2 ? t2 : toks;
+        lens = l2 ? l2 : lens;
+        if (!t2 || !l2) {
+            rc = DS_ERR_NOMEM;
+            break;
+        }
+        nt = 0;
+        for (uint64_t s = s0; s < s1; s++) {
+            uint32_t l = ds_reader_seq_length(r, s);
+            for (uint32_t t = 0; t < l; t++)
+                toks[nt++] = (uint32_t)ds_reader_token(r, s, t);
+            lens[ns++] = l;
+        }
+        rc = ds_writer_add_document(w, toks, nt, lens, ns);
+    }
+    free(toks);
+    free(lens);
+    return rc;
+}
+
+/* mdsinspect merge of tiny + edge (ds_writer_add_dataset, Megatron's
+   add_index) must equal reading both and writing them again document by
+   document: same .bin, same .idx (document indices shifted, pointers
+   recomputed, edge's empty document kept). */
+static void test_merge_goldens_equals_rewrite(void)
+{
+    static const char *const names[2] = { "tiny_text_document", "edge_text_document" };
+    ds_reader *r[2] = { NULL, NULL }, *m = NULL;
+    ds_writer *wa = NULL, *wb = NULL;
+    char merged[512], rewritten[512], a[600], b[600];
+    pjoin(merged, sizeof merged, "golden_merged");
+    pjoin(rewritten, sizeof rewritten, "golden_rewritten");
+    for (int i = 0; i < 2; i++) {
+        char src[256];
+        snprintf(src, sizeof src, "tests/data/golden/%s", names[i]);
+        int rc = ds_reader_open(src, &r[i]);
+        CHECK(rc == 0);
+        if (rc != 0) {
+            fprintf(stderr, "  %s\n", ds_reader_error(r[i]));
+            goto cleanup;
+        }
+    }
+    CHECK(ds_reader_num_documents(r[0]) == 210 && ds_reader_num_documents(r[1]) == 66);
+
+    CHECK(ds_writer_open(merged, DS_DTYPE_UINT16, &wa) == 0);
+    CHECK(ds_writer_open(rewritten, DS_DTYPE_UINT16, &wb) == 0);
+    for (int i = 0; i < 2; i++) {
+        CHECK(ds_writer_add_dataset(wa, r[i]) == 0);
+        CHECK(rewrite_documents(wb, r[i]) == 0);
+    }
+    CHECK(ds_writer_num_documents(wa) == 276 && ds_writer_num_documents(wb) == 276);
+    CHECK(ds_writer_num_sequences(wa) == 275 && ds_writer_num_sequences(wb) == 275);
+    CHECK(ds_writer_num_tokens(wa) == 1652652 && ds_writer_num_tokens(wb) == 1652652);
+    CHECK(ds_writer_finalize(wa) == 0);
+    CHECK(ds_writer_finalize(wb) == 0);
+    ds_writer_free(wa);
+    ds_writer_free(wb);
+
+    snprintf(a, sizeof a, "%s.bin", merged);
+    snprintf(b, sizeof b, "%s.bin", rewritten);
+    CHECK(files_equal(a, b));
+    snprintf(a, sizeof a, "%s.idx", merged);
+    snprintf(b, sizeof b, "%s.idx", rewritten);
+    CHECK(files_equal(a, b));
+
+    CHECK(ds_reader_open(merged, &m) == 0);
+    CHECK(ds_reader_verify(m) == 0);
+    CHECK(ds_reader_doc_index(m, 210) == 210 && ds_reader_doc_index(m, 276) == 275);
+    ds_reader_close(m);
+cleanup:
+    ds_reader_close(r[0]);
+    ds_reader_close(r[1]);
+}
+
 static void remove_dir(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -1039,6 +1125,7 @@ int main(void)
     RUN(test_all_dtypes);
     RUN(test_spill);
     RUN(test_utf8_replace);
+    RUN(test_merge_goldens_equals_rewrite);
     remove_dir(g_dir);
     return harness_report();
 }
