@@ -12,6 +12,7 @@
 #include "bpe.h"
 #include "json.h"
 #include "pretok.h"
+#include "tokenize.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -94,13 +95,8 @@ int main(int argc, char **argv)
             t = now();
             uint64_t h = 1469598103934665603ULL, nt = 0;
             for (size_t i = 0; i < ntexts; i++) {
-                const unsigned char *s = (const unsigned char *)texts[i].s;
-                size_t n = texts[i].n, p = 0, k = 0;
-                while (p < n) {
-                    size_t e = mode ? pretok_pcre2_next(pc, s, n, p) : pretok_next(s, n, p);
-                    k += bpe_encode_piece(b, c, s + p, e - p, ids + k);
-                    p = e;
-                }
+                tokenize_ctx tc = { b, c, mode ? pc : NULL };
+                size_t k = tokenize_text(&tc, (const unsigned char *)texts[i].s, texts[i].n, ids);
                 for (size_t j = 0; j < k; j++) { h ^= ids[j]; h *= 1099511628211ULL; }
                 nt += k;
             }

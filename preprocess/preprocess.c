@@ -25,6 +25,7 @@
 #include "input.h"
 #include "json.h"
 #include "pretok.h"
+#include "tokenize.h"
 
 #include <errno.h>
 #include <glob.h>
@@ -647,23 +648,9 @@ struct worker {
 /* Tokenize text s[0..n) appending ids to ko->tok; returns the count. */
 static size_t tokenize_plain(struct worker *w, struct keyout *ko, const unsigned char *s, size_t n)
 {
-    GROW(ko->tok, ko->tokcap, ko->ntok + n + 1);
-    uint32_t *out = ko->tok + ko->ntok;
-    size_t pos = 0, nout = 0;
-    const bpe *b = w->p->tok;
-    if (w->pcre) {
-        while (pos < n) {
-            size_t e = pretok_pcre2_next(w->pcre, s, n, pos);
-            nout += bpe_encode_piece(b, w->cache, s + pos, e - pos, out + nout);
-            pos = e;
-        }
-    } else {
-        while (pos < n) {
-            size_t e = pretok_next(s, n, pos);
-            nout += bpe_encode_piece(b, w->cache, s + pos, e - pos, out + nout);
-            pos = e;
-        }
-    }
+    GROW(ko->tok, ko->tokcap, ko->ntok + bpe_encode_bound(n) + 1);
+    tokenize_ctx t = { w->p->tok, w->cache, w->pcre };
+    size_t nout = tokenize_text(&t, s, n, ko->tok + ko->ntok);
     ko->ntok += nout;
     return nout;
 }
