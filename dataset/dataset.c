@@ -155,6 +155,8 @@ const char *ds_strerror(int code)
     case DS_ERR_RANGE:       return "value out of range";
     case DS_ERR_UNSUPPORTED: return "unsupported dataset";
     case DS_ERR_STATE:       return "writer already finalized or failed";
+    case DS_ERR_EMPTY:       return "a split holds no tokens";
+    case DS_ERR_OVERSAMPLE:  return "a blend oversamples a dataset";
     default:                 return "unknown error";
     }
 }
@@ -801,7 +803,7 @@ const char *const *ds_writer_temp_paths(const ds_writer *w, size_t *n)
 static int writer_usable(ds_writer *w)
 {
     char *errbuf = w->err;
-    RETURN_ERROR_IF(w->finalized, DS_ERR_STATE, "'%s': writer already finalized", w->prefix ? w->prefix : "?");
+    RETURN_ERROR_IF(w->finalized || w->prepared, DS_ERR_STATE, "'%s': writer already finalized", w->prefix ? w->prefix : "?");
     /* keep the message of the original failure */
     if (w->failed)
         return DS_ERR_STATE;
@@ -920,7 +922,7 @@ static int fsync_close(ds_sink *s, char *errbuf)
     return 0;
 }
 
-static int writer_finalize(ds_writer *w)
+static int writer_prepare(ds_writer *w)
 {
     char *errbuf = w->err;
     FORWARD_IF_ERROR(sink_flush(&w->bin, errbuf));
@@ -947,7 +949,13 @@ static int writer_finalize(ds_writer *w)
     FORWARD_IF_ERROR(sink_stream(w, &w->docs, idx_put_raw));
     FORWARD_IF_ERROR(sink_flush(idx, errbuf));
     FORWARD_IF_ERROR(fsync_close(idx, errbuf));
+    w->prepared = 1;
+    return 0;
+}
 
+static int writer_commit(ds_writer *w)
+{
+    char *errbuf = w->err;
     /* The .idx goes in last: a crash in between leaves a new .bin with no
        .idx (unusable, detectably), never a new .bin beside an old .idx. */
     RETURN_ERROR_IF(unlink(w->idx_path) != 0 && errno != ENOENT, DS_ERR_IO,
@@ -968,15 +976,34 @@ static int writer_finalize(ds_writer *w)
     return 0;
 }
 
-int ds_writer_finalize(ds_writer *w)
+int ds_writer_prepare(ds_writer *w)
 {
     if (!w)
         return DS_ERR_ARG;
     FORWARD_IF_ERROR(writer_usable(w));
-    int rc = writer_finalize(w);
+    int rc = writer_prepare(w);
     if (rc < 0)
         w->failed = rc;
     return rc;
+}
+
+int ds_writer_commit(ds_writer *w)
+{
+    if (!w)
+        return DS_ERR_ARG;
+    char *errbuf = w->err;
+    RETURN_ERROR_IF(!w->prepared || w->finalized || w->failed, DS_ERR_STATE,
+                    "'%s': commit needs a prepared writer", w->prefix ? w->prefix : "?");
+    int rc = writer_commit(w);
+    if (rc < 0)
+        w->failed = rc;
+    return rc;
+}
+
+int ds_writer_finalize(ds_writer *w)
+{
+    int rc = ds_writer_prepare(w);
+    return rc < 0 ? rc : ds_writer_commit(w);
 }
 
 void ds_writer_free(ds_writer *w)

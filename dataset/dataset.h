@@ -4,8 +4,12 @@
  * read through mmap and written byte-identically to Megatron-LM's
  * IndexedDatasetBuilder.  The byte layout is docs/megatron-data-spec.md §1.
  *
- * What it deliberately does not do: tokenize, build GPT sample/shuffle
- * indices, blend datasets, read the legacy "lazy/cached" (TNTIDX) format or
+ * Its second half is the training-data pipeline: Megatron-Core's GPTDataset
+ * and BlendedDataset index arrays (document, sample, shuffle, blending
+ * indices) reproduced element for element, their .npy cache, and sample
+ * reading (spec §4, §5).
+ *
+ * What it deliberately does not do: tokenize, read the legacy "lazy/cached" (TNTIDX) format or
  * multimodal datasets (sequence_modes), or write float dtypes.  It never
  * prints and never exits: every failure is a negative enum ds_error code plus
  * a one-line message on the handle.
@@ -53,7 +57,9 @@ enum ds_error {
     DS_ERR_ARG         =  -8,  /* invalid argument (NULL, lengths that do not sum, dtype mismatch) */
     DS_ERR_RANGE       =  -9,  /* a value does not fit (token id vs dtype, index out of range) */
     DS_ERR_UNSUPPORTED = -10,  /* valid but unsupported: dtype 7, legacy TNTIDX, multimodal, float writer */
-    DS_ERR_STATE       = -11   /* writer already finalized, or failed earlier */
+    DS_ERR_STATE       = -11,  /* writer already finalized, or failed earlier */
+    DS_ERR_EMPTY       = -12,  /* a split holds no tokens (Megatron would loop forever) */
+    DS_ERR_OVERSAMPLE  = -13   /* a blend asks a dataset for more samples than it has */
 };
 
 /*
@@ -348,6 +354,18 @@ int ds_writer_add_dataset(ds_writer *w, const ds_reader *r);
 int ds_writer_finalize(ds_writer *w);
 
 /*
+ * ds_writer_prepare() / ds_writer_commit() - ds_writer_finalize in two
+ * steps, for a program that writes several datasets and wants all of them or
+ * none: prepare every writer (the slow part: the .bin is fsynced and the
+ * complete .idx written to its temporary name), and only when all succeeded
+ * commit each (the renames).  After prepare no more documents are accepted.
+ * @return : as ds_writer_finalize; commit without a successful prepare is
+ *           DS_ERR_STATE.
+ */
+int ds_writer_prepare(ds_writer *w);
+int ds_writer_commit(ds_writer *w);
+
+/*
  * ds_writer_free() - release the writer.  If it was not finalized, every
  * temporary file is closed and unlinked, so nothing is left behind.
  * Accepts NULL.
@@ -368,6 +386,285 @@ const char *ds_writer_error(const ds_writer *w);
 uint64_t ds_writer_num_sequences(const ds_writer *w);
 uint64_t ds_writer_num_documents(const ds_writer *w);
 uint64_t ds_writer_num_tokens(const ds_writer *w);
+
+/* ------------------------------------------------------------------------ */
+/* Training-data pipeline: numpy RandomState, GPTDataset, BlendedDataset    */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * ds_random_state - numpy's legacy RandomState (MT19937 seeded with
+ * init_genrand), the generator Megatron's GPTDataset shuffles with (spec §5).
+ * A plain value the caller owns (on the stack is fine); the fields are
+ * private.  One state per thread.
+ *
+ * ds_random_seed()     RandomState(seed): key[0] = seed, the reference
+ *                      init_genrand recurrence, next draw regenerates.
+ * ds_random_next32()   the next tempered 32-bit output (seed 1234 gives
+ *                      822569775, 2137449171, ...).
+ * ds_random_interval() numpy's random_interval: uniform in [0, max] by
+ *                      mask-and-reject on 32-bit draws (64-bit draws, high
+ *                      word first, when max >= 2^32).
+ * ds_random_shuffle()  RandomState.shuffle of a 1-D array of n elements of
+ *                      elsize bytes (4 or 8; the values are not looked at):
+ *                      for i = n-1 down to 1 swap x[i] and x[random_interval(i)].
+ *                      RandomState(1234).shuffle(arange(10)) gives
+ *                      [7,2,9,1,0,8,4,5,6,3].
+ * None of them fail.  Thread safe on distinct states.
+ */
+typedef struct ds_random_state {
+    uint32_t key[624];
+    int pos;
+} ds_random_state;
+
+void     ds_random_seed(ds_random_state *rs, uint32_t seed);
+uint32_t ds_random_next32(ds_random_state *rs);
+uint64_t ds_random_interval(ds_random_state *rs, uint64_t max);
+void     ds_random_shuffle(ds_random_state *rs, void *x, size_t n, size_t elsize);
+
+/*
+ * ds_normalize_weights() - Megatron's normalize(): w[i] / numpy.sum(w), with
+ * numpy's pairwise summation order (spec §5.6), in place.  Megatron applies it
+ * twice to blend weights (builder, then BlendedDataset); callers that want
+ * its bit-exact weights do the same.
+ * @return : 0, or DS_ERR_ARG (NULL, n == 0, a weight <= 0 or not finite).
+ */
+int ds_normalize_weights(double *w, size_t n);
+
+/*
+ * ds_split_ranges() - Megatron's --split string to sequence ranges (spec
+ * §4.4): the numbers found in `split` (regex [.0-9]+, padded to three with
+ * 0), normalized, cumulated into bookends, and each bookend times
+ * num_sequences rounded half-to-even.  Split i is the sequences
+ * [begin[i], end[i]); present[i] is 0 where Megatron's split matrix holds
+ * None (a zero weight), and then begin = end = 0.  "969,30,1" with N = 12345
+ * gives [0,11962) [11962,12333) [12333,12345).
+ * @return : 0, or DS_ERR_ARG (NULL, more than three numbers, a number that
+ *           does not parse, all zero).
+ */
+int ds_split_ranges(const char *split, uint64_t num_sequences,
+                    uint64_t begin[3], uint64_t end[3], int present[3]);
+
+/*
+ * ds_sample_counts() - the [train, valid, test] sample counts Megatron's
+ * training.py hands to the dataset builder (spec §4.2, core >= 0.13):
+ * train = train_samples if non-zero, else train_iters × global_batch_size;
+ * eval_iters_total = eval_iters if skip_train, else
+ * (train_iters // eval_interval + 1) × eval_iters, where train_iters is
+ * train_samples // global_batch_size when train_samples is given;
+ * valid = eval_iters_total × global_batch_size; test = eval_iters ×
+ * global_batch_size.  Overflow saturates at INT64_MAX.
+ * @return : 0, or DS_ERR_ARG (NULL out, global_batch_size or eval_interval 0
+ *           while needed).
+ */
+int ds_sample_counts(int64_t out[3], uint64_t train_samples, uint64_t train_iters,
+                     uint64_t global_batch_size, uint64_t eval_iters,
+                     uint64_t eval_interval, int skip_train);
+
+/*
+ * ds_md5_hex() - the MD5 digest of n bytes as 32 lowercase hex digits and a
+ * NUL, the hash Megatron names its cache files with.  Never fails (data may
+ * be NULL when n is 0).  Thread safe.
+ */
+void ds_md5_hex(char out[33], const void *data, size_t n);
+
+/* The three splits, in Megatron's order. */
+enum ds_split { DS_SPLIT_TRAIN = 0, DS_SPLIT_VALID = 1, DS_SPLIT_TEST = 2 };
+
+/* Which Megatron-Core the index arrays follow.  They differ in two places
+   (shared/data/golden-indices/README.md): the sample-index dtype (main: int32
+   when every value fits, 0.8: always int64) and the blend sizes (main:
+   mid-level num_samples = ceil(ceil(S·w)·(1+surplus)) and blend size
+   Σ ceil(S·w); 0.8: ceil(S·w·1.005) for both). */
+enum ds_megatron_version { DS_MEGATRON_MAIN = 0, DS_MEGATRON_0_8 = 1 };
+
+/* The tokenizer identifiers that enter every description (and so every cache
+   hash): LEGACY is {"class": "_GPT2BPETokenizer", "tokenizer_path": [vocab,
+   merges]}; MAIN is current main's MegatronTokenizerText block (spec §4.9). */
+enum ds_tokenizer_ids { DS_TOKENIZER_IDS_LEGACY = 0, DS_TOKENIZER_IDS_MAIN = 1 };
+
+#define DS_NUM_SAMPLES_NONE (-1)
+
+/*
+ * ds_gpt_config - everything Megatron's GPTDatasetConfig and the builder's
+ * sizes say about the index arrays and the samples.  Start from
+ * ds_gpt_config_init(), which sets Megatron's defaults; the strings are
+ * borrowed for the duration of ds_pipeline_open() only.
+ */
+typedef struct ds_gpt_config {
+    const char *const *data_path;  /* (n_data_path) --data-path tokens: "P..." or "w1 P1 w2 P2..." */
+    size_t n_data_path;
+    int mock;                      /* --mock-data: MockGPTDataset, split forced to "1,1,1" */
+    const char *split;             /* default "969, 30, 1" (Megatron's legacy default, spaces kept) */
+    uint64_t seq_length;           /* L, > 1 */
+    uint32_t seed;                 /* default 1234 */
+    int64_t num_samples[3];        /* [train, valid, test]; DS_NUM_SAMPLES_NONE = None */
+    int add_extra_token;           /* E1, default 1 (add_extra_token_to_sequence) */
+    int drop_last_partial_validation; /* default 1 */
+    double surplus;                /* --mid-level-dataset-surplus, default 0.005 (main only) */
+    int megatron_version;          /* enum ds_megatron_version, default MAIN */
+    const char *cache_dir;         /* --data-cache-path; NULL: build in memory, write nothing */
+    int tokenizer_ids;             /* enum ds_tokenizer_ids, default LEGACY */
+    const char *vocab_file;        /* as typed on Megatron's command line (identifiers only) */
+    const char *merge_file;
+    int64_t eod;                   /* default 50256 */
+    int64_t pad;                   /* default -1: GPT-2 has no pad token */
+    int reset_position_ids, reset_attention_mask, eod_mask_loss;
+} ds_gpt_config;
+
+void ds_gpt_config_init(ds_gpt_config *cfg);
+
+typedef struct ds_pipeline ds_pipeline;
+
+/*
+ * ds_pipeline_open() - Megatron's BlendedMegatronDatasetBuilder(GPTDataset,
+ * sizes, config).build(): open every prefix, cut each into the three splits,
+ * build each mid-level GPTDataset's document/sample/shuffle indices, and for a
+ * blend each split's BlendedDataset indices (spec §4.5-4.8, 4.10b):
+ *   - one prefix without weight: one GPTDataset per split, num_samples as
+ *     given, no blend;
+ *   - "w1 P1 w2 P2 ...": weights normalized (twice), blend sizes and
+ *     mid-level counts per cfg->megatron_version, build_blending_indices;
+ *   - several prefixes without weights: one epoch each, weights = lengths,
+ *     blend size min(S, Σ lengths), or the exhaustive blend when S is None.
+ * With cfg->cache_dir, each array set is looked up as
+ * {md5}-GPTDataset-{split}-*.npy / {md5}-BlendedDataset-{split}-*.npy, named
+ * and described exactly as Megatron names them, so either tool reuses the
+ * other's cache.  A hit is mmapped (no array is read or built); a set whose
+ * description file differs from the expected one, or whose .npy headers do
+ * not fit, is rebuilt and replaced (written to temporaries, then renamed).
+ * Builds are O(total samples + document index length).
+ *
+ * @out : receives the handle; on failure it is still set (usable only with
+ *        ds_pipeline_error() and ds_pipeline_close()), NULL only on
+ *        DS_ERR_NOMEM or a NULL out.
+ * @return : 0, or
+ *   DS_ERR_ARG        bad config (no data path, L < 2, bad split, negative or
+ *                     non-finite weight, a weighted blend with a None size);
+ *   DS_ERR_EMPTY      a split of some prefix holds no tokens while samples
+ *                     are asked of it (Megatron loops forever there);
+ *   DS_ERR_OVERSAMPLE a blend needs more samples of a dataset than it has;
+ *   DS_ERR_RANGE      a count overflows what the arrays can index;
+ *   DS_ERR_IO         a cache file cannot be written or read;
+ *   DS_ERR_NOMEM, and any ds_reader_open() error for a prefix.
+ * Ownership: the caller closes the handle.  Thread safety: after open, every
+ * function taking `const ds_pipeline *` may be called from any thread.
+ */
+int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out);
+void ds_pipeline_close(ds_pipeline *p);
+const char *ds_pipeline_error(const ds_pipeline *p);
+
+/*
+ * Plan accessors.  A split is absent when Megatron builds None for it (a zero
+ * split weight); then its length is 0 and ds_pipeline_dataset() fails.
+ *   ds_pipeline_num_datasets()  number of prefixes (1 for mock data)
+ *   ds_pipeline_weight(d)       normalized weight of prefix d (1.0 unblended)
+ *   ds_pipeline_is_blend()      1 when the top level is a BlendedDataset
+ *   ds_pipeline_has_split(s)    1 when split s was built
+ *   ds_pipeline_length(s)       len() of the top-level dataset of split s
+ */
+size_t   ds_pipeline_num_datasets(const ds_pipeline *p);
+double   ds_pipeline_weight(const ds_pipeline *p, size_t d);
+int      ds_pipeline_is_blend(const ds_pipeline *p);
+int      ds_pipeline_has_split(const ds_pipeline *p, int split);
+uint64_t ds_pipeline_length(const ds_pipeline *p, int split);
+
+/*
+ * ds_array - a view of one index array: `n` rows of `cols` elements (1, or 2
+ * for the sample index) of numpy dtype `descr` ("<i2", "<i4", "<u4", "<i8").
+ * Points into a cache mapping or the handle's memory: valid until close.
+ */
+typedef struct ds_array {
+    const void *data;
+    uint64_t n;
+    unsigned cols;
+    const char *descr;
+} ds_array;
+
+/*
+ * ds_gpt_info - what one mid-level GPTDataset (prefix d, split s) is.
+ */
+typedef struct ds_gpt_info {
+    const char *path;              /* the prefix as given */
+    uint64_t seq_begin, seq_end;   /* its sequences [begin, end) */
+    uint64_t tokens_per_epoch;     /* T */
+    int64_t num_samples;           /* as asked (DS_NUM_SAMPLES_NONE: one epoch) */
+    uint64_t num_epochs;
+    int separate_final_epoch;
+    uint64_t length;               /* len(dataset) = sample index rows - 1 */
+    int from_cache;                /* 1 when the arrays were mmapped from the cache */
+    char md5[33];                  /* md5 of description = the cache file hash */
+    const char *description;       /* Megatron's unique_description (JSON, indent 4) */
+    ds_array document_index, sample_index, shuffle_index;
+} ds_gpt_info;
+
+/*
+ * ds_pipeline_dataset() - fill *info for prefix d in split s.  The strings and
+ * arrays belong to the handle (valid until close).
+ * @return : 0, or DS_ERR_ARG (NULL), DS_ERR_RANGE (d or s out of range, or
+ *           split absent).  Thread safe.
+ */
+int ds_pipeline_dataset(const ds_pipeline *p, int split, size_t d, ds_gpt_info *info);
+
+/*
+ * ds_pipeline_blend() - the BlendedDataset of split s: its dataset_index
+ * (<i2), dataset_sample_index (<i8), description and md5 (both NULL/"" for
+ * an unblended pipeline).
+ * @return : 0, DS_ERR_ARG, or DS_ERR_RANGE (no blend, or split absent).
+ */
+int ds_pipeline_blend(const ds_pipeline *p, int split, ds_array *dataset_index,
+                      ds_array *dataset_sample_index, const char **description, const char **md5);
+
+/*
+ * ds_sample_origin - where sample k of a split comes from.
+ */
+typedef struct ds_sample_origin {
+    size_t dataset;                /* prefix index */
+    uint64_t dataset_sample;       /* index k' inside that GPTDataset */
+    uint64_t shuffle_value;        /* shuffle_index[k'] */
+    uint64_t doc_first, doc_last;  /* positions in the document index it spans */
+    uint64_t seq_first;            /* the sequence (document_index[doc_first]) it starts in */
+    uint64_t offset;               /* token offset in seq_first */
+} ds_sample_origin;
+
+/*
+ * ds_pipeline_text() - the seq_length + E1 token ids of sample k of split s
+ * (GPTDataset.__getitem__'s `text`, before tokens/labels are cut from it),
+ * padded with cfg->pad when the last partial validation sample is short.
+ * @text   : (seq_length + E1) caller buffer.
+ * @origin : may be NULL.
+ * @return : 0, or DS_ERR_ARG, DS_ERR_RANGE (k >= length, split absent),
+ *           DS_ERR_CORRUPT (an index array points outside the data, which
+ *           only a tampered cache can do).  Thread safe.
+ */
+int ds_pipeline_text(const ds_pipeline *p, int split, uint64_t k, int64_t *text,
+                     ds_sample_origin *origin);
+
+/*
+ * ds_pipeline_sample() - GPTDataset.__getitem__ for sample k of split s
+ * (spec §4.7): tokens = text[:-1], labels = text[1:] (with E1; without it
+ * labels = roll(text, -1) and a pad last label); loss_mask 1, 0 on input
+ * EODs with eod_mask_loss and where the label is pad; position_ids 0..L-1,
+ * restarting after each input EOD with reset_position_ids; attention_mask
+ * lower-triangular (L, L) as 1 = masked (Megatron's bool True), and with
+ * reset_attention_mask rows after an EOD at i masked for columns <= i.  Pad
+ * ids are then replaced by 0.  Any output pointer may be NULL to skip it.
+ * @tokens (L), @labels (L), @loss_mask (L), @position_ids (L),
+ * @attention_mask (L, L).
+ * @return : as ds_pipeline_text(), plus DS_ERR_NOMEM.  Thread safe.
+ */
+int ds_pipeline_sample(const ds_pipeline *p, int split, uint64_t k, int64_t *tokens,
+                       int64_t *labels, float *loss_mask, int64_t *position_ids,
+                       uint8_t *attention_mask);
+
+/* The sequence length L and E1 the handle was opened with. */
+uint64_t ds_pipeline_seq_length(const ds_pipeline *p);
+unsigned ds_pipeline_extra_token(const ds_pipeline *p);
+
+/*
+ * ds_pipeline_reader() - the open reader of prefix d (NULL for mock data or
+ * d out of range), for decoding or raw access.  Owned by the pipeline.
+ */
+const ds_reader *ds_pipeline_reader(const ds_pipeline *p, size_t d);
 
 #ifdef __cplusplus
 }

@@ -81,6 +81,7 @@ struct ds_writer {
     uint64_t bin_bytes;                     /* Σ lengths × itemsize, kept <= INT64_MAX */
     uint64_t ptr_acc;                       /* running pointer while finalize writes them */
     int failed;                             /* sticky error code, 0 while healthy */
+    int prepared;      /* ds_writer_prepare done: the temporaries are complete */
     int finalized;
     char err[DS_ERRMSG_SIZE];
 };
@@ -159,5 +160,38 @@ static inline void ds_store_le64(uint8_t *p, uint64_t v)
     ds_store_le32(p, (uint32_t)v);
     ds_store_le32(p + 4, (uint32_t)(v >> 32));
 }
+
+/* ---- .npy files and atomic writes (npy.c) ---- */
+
+/* A mapped .npy array: shape[0] (× shape[1] when ndim == 2) elements of
+   descr ("<i2", "<i4", "<u4", "<i8"), at data, inside map. */
+typedef struct ds_npy {
+    void *map;
+    size_t map_size;
+    const void *data;
+    uint64_t shape[2];
+    int ndim;
+    char descr[8];
+} ds_npy;
+
+/* numpy.save's exact format-1.0 header; returns its size (a multiple of
+   64), or 0 if it does not fit in cap. */
+size_t ds_npy_header(char *out, size_t cap, const char *descr, const uint64_t *shape, int ndim);
+int ds_npy_write(const char *path, const char *descr, const uint64_t *shape, int ndim,
+                 const void *data, char *errbuf);
+int ds_npy_load(ds_npy *a, const char *path, char *errbuf);
+void ds_npy_release(ds_npy *a);
+int ds_write_file_atomic(const char *path, const void *head, size_t nhead, const void *data,
+                         size_t ndata, char *errbuf);
+
+/* ---- Blending (gptdata.c), exposed for the unit test ---- */
+
+/* Megatron's build_blending_indices: `size` samples over K datasets of
+   weights w (K); count (K) is scratch and ends as the per-dataset counts. */
+void ds_build_blending_indices(int16_t *di, int64_t *dsi, uint64_t size, const double *w,
+                               size_t K, int64_t *count);
+/* build_exhaustive_blending_indices: Σ lens samples, every dataset spent. */
+void ds_build_exhaustive_blending_indices(int16_t *di, int64_t *dsi, const uint64_t *lens, size_t K,
+                                          int64_t *count);
 
 #endif /* MDS_DATASET_INTERNAL_H */

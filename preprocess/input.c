@@ -53,6 +53,7 @@
 enum { STATE_OPEN = 0, STATE_EOF = 1 };  /* negative: a sticky error code */
 
 struct mds_input {
+    size_t produced;          /* bytes the current read call has decoded so far */
     int fd;
     int close_fd;               /* 0 for stdin */
     int format;                 /* enum mds_input_format */
@@ -118,6 +119,20 @@ static int input_refill(mds_input *in)
         return 0;
     in->ipos = in->ilen = 0;
     return input_fill(in);
+}
+
+/* Whether p[0, n) is a prefix of one of the magics detect_format knows. */
+static int may_be_magic(const unsigned char *p, size_t n)
+{
+    static const unsigned char gz[2] = { 0x1f, 0x8b };
+    static const unsigned char xz[6] = { 0xfd, '7', 'z', 'X', 'Z', 0x00 };
+    static const unsigned char zs[4] = { 0x28, 0xb5, 0x2f, 0xfd };
+    static const unsigned char sk[3] = { 0x2a, 0x4d, 0x18 };
+    if (n == 0) return 1;
+    if (memcmp(p, gz, n < 2 ? n : 2) == 0) return 1;
+    if (memcmp(p, xz, n < 6 ? n : 6) == 0) return 1;
+    if (memcmp(p, zs, n < 4 ? n : 4) == 0) return 1;
+    return (p[0] & 0xf0) == 0x50 && (n == 1 || memcmp(p + 1, sk, n - 1 < 3 ? n - 1 : 3) == 0);
 }
 
 static int detect_format(const unsigned char *p, size_t n)
@@ -208,8 +223,10 @@ int mds_input_open(const char *path, int threads, mds_input **out)
 #endif
     }
 
-    /* A pipe may deliver the magic in pieces: read until 6 bytes or EOF. */
-    while (in->ilen < 6 && !in->ieof)
+    /* A pipe may deliver the magic in pieces: read until 6 bytes or EOF, but
+     * stop as soon as the bytes seen cannot start any magic, so a slow pipe
+     * of plain text is not held back (its first line may be all there is). */
+    while (in->ilen < 6 && !in->ieof && may_be_magic(in->ibuf, in->ilen))
         FORWARD_IF_ERROR(input_fill(in));
     in->format = detect_format(in->ibuf, in->ilen);
     return decoder_init(in, threads);
@@ -283,6 +300,7 @@ static long long read_gzip(mds_input *in, unsigned char *buf, size_t cap)
         int rc = inflate(&in->z, Z_NO_FLUSH);
         in->ipos = in->ilen - in->z.avail_in;
         produced += room - in->z.avail_out;
+        in->produced = produced;
         if (rc == Z_STREAM_END) {
             in->z_boundary = 1;
             in->z_members++;
@@ -317,6 +335,7 @@ static long long read_xz(mds_input *in, unsigned char *buf, size_t cap)
         lzma_ret rc = lzma_code(&in->x, action);
         in->ipos = in->ilen - in->x.avail_in;
         produced = cap - in->x.avail_out;
+        in->produced = produced;
         if (rc == LZMA_OK)
             continue;
         if (rc == LZMA_STREAM_END) {
@@ -352,6 +371,7 @@ static long long read_zstd(mds_input *in, unsigned char *buf, size_t cap)
         ZSTD_inBuffer inb = { in->ibuf, in->ilen, in->ipos };
         size_t r = ZSTD_decompressStream(in->zd, &out, &inb);
         in->ipos = inb.pos;
+        in->produced = out.pos;
         if (ZSTD_isError(r)) {
             RETURN_ERROR_IF(in->zret == 0 && ZSTD_getErrorCode(r) == ZSTD_error_prefix_unknown,
                             MDS_INPUT_ERR_CORRUPT, "zstd: trailing garbage after compressed data");
@@ -375,12 +395,19 @@ long long mds_input_read(mds_input *in, void *buf, size_t cap)
     if (in->state == STATE_EOF || cap == 0)
         return 0;
     RETURN_ERROR_IF(buf == NULL, MDS_INPUT_ERR_ARG, "no output buffer");
+    long long r;
+    in->produced = 0;
     switch (in->format) {
-    case MDS_INPUT_GZIP: return read_gzip(in, buf, cap);
-    case MDS_INPUT_XZ:   return read_xz(in, buf, cap);
-    case MDS_INPUT_ZSTD: return read_zstd(in, buf, cap);
-    default:             return read_plain(in, buf, cap);
+    case MDS_INPUT_GZIP: r = read_gzip(in, buf, cap); break;
+    case MDS_INPUT_XZ:   r = read_xz(in, buf, cap); break;
+    case MDS_INPUT_ZSTD: r = read_zstd(in, buf, cap); break;
+    default:             r = read_plain(in, buf, cap); break;
     }
+    /* Bytes decoded before an error are handed out first, like `zcat`; the
+     * error (kept in in->state) comes with the next call. */
+    if (r < 0 && in->produced > 0)
+        return (long long)in->produced;
+    return r;
 }
 
 const char *mds_input_error(const mds_input *in)

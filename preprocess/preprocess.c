@@ -361,10 +361,20 @@ static void parse_args(int argc, char **argv, struct config *c)
             o = find_long(a + 2, len);
             if (!o) usage_error("unknown option '%s'", a);
             if (eq) val = eq + 1;
-        } else if (a[0] == '-' && a[1] && a[1] != '-' && a[2] == 0) {
+        } else if (a[0] == '-' && a[1] && a[1] != '-') {
+            /* short options, argparse style: -j2, -qq, -vv */
             for (size_t k = 0; k < NOPTIONS; k++)
                 if (options[k].shrt == a[1]) o = &options[k];
             if (!o) usage_error("unknown option '%s'", a);
+            if (a[2] && o->arg != ARG_NONE) {
+                val = a + 2;
+            } else if (a[2]) {
+                for (const char *q = a + 2; *q; q++)
+                    if (*q != a[1]) usage_error("unknown option '%s'", a);
+                for (const char *q = a + 2; *q; q++)
+                    verbosity += o->id == O_VERBOSE ? 1 : o->id == O_QUIET && verbosity > 0 ? -1 : 0;
+                if (o->id != O_VERBOSE && o->id != O_QUIET) usage_error("unknown option '%s'", a);
+            }
         } else if (strcmp(a, "-") == 0 || a[0] != '-') {
             usage_error("unexpected argument '%s' (inputs are given with --input)", a);
         } else {
@@ -381,21 +391,21 @@ static void parse_args(int argc, char **argv, struct config *c)
         switch (o->id) {
         case O_INPUT: add_input(c, val, &incap); break;
         case O_OUTPUT_PREFIX: c->output_prefix = val; break;
-        case O_JSON_KEYS: {
-            if (!keys_given) c->nkeys = 0;
+        case O_JSON_KEYS:
+            /* argparse nargs='+': a repeated flag replaces the list; after
+             * "=" only that one value is taken. */
             keys_given = 1;
-            size_t before = c->nkeys;
+            c->nkeys = 0;
             if (val) {
-                if (c->nkeys == MAX_KEYS) usage_error("too many --json-keys (at most %d)", MAX_KEYS);
                 c->keys[c->nkeys++] = val;
+            } else {
+                while (i + 1 < argc && !looks_like_option(argv[i + 1])) {
+                    if (c->nkeys == MAX_KEYS) usage_error("too many --json-keys (at most %d)", MAX_KEYS);
+                    c->keys[c->nkeys++] = argv[++i];
+                }
             }
-            while (i + 1 < argc && !looks_like_option(argv[i + 1])) {
-                if (c->nkeys == MAX_KEYS) usage_error("too many --json-keys (at most %d)", MAX_KEYS);
-                c->keys[c->nkeys++] = argv[++i];
-            }
-            if (c->nkeys == before) usage_error("option '--json-keys' needs at least one key");
+            if (c->nkeys == 0) usage_error("option '--json-keys' needs at least one key");
             break;
-        }
         case O_APPEND_EOD: c->append_eod = 1; break;
         case O_TOKENIZER_TYPE:
             if (strcmp(val, "GPT2BPETokenizer") != 0)
@@ -542,6 +552,18 @@ static void chunk_reset(struct chunk *c, size_t nkeys)
     for (size_t k = 0; k < nkeys; k++) c->key[k].ntok = c->key[k].nseq = 0;
 }
 
+/* Offset just past the last line break in buf[from, len), 0 if none.  A
+ * line break is '\n', or a '\r' whose next byte is known (a final '\r' may
+ * be the first half of "\r\n"), so a chunk never splits a CRLF pair. */
+static size_t last_break(const char *buf, size_t len, size_t from)
+{
+    for (size_t i = len; i > from; i--) {
+        char ch = buf[i - 1];
+        if (ch == '\n' || (ch == '\r' && i < len)) return i;
+    }
+    return 0;
+}
+
 /* Reader: fill slots in order with whole lines of one file. */
 static void *reader_main(void *arg)
 {
@@ -586,12 +608,17 @@ static void *reader_main(void *arg)
                 snprintf(c->reader_msg, sizeof c->reader_msg, "%s", openmsg);
                 eof = 1;
             }
-            /* Read until the chunk holds at least one line break (a line
-             * longer than the chunk grows it) or the input ends. */
-            size_t cut = 0;
+            /* Read until the chunk holds a line break and is half full, or
+             * a short read says the source has nothing more for now (a slow
+             * pipe), or the input ends.  A line longer than the chunk grows
+             * it.  brk is the offset just past the last line break seen; only
+             * the new bytes are searched each time, so a long line costs
+             * linear time. */
+            size_t brk = last_break(c->data, c->len, 0);
             while (in && !eof) {
                 if (c->cap - c->len < CHUNK_BYTES / 4) GROW(c->data, c->cap, c->len + CHUNK_BYTES);
-                long long r = mds_input_read(in, c->data + c->len, c->cap - c->len);
+                size_t want = c->cap - c->len, before = c->len;
+                long long r = mds_input_read(in, c->data + c->len, want);
                 if (r < 0) {
                     c->eof_error = 1;
                     snprintf(c->reader_msg, sizeof c->reader_msg, "%s", mds_input_error(in));
@@ -600,17 +627,20 @@ static void *reader_main(void *arg)
                 }
                 if (r == 0) { eof = 1; break; }
                 c->len += (size_t)r;
-                /* cut after the last '\n' (a CR before it stays in this chunk) */
-                char *nl = memrchr(c->data, '\n', c->len);
-                if (nl && c->len >= CHUNK_BYTES / 2) { cut = (size_t)(nl - c->data) + 1; break; }
+                size_t b = last_break(c->data, c->len, before ? before - 1 : 0);
+                if (b) brk = b;
+                if (brk && (c->len >= CHUNK_BYTES / 2 || (size_t)r < want)) break;
             }
-            if (eof) cut = c->len;   /* the rest, even without a final newline */
-            if (!eof || cut < c->len) {
+            /* At a clean end the rest is the last line, even without a line
+             * break.  After a read error the unfinished tail is dropped: the
+             * error is reported at its line instead. */
+            size_t cut = !eof ? brk : c->eof_error ? brk : c->len;
+            if (!eof) {
                 carry_len = c->len - cut;
                 GROW(carry, carry_cap, carry_len);
                 if (carry_len) memcpy(carry, c->data + cut, carry_len);
-                c->len = cut;
             }
+            c->len = cut;
             pthread_mutex_lock(&p->mu);
             if (in) p->in_pos = mds_input_compressed_pos(in);
             c->in_pos = p->in_pos;
@@ -694,7 +724,9 @@ static int process_line(struct worker *w, struct chunk *c, const char *line, siz
         mark_tok[k] = c->key[k].ntok;
         mark_seq[k] = c->key[k].nseq;
     }
-    if (json_extract(&w->doc, line, len, cfg->keys, cfg->nkeys) != 0) {
+    int jrc = json_extract(&w->doc, line, len, cfg->keys, cfg->nkeys);
+    if (jrc == JSON_ERR_NOMEM) die(1, "out of memory parsing JSON");
+    if (jrc != 0) {
         snprintf(msg, msgcap, "%s", w->doc.err);
         return -1;
     }
@@ -713,16 +745,15 @@ static int process_line(struct worker *w, struct chunk *c, const char *line, siz
             const char *s = json_doc_string(&w->doc, k, j, &slen);
             size_t t = tokenize(w, ko, (const unsigned char *)s, slen);
             if (t == 0) continue;           /* empty sentences are dropped */
-            if (t > UINT32_MAX - 1) { snprintf(msg, msgcap, "key '%s': a sequence of more than 2^32 tokens", cfg->keys[k]); goto rollback; }
+            if (t >= INT32_MAX) {
+                /* .idx lengths are int32 (and the EOD may add one) */
+                snprintf(msg, msgcap, "key '%s': a sequence of %zu tokens does not fit the int32 lengths of .idx", cfg->keys[k], t);
+                goto rollback;
+            }
             GROW(ko->seqlen, ko->seqcap, ko->nseq + 1);
             ko->seqlen[ko->nseq++] = (uint32_t)t;
             nseq++;
             doc_tokens += t;
-        }
-        if (doc_tokens > INT32_MAX) {
-            /* .idx lengths are int32: Megatron would write garbage. */
-            snprintf(msg, msgcap, "key '%s': a sequence of %zu tokens does not fit the int32 lengths of .idx", cfg->keys[k], doc_tokens);
-            goto rollback;
         }
         if (nseq > 0 && cfg->append_eod) {
             GROW(ko->tok, ko->tokcap, ko->ntok + 1);
@@ -747,9 +778,16 @@ static void process_chunk(struct worker *w, struct chunk *c)
     const char *s = c->data, *end = c->data + c->len;
     uint64_t chars = 0;
     char msg[256];
+    const char *nl = NULL;    /* the next '\n' at or after s, kept across lines */
+    int nl_known = 0;
     while (s < end) {
-        /* Python universal newlines: \n, \r\n and a lone \r end a line. */
-        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        /* Python universal newlines: \n, \r\n and a lone \r end a line.
+         * The '\n' search is remembered, so a chunk of lone-CR lines is
+         * still split in linear time. */
+        if (!nl_known || (nl && nl < s)) {
+            nl = memchr(s, '\n', (size_t)(end - s));
+            nl_known = 1;
+        }
         const char *stop = nl ? nl : end;
         const char *cr = memchr(s, '\r', (size_t)(stop - s));
         const char *eol, *next;
@@ -898,7 +936,7 @@ static void megatron_line(struct progress *pg, uint64_t docs, uint64_t chars)
 
 int main(int argc, char **argv)
 {
-    struct config cfg = {0};
+    static struct config cfg;
     parse_args(argc, argv, &cfg);
     expand_inputs(&cfg);
 
@@ -924,9 +962,18 @@ int main(int argc, char **argv)
     int dtype = ds_dtype_for_vocab(bpe_vocab_size(tok));
     ds_writer *writers[MAX_KEYS] = {0};
     char names[MAX_KEYS][PATH_MAX];
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    signal(SIGHUP, on_signal);
+    /* Clean up on the usual termination signals, but leave a signal that was
+     * ignored when we started (nohup, background jobs) ignored. */
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old;
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
     signal(SIGPIPE, SIG_IGN);
     for (size_t k = 0; k < cfg.nkeys; k++) {
         int n = snprintf(names[k], PATH_MAX, "%s_%s_document", cfg.output_prefix, cfg.keys[k]);
@@ -940,7 +987,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "Time to startup: %.3f\n", cli_now() - t0);
     }
 
-    struct pipeline p = {0};
+    static struct pipeline p;     /* static: a detached reader may outlive main's frame */
     p.cfg = &cfg;
     p.tok = tok;
     p.eod = eod < 0 ? 0 : (uint32_t)eod;
@@ -998,6 +1045,9 @@ int main(int argc, char **argv)
             bar_clear(&pg);
             warnx_("%s:%" PRIu64 ": skipped: %s", fname, lines_before + c->notes[i].line, c->notes[i].msg);
         }
+        if (verbosity >= 3 && c->skipped > (uint64_t)c->nnotes)
+            warnx_("%s: %" PRIu64 " more skipped lines up to line %" PRIu64 " not shown", fname,
+                   c->skipped - (uint64_t)c->nnotes, lines_before + c->lines);
         /* documents of this chunk, in order */
         size_t toff[MAX_KEYS] = {0}, soff[MAX_KEYS] = {0};
         for (uint64_t d = 0; d < c->ndocs && !failed; d++) {
@@ -1058,12 +1108,22 @@ int main(int argc, char **argv)
         bar_draw(&pg, &p, 0);
         if (failed) break;
     }
-    pthread_join(rt, NULL);
+    /* After a failure the reader may be blocked reading a pipe that never
+     * ends; it is not waited for (nor its slots freed): the process exits. */
+    if (!failed) pthread_join(rt, NULL);
     for (int i = 0; i < nw; i++) pthread_join(tids[i], NULL);
     bar_clear(&pg);
 
+    /* All keys or none: every dataset is completed under its temporary name
+     * before the first is renamed into place. */
     for (size_t k = 0; k < cfg.nkeys && !failed; k++) {
-        if (ds_writer_finalize(writers[k]) != 0) {
+        if (ds_writer_prepare(writers[k]) != 0) {
+            snprintf(fail_msg, sizeof fail_msg, "%s", ds_writer_error(writers[k]));
+            failed = 1;
+        }
+    }
+    for (size_t k = 0; k < cfg.nkeys && !failed; k++) {
+        if (ds_writer_commit(writers[k]) != 0) {
             snprintf(fail_msg, sizeof fail_msg, "%s", ds_writer_error(writers[k]));
             failed = 1;
         }
@@ -1096,7 +1156,7 @@ int main(int argc, char **argv)
         bpe_cache_free(ws[i].cache);
         pretok_pcre2_free(ws[i].pcre);
     }
-    for (size_t i = 0; i < p.nslots; i++) {
+    for (size_t i = 0; i < p.nslots && !failed; i++) {
         free(p.slots[i].data);
         free(p.slots[i].doc_chars);
         for (size_t k = 0; k < MAX_KEYS; k++) {
@@ -1105,7 +1165,7 @@ int main(int argc, char **argv)
             free(p.slots[i].key[k].docseq);
         }
     }
-    free(p.slots);
+    if (!failed) free(p.slots);
     free(ws);
     free(tids);
     bpe_free(tok);

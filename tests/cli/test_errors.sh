@@ -50,6 +50,23 @@ for z in xz zstd gzip; do
         $MDSPREP --skip-invalid --input "$T/trunc.$z" --output-prefix "$T/skipz"
 done
 
+# a truncated stream: the lines before the damage are kept (like zcat), the
+# error names the line it cut, and the cause is the truncation, not the half line
+gzip -c < $C/tiny.jsonl > "$T/t.gz"
+head -c $(($(wc -c < "$T/t.gz") * 2 / 3)) "$T/t.gz" > "$T/cut.gz"
+whole=$(zcat "$T/cut.gz" 2>/dev/null | wc -l)
+run_expect "truncated gzip names the cut line" 1 "^mdsprep: $T/cut.gz:$((whole + 1)): truncated gzip stream" \
+    $MDSPREP --input "$T/cut.gz" --output-prefix "$T/res"
+$MDSPREP -q --skip-invalid --input "$T/cut.gz" --output-prefix "$T/cut"
+zcat "$T/cut.gz" 2>/dev/null | head -n "$whole" > "$T/whole.jsonl"
+$MDSPREP -q --input "$T/whole.jsonl" --output-prefix "$T/whole"
+same "$T/cut_text_document" "$T/whole_text_document" "--skip-invalid keeps every complete line before the damage"
+
+# a slow pipe: the first bad line is reported at once, not when the pipe closes
+(printf '{bad\n'; sleep 3) | { s=$(date +%s.%N); $MDSPREP --input - --output-prefix "$T/slow" 2>/dev/null
+    e=$(date +%s.%N); echo "$s $e" | awk '{print $2 - $1}' > "$T/slow.t"; }
+check "error on a slow pipe reported before it closes ($(cat "$T/slow.t") s)" awk '{exit !($1 < 2)}' "$T/slow.t"
+
 # missing input file, unwritable output
 run_expect "missing input" 1 "cannot open '$T/nope.jsonl'" $MDSPREP --input "$T/nope.jsonl" --output-prefix "$T/res"
 run_expect "unwritable output" 1 "" $MDSPREP --input $C/tiny.jsonl --output-prefix "$T/no/such/dir/out"

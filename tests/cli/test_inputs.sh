@@ -49,6 +49,18 @@ same "$T/nofinal_text_document" $G "no final newline"
 $MDSPREP -q --input=$C/tiny.jsonl --output-pre "$T/abbr" --append --workers=2 --keep-sequential-samples --log-interval 50
 same "$T/abbr_text_document" $G "--flag=value and unique prefixes"
 
+# --json-keys as argparse: a repeated flag replaces the list; -qq and -j2 spellings
+$MDSPREP -qq -j2 --append-eod --input $C/tiny-keys.jsonl --json-keys text --json-keys title --output-prefix "$T/jk"
+check "repeated --json-keys keeps the last" [ -f "$T/jk_title_document.idx" -a ! -f "$T/jk_text_document.idx" ]
+same "$T/jk_title_document" tests/data/golden/tiny-keys_title_document "title key alone"
+
+# nohup: an ignored SIGHUP stays ignored
+nohup $MDSPREP -q --input $C/edge.jsonl --input $C/edge.jsonl --input $C/edge.jsonl --output-prefix "$T/nh" >/dev/null 2>&1 &
+pid=$!
+sleep 0.1; kill -HUP $pid 2>/dev/null
+wait $pid
+check "SIGHUP ignored under nohup" [ $? -eq 0 -a -f "$T/nh_text_document.idx" ]
+
 # empty input: a valid empty dataset
 : > "$T/empty.jsonl"
 run --input "$T/empty.jsonl" --output-prefix "$T/empty"

@@ -1087,6 +1087,30 @@ cleanup:
     ds_reader_close(r[1]);
 }
 
+/* ds_writer_prepare / ds_writer_commit: nothing final appears before commit,
+ * no document is accepted after prepare, commit needs prepare. */
+static void test_prepare_commit(void)
+{
+    char prefix[512], bin[600], idx[600];
+    pjoin(prefix, sizeof prefix, "twostep");
+    snprintf(bin, sizeof bin, "%s.bin", prefix);
+    snprintf(idx, sizeof idx, "%s.idx", prefix);
+    ds_writer *w = NULL;
+    CHECK(ds_writer_open(prefix, DS_DTYPE_UINT16, &w) == 0);
+    uint32_t t[2] = {7, 8}, l[1] = {2};
+    CHECK(ds_writer_commit(w) == DS_ERR_STATE);
+    CHECK(ds_writer_add_document(w, t, 2, l, 1) == 0);
+    CHECK(ds_writer_prepare(w) == 0);
+    CHECK(!file_exists(bin) && !file_exists(idx));
+    CHECK(ds_writer_add_document(w, t, 2, l, 1) == DS_ERR_STATE);
+    CHECK(ds_writer_commit(w) == 0);
+    CHECK(file_exists(bin) && file_exists(idx));
+    ds_writer_free(w);
+    ds_reader *r = NULL;
+    CHECK(ds_reader_open(prefix, &r) == 0 && ds_reader_num_tokens(r) == 2);
+    ds_reader_close(r);
+}
+
 static void remove_dir(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -1126,6 +1150,7 @@ int main(void)
     RUN(test_spill);
     RUN(test_utf8_replace);
     RUN(test_merge_goldens_equals_rewrite);
+    RUN(test_prepare_commit);
     remove_dir(g_dir);
     return harness_report();
 }
