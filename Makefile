@@ -32,7 +32,7 @@ WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wpointer-arith -Wundef -
 OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 CFLAGS   += -std=c11 -D_GNU_SOURCE -pthread $(WARN) -MMD -MP
-CPPFLAGS += -Idataset -Ipreprocess -DMDS_VOCAB_DIR='"$(PREFIX)/share/mds/vocab"'
+CPPFLAGS += -Idataset -Ipreprocess -Ikernels -Itrain -DMDS_VOCAB_DIR='"$(PREFIX)/share/mds/vocab"'
 LDFLAGS  += -pthread
 ifneq ($(SAN),)
 CFLAGS   += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -88,8 +88,8 @@ DEB_PACKAGES := gcc make libc6-dev liblzma-dev libzstd-dev libpcre2-dev zlib1g-d
                 unicode-data xz-utils zstd gzip time
 
 # ---- sources ------------------------------------------------------------
-LIB_SRCS  := $(filter-out preprocess/preprocess.c dataset/dsinspect.c preprocess/gen_%, \
-               $(wildcard dataset/*.c preprocess/*.c))
+LIB_SRCS  := $(filter-out preprocess/preprocess.c dataset/dsinspect.c preprocess/gen_% train/train.c, \
+               $(wildcard dataset/*.c preprocess/*.c kernels/cpu/*.c train/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB       := $(BUILD)/libmds.a
 PROGS     := $(BUILD)/mdsprep $(if $(wildcard dataset/dsinspect.c),$(BUILD)/mdsinspect)
