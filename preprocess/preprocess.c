@@ -1111,6 +1111,7 @@ int main(int argc, char **argv)
     /* After a failure the reader may be blocked reading a pipe that never
      * ends; it is not waited for (nor its slots freed): the process exits. */
     if (!failed) pthread_join(rt, NULL);
+    else pthread_detach(rt);
     for (int i = 0; i < nw; i++) pthread_join(tids[i], NULL);
     bar_clear(&pg);
 
