@@ -493,7 +493,6 @@ enum ds_tokenizer_ids { DS_TOKENIZER_IDS_LEGACY = 0, DS_TOKENIZER_IDS_MAIN = 1 }
 typedef struct ds_gpt_config {
     const char *const *data_path;  /* (n_data_path) --data-path tokens: "P..." or "w1 P1 w2 P2..." */
     size_t n_data_path;
-    int mock;                      /* --mock-data: MockGPTDataset, split forced to "1,1,1" */
     const char *split;             /* default "969, 30, 1" (Megatron's legacy default, spaces kept) */
     uint64_t seq_length;           /* L, > 1 */
     uint32_t seed;                 /* default 1234 */
@@ -556,8 +555,10 @@ const char *ds_pipeline_error(const ds_pipeline *p);
 /*
  * Plan accessors.  A split is absent when Megatron builds None for it (a zero
  * split weight); then its length is 0 and ds_pipeline_dataset() fails.
- *   ds_pipeline_num_datasets()  number of prefixes (1 for mock data)
- *   ds_pipeline_weight(d)       normalized weight of prefix d (1.0 unblended)
+ *   ds_pipeline_num_datasets()  number of prefixes
+ *   ds_pipeline_weight(d)       normalized weight of prefix d (1.0 unblended;
+ *                               for an unweighted blend, its share of the
+ *                               train split)
  *   ds_pipeline_is_blend()      1 when the top level is a BlendedDataset
  *   ds_pipeline_has_split(s)    1 when split s was built
  *   ds_pipeline_length(s)       len() of the top-level dataset of split s
@@ -661,8 +662,8 @@ uint64_t ds_pipeline_seq_length(const ds_pipeline *p);
 unsigned ds_pipeline_extra_token(const ds_pipeline *p);
 
 /*
- * ds_pipeline_reader() - the open reader of prefix d (NULL for mock data or
- * d out of range), for decoding or raw access.  Owned by the pipeline.
+ * ds_pipeline_reader() - the open reader of prefix d (NULL for d out of
+ * range), for decoding or raw access.  Owned by the pipeline.
  */
 const ds_reader *ds_pipeline_reader(const ds_pipeline *p, size_t d);
 

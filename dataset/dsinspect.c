@@ -9,6 +9,8 @@
  *   stats PREFIX        histogram, EOD count, most frequent tokens (OpenMP)
  *   merge ...           Megatron's tools/merge_datasets.py, same bytes
  *   diff A B            the first difference between two datasets
+ *   samples ...         Megatron's GPT training-sample plan (GPTDataset /
+ *                       BlendedDataset indices), one sample, the .npy cache
  *
  * This file is a thin CLI over dataset.h (every byte of the format is read
  * and written there) and bpe.h (token bytes for --text).  What it
@@ -149,7 +151,10 @@ static void on_signal(int sig)
 
 enum opt_id {
     O_HELP = 1, O_JSON, O_DOC, O_SEQ, O_RANGE, O_IDS, O_TEXT, O_VOCAB_FILE, O_MERGE_FILE,
-    O_TOP, O_EOD, O_THREADS, O_QUIET, O_INPUT, O_OUTPUT_PREFIX, O_CONTEXT
+    O_TOP, O_EOD, O_THREADS, O_QUIET, O_INPUT, O_OUTPUT_PREFIX, O_CONTEXT,
+    O_DATA_PATH, O_SPLIT, O_SEQ_LENGTH, O_SEED, O_TRAIN_SAMPLES, O_TRAIN_ITERS, O_GBS,
+    O_EVAL_ITERS, O_EVAL_INTERVAL, O_SKIP_TRAIN, O_VALID_SAMPLES, O_TEST_SAMPLES, O_SHOW,
+    O_SHOW_SPLIT, O_CACHE, O_MEGATRON_VERSION, O_TOKENIZER_IDS
 };
 
 enum { ARG_NONE, ARG_ONE, ARG_MANY };
@@ -171,6 +176,11 @@ struct args {
     uint64_t doc, seq, range_lo, range_hi;
     const char *vocab_file, *merge_file, *output;
     uint64_t top, eod, threads, context;
+    /* samples */
+    const char *split, *cache, *show_split;
+    uint64_t seq_length, seed, train_samples, train_iters, gbs, eval_iters, eval_interval;
+    uint64_t valid_samples, test_samples, show;
+    int have_valid, have_test, have_show, skip_train, megatron_version, tokenizer_ids;
 };
 
 struct command;
@@ -232,6 +242,31 @@ static const struct opt diff_opts[] = {
     {"quiet", 'q', ARG_NONE, O_QUIET, NULL, "print nothing, exit status only"},
     OPT_HELP,
 };
+static const struct opt samples_opts[] = {
+    {"data-path", 0, ARG_MANY, O_DATA_PATH, "P... | W1 P1 W2 P2...", "dataset prefixes, optionally weighted (Megatron's --data-path)"},
+    {"split", 0, ARG_ONE, O_SPLIT, "S", "train,valid,test weights (default \"969, 30, 1\")"},
+    {"seq-length", 0, ARG_ONE, O_SEQ_LENGTH, "L", "sequence length (required)"},
+    {"seed", 0, ARG_ONE, O_SEED, "N", "random seed (default 1234)"},
+    {"train-samples", 0, ARG_ONE, O_TRAIN_SAMPLES, "N", "training samples"},
+    {"train-iters", 0, ARG_ONE, O_TRAIN_ITERS, "N", "training iterations (× --global-batch-size)"},
+    {"global-batch-size", 0, ARG_ONE, O_GBS, "N", "global batch size (default 1)"},
+    {"eval-iters", 0, ARG_ONE, O_EVAL_ITERS, "N", "evaluation iterations (default 100)"},
+    {"eval-interval", 0, ARG_ONE, O_EVAL_INTERVAL, "N", "iterations between evaluations (default 1000)"},
+    {"skip-train", 0, ARG_NONE, O_SKIP_TRAIN, NULL, "valid samples = eval-iters × batch (Megatron's --skip-train)"},
+    {"valid-samples", 0, ARG_ONE, O_VALID_SAMPLES, "N", "override the computed validation sample count"},
+    {"test-samples", 0, ARG_ONE, O_TEST_SAMPLES, "N", "override the computed test sample count"},
+    {"show", 0, ARG_ONE, O_SHOW, "K", "print sample K (its seq-length+1 token window)"},
+    {"show-split", 0, ARG_ONE, O_SHOW_SPLIT, "train|valid|test", "split of --show (default train)"},
+    {"ids", 0, ARG_NONE, O_IDS, NULL, "--show prints token ids (the default)"},
+    {"text", 't', ARG_NONE, O_TEXT, NULL, "--show prints GPT-2 text"},
+    {"cache", 0, ARG_ONE, O_CACHE, "DIR", "read/write the .npy index cache in DIR (Megatron's --data-cache-path)"},
+    {"data-cache-path", 0, ARG_ONE, O_CACHE, "DIR", "same as --cache"},
+    {"megatron-version", 0, ARG_ONE, O_MEGATRON_VERSION, "main|0.8", "index flavour: main (default) or core 0.8-0.10 (int64 sample index, old blend sizes)"},
+    {"tokenizer-identifiers", 0, ARG_ONE, O_TOKENIZER_IDS, "legacy|main", "tokenizer block of the cache descriptions (default legacy _GPT2BPETokenizer)"},
+    {"quiet", 'q', ARG_NONE, O_QUIET, NULL, "with --show, print only the sample"},
+    OPT_VOCAB,
+    OPT_HELP,
+};
 #define NOPTS(t) (sizeof t / sizeof t[0])
 
 static int cmd_info(const struct command *cmd, struct args *a);
@@ -240,6 +275,7 @@ static int cmd_dump(const struct command *cmd, struct args *a);
 static int cmd_stats(const struct command *cmd, struct args *a);
 static int cmd_merge(const struct command *cmd, struct args *a);
 static int cmd_diff(const struct command *cmd, struct args *a);
+static int cmd_samples(const struct command *cmd, struct args *a);
 
 static const struct command commands[] = {
     {"info", "[options] PREFIX...", "counts, dtype and sequence lengths of datasets",
@@ -273,6 +309,18 @@ static const struct command commands[] = {
      "Compare dtype, documents, sequence boundaries, tokens and pointers.  Exit 0\n"
      "when identical, 1 when different (stdout says where), or on failure.",
      diff_opts, NOPTS(diff_opts), 2, 2, cmd_diff},
+    {"samples", "--data-path P... --seq-length L (--train-samples N | --train-iters N --global-batch-size B) [options]",
+     "Megatron's GPT training-sample plan, one sample, the index cache",
+     "Build Megatron-Core's GPTDataset/BlendedDataset indices for these flags and\n"
+     "print the plan: datasets, weights, and per split the sequence range, tokens\n"
+     "per epoch, samples asked, epochs and length of each dataset.  Sample counts\n"
+     "are Megatron's: train = --train-samples or iters × batch; valid =\n"
+     "(train_iters // eval_interval + 1) × eval_iters × batch; test = eval_iters ×\n"
+     "batch.  --show K prints sample K (what the trainer gets at that position).\n"
+     "--cache DIR writes (or reuses) the .npy files Megatron itself would use.\n"
+     "The descriptions name the vocab and merge files as given by --vocab-file\n"
+     "and --merge-file, as Megatron names them.",
+     samples_opts, NOPTS(samples_opts), 0, SIZE_MAX, cmd_samples},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -432,6 +480,31 @@ static void parse_args(const struct command *cmd, int argc, char **argv, struct 
         case O_THREADS: a->threads = opt_number(cmd, o, val, 1, 1024); break;
         case O_CONTEXT: a->context = opt_number(cmd, o, val, 0, 1u << 16); break;
         case O_OUTPUT_PREFIX: a->output = val; break;
+        case O_SPLIT: a->split = val; break;
+        case O_SEQ_LENGTH: a->seq_length = opt_number(cmd, o, val, 2, INT32_MAX / 2); break;
+        case O_SEED: a->seed = opt_number(cmd, o, val, 0, UINT32_MAX); break;
+        case O_TRAIN_SAMPLES: a->train_samples = opt_number(cmd, o, val, 1, INT64_MAX); break;
+        case O_TRAIN_ITERS: a->train_iters = opt_number(cmd, o, val, 0, INT64_MAX); break;
+        case O_GBS: a->gbs = opt_number(cmd, o, val, 1, INT64_MAX); break;
+        case O_EVAL_ITERS: a->eval_iters = opt_number(cmd, o, val, 0, INT64_MAX); break;
+        case O_EVAL_INTERVAL: a->eval_interval = opt_number(cmd, o, val, 1, INT64_MAX); break;
+        case O_SKIP_TRAIN: a->skip_train = 1; break;
+        case O_VALID_SAMPLES: a->valid_samples = opt_number(cmd, o, val, 0, INT64_MAX); a->have_valid = 1; break;
+        case O_TEST_SAMPLES: a->test_samples = opt_number(cmd, o, val, 0, INT64_MAX); a->have_test = 1; break;
+        case O_SHOW: a->show = opt_number(cmd, o, val, 0, UINT64_MAX); a->have_show = 1; break;
+        case O_SHOW_SPLIT: a->show_split = val; break;
+        case O_CACHE: a->cache = val; break;
+        case O_MEGATRON_VERSION:
+            if (strcmp(val, "main") == 0) a->megatron_version = DS_MEGATRON_MAIN;
+            else if (strcmp(val, "0.8") == 0) a->megatron_version = DS_MEGATRON_0_8;
+            else usage_error(cmd, "option '--megatron-version' needs 'main' or '0.8', got '%s'", val);
+            break;
+        case O_TOKENIZER_IDS:
+            if (strcmp(val, "legacy") == 0) a->tokenizer_ids = DS_TOKENIZER_IDS_LEGACY;
+            else if (strcmp(val, "main") == 0) a->tokenizer_ids = DS_TOKENIZER_IDS_MAIN;
+            else usage_error(cmd, "option '--tokenizer-identifiers' needs 'legacy' or 'main', got '%s'", val);
+            break;
+        case O_DATA_PATH:
         case O_INPUT: {
             size_t before = a->npos;
             if (val)
@@ -439,7 +512,7 @@ static void parse_args(const struct command *cmd, int argc, char **argv, struct 
             while (i + 1 < argc && !looks_like_option(argv[i + 1]))
                 add_pos(a, argv[++i]);
             if (a->npos == before)
-                usage_error(cmd, "option '--input' needs at least one path");
+                usage_error(cmd, "option '--%s' needs at least one path", o->lng);
             break;
         }
         }
@@ -1621,12 +1694,166 @@ static int cmd_diff(const struct command *cmd, struct args *a)
     return what ? 1 : 0;
 }
 
+/* ---- samples ------------------------------------------------------------- */
+
+static const char *const split_label[3] = {"train", "valid", "test"};
+
+static int cmd_samples(const struct command *cmd, struct args *a)
+{
+    if (a->npos == 0)
+        usage_error(cmd, "'samples' needs --data-path");
+    if (!a->seq_length)
+        usage_error(cmd, "'samples' needs --seq-length");
+    if (!a->train_samples && !a->train_iters)
+        usage_error(cmd, "'samples' needs --train-samples or --train-iters");
+    int show_split = DS_SPLIT_TRAIN;
+    if (a->show_split) {
+        for (show_split = 0; show_split < 3 && strcmp(a->show_split, split_label[show_split]); show_split++)
+            ;
+        if (show_split == 3)
+            usage_error(cmd, "option '--show-split' needs train, valid or test, got '%s'", a->show_split);
+    }
+    int64_t counts[3];
+    if (ds_sample_counts(counts, a->train_samples, a->train_iters, a->gbs, a->eval_iters,
+                         a->eval_interval, a->skip_train) != 0)
+        usage_error(cmd, "cannot compute the sample counts from these flags");
+    if (a->have_valid)
+        counts[1] = (int64_t)a->valid_samples;
+    if (a->have_test)
+        counts[2] = (int64_t)a->test_samples;
+
+    char *vocab = a->vocab_file ? xstrdup(a->vocab_file) : cli_find_vocab("gpt2-vocab.json");
+    char *merges = a->merge_file ? xstrdup(a->merge_file) : cli_find_vocab("gpt2-merges.txt");
+    ds_gpt_config c;
+    ds_gpt_config_init(&c);
+    c.data_path = a->pos;
+    c.n_data_path = a->npos;
+    if (a->split)
+        c.split = a->split;
+    c.seq_length = a->seq_length;
+    c.seed = (uint32_t)a->seed;
+    memcpy(c.num_samples, counts, sizeof counts);
+    c.megatron_version = a->megatron_version;
+    c.tokenizer_ids = a->tokenizer_ids;
+    c.cache_dir = a->cache;
+    c.vocab_file = vocab ? vocab : "gpt2-vocab.json";
+    c.merge_file = merges ? merges : "gpt2-merges.txt";
+    double t0 = cli_now();
+    ds_pipeline *p = NULL;
+    int rc = ds_pipeline_open(&c, &p);
+    double secs = cli_now() - t0;
+    free(vocab);
+    free(merges);
+    if (rc != 0) {
+        error_line("%s", ds_pipeline_error(p));
+        ds_pipeline_close(p);
+        return 1;
+    }
+    size_t nd = ds_pipeline_num_datasets(p);
+    if (!(a->have_show && a->quiet)) {
+        printf("datasets: %zu%s, seq_length %llu, seed %llu, split \"%s\", megatron %s\n", nd,
+               ds_pipeline_is_blend(p) ? " (blended)" : "", (ull)a->seq_length, (ull)a->seed, c.split,
+               a->megatron_version == DS_MEGATRON_0_8 ? "0.8" : "main");
+        for (size_t d = 0; d < nd; d++) {
+            const char *path = "?";
+            ds_gpt_info g;
+            for (int s = 0; s < 3; s++)
+                if (ds_pipeline_dataset(p, s, d, &g) == 0) {
+                    path = g.path;
+                    break;
+                }
+            printf("  [%zu] weight %.17g  %s  (%llu sequences)\n", d, ds_pipeline_weight(p, d), path,
+                   (ull)ds_reader_num_sequences(ds_pipeline_reader(p, d)));
+        }
+        for (int s = 0; s < 3; s++) {
+            if (!ds_pipeline_has_split(p, s)) {
+                printf("%s: none (zero split weight)\n", split_label[s]);
+                continue;
+            }
+            printf("%s: %lld samples asked, length %llu\n", split_label[s], (sll)counts[s],
+                   (ull)ds_pipeline_length(p, s));
+            for (size_t d = 0; d < nd; d++) {
+                ds_gpt_info g;
+                if (ds_pipeline_dataset(p, s, d, &g) != 0)
+                    continue;
+                char ns[32];
+                if (g.num_samples == DS_NUM_SAMPLES_NONE)
+                    snprintf(ns, sizeof ns, "None");
+                else
+                    snprintf(ns, sizeof ns, "%lld", (sll)g.num_samples);
+                printf("  [%zu] sequences [%llu, %llu)  tokens/epoch %llu  num_samples %s  epochs %llu%s  length %llu  %s %s\n",
+                       d, (ull)g.seq_begin, (ull)g.seq_end, (ull)g.tokens_per_epoch, ns, (ull)g.num_epochs,
+                       g.separate_final_epoch ? " (separate final epoch)" : "", (ull)g.length, g.md5,
+                       g.from_cache ? "cached" : a->cache ? "built+cached" : "built");
+            }
+            const char *md5;
+            if (ds_pipeline_blend(p, s, NULL, NULL, NULL, &md5) == 0)
+                printf("  blend %s\n", md5);
+        }
+        fprintf(stderr, PROG ": indices ready in %.3f s\n", secs);
+    }
+    if (a->have_show) {
+        uint64_t L = ds_pipeline_seq_length(p), n = L + ds_pipeline_extra_token(p);
+        if (!ds_pipeline_has_split(p, show_split) || a->show >= ds_pipeline_length(p, show_split)) {
+            error_line("sample %llu is out of range: the %s split has %llu samples", (ull)a->show,
+                       split_label[show_split], (ull)ds_pipeline_length(p, show_split));
+            ds_pipeline_close(p);
+            return 1;
+        }
+        int64_t *text = mallocCheck(n * sizeof *text);
+        ds_sample_origin o;
+        rc = ds_pipeline_text(p, show_split, a->show, text, &o);
+        if (rc != 0) {
+            error_line("cannot read sample %llu: %s", (ull)a->show, ds_strerror(rc));
+            free(text);
+            ds_pipeline_close(p);
+            return 1;
+        }
+        if (!a->quiet)
+            printf("sample %llu of %s: dataset %zu sample %llu, shuffle %llu, document index [%llu, %llu], "
+                   "sequence %llu from token %llu\n", (ull)a->show, split_label[show_split], o.dataset,
+                   (ull)o.dataset_sample, (ull)o.shuffle_value, (ull)o.doc_first, (ull)o.doc_last,
+                   (ull)o.seq_first, (ull)o.offset);
+        if (a->text) {
+            bpe *tok = load_vocab(a, 1);
+            unsigned char *raw = NULL;
+            size_t cap = 0, len = 0;
+            for (uint64_t k = 0; k < n; k++) {
+                size_t tl = 0;
+                const unsigned char *tb = text[k] >= 0 && text[k] <= UINT32_MAX
+                                              ? bpe_token_bytes(tok, (uint32_t)text[k], &tl) : NULL;
+                if (!tb)
+                    die(1, "token %lld of sample %llu is not in the vocabulary", (sll)text[k], (ull)a->show);
+                GROW(raw, cap, len + tl);
+                memcpy(raw + len, tb, tl);
+                len += tl;
+            }
+            size_t need = ds_utf8_replace_bound(len);
+            char *out = mallocCheck(need ? need : 1);
+            size_t m = ds_utf8_replace(out, need, raw, len);
+            fwrite(out, 1, m, stdout);
+            putchar('\n');
+            free(out);
+            free(raw);
+            bpe_free(tok);
+        } else {
+            for (uint64_t k = 0; k < n; k++)
+                printf(k ? " %lld" : "%lld", (sll)text[k]);
+            putchar('\n');
+        }
+        free(text);
+    }
+    check_stdout();
+    ds_pipeline_close(p);
+    return 0;
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 int main(int argc, char **argv)
 {
     if (argc < 2)
-        usage_error(NULL, "missing command (info, verify, dump, stats, merge or diff)");
+        usage_error(NULL, "missing command (info, verify, dump, stats, merge, diff or samples)");
     const char *name = argv[1];
     if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0) {
         print_main_help();
@@ -1654,7 +1881,8 @@ int main(int argc, char **argv)
         print_help(cmd);
         return 0;
     }
-    struct args a = { .top = 10, .eod = GPT2_EOD, .context = 8 };
+    struct args a = { .top = 10, .eod = GPT2_EOD, .context = 8, .seed = 1234, .gbs = 1,
+                      .eval_iters = 100, .eval_interval = 1000 };
     parse_args(cmd, argc - 2, argv + 2, &a);
     int rc = cmd->run(cmd, &a);
     free(a.pos);

@@ -55,8 +55,10 @@ check "the catalogue has its 22 cases" [ "$ncases" -ge 22 ]
 run_expect "verify goes on after a corrupt dataset" 1 "wrong-magic" $I verify $C/wrong-magic $SRC
 check "verify goes on: the sound one is ok" has ': ok (8 documents, 11 sequences, 44 tokens)$'
 
-# ---- every golden verifies
+# ---- every golden verifies (dev_text_document.idx comes without its
+# 38 MB .bin: only the index-building tests use it)
 for idx in $G/*_document.idx; do
+    [ -f "${idx%.idx}.bin" ] || continue
     run_expect "verify golden ${idx##*/}" 0 "" $I verify "${idx%.idx}"
     check "verify golden ${idx##*/} says ok" has ': ok ('
 done

@@ -1,0 +1,1655 @@
+/*
+ * gptdata.c - the training-data pipeline: Megatron-Core's GPTDataset and
+ * BlendedDataset index arrays (document, sample, shuffle, dataset and
+ * dataset-sample indices) reproduced element for element, their cache of
+ * .npy files named and described as Megatron names them, and sample reading
+ * (GPTDataset.__getitem__).  The algorithms are docs/megatron-data-spec.md
+ * §4.4-4.9 and §5; the golden arrays in tests/data/indices pin them.
+ *
+ * What it deliberately does not do: tokenize, per-split blends
+ * (--train-data-path ...), MockGPTDataset, distributed building (one
+ * process builds, the others would mmap the cache), or the pre-core
+ * "indexmap" cache names.  It never prints and never exits.
+ */
+#include "dataset_internal.h"
+
+#include <errno.h>
+#include <fenv.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------ */
+/* numpy legacy RandomState (spec §5)                                       */
+/* ------------------------------------------------------------------------ */
+
+#define MT_N 624
+#define MT_M 397
+
+void ds_random_seed(ds_random_state *rs, uint32_t seed)
+{
+    rs->key[0] = seed;
+    for (int i = 1; i < MT_N; i++)
+        rs->key[i] = 1812433253u * (rs->key[i - 1] ^ (rs->key[i - 1] >> 30)) + (uint32_t)i;
+    rs->pos = MT_N;
+}
+
+static void mt_generate(ds_random_state *rs)
+{
+    uint32_t *k = rs->key;
+    int i;
+    for (i = 0; i < MT_N - MT_M; i++) {
+        uint32_t y = (k[i] & 0x80000000u) | (k[i + 1] & 0x7fffffffu);
+        k[i] = k[i + MT_M] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
+    }
+    for (; i < MT_N - 1; i++) {
+        uint32_t y = (k[i] & 0x80000000u) | (k[i + 1] & 0x7fffffffu);
+        k[i] = k[i + (MT_M - MT_N)] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
+    }
+    uint32_t y = (k[MT_N - 1] & 0x80000000u) | (k[0] & 0x7fffffffu);
+    k[MT_N - 1] = k[MT_M - 1] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
+    rs->pos = 0;
+}
+
+uint32_t ds_random_next32(ds_random_state *rs)
+{
+    if (rs->pos >= MT_N)
+        mt_generate(rs);
+    uint32_t y = rs->key[rs->pos++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    y ^= y >> 18;
+    return y;
+}
+
+uint64_t ds_random_interval(ds_random_state *rs, uint64_t max)
+{
+    if (max == 0)
+        return 0;
+    uint64_t mask = max;
+    mask |= mask >> 1;
+    mask |= mask >> 2;
+    mask |= mask >> 4;
+    mask |= mask >> 8;
+    mask |= mask >> 16;
+    mask |= mask >> 32;
+    uint64_t v;
+    if (max <= 0xffffffffu) {
+        while ((v = ds_random_next32(rs) & mask) > max)
+            ;
+    } else {
+        do {
+            uint64_t hi = ds_random_next32(rs);
+            v = ((hi << 32) | ds_random_next32(rs)) & mask;
+        } while (v > max);
+    }
+    return v;
+}
+
+void ds_random_shuffle(ds_random_state *rs, void *x, size_t n, size_t elsize)
+{
+    if (n < 2)
+        return;
+    if (elsize == 4) {
+        uint32_t *a = x;
+        for (size_t i = n - 1; i > 0; i--) {
+            size_t j = (size_t)ds_random_interval(rs, i);
+            uint32_t t = a[i];
+            a[i] = a[j];
+            a[j] = t;
+        }
+    } else {
+        uint64_t *a = x;
+        for (size_t i = n - 1; i > 0; i--) {
+            size_t j = (size_t)ds_random_interval(rs, i);
+            uint64_t t = a[i];
+            a[i] = a[j];
+            a[j] = t;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* numpy.sum, normalize, split, sample counts                               */
+/* ------------------------------------------------------------------------ */
+
+/* numpy's pairwise_sum for float64 (spec §5.6). */
+static double pairwise_sum(const double *a, size_t n)
+{
+    if (n < 8) {
+        double r = -0.0;
+        for (size_t i = 0; i < n; i++)
+            r += a[i];
+        return r;
+    }
+    if (n <= 128) {
+        double r[8];
+        for (int k = 0; k < 8; k++)
+            r[k] = a[k];
+        size_t i;
+        for (i = 8; i < n - n % 8; i += 8)
+            for (int k = 0; k < 8; k++)
+                r[k] += a[i + k];
+        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++)
+            res += a[i];
+        return res;
+    }
+    size_t n2 = n / 2;
+    n2 -= n2 % 8;
+    return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
+}
+
+static double numpy_sum(const double *a, size_t n)
+{
+    double acc = 0.0;
+    for (size_t i = 0; i < n; i += 8192)
+        acc += pairwise_sum(a + i, n - i < 8192 ? n - i : 8192);
+    return acc;
+}
+
+int ds_normalize_weights(double *w, size_t n)
+{
+    if (!w || n == 0)
+        return DS_ERR_ARG;
+    for (size_t i = 0; i < n; i++)
+        if (!(w[i] > 0) || !isfinite(w[i]))
+            return DS_ERR_ARG;
+    double s = numpy_sum(w, n);
+    if (!isfinite(s))
+        return DS_ERR_ARG;
+    for (size_t i = 0; i < n; i++)
+        w[i] /= s;
+    return 0;
+}
+
+/* Python's round() of a double to the nearest integer, ties to even. */
+static double round_half_even(double x)
+{
+    int mode = fegetround();
+    fesetround(FE_TONEAREST);
+    double r = nearbyint(x);
+    fesetround(mode);
+    return r;
+}
+
+/* The split matrix: bookends[0..3] as Python computes them (bookends[0] is
+   the integer 0), present[i] when bookends[i+1] > bookends[i]. */
+static int split_matrix(const char *split, double bookends[4], int present[3])
+{
+    double v[3] = {0, 0, 0};
+    int nv = 0;
+    const char *s = split;
+    while (*s) {
+        if (!((*s >= '0' && *s <= '9') || *s == '.')) {
+            s++;
+            continue;
+        }
+        size_t len = strspn(s, "0123456789.");
+        char tok[64];
+        if (len >= sizeof tok || nv >= 3)
+            return DS_ERR_ARG;
+        memcpy(tok, s, len);
+        tok[len] = 0;
+        char *end;
+        double x = strtod(tok, &end);
+        if (end != tok + len || !isfinite(x))
+            return DS_ERR_ARG;
+        v[nv++] = x;
+        s += len;
+    }
+    if (nv == 0)
+        return DS_ERR_ARG;
+    double sum = numpy_sum(v, 3);
+    if (!(sum > 0))
+        return DS_ERR_ARG;
+    bookends[0] = 0;
+    for (int i = 0; i < 3; i++) {
+        bookends[i + 1] = bookends[i] + v[i] / sum;
+        present[i] = bookends[i + 1] > bookends[i];
+    }
+    return 0;
+}
+
+int ds_split_ranges(const char *split, uint64_t num_sequences, uint64_t begin[3], uint64_t end[3],
+                    int present[3])
+{
+    if (!split || !begin || !end || !present)
+        return DS_ERR_ARG;
+    double e[4];
+    int rc = split_matrix(split, e, present);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < 3; i++) {
+        begin[i] = end[i] = 0;
+        if (present[i]) {
+            begin[i] = (uint64_t)round_half_even(e[i] * (double)num_sequences);
+            end[i] = (uint64_t)round_half_even(e[i + 1] * (double)num_sequences);
+        }
+    }
+    return 0;
+}
+
+static int64_t sat_mul(uint64_t a, uint64_t b)
+{
+    if (a != 0 && b > (uint64_t)INT64_MAX / a)
+        return INT64_MAX;
+    return (int64_t)(a * b);
+}
+
+int ds_sample_counts(int64_t out[3], uint64_t train_samples, uint64_t train_iters,
+                     uint64_t global_batch_size, uint64_t eval_iters, uint64_t eval_interval,
+                     int skip_train)
+{
+    if (!out)
+        return DS_ERR_ARG;
+    if (train_samples) {
+        out[0] = train_samples > INT64_MAX ? INT64_MAX : (int64_t)train_samples;
+        if (global_batch_size)
+            train_iters = train_samples / global_batch_size;
+    } else {
+        if (!global_batch_size)
+            return DS_ERR_ARG;
+        out[0] = sat_mul(train_iters, global_batch_size);
+    }
+    uint64_t eval_total;
+    if (skip_train) {
+        eval_total = eval_iters;
+    } else {
+        if (!eval_interval)
+            return DS_ERR_ARG;
+        int64_t t = sat_mul(train_iters / eval_interval + 1, eval_iters);
+        eval_total = (uint64_t)t;
+    }
+    if ((eval_iters || eval_total) && !global_batch_size)
+        return DS_ERR_ARG;
+    out[1] = sat_mul(eval_total, global_batch_size);
+    out[2] = sat_mul(eval_iters, global_batch_size);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Descriptions: Python's json.dumps(identifiers, indent=4)                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    if (b->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->oom = 1;
+            return;
+        }
+        if (b->s && b->n + (size_t)k < b->cap) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t cap = b->cap ? b->cap * 2 : 1024;
+        while (cap < b->n + (size_t)k + 1)
+            cap *= 2;
+        char *s = realloc(b->s, cap);
+        if (!s) {
+            b->oom = 1;
+            return;
+        }
+        b->s = s;
+        b->cap = cap;
+    }
+}
+
+static void sb_indent(sbuf *b, int level)
+{
+    sb_printf(b, "\n%*s", 4 * level, "");
+}
+
+/* A JSON string as json.dumps writes it with ensure_ascii: non-ASCII as
+   \uXXXX (surrogate pairs above the BMP), invalid UTF-8 bytes as if they
+   were Latin-1 (Python would hold them as surrogateescape, \udcXX). */
+static void sb_json_string(sbuf *b, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    sb_printf(b, "\"");
+    while (*s) {
+        unsigned c = *s;
+        if (c == '"' || c == '\\') {
+            sb_printf(b, "\\%c", c);
+            s++;
+        } else if (c == '\n') {
+            sb_printf(b, "\\n");
+            s++;
+        } else if (c == '\r') {
+            sb_printf(b, "\\r");
+            s++;
+        } else if (c == '\t') {
+            sb_printf(b, "\\t");
+            s++;
+        } else if (c == '\b') {
+            sb_printf(b, "\\b");
+            s++;
+        } else if (c == '\f') {
+            sb_printf(b, "\\f");
+            s++;
+        } else if (c < 0x20 || c == 0x7f) {
+            sb_printf(b, c == 0x7f ? "%c" : "\\u%04x", c);
+            s++;
+        } else if (c < 0x80) {
+            sb_printf(b, "%c", c);
+            s++;
+        } else {
+            uint32_t cp = 0;
+            int len = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+            int ok = len > 0;
+            for (int i = 1; ok && i < len; i++)
+                ok = (s[i] & 0xc0) == 0x80;
+            if (ok) {
+                cp = len == 2 ? (c & 0x1fu) : len == 3 ? (c & 0x0fu) : (c & 0x07u);
+                for (int i = 1; i < len; i++)
+                    cp = cp << 6 | (s[i] & 0x3fu);
+                ok = !(len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) &&
+                     !(len == 4 && (cp < 0x10000 || cp > 0x10ffff));
+            }
+            if (!ok) {
+                sb_printf(b, "\\udc%02x", c);
+                s++;
+                continue;
+            }
+            if (cp >= 0x10000) {
+                cp -= 0x10000;
+                sb_printf(b, "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
+            } else {
+                sb_printf(b, "\\u%04x", cp);
+            }
+            s += len;
+        }
+    }
+    sb_printf(b, "\"");
+}
+
+/* repr(float): the shortest digits that round-trip, in fixed notation when
+   the decimal exponent is in [-4, 16), else d.ddde+XX; integers keep ".0". */
+static void sb_py_float(sbuf *b, double x)
+{
+    if (isnan(x)) {
+        sb_printf(b, "NaN");
+        return;
+    }
+    if (isinf(x)) {
+        sb_printf(b, x > 0 ? "Infinity" : "-Infinity");
+        return;
+    }
+    char e[40];
+    int prec;
+    for (prec = 1; prec <= 17; prec++) {
+        snprintf(e, sizeof e, "%.*e", prec - 1, x);
+        if (strtod(e, NULL) == x)
+            break;
+    }
+    /* e = [-]d[.ddd]e[+-]XX */
+    char digits[24];
+    int nd = 0, neg = e[0] == '-';
+    const char *p = e + neg;
+    for (; *p && *p != 'e'; p++)
+        if (*p != '.')
+            digits[nd++] = *p;
+    int exp = atoi(p + 1);
+    while (nd > 1 && digits[nd - 1] == '0')
+        nd--;
+    digits[nd] = 0;
+    if (neg)
+        sb_printf(b, "-");
+    if (exp >= -4 && exp < 16) {
+        if (exp < 0) {
+            sb_printf(b, "0.");
+            for (int i = 0; i < -exp - 1; i++)
+                sb_printf(b, "0");
+            sb_printf(b, "%s", digits);
+        } else if (nd <= exp + 1) {
+            sb_printf(b, "%s", digits);
+            for (int i = 0; i < exp + 1 - nd; i++)
+                sb_printf(b, "0");
+            sb_printf(b, ".0");
+        } else {
+            sb_printf(b, "%.*s.%s", exp + 1, digits, digits + exp + 1);
+        }
+    } else {
+        sb_printf(b, "%c", digits[0]);
+        if (nd > 1)
+            sb_printf(b, ".%s", digits + 1);
+        sb_printf(b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The pipeline                                                             */
+/* ------------------------------------------------------------------------ */
+
+static const char *const split_names[3] = {"train", "valid", "test"};
+
+/* One index array: built in memory (own) or mapped from the cache (npy). */
+typedef struct arr {
+    void *own;
+    ds_npy npy;
+    ds_array view;
+} arr;
+
+typedef struct gpt_ds {
+    int built;
+    size_t prefix;
+    int split;
+    uint64_t seq_begin, seq_end;
+    uint64_t tokens;                /* T */
+    int64_t num_samples;
+    uint64_t epochs;
+    int separate;
+    int from_cache;
+    char *description;
+    char md5[33];
+    arr doc, sample, shuffle;
+} gpt_ds;
+
+typedef struct blend_ds {
+    int built;
+    int64_t size;                   /* DS_NUM_SAMPLES_NONE for the exhaustive blend */
+    char *description;
+    char md5[33];
+    arr dataset_index, dataset_sample_index;
+} blend_ds;
+
+struct ds_pipeline {
+    ds_gpt_config cfg;              /* scalars only: the strings are not kept */
+    char *split_str;
+    char *vocab_file, *merge_file;
+    size_t nd;
+    char **paths;                   /* (nd) */
+    ds_reader **readers;            /* (nd) */
+    double *weights;                /* (nd) as finally normalized */
+    int weighted, blend;
+    int present[3];
+    double bookends[4];
+    gpt_ds *gpt;                    /* (3, nd) */
+    blend_ds blends[3];
+    uint64_t length[3];
+    char err[DS_ERRMSG_SIZE];
+};
+
+void ds_gpt_config_init(ds_gpt_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->split = "969, 30, 1";
+    cfg->seed = 1234;
+    cfg->num_samples[0] = cfg->num_samples[1] = cfg->num_samples[2] = DS_NUM_SAMPLES_NONE;
+    cfg->add_extra_token = 1;
+    cfg->drop_last_partial_validation = 1;
+    cfg->surplus = 0.005;
+    cfg->megatron_version = DS_MEGATRON_MAIN;
+    cfg->tokenizer_ids = DS_TOKENIZER_IDS_LEGACY;
+    cfg->vocab_file = "gpt2-vocab.json";
+    cfg->merge_file = "gpt2-merges.txt";
+    cfg->eod = 50256;
+    cfg->pad = -1;
+}
+
+static void arr_release(arr *a)
+{
+    free(a->own);
+    ds_npy_release(&a->npy);
+    memset(a, 0, sizeof *a);
+}
+
+static char *xstrdup0(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+void ds_pipeline_close(ds_pipeline *p)
+{
+    if (!p)
+        return;
+    if (p->gpt) {
+        for (size_t i = 0; i < 3 * p->nd; i++) {
+            arr_release(&p->gpt[i].doc);
+            arr_release(&p->gpt[i].sample);
+            arr_release(&p->gpt[i].shuffle);
+            free(p->gpt[i].description);
+        }
+    }
+    for (int s = 0; s < 3; s++) {
+        arr_release(&p->blends[s].dataset_index);
+        arr_release(&p->blends[s].dataset_sample_index);
+        free(p->blends[s].description);
+    }
+    for (size_t d = 0; d < p->nd; d++) {
+        if (p->readers)
+            ds_reader_close(p->readers[d]);
+        if (p->paths)
+            free(p->paths[d]);
+    }
+    free(p->readers);
+    free(p->paths);
+    free(p->weights);
+    free(p->gpt);
+    free(p->split_str);
+    free(p->vocab_file);
+    free(p->merge_file);
+    free(p);
+}
+
+const char *ds_pipeline_error(const ds_pipeline *p)
+{
+    return p ? p->err : "out of memory";
+}
+
+/* ---- descriptions ---- */
+
+static void describe_tokenizer(sbuf *b, const ds_pipeline *p, int lvl)
+{
+    sb_printf(b, "{");
+    if (p->cfg.tokenizer_ids == DS_TOKENIZER_IDS_MAIN) {
+        static const char *const keys[] = {"class", "tokenizer_path", "additional_special_tokens",
+                                           "vocab_file", "merges_file", "use_fast",
+                                           "trust_remote_code", "include_special_tokens",
+                                           "use_gigatoken"};
+        const char *vals[] = {"megatron.core.tokenizers.text.text_tokenizer.MegatronTokenizerText",
+                              "GPT2BPETokenizer", "[]", p->vocab_file, p->merge_file, "True",
+                              "False", "True", "False"};
+        for (int i = 0; i < 9; i++) {
+            sb_indent(b, lvl + 1);
+            sb_printf(b, "\"%s\": ", keys[i]);
+            sb_json_string(b, vals[i]);
+            if (i < 8)
+                sb_printf(b, ",");
+        }
+    } else {
+        sb_indent(b, lvl + 1);
+        sb_printf(b, "\"class\": \"_GPT2BPETokenizer\",");
+        sb_indent(b, lvl + 1);
+        sb_printf(b, "\"tokenizer_path\": [");
+        sb_indent(b, lvl + 2);
+        sb_json_string(b, p->vocab_file);
+        sb_printf(b, ",");
+        sb_indent(b, lvl + 2);
+        sb_json_string(b, p->merge_file);
+        sb_indent(b, lvl + 1);
+        sb_printf(b, "]");
+    }
+    sb_indent(b, lvl);
+    sb_printf(b, "}");
+}
+
+/* GPTDataset.unique_identifiers as json.dumps(indent=4) writes them, the
+   object's "{" at the current position and its keys at level lvl + 1. */
+static void describe_gpt(sbuf *b, const ds_pipeline *p, const gpt_ds *g, int lvl)
+{
+    sb_printf(b, "{");
+    sb_indent(b, lvl + 1);
+    sb_printf(b, "\"class\": \"GPTDataset\",");
+    sb_indent(b, lvl + 1);
+    sb_printf(b, "\"dataset_path\": ");
+    sb_json_string(b, p->paths[g->prefix]);
+    sb_printf(b, ",");
+    sb_indent(b, lvl + 1);
+    if (g->num_samples == DS_NUM_SAMPLES_NONE)
+        sb_printf(b, "\"num_samples\": null,");
+    else
+        sb_printf(b, "\"num_samples\": %lld,", (long long)g->num_samples);
+    sb_indent(b, lvl + 1);
+    sb_printf(b, "\"index_split\": \"%s\",", split_names[g->split]);
+    sb_indent(b, lvl + 1);
+    sb_printf(b, "\"random_seed\": %lu,", (unsigned long)p->cfg.seed);
+    sb_indent(b, lvl + 1);
+    sb_printf(b, "\"sequence_length\": %llu,", (unsigned long long)p->cfg.seq_length);
+    sb_indent(b, lvl + 1);
+    sb_printf(b, "\"split\": ");
+    sb_json_string(b, p->split_str);
+    sb_printf(b, ",");
+    sb_indent(b, lvl + 1);
+    sb_printf(b, "\"split_matrix\": [");
+    for (int i = 0; i < 3; i++) {
+        sb_indent(b, lvl + 2);
+        if (!p->present[i]) {
+            sb_printf(b, "null");
+        } else {
+            sb_printf(b, "[");
+            sb_indent(b, lvl + 3);
+            if (i == 0)
+                sb_printf(b, "0");
+            else
+                sb_py_float(b, p->bookends[i]);
+            sb_printf(b, ",");
+            sb_indent(b, lvl + 3);
+            sb_py_float(b, p->bookends[i + 1]);
+            sb_indent(b, lvl + 2);
+            sb_printf(b, "]");
+        }
+        if (i < 2)
+            sb_printf(b, ",");
+    }
+    sb_indent(b, lvl + 1);
+    sb_printf(b, "],");
+    sb_indent(b, lvl + 1);
+    sb_printf(b, "\"tokenizer\": ");
+    describe_tokenizer(b, p, lvl + 1);
+    sb_indent(b, lvl);
+    sb_printf(b, "}");
+}
+
+static void describe_blend(sbuf *b, const ds_pipeline *p, int split, const blend_ds *bl,
+                           const uint64_t *lengths, const double *weights)
+{
+    sb_printf(b, "{");
+    sb_indent(b, 1);
+    sb_printf(b, "\"class\": \"BlendedDataset\",");
+    sb_indent(b, 1);
+    sb_printf(b, "\"datasets\": [");
+    for (size_t d = 0; d < p->nd; d++) {
+        sb_indent(b, 2);
+        describe_gpt(b, p, &p->gpt[(size_t)split * p->nd + d], 2);
+        if (d + 1 < p->nd)
+            sb_printf(b, ",");
+    }
+    sb_indent(b, 1);
+    sb_printf(b, "],");
+    sb_indent(b, 1);
+    sb_printf(b, "\"split\": \"%s\",", split_names[split]);
+    sb_indent(b, 1);
+    sb_printf(b, "\"weights\": [");
+    for (size_t d = 0; d < p->nd; d++) {
+        sb_indent(b, 2);
+        if (lengths)
+            sb_printf(b, "%llu", (unsigned long long)lengths[d]);
+        else
+            sb_py_float(b, weights[d]);
+        if (d + 1 < p->nd)
+            sb_printf(b, ",");
+    }
+    sb_indent(b, 1);
+    sb_printf(b, "],");
+    sb_indent(b, 1);
+    if (bl->size == DS_NUM_SAMPLES_NONE)
+        sb_printf(b, "\"size\": null");
+    else
+        sb_printf(b, "\"size\": %lld", (long long)bl->size);
+    sb_indent(b, 0);
+    sb_printf(b, "}");
+}
+
+/* ---- the cache directory ---- */
+
+static int mkdir_p(const char *dir, char *errbuf)
+{
+    char *d = xstrdup0(dir);
+    RETURN_ERROR_IF(!d, DS_ERR_NOMEM, "out of memory");
+    for (char *s = d + 1;; s++) {
+        if (*s == '/' || *s == 0) {
+            char c = *s;
+            *s = 0;
+            if (mkdir(d, 0755) != 0 && errno != EEXIST) {
+                DS_SET_ERROR("cannot create the cache directory '%s': %s", d, strerror(errno));
+                free(d);
+                return DS_ERR_IO;
+            }
+            *s = c;
+            if (!c)
+                break;
+        }
+    }
+    free(d);
+    return 0;
+}
+
+static char *cache_path(const ds_pipeline *p, const char *md5, const char *cls, int split,
+                        const char *suffix)
+{
+    size_t n = strlen(p->cfg.cache_dir) + strlen(cls) + strlen(suffix) + 64;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "%s/%s-%s-%s-%s", p->cfg.cache_dir, md5, cls, split_names[split], suffix);
+    return s;
+}
+
+/* 1 when the file holds exactly `want`. */
+static int file_equals(const char *path, const char *want)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t n = strlen(want), i = 0;
+    int c, same = 1;
+    while ((c = getc(f)) != EOF) {
+        if (i >= n || (char)c != want[i]) {
+            same = 0;
+            break;
+        }
+        i++;
+    }
+    fclose(f);
+    return same && i == n;
+}
+
+/*
+ * Looks up a set of cache files: {md5}-{cls}-{split}-description.txt and
+ * one .npy per name.  A hit needs the description to be byte-identical to
+ * ours and every .npy to map; the caller checks shapes.  Returns 1 on a
+ * hit, 0 on a miss (nothing kept), or an error for out of memory.
+ */
+static int cache_load(ds_pipeline *p, const char *desc, const char *md5, const char *cls, int split,
+                      const char *const *names, arr *arrs, int n)
+{
+    char *dpath = cache_path(p, md5, cls, split, "description.txt");
+    if (!dpath)
+        return DS_ERR_NOMEM;
+    int hit = file_equals(dpath, desc);
+    free(dpath);
+    for (int i = 0; hit && i < n; i++) {
+        char suffix[64];
+        snprintf(suffix, sizeof suffix, "%s.npy", names[i]);
+        char *path = cache_path(p, md5, cls, split, suffix);
+        if (!path)
+            return DS_ERR_NOMEM;
+        char scratch[DS_ERRMSG_SIZE];
+        hit = ds_npy_load(&arrs[i].npy, path, scratch) == 0;
+        free(path);
+        if (hit) {
+            arrs[i].view.data = arrs[i].npy.data;
+            arrs[i].view.n = arrs[i].npy.shape[0];
+            arrs[i].view.cols = arrs[i].npy.ndim == 2 ? (unsigned)arrs[i].npy.shape[1] : 1;
+            arrs[i].view.descr = arrs[i].npy.descr;
+        }
+    }
+    if (!hit)
+        for (int i = 0; i < n; i++)
+            arr_release(&arrs[i]);
+    return hit;
+}
+
+/* Writes the arrays, then the description: a crash in between leaves a set
+   without its description, which is a miss. */
+static int cache_store(ds_pipeline *p, const char *desc, const char *md5, const char *cls, int split,
+                       const char *const *names, const arr *arrs, int n)
+{
+    char *errbuf = p->err;
+    FORWARD_IF_ERROR(mkdir_p(p->cfg.cache_dir, errbuf));
+    for (int i = 0; i < n; i++) {
+        char suffix[64];
+        snprintf(suffix, sizeof suffix, "%s.npy", names[i]);
+        char *path = cache_path(p, md5, cls, split, suffix);
+        RETURN_ERROR_IF(!path, DS_ERR_NOMEM, "out of memory");
+        uint64_t shape[2] = {arrs[i].view.n, arrs[i].view.cols};
+        int rc = ds_npy_write(path, arrs[i].view.descr, shape, arrs[i].view.cols == 2 ? 2 : 1,
+                              arrs[i].view.data, errbuf);
+        free(path);
+        FORWARD_IF_ERROR(rc);
+    }
+    char *path = cache_path(p, md5, cls, split, "description.txt");
+    RETURN_ERROR_IF(!path, DS_ERR_NOMEM, "out of memory");
+    int rc = ds_write_file_atomic(path, desc, strlen(desc), NULL, 0, errbuf);
+    free(path);
+    return rc;
+}
+
+static void arr_own(arr *a, void *data, uint64_t n, unsigned cols, const char *descr)
+{
+    a->own = data;
+    a->view.data = data;
+    a->view.n = n;
+    a->view.cols = cols;
+    a->view.descr = descr;
+}
+
+/* Element i of a 1-D integer array view, or column c of row i. */
+static int64_t arr_get(const ds_array *a, uint64_t i, unsigned c)
+{
+    uint64_t k = i * a->cols + c;
+    switch (a->descr[1] == 'u' ? 5 : a->descr[2] - '0') {
+    case 2: return ((const int16_t *)a->data)[k];
+    case 4: return ((const int32_t *)a->data)[k];
+    case 5: return ((const uint32_t *)a->data)[k];
+    default: return ((const int64_t *)a->data)[k];
+    }
+}
+
+/* ---- GPTDataset ---- */
+
+static const char *const gpt_names[3] = {"document_index", "sample_index", "shuffle_index"};
+static const char *const blend_names[2] = {"dataset_index", "dataset_sample_index"};
+
+static int set_description(ds_pipeline *p, sbuf *b, char **desc, char md5[33])
+{
+    char *errbuf = p->err;
+    if (b->oom || !b->s) {
+        free(b->s);
+        RETURN_ERROR(DS_ERR_NOMEM, "out of memory");
+    }
+    *desc = b->s;
+    ds_md5_hex(md5, b->s, b->n);
+    return 0;
+}
+
+/* A cached GPTDataset set is usable when its shapes agree with each other
+   and its dtypes are ones some Megatron version writes. */
+static int gpt_cache_consistent(const gpt_ds *g)
+{
+    const ds_array *d = &g->doc.view, *s = &g->sample.view, *h = &g->shuffle.view;
+    return g->doc.npy.ndim == 1 && !strcmp(d->descr, "<i4") && g->sample.npy.ndim == 2 &&
+           s->cols == 2 && s->n >= 1 && (!strcmp(s->descr, "<i4") || !strcmp(s->descr, "<i8")) &&
+           g->shuffle.npy.ndim == 1 && (!strcmp(h->descr, "<u4") || !strcmp(h->descr, "<i8")) &&
+           h->n == s->n - 1;
+}
+
+/* The sample index (spec §4.6 step 6, Megatron's helpers.cpp
+   build_sample_idx): row s is (position in doc, token offset) where sample s
+   starts; samples are L + E1 tokens long and overlap by E1. */
+static void build_sample_index(int64_t *out, uint64_t M, const int32_t *doc, uint64_t ndoc,
+                               const int32_t *sizes, int64_t L, int64_t E1)
+{
+    uint64_t d = 0;
+    int64_t off = 0;
+    out[0] = 0;
+    out[1] = 0;
+    for (uint64_t s = 1; s <= M; s++) {
+        int64_t need = L + E1;
+        while (need != 0) {
+            int64_t len = (int64_t)sizes[doc[d]] - off;
+            need -= len;
+            if (need <= 0) {
+                off += need + len - E1;
+                need = 0;
+            } else if (d == ndoc - 1) {
+                off = (int64_t)sizes[doc[d]] - E1;
+                break;
+            } else {
+                d++;
+                off = 0;
+            }
+        }
+        out[2 * s] = (int64_t)d;
+        out[2 * s + 1] = off;
+    }
+}
+
+static int load_sizes(ds_pipeline *p, size_t prefix, int32_t **sizes, int64_t *max_size)
+{
+    char *errbuf = p->err;
+    if (sizes[prefix])
+        return 0;
+    const ds_reader *r = p->readers[prefix];
+    uint64_t n = ds_reader_num_sequences(r);
+    int32_t *s = malloc((n ? n : 1) * sizeof *s);
+    RETURN_ERROR_IF(!s, DS_ERR_NOMEM, "out of memory for the %llu sequence lengths of '%s'",
+                    (unsigned long long)n, p->paths[prefix]);
+    int64_t mx = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        s[i] = (int32_t)ds_reader_seq_length(r, i);
+        if (s[i] > mx)
+            mx = s[i];
+    }
+    sizes[prefix] = s;
+    max_size[prefix] = mx;
+    return 0;
+}
+
+static int build_gpt(ds_pipeline *p, gpt_ds *g, int32_t **sizes, int64_t *max_size)
+{
+    char *errbuf = p->err;
+    const ds_reader *r = p->readers[g->prefix];
+    const char *path = p->paths[g->prefix];
+    const char *sname = split_names[g->split];
+    uint64_t nseq = g->seq_end - g->seq_begin;
+    int64_t L = (int64_t)p->cfg.seq_length, E1 = p->cfg.add_extra_token ? 1 : 0;
+    uint64_t T = 0;
+    for (uint64_t i = g->seq_begin; i < g->seq_end; i++)
+        T += ds_reader_seq_length(r, i);
+    g->tokens = T;
+    RETURN_ERROR_IF(T == 0, DS_ERR_EMPTY,
+                    "the %s split of '%s' holds no tokens (sequences [%llu, %llu) of %llu) but a "
+                    "dataset is built on it; Megatron would loop forever here: change --split",
+                    sname, path, (unsigned long long)g->seq_begin, (unsigned long long)g->seq_end,
+                    (unsigned long long)ds_reader_num_sequences(r));
+    RETURN_ERROR_IF(T > (uint64_t)INT64_MAX / 2, DS_ERR_RANGE, "'%s' holds too many tokens", path);
+
+    /* Epochs: the smallest e >= 1 with e·T >= num_samples·L + E1, which is
+       what Megatron's loop finds one epoch at a time. */
+    int64_t ns = g->num_samples;
+    uint64_t e = 1;
+    if (ns != DS_NUM_SAMPLES_NONE) {
+        RETURN_ERROR_IF(ns < 0 || (uint64_t)ns > ((uint64_t)INT64_MAX - 1) / (uint64_t)L,
+                        DS_ERR_RANGE, "%lld samples of length %lld do not fit 64 bits",
+                        (long long)ns, (long long)L);
+        uint64_t need = (uint64_t)ns * (uint64_t)L + (uint64_t)E1;
+        e = (need + T - 1) / T;
+        if (e < 1)
+            e = 1;
+    }
+    g->epochs = e;
+    RETURN_ERROR_IF(nseq != 0 && e > (uint64_t)INT64_MAX / nseq, DS_ERR_RANGE,
+                    "%llu epochs of the %s split of '%s' do not fit 64 bits", (unsigned long long)e,
+                    sname, path);
+    RETURN_ERROR_IF(e > (uint64_t)INT64_MAX / T, DS_ERR_RANGE, "too many epochs");
+    uint64_t sans = 0;
+    g->separate = 0;
+    if (e > 1) {
+        sans = (uint64_t)(((int64_t)((e - 1) * T) - E1) / L);
+        int64_t final = ns - (int64_t)sans;
+        int64_t per = ((int64_t)T - E1) / L;
+        g->separate = final < (int64_t)(0.80 * (double)per);
+    }
+
+    sbuf b = {0};
+    describe_gpt(&b, p, g, 0);
+    FORWARD_IF_ERROR(set_description(p, &b, &g->description, g->md5));
+
+    if (p->cfg.cache_dir) {
+        arr arrs[3] = {{0}};
+        int hit = cache_load(p, g->description, g->md5, "GPTDataset", g->split, gpt_names, arrs, 3);
+        RETURN_ERROR_IF(hit < 0, hit, "out of memory");
+        if (hit) {
+            g->doc = arrs[0];
+            g->sample = arrs[1];
+            g->shuffle = arrs[2];
+            if (gpt_cache_consistent(g)) {
+                g->from_cache = 1;
+                return 0;
+            }
+            arr_release(&g->doc);
+            arr_release(&g->sample);
+            arr_release(&g->shuffle);
+        }
+    }
+
+    FORWARD_IF_ERROR(load_sizes(p, g->prefix, sizes, max_size));
+    RETURN_ERROR_IF(g->seq_end > (uint64_t)INT32_MAX + 1, DS_ERR_RANGE,
+                    "'%s' has more sequences than an int32 document index holds", path);
+    uint64_t ndoc = nseq * e;
+    int32_t *doc = malloc((ndoc ? ndoc : 1) * sizeof *doc);
+    RETURN_ERROR_IF(!doc, DS_ERR_NOMEM, "out of memory for a document index of %llu entries",
+                    (unsigned long long)ndoc);
+    for (uint64_t k = 0, i = 0; k < e; k++)
+        for (uint64_t s = g->seq_begin; s < g->seq_end; s++)
+            doc[i++] = (int32_t)s;
+    ds_random_state *rs = malloc(sizeof *rs);
+    if (!rs) {
+        free(doc);
+        RETURN_ERROR(DS_ERR_NOMEM, "out of memory");
+    }
+    ds_random_seed(rs, p->cfg.seed);
+    if (g->separate) {
+        ds_random_shuffle(rs, doc, (e - 1) * nseq, 4);
+        ds_random_shuffle(rs, doc + (e - 1) * nseq, nseq, 4);
+    } else {
+        ds_random_shuffle(rs, doc, ndoc, 4);
+    }
+    arr_own(&g->doc, doc, ndoc, 1, "<i4");
+
+    int drop_last = g->split != DS_SPLIT_VALID || p->cfg.drop_last_partial_validation;
+    int64_t tot = (int64_t)(e * T) - E1;
+    uint64_t M = drop_last ? (uint64_t)(tot / L) : (uint64_t)(int64_t)ceilf((float)tot / (float)L);
+    int64_t *si = malloc((M + 1) * 2 * sizeof *si);
+    if (!si) {
+        free(rs);
+        RETURN_ERROR(DS_ERR_NOMEM, "out of memory for a sample index of %llu rows",
+                     (unsigned long long)(M + 1));
+    }
+    build_sample_index(si, M, doc, ndoc, sizes[g->prefix], L, E1);
+    int narrow = p->cfg.megatron_version == DS_MEGATRON_MAIN &&
+                 (ndoc > (uint64_t)max_size[g->prefix] ? ndoc : (uint64_t)max_size[g->prefix]) <=
+                     (uint64_t)INT32_MAX;
+    if (narrow) {
+        int32_t *s32 = (int32_t *)si;
+        for (uint64_t k = 0; k < 2 * (M + 1); k++)
+            s32[k] = (int32_t)si[k];
+        void *shrunk = realloc(si, (M + 1) * 2 * sizeof *s32);
+        arr_own(&g->sample, shrunk ? shrunk : si, M + 1, 2, "<i4");
+    } else {
+        arr_own(&g->sample, si, M + 1, 2, "<i8");
+    }
+
+    int wide = M >= 0xffffffffu - 1;
+    void *sh = malloc((M ? M : 1) * (wide ? 8 : 4));
+    if (!sh) {
+        free(rs);
+        RETURN_ERROR(DS_ERR_NOMEM, "out of memory for a shuffle index of %llu entries",
+                     (unsigned long long)M);
+    }
+    for (uint64_t k = 0; k < M; k++) {
+        if (wide)
+            ((int64_t *)sh)[k] = (int64_t)k;
+        else
+            ((uint32_t *)sh)[k] = (uint32_t)k;
+    }
+    uint64_t first = g->separate ? sans : M;
+    ds_random_shuffle(rs, sh, first, wide ? 8 : 4);
+    ds_random_shuffle(rs, (char *)sh + first * (wide ? 8 : 4), M - first, wide ? 8 : 4);
+    free(rs);
+    arr_own(&g->shuffle, sh, M, 1, wide ? "<i8" : "<u4");
+
+    if (p->cfg.cache_dir) {
+        arr arrs[3] = {g->doc, g->sample, g->shuffle};
+        FORWARD_IF_ERROR(cache_store(p, g->description, g->md5, "GPTDataset", g->split, gpt_names, arrs, 3));
+    }
+    return 0;
+}
+
+/* ---- BlendedDataset ---- */
+
+/* build_blending_indices (size given) and build_exhaustive_blending_indices
+   (size None, weights = integer lengths), Megatron's helpers.cpp: each
+   sample goes to the dataset furthest behind its target share, the lowest
+   index winning ties. */
+void ds_build_blending_indices(int16_t *di, int64_t *dsi, uint64_t size, const double *w,
+                                size_t K, int64_t *count)
+{
+    for (size_t d = 0; d < K; d++)
+        count[d] = 0;
+    for (uint64_t s = 0; s < size; s++) {
+        double x = (double)s > 1.0 ? (double)s : 1.0;
+        size_t best = 0;
+        double best_err = w[0] * x - (double)count[0];
+        for (size_t d = 1; d < K; d++) {
+            double err = w[d] * x - (double)count[d];
+            if (err > best_err) {
+                best_err = err;
+                best = d;
+            }
+        }
+        di[s] = (int16_t)best;
+        dsi[s] = count[best]++;
+    }
+}
+
+void ds_build_exhaustive_blending_indices(int16_t *di, int64_t *dsi, const uint64_t *lens, size_t K,
+                                     int64_t *count)
+{
+    uint64_t total = 0;
+    for (size_t d = 0; d < K; d++) {
+        total += lens[d];
+        count[d] = 0;
+    }
+    for (uint64_t s = 0; s < total; s++) {
+        double x = (double)s > 1.0 ? (double)s : 1.0;
+        size_t best = K;
+        double best_err = -HUGE_VAL;
+        for (size_t d = 0; d < K; d++) {
+            if ((uint64_t)count[d] >= lens[d])
+                continue;
+            double err = (double)lens[d] / (double)total * x - (double)count[d];
+            if (best == K || err > best_err) {
+                best_err = err;
+                best = d;
+            }
+        }
+        di[s] = (int16_t)best;
+        dsi[s] = count[best]++;
+    }
+}
+
+static int build_blend(ds_pipeline *p, int split, int64_t size, const double *w, const uint64_t *lens)
+{
+    char *errbuf = p->err;
+    blend_ds *bl = &p->blends[split];
+    size_t K = p->nd;
+    bl->size = size;
+    uint64_t n = 0;
+    if (size == DS_NUM_SAMPLES_NONE)
+        for (size_t d = 0; d < K; d++)
+            n += lens[d];
+    else
+        n = (uint64_t)size;
+
+    sbuf b = {0};
+    describe_blend(&b, p, split, bl, size == DS_NUM_SAMPLES_NONE ? lens : NULL, w);
+    FORWARD_IF_ERROR(set_description(p, &b, &bl->description, bl->md5));
+
+    if (p->cfg.cache_dir) {
+        arr arrs[2] = {{0}};
+        int hit = cache_load(p, bl->description, bl->md5, "BlendedDataset", split, blend_names, arrs, 2);
+        RETURN_ERROR_IF(hit < 0, hit, "out of memory");
+        if (hit) {
+            if (arrs[0].npy.ndim == 1 && !strcmp(arrs[0].view.descr, "<i2") &&
+                arrs[1].npy.ndim == 1 && !strcmp(arrs[1].view.descr, "<i8") &&
+                arrs[0].view.n == n && arrs[1].view.n == n) {
+                bl->dataset_index = arrs[0];
+                bl->dataset_sample_index = arrs[1];
+                bl->built = 1;
+                return 0;
+            }
+            arr_release(&arrs[0]);
+            arr_release(&arrs[1]);
+        }
+    }
+
+    int16_t *di = malloc((n ? n : 1) * sizeof *di);
+    int64_t *dsi = malloc((n ? n : 1) * sizeof *dsi);
+    int64_t *count = malloc(K * sizeof *count);
+    if (!di || !dsi || !count) {
+        free(di);
+        free(dsi);
+        free(count);
+        RETURN_ERROR(DS_ERR_NOMEM, "out of memory for a blend of %llu samples", (unsigned long long)n);
+    }
+    if (size == DS_NUM_SAMPLES_NONE)
+        ds_build_exhaustive_blending_indices(di, dsi, lens, K, count);
+    else
+        ds_build_blending_indices(di, dsi, n, w, K, count);
+    arr_own(&bl->dataset_index, di, n, 1, "<i2");
+    arr_own(&bl->dataset_sample_index, dsi, n, 1, "<i8");
+    bl->built = 1;
+    for (size_t d = 0; d < K; d++) {
+        if ((uint64_t)count[d] > lens[d]) {
+            DS_SET_ERROR("the %s blend asks '%s' for %lld samples but it has %llu; raise "
+                         "--mid-level-dataset-surplus", split_names[split], p->paths[d],
+                         (long long)count[d], (unsigned long long)lens[d]);
+            free(count);
+            return DS_ERR_OVERSAMPLE;
+        }
+    }
+    free(count);
+    if (p->cfg.cache_dir) {
+        arr arrs[2] = {bl->dataset_index, bl->dataset_sample_index};
+        FORWARD_IF_ERROR(cache_store(p, bl->description, bl->md5, "BlendedDataset", split, blend_names, arrs, 2));
+    }
+    return 0;
+}
+
+/* ---- the builder ---- */
+
+static char *strip_dup(const char *s)
+{
+    while (*s == ' ' || (*s >= '\t' && *s <= '\r'))
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || (s[n - 1] >= '\t' && s[n - 1] <= '\r')))
+        n--;
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+/* Python's float(): surrounding whitespace allowed, the whole token must
+   parse. */
+static int parse_weight(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(s, &end);
+    if (end == s)
+        return -1;
+    while (*end == ' ' || (*end >= '\t' && *end <= '\r'))
+        end++;
+    if (*end)
+        return -1;
+    *out = x;
+    return 0;
+}
+
+/* get_blend_from_list: an even token count whose even positions all parse
+   as floats is "w1 P1 w2 P2 ...", anything else is a list of prefixes. */
+static int parse_data_path(ds_pipeline *p, const ds_gpt_config *cfg)
+{
+    char *errbuf = p->err;
+    size_t n = cfg->n_data_path;
+    RETURN_ERROR_IF(n == 0 || !cfg->data_path, DS_ERR_ARG, "no --data-path given");
+    int weighted = n % 2 == 0;
+    double *w = calloc(n, sizeof *w);
+    RETURN_ERROR_IF(!w, DS_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; weighted && i < n; i += 2)
+        if (!cfg->data_path[i] || parse_weight(cfg->data_path[i], &w[i / 2]) != 0)
+            weighted = 0;
+    p->weighted = weighted;
+    p->nd = weighted ? n / 2 : n;
+    p->paths = calloc(p->nd, sizeof *p->paths);
+    p->readers = calloc(p->nd, sizeof *p->readers);
+    p->weights = calloc(p->nd, sizeof *p->weights);
+    if (!p->paths || !p->readers || !p->weights) {
+        free(w);
+        RETURN_ERROR(DS_ERR_NOMEM, "out of memory");
+    }
+    for (size_t d = 0; d < p->nd; d++) {
+        const char *tok = cfg->data_path[weighted ? 2 * d + 1 : d];
+        if (!tok) {
+            free(w);
+            RETURN_ERROR(DS_ERR_ARG, "--data-path token %zu is NULL", weighted ? 2 * d + 1 : d);
+        }
+        p->paths[d] = strip_dup(tok);
+        p->weights[d] = weighted ? w[d] : 1.0;
+        if (!p->paths[d]) {
+            free(w);
+            RETURN_ERROR(DS_ERR_NOMEM, "out of memory");
+        }
+        if (weighted && !(w[d] > 0 && isfinite(w[d]))) {
+            DS_SET_ERROR("blend weight '%s' of '%s' is not a positive number", cfg->data_path[2 * d],
+                         p->paths[d]);
+            free(w);
+            return DS_ERR_ARG;
+        }
+    }
+    free(w);
+    RETURN_ERROR_IF(p->nd >= 32767, DS_ERR_ARG, "%zu datasets: a blend holds at most 32766", p->nd);
+    return 0;
+}
+
+int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
+{
+    if (!out)
+        return DS_ERR_ARG;
+    ds_pipeline *p = calloc(1, sizeof *p);
+    *out = p;
+    if (!p)
+        return DS_ERR_NOMEM;
+    char *errbuf = p->err;
+    RETURN_ERROR_IF(!cfg, DS_ERR_ARG, "no configuration");
+    p->cfg = *cfg;
+    p->cfg.data_path = NULL;
+    p->cfg.split = p->cfg.vocab_file = p->cfg.merge_file = NULL;
+    p->cfg.cache_dir = NULL;
+    RETURN_ERROR_IF(cfg->seq_length < 2 || cfg->seq_length > INT32_MAX / 2, DS_ERR_ARG,
+                    "sequence length %llu is out of range [2, %d]", (unsigned long long)cfg->seq_length,
+                    INT32_MAX / 2);
+    RETURN_ERROR_IF(!cfg->split, DS_ERR_ARG, "no split given");
+    p->split_str = xstrdup0(cfg->split);
+    p->vocab_file = xstrdup0(cfg->vocab_file ? cfg->vocab_file : "");
+    p->merge_file = xstrdup0(cfg->merge_file ? cfg->merge_file : "");
+    char *cache_dir = cfg->cache_dir ? xstrdup0(cfg->cache_dir) : NULL;
+    RETURN_ERROR_IF(!p->split_str || !p->vocab_file || !p->merge_file || (cfg->cache_dir && !cache_dir),
+                    DS_ERR_NOMEM, "out of memory");
+    int rc = split_matrix(cfg->split, p->bookends, p->present);
+    if (rc < 0) {
+        free(cache_dir);
+        RETURN_ERROR(rc, "bad split '%s': expected up to three non-negative numbers, not all zero",
+                     cfg->split);
+    }
+    /* cache_dir is owned through cfg.cache_dir from here on (freed below). */
+    p->cfg.cache_dir = cache_dir;
+    int32_t **sizes = NULL;
+    int64_t *max_size = NULL;
+    uint64_t *lens = NULL;
+    double *w = NULL;
+
+    rc = parse_data_path(p, cfg);
+    if (rc < 0)
+        goto cleanup;
+    for (size_t d = 0; d < p->nd; d++) {
+        ds_reader *r = NULL;
+        rc = ds_reader_open(p->paths[d], &r);
+        if (rc < 0) {
+            snprintf(p->err, sizeof p->err, "%s", r ? ds_reader_error(r) : ds_strerror(rc));
+            ds_reader_close(r);
+            goto cleanup;
+        }
+        p->readers[d] = r;
+    }
+    p->blend = p->weighted || p->nd > 1;
+    p->gpt = calloc(3 * p->nd, sizeof *p->gpt);
+    sizes = calloc(p->nd, sizeof *sizes);
+    max_size = calloc(p->nd, sizeof *max_size);
+    lens = calloc(p->nd, sizeof *lens);
+    w = calloc(p->nd, sizeof *w);
+    if (!p->gpt || !sizes || !max_size || !lens || !w) {
+        rc = DS_ERR_NOMEM;
+        DS_SET_ERROR("out of memory");
+        goto cleanup;
+    }
+    if (p->weighted) {
+        /* the builder's normalize(); BlendedDataset normalizes again below */
+        memcpy(w, p->weights, p->nd * sizeof *w);
+        ds_normalize_weights(w, p->nd);
+        for (int s = 0; s < 3; s++) {
+            if (p->present[s] && cfg->num_samples[s] == DS_NUM_SAMPLES_NONE) {
+                rc = DS_ERR_ARG;
+                DS_SET_ERROR("a weighted blend needs a sample count for the %s split", split_names[s]);
+                goto cleanup;
+            }
+        }
+    }
+
+    /* Mid-level GPTDatasets, prefix by prefix as the builder goes. */
+    for (size_t d = 0; d < p->nd; d++) {
+        uint64_t N = ds_reader_num_sequences(p->readers[d]);
+        for (int s = 0; s < 3; s++) {
+            gpt_ds *g = &p->gpt[(size_t)s * p->nd + d];
+            g->prefix = d;
+            g->split = s;
+            if (!p->present[s])
+                continue;
+            g->seq_begin = (uint64_t)round_half_even(p->bookends[s] * (double)N);
+            g->seq_end = (uint64_t)round_half_even(p->bookends[s + 1] * (double)N);
+            int64_t S = cfg->num_samples[s];
+            if (!p->blend) {
+                g->num_samples = S;
+            } else if (!p->weighted) {
+                g->num_samples = DS_NUM_SAMPLES_NONE;
+            } else if (cfg->megatron_version == DS_MEGATRON_0_8) {
+                g->num_samples = (int64_t)ceil((double)S * w[d] * 1.005);
+            } else {
+                g->num_samples = (int64_t)ceil(ceil((double)S * w[d]) * (1.0 + cfg->surplus));
+            }
+            rc = build_gpt(p, g, sizes, max_size);
+            if (rc < 0)
+                goto cleanup;
+            g->built = 1;
+            if (!p->blend)
+                p->length[s] = g->shuffle.view.n;
+        }
+    }
+
+    /* BlendedDatasets. */
+    if (p->blend) {
+        for (int s = 0; s < 3; s++) {
+            if (!p->present[s])
+                continue;
+            int64_t S = cfg->num_samples[s], size;
+            double *bw = p->weights;
+            for (size_t d = 0; d < p->nd; d++)
+                lens[d] = p->gpt[(size_t)s * p->nd + d].shuffle.view.n;
+            if (p->weighted) {
+                size = 0;
+                for (size_t d = 0; d < p->nd; d++)
+                    size += cfg->megatron_version == DS_MEGATRON_0_8
+                                ? (int64_t)ceil((double)S * w[d] * 1.005)
+                                : (int64_t)ceil((double)S * w[d]);
+                memcpy(bw, w, p->nd * sizeof *bw);
+                ds_normalize_weights(bw, p->nd);
+            } else {
+                uint64_t tot = 0;
+                for (size_t d = 0; d < p->nd; d++)
+                    tot += lens[d];
+                if (S == DS_NUM_SAMPLES_NONE) {
+                    size = DS_NUM_SAMPLES_NONE;
+                } else {
+                    size = (uint64_t)S < tot ? S : (int64_t)tot;
+                }
+                double *lw = malloc(p->nd * sizeof *lw);
+                if (!lw) {
+                    rc = DS_ERR_NOMEM;
+                    DS_SET_ERROR("out of memory");
+                    goto cleanup;
+                }
+                for (size_t d = 0; d < p->nd; d++)
+                    lw[d] = (double)lens[d];
+                for (size_t d = 0; d < p->nd; d++) {
+                    if (lens[d] == 0) {
+                        free(lw);
+                        rc = DS_ERR_EMPTY;
+                        DS_SET_ERROR("the %s split of '%s' holds no sample of %llu tokens, and an "
+                                     "unweighted blend would give it weight 0", split_names[s],
+                                     p->paths[d], (unsigned long long)cfg->seq_length + (cfg->add_extra_token != 0));
+                        goto cleanup;
+                    }
+                }
+                ds_normalize_weights(lw, p->nd);
+                /* the weights shown are the train split's shares */
+                if (s == DS_SPLIT_TRAIN || !p->present[DS_SPLIT_TRAIN])
+                    memcpy(bw, lw, p->nd * sizeof *bw);
+                rc = build_blend(p, s, size, lw, lens);
+                free(lw);
+                if (rc < 0)
+                    goto cleanup;
+                p->length[s] = p->blends[s].dataset_index.view.n;
+                continue;
+            }
+            rc = build_blend(p, s, size, bw, lens);
+            if (rc < 0)
+                goto cleanup;
+            p->length[s] = p->blends[s].dataset_index.view.n;
+        }
+    }
+    rc = 0;
+cleanup:
+    if (sizes)
+        for (size_t d = 0; d < p->nd; d++)
+            free(sizes[d]);
+    free(sizes);
+    free(max_size);
+    free(lens);
+    free(w);
+    free((char *)p->cfg.cache_dir);
+    p->cfg.cache_dir = NULL;
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Accessors and samples                                                    */
+/* ------------------------------------------------------------------------ */
+
+size_t ds_pipeline_num_datasets(const ds_pipeline *p) { return p ? p->nd : 0; }
+int ds_pipeline_is_blend(const ds_pipeline *p) { return p ? p->blend : 0; }
+uint64_t ds_pipeline_seq_length(const ds_pipeline *p) { return p ? p->cfg.seq_length : 0; }
+unsigned ds_pipeline_extra_token(const ds_pipeline *p) { return p && p->cfg.add_extra_token ? 1 : 0; }
+
+double ds_pipeline_weight(const ds_pipeline *p, size_t d)
+{
+    return p && d < p->nd && p->weights ? (p->blend ? p->weights[d] : 1.0) : 0.0;
+}
+
+int ds_pipeline_has_split(const ds_pipeline *p, int split)
+{
+    return p && split >= 0 && split < 3 && p->gpt && p->present[split];
+}
+
+uint64_t ds_pipeline_length(const ds_pipeline *p, int split)
+{
+    return ds_pipeline_has_split(p, split) ? p->length[split] : 0;
+}
+
+const ds_reader *ds_pipeline_reader(const ds_pipeline *p, size_t d)
+{
+    return p && d < p->nd && p->readers ? p->readers[d] : NULL;
+}
+
+int ds_pipeline_dataset(const ds_pipeline *p, int split, size_t d, ds_gpt_info *info)
+{
+    if (!p || !info)
+        return DS_ERR_ARG;
+    if (!ds_pipeline_has_split(p, split) || d >= p->nd || !p->gpt[(size_t)split * p->nd + d].built)
+        return DS_ERR_RANGE;
+    const gpt_ds *g = &p->gpt[(size_t)split * p->nd + d];
+    info->path = p->paths[d];
+    info->seq_begin = g->seq_begin;
+    info->seq_end = g->seq_end;
+    info->tokens_per_epoch = g->tokens;
+    info->num_samples = g->num_samples;
+    info->num_epochs = g->epochs;
+    info->separate_final_epoch = g->separate;
+    info->length = g->shuffle.view.n;
+    info->from_cache = g->from_cache;
+    memcpy(info->md5, g->md5, sizeof info->md5);
+    info->description = g->description;
+    info->document_index = g->doc.view;
+    info->sample_index = g->sample.view;
+    info->shuffle_index = g->shuffle.view;
+    return 0;
+}
+
+int ds_pipeline_blend(const ds_pipeline *p, int split, ds_array *dataset_index,
+                      ds_array *dataset_sample_index, const char **description, const char **md5)
+{
+    if (!p)
+        return DS_ERR_ARG;
+    if (!p->blend || !ds_pipeline_has_split(p, split) || !p->blends[split].built)
+        return DS_ERR_RANGE;
+    const blend_ds *bl = &p->blends[split];
+    if (dataset_index)
+        *dataset_index = bl->dataset_index.view;
+    if (dataset_sample_index)
+        *dataset_sample_index = bl->dataset_sample_index.view;
+    if (description)
+        *description = bl->description;
+    if (md5)
+        *md5 = bl->md5;
+    return 0;
+}
+
+static void load_tokens(int64_t *dst, const uint8_t *src, uint64_t n, int dtype)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        switch (dtype) {
+        case DS_DTYPE_UINT8:  dst[i] = src[i]; break;
+        case DS_DTYPE_INT8:   dst[i] = (int8_t)src[i]; break;
+        case DS_DTYPE_INT16:  dst[i] = (int16_t)(src[2 * i] | src[2 * i + 1] << 8); break;
+        case DS_DTYPE_UINT16: dst[i] = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8); break;
+        case DS_DTYPE_INT32:  dst[i] = (int32_t)ds_load_le32(src + 4 * i); break;
+        case DS_DTYPE_INT64:  dst[i] = (int64_t)ds_load_le64(src + 8 * i); break;
+        default: {
+            uint64_t bits = ds_load_le64(src + 8 * i);
+            double x;
+            memcpy(&x, &bits, sizeof x);
+            dst[i] = (int64_t)x;
+        }
+        }
+    }
+}
+
+/* Appends `count` tokens of sequence seq from offset off; every index was
+   checked by the caller except against the data itself. */
+static int append_tokens(const ds_reader *r, uint64_t seq, uint64_t off, uint64_t count,
+                         int64_t *text, uint64_t *n, uint64_t cap)
+{
+    const void *data;
+    uint64_t len;
+    if (ds_reader_sequence(r, seq, &data, &len) != 0 || off > len || count > len - off)
+        return DS_ERR_CORRUPT;
+    if (count > cap - *n)
+        count = cap - *n;
+    size_t item = ds_dtype_size(ds_reader_dtype(r));
+    load_tokens(text + *n, (const uint8_t *)data + off * item, count, ds_reader_dtype(r));
+    *n += count;
+    return 0;
+}
+
+int ds_pipeline_text(const ds_pipeline *p, int split, uint64_t k, int64_t *text,
+                     ds_sample_origin *origin)
+{
+    if (!p || !text)
+        return DS_ERR_ARG;
+    if (!ds_pipeline_has_split(p, split) || k >= p->length[split])
+        return DS_ERR_RANGE;
+    size_t d = 0;
+    uint64_t kk = k;
+    if (p->blend) {
+        const blend_ds *bl = &p->blends[split];
+        int64_t di = arr_get(&bl->dataset_index.view, k, 0);
+        int64_t dsi = arr_get(&bl->dataset_sample_index.view, k, 0);
+        if (di < 0 || (uint64_t)di >= p->nd || dsi < 0)
+            return DS_ERR_CORRUPT;
+        d = (size_t)di;
+        kk = (uint64_t)dsi;
+    }
+    const gpt_ds *g = &p->gpt[(size_t)split * p->nd + d];
+    const ds_reader *r = p->readers[d];
+    if (kk >= g->shuffle.view.n)
+        return DS_ERR_CORRUPT;
+    int64_t j = arr_get(&g->shuffle.view, kk, 0);
+    if (j < 0 || (uint64_t)j + 1 >= g->sample.view.n)
+        return DS_ERR_CORRUPT;
+    int64_t d0 = arr_get(&g->sample.view, (uint64_t)j, 0), o0 = arr_get(&g->sample.view, (uint64_t)j, 1);
+    int64_t d1 = arr_get(&g->sample.view, (uint64_t)j + 1, 0), o1 = arr_get(&g->sample.view, (uint64_t)j + 1, 1);
+    uint64_t ndoc = g->doc.view.n, N = ds_reader_num_sequences(r);
+    if (d0 < 0 || d1 < d0 || (uint64_t)d1 >= ndoc || o0 < 0 || o1 < 0)
+        return DS_ERR_CORRUPT;
+    uint64_t E1 = p->cfg.add_extra_token ? 1 : 0, want = p->cfg.seq_length + E1, n = 0;
+    for (int64_t pos = d0; pos <= d1; pos++) {
+        int64_t seq = arr_get(&g->doc.view, (uint64_t)pos, 0);
+        if (seq < 0 || (uint64_t)seq >= N)
+            return DS_ERR_CORRUPT;
+        uint64_t len = ds_reader_seq_length(r, (uint64_t)seq);
+        uint64_t from = pos == d0 ? (uint64_t)o0 : 0;
+        uint64_t to = pos == d1 ? (uint64_t)o1 + E1 : len;
+        if (to > len || from > to)
+            return DS_ERR_CORRUPT;
+        int rc = append_tokens(r, (uint64_t)seq, from, to - from, text, &n, want);
+        if (rc < 0)
+            return rc;
+    }
+    for (; n < want; n++)
+        text[n] = p->cfg.pad;
+    if (origin) {
+        origin->dataset = d;
+        origin->dataset_sample = kk;
+        origin->shuffle_value = (uint64_t)j;
+        origin->doc_first = (uint64_t)d0;
+        origin->doc_last = (uint64_t)d1;
+        origin->seq_first = (uint64_t)arr_get(&g->doc.view, (uint64_t)d0, 0);
+        origin->offset = (uint64_t)o0;
+    }
+    return 0;
+}
+
+int ds_pipeline_sample(const ds_pipeline *p, int split, uint64_t k, int64_t *tokens,
+                       int64_t *labels, float *loss_mask, int64_t *position_ids,
+                       uint8_t *attention_mask)
+{
+    if (!p)
+        return DS_ERR_ARG;
+    uint64_t L = p->cfg.seq_length, E1 = p->cfg.add_extra_token ? 1 : 0;
+    int64_t eod = p->cfg.eod, pad = p->cfg.pad;
+    int64_t *text = malloc((L + 1) * sizeof *text);
+    if (!text)
+        return DS_ERR_NOMEM;
+    int rc = ds_pipeline_text(p, split, k, text, NULL);
+    if (rc < 0) {
+        free(text);
+        return rc;
+    }
+    /* tokens = text[:L]; labels = text[1:L+1], or roll(text, -1) with a pad
+       last label when there is no extra token */
+    if (!E1)
+        text[L] = pad;
+    for (uint64_t i = 0; i < L; i++) {
+        int64_t tok = text[i], lab = text[i + 1];
+        if (loss_mask)
+            loss_mask[i] = (p->cfg.eod_mask_loss && tok == eod) || lab == pad ? 0.0f : 1.0f;
+        if (tokens)
+            tokens[i] = tok == pad ? 0 : tok;
+        if (labels)
+            labels[i] = lab == pad ? 0 : lab;
+    }
+    if (position_ids) {
+        int64_t start = 0;
+        for (uint64_t i = 0; i < L; i++) {
+            position_ids[i] = (int64_t)i - start;
+            if (p->cfg.reset_position_ids && text[i] == eod)
+                start = (int64_t)i + 1;
+        }
+    }
+    if (attention_mask) {
+        /* row r sees columns c <= r, and with reset_attention_mask only
+           those after the last EOD at a position < r */
+        uint64_t first = 0;
+        for (uint64_t r = 0; r < L; r++) {
+            if (r > 0 && p->cfg.reset_attention_mask && text[r - 1] == eod)
+                first = r;
+            uint8_t *row = attention_mask + r * L;
+            for (uint64_t c = 0; c < L; c++)
+                row[c] = !(c <= r && c >= first);
+        }
+    }
+    free(text);
+    return 0;
+}
