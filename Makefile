@@ -9,8 +9,8 @@
 
 SHELL    := /bin/sh
 CC       ?= cc
-NVCC     ?= nvcc
 CUDA_HOME ?= /usr/local/cuda
+NVCC     ?= $(if $(wildcard $(CUDA_HOME)/bin/nvcc),$(CUDA_HOME)/bin/nvcc,nvcc)
 CUDA_ARCH ?= 90
 PREFIX   ?= /usr/local
 V        ?= 0
