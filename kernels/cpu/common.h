@@ -1,0 +1,21 @@
+/*
+ * common.h - private helpers of the CPU reference kernels (not installed,
+ * not included by anything outside kernels/cpu/).
+ *
+ * OMP(...) emits `#pragma omp ...` when OpenMP is on and nothing otherwise,
+ * so a build without OpenMP stays free of -Wunknown-pragmas warnings.
+ * Kernels use only `parallel for` with static schedules over independent
+ * outputs, never reductions or atomics: that is what keeps results bitwise
+ * independent of the thread count.
+ */
+#ifndef MDS_KERNELS_CPU_COMMON_H
+#define MDS_KERNELS_CPU_COMMON_H
+
+#ifdef _OPENMP
+#define OMP_PRAGMA_(x) _Pragma(#x)
+#define OMP(x) OMP_PRAGMA_(omp x)
+#else
+#define OMP(x)
+#endif
+
+#endif
