@@ -92,13 +92,14 @@ LIB_SRCS  := $(filter-out preprocess/preprocess.c dataset/dsinspect.c preprocess
                $(wildcard dataset/*.c preprocess/*.c kernels/cpu/*.c train/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB       := $(BUILD)/libmds.a
-PROGS     := $(BUILD)/mdsprep $(if $(wildcard dataset/dsinspect.c),$(BUILD)/mdsinspect)
+PROGS     := $(BUILD)/mdsprep $(if $(wildcard dataset/dsinspect.c),$(BUILD)/mdsinspect) \
+             $(if $(wildcard train/train.c),$(BUILD)/mdstrain)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/tests/%)
 
-## all: build the CPU tools (mdsprep, mdsinspect) into build/
+## all: build the CPU tools (mdsprep, mdsinspect, mdstrain) into build/
 all: $(PROGS)
 
 # Objects depend on a stamp that changes only when flags or features change,
@@ -128,6 +129,10 @@ $(BUILD)/mdsinspect: $(BUILD)/dataset/dsinspect.o $(LIB)
 $(BUILD)/bench_tokenize: bench/bench_tokenize.c $(LIB) $(BUILD)/CONFIG
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
+$(BUILD)/mdstrain: $(BUILD)/train/train.o $(LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
@@ -201,4 +206,4 @@ FORCE:
 .PHONY: all deps test test-run check-golden demo bench install config clean help FORCE
 .DELETE_ON_ERROR:
 
--include $(LIB_OBJS:.o=.d) $(BUILD)/preprocess/preprocess.d $(BUILD)/dataset/dsinspect.d
+-include $(LIB_OBJS:.o=.d) $(BUILD)/preprocess/preprocess.d $(BUILD)/dataset/dsinspect.d $(BUILD)/train/train.d
