@@ -508,6 +508,8 @@ typedef struct ds_gpt_config {
     int64_t eod;                   /* default 50256 */
     int64_t pad;                   /* default -1: GPT-2 has no pad token */
     int reset_position_ids, reset_attention_mask, eod_mask_loss;
+    int mock;                      /* --mock-data: MockGPTDataset; data_path and split are ignored */
+    int64_t vocab_size;            /* mock tokens are (k + 1) % vocab_size; default 50257 */
 } ds_gpt_config;
 
 void ds_gpt_config_init(ds_gpt_config *cfg);
@@ -524,7 +526,12 @@ typedef struct ds_pipeline ds_pipeline;
  *   - "w1 P1 w2 P2 ...": weights normalized (twice), blend sizes and
  *     mid-level counts per cfg->megatron_version, build_blending_indices;
  *   - several prefixes without weights: one epoch each, weights = lengths,
- *     blend size min(S, Σ lengths), or the exhaustive blend when S is None.
+ *     blend size min(S, Σ lengths), or the exhaustive blend when S is None;
+ *   - cfg->mock (spec §4.10): one MockGPTDataset over 100000 computed
+ *     sequences (lengths numpy.random.default_rng(0).integers(1, 4096,
+ *     dtype=int32), sequence i = 1, 2, ..., len-1 mod vocab_size, then EOD),
+ *     split forced to "1,1,1", class "MockGPTDataset" and dataset_path null
+ *     in the descriptions; data_path is not looked at.
  * With cfg->cache_dir, each array set is looked up as
  * {md5}-GPTDataset-{split}-*.npy / {md5}-BlendedDataset-{split}-*.npy, named
  * and described exactly as Megatron names them, so either tool reuses the
@@ -657,13 +664,22 @@ int ds_pipeline_sample(const ds_pipeline *p, int split, uint64_t k, int64_t *tok
                        int64_t *labels, float *loss_mask, int64_t *position_ids,
                        uint8_t *attention_mask);
 
+/*
+ * ds_pipeline_num_sequences() - sequences of prefix d's low-level dataset
+ * (100000 for mock data), 0 for d out of range.
+ * ds_pipeline_is_mock() - 1 when opened with cfg->mock.
+ */
+uint64_t ds_pipeline_num_sequences(const ds_pipeline *p, size_t d);
+int ds_pipeline_is_mock(const ds_pipeline *p);
+
 /* The sequence length L and E1 the handle was opened with. */
 uint64_t ds_pipeline_seq_length(const ds_pipeline *p);
 unsigned ds_pipeline_extra_token(const ds_pipeline *p);
 
 /*
  * ds_pipeline_reader() - the open reader of prefix d (NULL for d out of
- * range), for decoding or raw access.  Owned by the pipeline.
+ * range, and for mock data, which has no files), for decoding or raw
+ * access.  Owned by the pipeline.
  */
 const ds_reader *ds_pipeline_reader(const ds_pipeline *p, size_t d);
 

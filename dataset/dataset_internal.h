@@ -194,4 +194,27 @@ void ds_build_blending_indices(int16_t *di, int64_t *dsi, uint64_t size, const d
 void ds_build_exhaustive_blending_indices(int16_t *di, int64_t *dsi, const uint64_t *lens, size_t K,
                                           int64_t *count);
 
+/* ---- numpy Generator (gptdata.c), for MockGPTDataset and its test ---- */
+
+/* numpy.random.default_rng(seed)'s bit generator: PCG64 (XSL-RR 128/64),
+   128-bit state and increment as {high, low} words, seeded through
+   SeedSequence(seed) (seed < 2^64).  next32 buffers the high half of a
+   64-bit draw as numpy does.  default_rng(0).integers(1, 4096, 10,
+   dtype=int32) = [3484, 2609, 2094, 1105, 1261, 168, 309, 68, 718, 3331]. */
+typedef struct ds_pcg64 {
+    uint64_t state[2], inc[2];
+    int has32;
+    uint32_t buf32;
+} ds_pcg64;
+
+void ds_pcg64_seed(ds_pcg64 *g, uint64_t seed);
+/* MockGPTLowLevelDataset's hard-coded size, length bound and forced split. */
+#define DS_MOCK_SEQUENCES 100000
+#define DS_MOCK_MAX_LENGTH 4096
+#define DS_MOCK_SPLIT "1,1,1"
+uint64_t ds_pcg64_next64(ds_pcg64 *g);
+uint32_t ds_pcg64_next32(ds_pcg64 *g);
+/* Generator.integers(low, high, size=n, dtype=int32), high exclusive, low < high. */
+void ds_pcg64_integers_i32(ds_pcg64 *g, int32_t *out, size_t n, int32_t low, int32_t high);
+
 #endif /* MDS_DATASET_INTERNAL_H */

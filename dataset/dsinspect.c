@@ -154,7 +154,8 @@ enum opt_id {
     O_TOP, O_EOD, O_THREADS, O_QUIET, O_INPUT, O_OUTPUT_PREFIX, O_CONTEXT,
     O_DATA_PATH, O_SPLIT, O_SEQ_LENGTH, O_SEED, O_TRAIN_SAMPLES, O_TRAIN_ITERS, O_GBS,
     O_EVAL_ITERS, O_EVAL_INTERVAL, O_SKIP_TRAIN, O_VALID_SAMPLES, O_TEST_SAMPLES, O_SHOW,
-    O_SHOW_SPLIT, O_CACHE, O_MEGATRON_VERSION, O_TOKENIZER_IDS
+    O_SHOW_SPLIT, O_CACHE, O_MEGATRON_VERSION, O_TOKENIZER_IDS, O_MOCK_DATA, O_VOCAB_SIZE,
+    O_EOD_MASK_LOSS, O_RESET_POSITION_IDS, O_RESET_ATTENTION_MASK, O_SHOW_MASKS
 };
 
 enum { ARG_NONE, ARG_ONE, ARG_MANY };
@@ -181,6 +182,8 @@ struct args {
     uint64_t seq_length, seed, train_samples, train_iters, gbs, eval_iters, eval_interval;
     uint64_t valid_samples, test_samples, show;
     int have_valid, have_test, have_show, skip_train, megatron_version, tokenizer_ids;
+    int mock, eod_mask_loss, reset_position_ids, reset_attention_mask, show_masks;
+    uint64_t vocab_size;
 };
 
 struct command;
@@ -255,7 +258,14 @@ static const struct opt samples_opts[] = {
     {"skip-train", 0, ARG_NONE, O_SKIP_TRAIN, NULL, "valid samples = eval-iters × batch (Megatron's --skip-train)"},
     {"valid-samples", 0, ARG_ONE, O_VALID_SAMPLES, "N", "override the computed validation sample count"},
     {"test-samples", 0, ARG_ONE, O_TEST_SAMPLES, "N", "override the computed test sample count"},
+    {"mock-data", 0, ARG_NONE, O_MOCK_DATA, NULL, "Megatron's MockGPTDataset instead of --data-path (split forced to 1,1,1)"},
+    {"vocab-size", 0, ARG_ONE, O_VOCAB_SIZE, "N", "mock tokens are (k+1) % N (default 50257, GPT-2's)"},
     {"show", 0, ARG_ONE, O_SHOW, "K", "print sample K (its seq-length+1 token window)"},
+    {"show-masks", 0, ARG_NONE, O_SHOW_MASKS, NULL, "--show prints tokens, labels, loss mask, position ids and attention starts"},
+    {"eod", 0, ARG_ONE, O_EOD, "ID", "end-of-document id for the masks and mock data (default 50256)"},
+    {"eod-mask-loss", 0, ARG_NONE, O_EOD_MASK_LOSS, NULL, "loss mask 0 on input EODs (Megatron's --eod-mask-loss)"},
+    {"reset-position-ids", 0, ARG_NONE, O_RESET_POSITION_IDS, NULL, "position ids restart after each EOD"},
+    {"reset-attention-mask", 0, ARG_NONE, O_RESET_ATTENTION_MASK, NULL, "no attention across an EOD"},
     {"show-split", 0, ARG_ONE, O_SHOW_SPLIT, "train|valid|test", "split of --show (default train)"},
     {"ids", 0, ARG_NONE, O_IDS, NULL, "--show prints token ids (the default)"},
     {"text", 't', ARG_NONE, O_TEXT, NULL, "--show prints GPT-2 text"},
@@ -493,6 +503,12 @@ static void parse_args(const struct command *cmd, int argc, char **argv, struct 
         case O_TEST_SAMPLES: a->test_samples = opt_number(cmd, o, val, 0, INT64_MAX); a->have_test = 1; break;
         case O_SHOW: a->show = opt_number(cmd, o, val, 0, UINT64_MAX); a->have_show = 1; break;
         case O_SHOW_SPLIT: a->show_split = val; break;
+        case O_MOCK_DATA: a->mock = 1; break;
+        case O_VOCAB_SIZE: a->vocab_size = opt_number(cmd, o, val, 1, INT64_MAX); break;
+        case O_SHOW_MASKS: a->show_masks = 1; break;
+        case O_EOD_MASK_LOSS: a->eod_mask_loss = 1; break;
+        case O_RESET_POSITION_IDS: a->reset_position_ids = 1; break;
+        case O_RESET_ATTENTION_MASK: a->reset_attention_mask = 1; break;
         case O_CACHE: a->cache = val; break;
         case O_MEGATRON_VERSION:
             if (strcmp(val, "main") == 0) a->megatron_version = DS_MEGATRON_MAIN;
@@ -1698,10 +1714,54 @@ static int cmd_diff(const struct command *cmd, struct args *a)
 
 static const char *const split_label[3] = {"train", "valid", "test"};
 
+static void print_ids(const char *name, const int64_t *v, uint64_t n)
+{
+    fputs(name, stdout);
+    for (uint64_t k = 0; k < n; k++)
+        printf(" %lld", (sll)v[k]);
+    putchar('\n');
+}
+
+/* GPTDataset.__getitem__'s outputs for sample k, one line each: tokens,
+   labels, loss_mask, position_ids, and for the (L, L) attention mask the
+   first column each row may see (row r sees [start, r]). */
+static void print_masks(const ds_pipeline *p, int split, uint64_t k, uint64_t L)
+{
+    int64_t *tokens = mallocCheck(L * sizeof *tokens), *labels = mallocCheck(L * sizeof *labels);
+    int64_t *pos = mallocCheck(L * sizeof *pos), *start = mallocCheck(L * sizeof *start);
+    float *loss = mallocCheck(L * sizeof *loss);
+    uint8_t *att = mallocCheck(L * L);
+    int rc = ds_pipeline_sample(p, split, k, tokens, labels, loss, pos, att);
+    if (rc != 0)
+        die(1, "cannot read sample %llu: %s", (ull)k, ds_strerror(rc));
+    print_ids("tokens:", tokens, L);
+    print_ids("labels:", labels, L);
+    fputs("loss_mask:", stdout);
+    for (uint64_t i = 0; i < L; i++)
+        printf(" %g", (double)loss[i]);
+    putchar('\n');
+    print_ids("position_ids:", pos, L);
+    for (uint64_t r = 0; r < L; r++) {
+        uint64_t c = 0;
+        while (c < r && att[r * L + c])
+            c++;
+        start[r] = (int64_t)c;
+    }
+    print_ids("attention_start:", start, L);
+    free(tokens);
+    free(labels);
+    free(pos);
+    free(start);
+    free(loss);
+    free(att);
+}
+
 static int cmd_samples(const struct command *cmd, struct args *a)
 {
-    if (a->npos == 0)
-        usage_error(cmd, "'samples' needs --data-path");
+    if (a->npos == 0 && !a->mock)
+        usage_error(cmd, "'samples' needs --data-path or --mock-data");
+    if (a->npos != 0 && a->mock)
+        usage_error(cmd, "'samples' takes --data-path or --mock-data, not both");
     if (!a->seq_length)
         usage_error(cmd, "'samples' needs --seq-length");
     if (!a->train_samples && !a->train_iters)
@@ -1736,6 +1796,13 @@ static int cmd_samples(const struct command *cmd, struct args *a)
     c.megatron_version = a->megatron_version;
     c.tokenizer_ids = a->tokenizer_ids;
     c.cache_dir = a->cache;
+    c.mock = a->mock;
+    if (a->vocab_size)
+        c.vocab_size = (int64_t)a->vocab_size;
+    c.eod = (int64_t)a->eod;
+    c.eod_mask_loss = a->eod_mask_loss;
+    c.reset_position_ids = a->reset_position_ids;
+    c.reset_attention_mask = a->reset_attention_mask;
     c.vocab_file = vocab ? vocab : "gpt2-vocab.json";
     c.merge_file = merges ? merges : "gpt2-merges.txt";
     double t0 = cli_now();
@@ -1752,7 +1819,8 @@ static int cmd_samples(const struct command *cmd, struct args *a)
     size_t nd = ds_pipeline_num_datasets(p);
     if (!(a->have_show && a->quiet)) {
         printf("datasets: %zu%s, seq_length %llu, seed %llu, split \"%s\", megatron %s\n", nd,
-               ds_pipeline_is_blend(p) ? " (blended)" : "", (ull)a->seq_length, (ull)a->seed, c.split,
+               ds_pipeline_is_mock(p) ? " (mock)" : ds_pipeline_is_blend(p) ? " (blended)" : "",
+               (ull)a->seq_length, (ull)a->seed, a->mock ? "1,1,1" : c.split,
                a->megatron_version == DS_MEGATRON_0_8 ? "0.8" : "main");
         for (size_t d = 0; d < nd; d++) {
             const char *path = "?";
@@ -1763,7 +1831,7 @@ static int cmd_samples(const struct command *cmd, struct args *a)
                     break;
                 }
             printf("  [%zu] weight %.17g  %s  (%llu sequences)\n", d, ds_pipeline_weight(p, d), path,
-                   (ull)ds_reader_num_sequences(ds_pipeline_reader(p, d)));
+                   (ull)ds_pipeline_num_sequences(p, d));
         }
         for (int s = 0; s < 3; s++) {
             if (!ds_pipeline_has_split(p, s)) {
@@ -1814,7 +1882,9 @@ static int cmd_samples(const struct command *cmd, struct args *a)
                    "sequence %llu from token %llu\n", (ull)a->show, split_label[show_split], o.dataset,
                    (ull)o.dataset_sample, (ull)o.shuffle_value, (ull)o.doc_first, (ull)o.doc_last,
                    (ull)o.seq_first, (ull)o.offset);
-        if (a->text) {
+        if (a->show_masks) {
+            print_masks(p, show_split, a->show, L);
+        } else if (a->text) {
             bpe *tok = load_vocab(a, 1);
             unsigned char *raw = NULL;
             size_t cap = 0, len = 0;

@@ -6,8 +6,12 @@
  * (GPTDataset.__getitem__).  The algorithms are docs/megatron-data-spec.md
  * §4.4-4.9 and §5; the golden arrays in tests/data/indices pin them.
  *
+ * MockGPTDataset (--mock-data) stands on the same code: its 100000
+ * sequence lengths come from numpy's default_rng(0) (PCG64, SeedSequence,
+ * Lemire bounded integers) and its tokens are computed, not read.
+ *
  * What it deliberately does not do: tokenize, per-split blends
- * (--train-data-path ...), MockGPTDataset, distributed building (one
+ * (--train-data-path ...), distributed building (one
  * process builds, the others would mmap the cache), or the pre-core
  * "indexmap" cache names.  It never prints and never exits.
  */
@@ -26,6 +30,12 @@
 /* ------------------------------------------------------------------------ */
 /* numpy legacy RandomState (spec §5)                                       */
 /* ------------------------------------------------------------------------ */
+
+#if defined(__GNUC__)
+#define PREFETCH_W(addr) __builtin_prefetch(addr, 1)
+#else
+#define PREFETCH_W(addr) ((void)0)
+#endif
 
 #define MT_N 624
 #define MT_M 397
@@ -91,14 +101,35 @@ uint64_t ds_random_interval(ds_random_state *rs, uint64_t max)
     return v;
 }
 
+/*
+ * The swap partners j depend only on the generator and i, never on the
+ * array, so they are drawn SHUFFLE_AHEAD steps before their swap and x[j]
+ * is prefetched: on arrays larger than the cache the random accesses then
+ * overlap instead of stalling one after another.  Same draws, same order,
+ * same permutation.
+ */
+#define SHUFFLE_AHEAD 32
+
 void ds_random_shuffle(ds_random_state *rs, void *x, size_t n, size_t elsize)
 {
     if (n < 2)
         return;
     if (elsize == 4) {
         uint32_t *a = x;
+        size_t ring[SHUFFLE_AHEAD];
+        size_t next = n - 1;           /* the next i to draw a partner for */
+        for (size_t k = 0; k < SHUFFLE_AHEAD && next > 0; k++, next--) {
+            ring[next % SHUFFLE_AHEAD] = (size_t)ds_random_interval(rs, next);
+            PREFETCH_W(&a[ring[next % SHUFFLE_AHEAD]]);
+        }
         for (size_t i = n - 1; i > 0; i--) {
-            size_t j = (size_t)ds_random_interval(rs, i);
+            size_t j = ring[i % SHUFFLE_AHEAD];
+            if (next > 0) {
+                size_t jj = (size_t)ds_random_interval(rs, next);
+                ring[next % SHUFFLE_AHEAD] = jj;
+                PREFETCH_W(&a[jj]);
+                next--;
+            }
             uint32_t t = a[i];
             a[i] = a[j];
             a[j] = t;
@@ -111,6 +142,161 @@ void ds_random_shuffle(ds_random_state *rs, void *x, size_t n, size_t elsize)
             a[i] = a[j];
             a[j] = t;
         }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* numpy Generator: default_rng(seed) = PCG64 seeded through SeedSequence   */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Only what MockGPTDataset needs: numpy.random.default_rng(seed).integers(
+ * low, high, dtype=int32).  SeedSequence turns the seed's 32-bit words into
+ * a pool of four words (hashmix/mix), and generate_state(4, uint64) gives
+ * PCG64's 128-bit initial state and stream.  The 128-bit arithmetic is done
+ * on pairs of 64-bit words so that no compiler extension is needed.
+ */
+#define SS_INIT_A 0x43b0d7e5u
+#define SS_MULT_A 0x931e8875u
+#define SS_INIT_B 0x8b51f9ddu
+#define SS_MULT_B 0x58f38dedu
+#define SS_MIX_MULT_L 0xca01f9ddu
+#define SS_MIX_MULT_R 0x4973f715u
+#define SS_POOL 4
+
+static uint32_t ss_hashmix(uint32_t value, uint32_t *hash_const)
+{
+    value ^= *hash_const;
+    *hash_const *= SS_MULT_A;
+    value *= *hash_const;
+    value ^= value >> 16;
+    return value;
+}
+
+static uint32_t ss_mix(uint32_t x, uint32_t y)
+{
+    uint32_t r = SS_MIX_MULT_L * x - SS_MIX_MULT_R * y;
+    r ^= r >> 16;
+    return r;
+}
+
+/* (hi, lo) = a × b */
+static void mul_64x64(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo)
+{
+    uint64_t a0 = a & 0xffffffffu, a1 = a >> 32, b0 = b & 0xffffffffu, b1 = b >> 32;
+    uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+    uint64_t mid = (p00 >> 32) + (p01 & 0xffffffffu) + (p10 & 0xffffffffu);
+    *lo = (mid << 32) | (p00 & 0xffffffffu);
+    *hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+}
+
+/* state = state × PCG_DEFAULT_MULTIPLIER_128 + inc (mod 2^128) */
+static void pcg64_step(ds_pcg64 *g)
+{
+    const uint64_t mhi = 2549297995355413924ull, mlo = 4865540595714422341ull;
+    uint64_t hi, lo;
+    mul_64x64(g->state[1], mlo, &hi, &lo);
+    hi += g->state[0] * mlo + g->state[1] * mhi;
+    uint64_t lo2 = lo + g->inc[1];
+    hi += g->inc[0] + (lo2 < lo);
+    g->state[0] = hi;
+    g->state[1] = lo2;
+}
+
+static void pcg64_add(uint64_t a[2], const uint64_t b[2])
+{
+    uint64_t lo = a[1] + b[1];
+    a[0] += b[0] + (lo < a[1]);
+    a[1] = lo;
+}
+
+void ds_pcg64_seed(ds_pcg64 *g, uint64_t seed)
+{
+    /* SeedSequence(seed): entropy = the seed's 32-bit words, low first
+       ([0] for 0), zero-padded to the pool size, then mix_entropy */
+    uint32_t entropy[SS_POOL] = {(uint32_t)seed, (uint32_t)(seed >> 32), 0, 0};
+    uint32_t pool[SS_POOL], hc = SS_INIT_A;
+    for (int i = 0; i < SS_POOL; i++)
+        pool[i] = ss_hashmix(entropy[i], &hc);
+    for (int s = 0; s < SS_POOL; s++)
+        for (int d = 0; d < SS_POOL; d++)
+            if (s != d)
+                pool[d] = ss_mix(pool[d], ss_hashmix(pool[s], &hc));
+    /* generate_state(4, uint64): eight words, paired little-endian */
+    uint32_t w[8];
+    hc = SS_INIT_B;
+    for (int i = 0; i < 8; i++) {
+        uint32_t v = pool[i % SS_POOL];
+        v ^= hc;
+        hc *= SS_MULT_B;
+        v *= hc;
+        v ^= v >> 16;
+        w[i] = v;
+    }
+    uint64_t v[4];
+    for (int i = 0; i < 4; i++)
+        v[i] = (uint64_t)w[2 * i] | (uint64_t)w[2 * i + 1] << 32;
+    /* pcg64_set_seed: initstate = (v0 << 64) | v1, initseq = (v2 << 64) |
+       v3; pcg_setseq_128_srandom_r */
+    g->state[0] = g->state[1] = 0;
+    g->inc[0] = v[2] << 1 | v[3] >> 63;
+    g->inc[1] = v[3] << 1 | 1u;
+    pcg64_step(g);
+    uint64_t init[2] = {v[0], v[1]};
+    pcg64_add(g->state, init);
+    pcg64_step(g);
+    g->has32 = 0;
+    g->buf32 = 0;
+}
+
+/* XSL-RR 128/64: step, then output from the new state. */
+uint64_t ds_pcg64_next64(ds_pcg64 *g)
+{
+    pcg64_step(g);
+    uint64_t x = g->state[0] ^ g->state[1];
+    unsigned rot = (unsigned)(g->state[0] >> 58);
+    return (x >> rot) | (x << ((64 - rot) & 63));
+}
+
+/* numpy's pcg64_next32: the low half of a 64-bit draw, then its high half. */
+uint32_t ds_pcg64_next32(ds_pcg64 *g)
+{
+    if (g->has32) {
+        g->has32 = 0;
+        return g->buf32;
+    }
+    uint64_t x = ds_pcg64_next64(g);
+    g->has32 = 1;
+    g->buf32 = (uint32_t)(x >> 32);
+    return (uint32_t)x;
+}
+
+/* Generator.integers(low, high, n, dtype=int32): random_bounded_uint32_fill
+   with off = low, rng = high - 1 - low, Lemire's multiply-and-reject on
+   32-bit draws (buffered_bounded_lemire_uint32). */
+void ds_pcg64_integers_i32(ds_pcg64 *g, int32_t *out, size_t n, int32_t low, int32_t high)
+{
+    uint32_t rng = (uint32_t)((int64_t)high - 1 - low), off = (uint32_t)low;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v;
+        if (rng == 0) {
+            v = 0;
+        } else if (rng == 0xffffffffu) {
+            v = ds_pcg64_next32(g);
+        } else {
+            uint32_t excl = rng + 1;
+            uint64_t m = (uint64_t)ds_pcg64_next32(g) * excl;
+            uint32_t left = (uint32_t)m;
+            if (left < excl) {
+                uint32_t threshold = (0xffffffffu - rng) % excl;
+                while (left < threshold) {
+                    m = (uint64_t)ds_pcg64_next32(g) * excl;
+                    left = (uint32_t)m;
+                }
+            }
+            v = (uint32_t)(m >> 32);
+        }
+        out[i] = (int32_t)(off + v);
     }
 }
 
@@ -476,6 +662,7 @@ typedef struct blend_ds {
 
 struct ds_pipeline {
     ds_gpt_config cfg;              /* scalars only: the strings are not kept */
+    int32_t *mock_lengths;          /* (DS_MOCK_SEQUENCES) with cfg.mock, else NULL */
     char *split_str;
     char *vocab_file, *merge_file;
     size_t nd;
@@ -506,6 +693,7 @@ void ds_gpt_config_init(ds_gpt_config *cfg)
     cfg->merge_file = "gpt2-merges.txt";
     cfg->eod = 50256;
     cfg->pad = -1;
+    cfg->vocab_size = 50257;
 }
 
 static void arr_release(arr *a)
@@ -550,6 +738,7 @@ void ds_pipeline_close(ds_pipeline *p)
             free(p->paths[d]);
     }
     free(p->readers);
+    free(p->mock_lengths);
     free(p->paths);
     free(p->weights);
     free(p->gpt);
@@ -601,16 +790,36 @@ static void describe_tokenizer(sbuf *b, const ds_pipeline *p, int lvl)
     sb_printf(b, "}");
 }
 
+/* The low-level dataset under prefix d: an MMIDIDX reader, or the mock. */
+static uint64_t src_num_sequences(const ds_pipeline *p, size_t d)
+{
+    return p->mock_lengths ? DS_MOCK_SEQUENCES : ds_reader_num_sequences(p->readers[d]);
+}
+
+static uint64_t src_seq_length(const ds_pipeline *p, size_t d, uint64_t i)
+{
+    return p->mock_lengths ? (uint64_t)p->mock_lengths[i] : ds_reader_seq_length(p->readers[d], i);
+}
+
+/* type(self).__name__: the class identifier and the cache file infix. */
+static const char *gpt_class(const ds_pipeline *p)
+{
+    return p->mock_lengths ? "MockGPTDataset" : "GPTDataset";
+}
+
 /* GPTDataset.unique_identifiers as json.dumps(indent=4) writes them, the
    object's "{" at the current position and its keys at level lvl + 1. */
 static void describe_gpt(sbuf *b, const ds_pipeline *p, const gpt_ds *g, int lvl)
 {
     sb_printf(b, "{");
     sb_indent(b, lvl + 1);
-    sb_printf(b, "\"class\": \"GPTDataset\",");
+    sb_printf(b, "\"class\": \"%s\",", gpt_class(p));
     sb_indent(b, lvl + 1);
     sb_printf(b, "\"dataset_path\": ");
-    sb_json_string(b, p->paths[g->prefix]);
+    if (p->mock_lengths)
+        sb_printf(b, "null");
+    else
+        sb_json_string(b, p->paths[g->prefix]);
     sb_printf(b, ",");
     sb_indent(b, lvl + 1);
     if (g->num_samples == DS_NUM_SAMPLES_NONE)
@@ -861,50 +1070,65 @@ static int gpt_cache_consistent(const gpt_ds *g)
            h->n == s->n - 1;
 }
 
+#if defined(__GNUC__)
+#define PREFETCH(addr) __builtin_prefetch(addr)
+#else
+#define PREFETCH(addr) ((void)0)
+#endif
+
 /* The sample index (spec §4.6 step 6, Megatron's helpers.cpp
    build_sample_idx): row s is (position in doc, token offset) where sample s
-   starts; samples are L + E1 tokens long and overlap by E1. */
-static void build_sample_index(int64_t *out, uint64_t M, const int32_t *doc, uint64_t ndoc,
-                               const int32_t *sizes, int64_t L, int64_t E1)
-{
-    uint64_t d = 0;
-    int64_t off = 0;
-    out[0] = 0;
-    out[1] = 0;
-    for (uint64_t s = 1; s <= M; s++) {
-        int64_t need = L + E1;
-        while (need != 0) {
-            int64_t len = (int64_t)sizes[doc[d]] - off;
-            need -= len;
-            if (need <= 0) {
-                off += need + len - E1;
-                need = 0;
-            } else if (d == ndoc - 1) {
-                off = (int64_t)sizes[doc[d]] - E1;
-                break;
-            } else {
-                d++;
-                off = 0;
-            }
-        }
-        out[2 * s] = (int64_t)d;
-        out[2 * s + 1] = off;
+   starts; samples are L + E1 tokens long and overlap by E1.  Written
+   directly in the output type (int32 when every value fits, as main does);
+   the lengths of documents a little ahead are prefetched, since doc is a
+   permutation and sizes[doc[d]] would otherwise miss the cache each time. */
+#define DEFINE_BUILD_SAMPLE_INDEX(NAME, T)                                              \
+    static void NAME(T *out, uint64_t M, const int32_t *doc, uint64_t ndoc,             \
+                     const int32_t *sizes, int64_t L, int64_t E1)                       \
+    {                                                                                   \
+        uint64_t d = 0;                                                                 \
+        int64_t off = 0;                                                                \
+        out[0] = 0;                                                                     \
+        out[1] = 0;                                                                     \
+        for (uint64_t k = 0; k < 16 && k < ndoc; k++)                                   \
+            PREFETCH(&sizes[doc[k]]);                                                   \
+        for (uint64_t s = 1; s <= M; s++) {                                             \
+            int64_t need = L + E1;                                                      \
+            while (need != 0) {                                                         \
+                int64_t len = (int64_t)sizes[doc[d]] - off;                             \
+                need -= len;                                                            \
+                if (need <= 0) {                                                        \
+                    off += need + len - E1;                                             \
+                    need = 0;                                                           \
+                } else if (d == ndoc - 1) {                                             \
+                    off = (int64_t)sizes[doc[d]] - E1;                                  \
+                    break;                                                              \
+                } else {                                                                \
+                    d++;                                                                \
+                    off = 0;                                                            \
+                    if (d + 16 < ndoc)                                                  \
+                        PREFETCH(&sizes[doc[d + 16]]);                                  \
+                }                                                                       \
+            }                                                                           \
+            out[2 * s] = (T)d;                                                          \
+            out[2 * s + 1] = (T)off;                                                    \
+        }                                                                               \
     }
-}
+DEFINE_BUILD_SAMPLE_INDEX(build_sample_index32, int32_t)
+DEFINE_BUILD_SAMPLE_INDEX(build_sample_index64, int64_t)
 
 static int load_sizes(ds_pipeline *p, size_t prefix, int32_t **sizes, int64_t *max_size)
 {
     char *errbuf = p->err;
     if (sizes[prefix])
         return 0;
-    const ds_reader *r = p->readers[prefix];
-    uint64_t n = ds_reader_num_sequences(r);
+    uint64_t n = src_num_sequences(p, prefix);
     int32_t *s = malloc((n ? n : 1) * sizeof *s);
     RETURN_ERROR_IF(!s, DS_ERR_NOMEM, "out of memory for the %llu sequence lengths of '%s'",
                     (unsigned long long)n, p->paths[prefix]);
     int64_t mx = 0;
     for (uint64_t i = 0; i < n; i++) {
-        s[i] = (int32_t)ds_reader_seq_length(r, i);
+        s[i] = (int32_t)src_seq_length(p, prefix, i);
         if (s[i] > mx)
             mx = s[i];
     }
@@ -916,20 +1140,19 @@ static int load_sizes(ds_pipeline *p, size_t prefix, int32_t **sizes, int64_t *m
 static int build_gpt(ds_pipeline *p, gpt_ds *g, int32_t **sizes, int64_t *max_size)
 {
     char *errbuf = p->err;
-    const ds_reader *r = p->readers[g->prefix];
     const char *path = p->paths[g->prefix];
     const char *sname = split_names[g->split];
     uint64_t nseq = g->seq_end - g->seq_begin;
     int64_t L = (int64_t)p->cfg.seq_length, E1 = p->cfg.add_extra_token ? 1 : 0;
     uint64_t T = 0;
     for (uint64_t i = g->seq_begin; i < g->seq_end; i++)
-        T += ds_reader_seq_length(r, i);
+        T += src_seq_length(p, g->prefix, i);
     g->tokens = T;
     RETURN_ERROR_IF(T == 0, DS_ERR_EMPTY,
                     "the %s split of '%s' holds no tokens (sequences [%llu, %llu) of %llu) but a "
                     "dataset is built on it; Megatron would loop forever here: change --split",
                     sname, path, (unsigned long long)g->seq_begin, (unsigned long long)g->seq_end,
-                    (unsigned long long)ds_reader_num_sequences(r));
+                    (unsigned long long)src_num_sequences(p, g->prefix));
     RETURN_ERROR_IF(T > (uint64_t)INT64_MAX / 2, DS_ERR_RANGE, "'%s' holds too many tokens", path);
 
     /* Epochs: the smallest e >= 1 with e·T >= num_samples·L + E1, which is
@@ -965,7 +1188,7 @@ static int build_gpt(ds_pipeline *p, gpt_ds *g, int32_t **sizes, int64_t *max_si
 
     if (p->cfg.cache_dir) {
         arr arrs[3] = {{0}};
-        int hit = cache_load(p, g->description, g->md5, "GPTDataset", g->split, gpt_names, arrs, 3);
+        int hit = cache_load(p, g->description, g->md5, gpt_class(p), g->split, gpt_names, arrs, 3);
         RETURN_ERROR_IF(hit < 0, hit, "out of memory");
         if (hit) {
             g->doc = arrs[0];
@@ -1008,25 +1231,21 @@ static int build_gpt(ds_pipeline *p, gpt_ds *g, int32_t **sizes, int64_t *max_si
     int drop_last = g->split != DS_SPLIT_VALID || p->cfg.drop_last_partial_validation;
     int64_t tot = (int64_t)(e * T) - E1;
     uint64_t M = drop_last ? (uint64_t)(tot / L) : (uint64_t)(int64_t)ceilf((float)tot / (float)L);
-    int64_t *si = malloc((M + 1) * 2 * sizeof *si);
+    /* every value is below max(len(doc), max(sizes)) */
+    int narrow = p->cfg.megatron_version == DS_MEGATRON_MAIN &&
+                 (ndoc > (uint64_t)max_size[g->prefix] ? ndoc : (uint64_t)max_size[g->prefix]) <=
+                     (uint64_t)INT32_MAX;
+    void *si = malloc((M + 1) * 2 * (narrow ? 4 : 8));
     if (!si) {
         free(rs);
         RETURN_ERROR(DS_ERR_NOMEM, "out of memory for a sample index of %llu rows",
                      (unsigned long long)(M + 1));
     }
-    build_sample_index(si, M, doc, ndoc, sizes[g->prefix], L, E1);
-    int narrow = p->cfg.megatron_version == DS_MEGATRON_MAIN &&
-                 (ndoc > (uint64_t)max_size[g->prefix] ? ndoc : (uint64_t)max_size[g->prefix]) <=
-                     (uint64_t)INT32_MAX;
-    if (narrow) {
-        int32_t *s32 = (int32_t *)si;
-        for (uint64_t k = 0; k < 2 * (M + 1); k++)
-            s32[k] = (int32_t)si[k];
-        void *shrunk = realloc(si, (M + 1) * 2 * sizeof *s32);
-        arr_own(&g->sample, shrunk ? shrunk : si, M + 1, 2, "<i4");
-    } else {
-        arr_own(&g->sample, si, M + 1, 2, "<i8");
-    }
+    if (narrow)
+        build_sample_index32(si, M, doc, ndoc, sizes[g->prefix], L, E1);
+    else
+        build_sample_index64(si, M, doc, ndoc, sizes[g->prefix], L, E1);
+    arr_own(&g->sample, si, M + 1, 2, narrow ? "<i4" : "<i8");
 
     int wide = M >= 0xffffffffu - 1;
     void *sh = malloc((M ? M : 1) * (wide ? 8 : 4));
@@ -1049,7 +1268,7 @@ static int build_gpt(ds_pipeline *p, gpt_ds *g, int32_t **sizes, int64_t *max_si
 
     if (p->cfg.cache_dir) {
         arr arrs[3] = {g->doc, g->sample, g->shuffle};
-        FORWARD_IF_ERROR(cache_store(p, g->description, g->md5, "GPTDataset", g->split, gpt_names, arrs, 3));
+        FORWARD_IF_ERROR(cache_store(p, g->description, g->md5, gpt_class(p), g->split, gpt_names, arrs, 3));
     }
     return 0;
 }
@@ -1255,6 +1474,28 @@ static int parse_data_path(ds_pipeline *p, const ds_gpt_config *cfg)
     return 0;
 }
 
+/* MockGPTLowLevelDataset: one unweighted "prefix" whose sequence lengths
+   are default_rng(0).integers(1, 4096, 100000, dtype=int32); the data path
+   is ignored (Megatron's is None). */
+static int mock_open(ds_pipeline *p)
+{
+    char *errbuf = p->err;
+    p->nd = 1;
+    p->paths = calloc(1, sizeof *p->paths);
+    p->readers = calloc(1, sizeof *p->readers);
+    p->weights = calloc(1, sizeof *p->weights);
+    p->mock_lengths = malloc(DS_MOCK_SEQUENCES * sizeof *p->mock_lengths);
+    RETURN_ERROR_IF(!p->paths || !p->readers || !p->weights || !p->mock_lengths, DS_ERR_NOMEM,
+                    "out of memory");
+    p->paths[0] = xstrdup0("(mock data)");
+    RETURN_ERROR_IF(!p->paths[0], DS_ERR_NOMEM, "out of memory");
+    p->weights[0] = 1.0;
+    ds_pcg64 g;
+    ds_pcg64_seed(&g, 0);
+    ds_pcg64_integers_i32(&g, p->mock_lengths, DS_MOCK_SEQUENCES, 1, DS_MOCK_MAX_LENGTH);
+    return 0;
+}
+
 int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
 {
     if (!out)
@@ -1272,18 +1513,22 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
     RETURN_ERROR_IF(cfg->seq_length < 2 || cfg->seq_length > INT32_MAX / 2, DS_ERR_ARG,
                     "sequence length %llu is out of range [2, %d]", (unsigned long long)cfg->seq_length,
                     INT32_MAX / 2);
-    RETURN_ERROR_IF(!cfg->split, DS_ERR_ARG, "no split given");
-    p->split_str = xstrdup0(cfg->split);
+    /* MockGPTDataset forces the split */
+    const char *split = cfg->mock ? DS_MOCK_SPLIT : cfg->split;
+    RETURN_ERROR_IF(!split, DS_ERR_ARG, "no split given");
+    RETURN_ERROR_IF(cfg->mock && cfg->vocab_size <= 0, DS_ERR_ARG,
+                    "mock data needs a positive vocabulary size, not %lld", (long long)cfg->vocab_size);
+    p->split_str = xstrdup0(split);
     p->vocab_file = xstrdup0(cfg->vocab_file ? cfg->vocab_file : "");
     p->merge_file = xstrdup0(cfg->merge_file ? cfg->merge_file : "");
     char *cache_dir = cfg->cache_dir ? xstrdup0(cfg->cache_dir) : NULL;
     RETURN_ERROR_IF(!p->split_str || !p->vocab_file || !p->merge_file || (cfg->cache_dir && !cache_dir),
                     DS_ERR_NOMEM, "out of memory");
-    int rc = split_matrix(cfg->split, p->bookends, p->present);
+    int rc = split_matrix(split, p->bookends, p->present);
     if (rc < 0) {
         free(cache_dir);
         RETURN_ERROR(rc, "bad split '%s': expected up to three non-negative numbers, not all zero",
-                     cfg->split);
+                     split);
     }
     /* cache_dir is owned through cfg.cache_dir from here on (freed below). */
     p->cfg.cache_dir = cache_dir;
@@ -1292,10 +1537,10 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
     uint64_t *lens = NULL;
     double *w = NULL;
 
-    rc = parse_data_path(p, cfg);
+    rc = cfg->mock ? mock_open(p) : parse_data_path(p, cfg);
     if (rc < 0)
         goto cleanup;
-    for (size_t d = 0; d < p->nd; d++) {
+    for (size_t d = 0; d < p->nd && !p->mock_lengths; d++) {
         ds_reader *r = NULL;
         rc = ds_reader_open(p->paths[d], &r);
         if (rc < 0) {
@@ -1331,7 +1576,7 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
 
     /* Mid-level GPTDatasets, prefix by prefix as the builder goes. */
     for (size_t d = 0; d < p->nd; d++) {
-        uint64_t N = ds_reader_num_sequences(p->readers[d]);
+        uint64_t N = src_num_sequences(p, d);
         for (int s = 0; s < 3; s++) {
             gpt_ds *g = &p->gpt[(size_t)s * p->nd + d];
             g->prefix = d;
@@ -1458,6 +1703,13 @@ uint64_t ds_pipeline_length(const ds_pipeline *p, int split)
     return ds_pipeline_has_split(p, split) ? p->length[split] : 0;
 }
 
+uint64_t ds_pipeline_num_sequences(const ds_pipeline *p, size_t d)
+{
+    return p && d < p->nd && p->gpt ? src_num_sequences(p, d) : 0;
+}
+
+int ds_pipeline_is_mock(const ds_pipeline *p) { return p && p->mock_lengths; }
+
 const ds_reader *ds_pipeline_reader(const ds_pipeline *p, size_t d)
 {
     return p && d < p->nd && p->readers ? p->readers[d] : NULL;
@@ -1563,6 +1815,7 @@ int ds_pipeline_text(const ds_pipeline *p, int split, uint64_t k, int64_t *text,
     }
     const gpt_ds *g = &p->gpt[(size_t)split * p->nd + d];
     const ds_reader *r = p->readers[d];
+    const int32_t *mock = p->mock_lengths;
     if (kk >= g->shuffle.view.n)
         return DS_ERR_CORRUPT;
     int64_t j = arr_get(&g->shuffle.view, kk, 0);
@@ -1570,7 +1823,7 @@ int ds_pipeline_text(const ds_pipeline *p, int split, uint64_t k, int64_t *text,
         return DS_ERR_CORRUPT;
     int64_t d0 = arr_get(&g->sample.view, (uint64_t)j, 0), o0 = arr_get(&g->sample.view, (uint64_t)j, 1);
     int64_t d1 = arr_get(&g->sample.view, (uint64_t)j + 1, 0), o1 = arr_get(&g->sample.view, (uint64_t)j + 1, 1);
-    uint64_t ndoc = g->doc.view.n, N = ds_reader_num_sequences(r);
+    uint64_t ndoc = g->doc.view.n, N = src_num_sequences(p, d);
     if (d0 < 0 || d1 < d0 || (uint64_t)d1 >= ndoc || o0 < 0 || o1 < 0)
         return DS_ERR_CORRUPT;
     uint64_t E1 = p->cfg.add_extra_token ? 1 : 0, want = p->cfg.seq_length + E1, n = 0;
@@ -1578,11 +1831,18 @@ int ds_pipeline_text(const ds_pipeline *p, int split, uint64_t k, int64_t *text,
         int64_t seq = arr_get(&g->doc.view, (uint64_t)pos, 0);
         if (seq < 0 || (uint64_t)seq >= N)
             return DS_ERR_CORRUPT;
-        uint64_t len = ds_reader_seq_length(r, (uint64_t)seq);
+        uint64_t len = src_seq_length(p, d, (uint64_t)seq);
         uint64_t from = pos == d0 ? (uint64_t)o0 : 0;
         uint64_t to = pos == d1 ? (uint64_t)o1 + E1 : len;
         if (to > len || from > to)
             return DS_ERR_CORRUPT;
+        if (mock) {
+            /* MockGPTLowLevelDataset.__getitem__: (k + 1) % vocab_size for
+               k < len - 1, then the EOD */
+            for (uint64_t t = from; t < to && n < want; t++)
+                text[n++] = t + 1 < len ? (int64_t)((t + 1) % (uint64_t)p->cfg.vocab_size) : p->cfg.eod;
+            continue;
+        }
         int rc = append_tokens(r, (uint64_t)seq, from, to - from, text, &n, want);
         if (rc < 0)
             return rc;

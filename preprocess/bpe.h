@@ -143,6 +143,26 @@ static inline size_t bpe_encode_bound(size_t n) { return n; }
  */
 size_t bpe_encode_piece(const bpe *b, bpe_cache *c, const unsigned char *piece, size_t n, uint32_t *out);
 
+/* Methods for bpe_encode_piece_with(). */
+enum bpe_method {
+    BPE_METHOD_LITERAL = 1, /* encoder.py's own loop on the whole piece: O(n^2), exact for any merges */
+    BPE_METHOD_MERGE = 2,   /* leftmost lowest rank, one merge at a time (array scan, or heap past
+                               64 bytes) on the whole piece; needs BPE_FLAG_TRAINED_ORDER */
+    BPE_METHOD_SPLIT = 3    /* what bpe_encode_piece() runs after its shortcut and cache: the piece
+                               is cut where no merge can cross, parts that are tokens are looked up,
+                               the rest merged (by MERGE, or LITERAL without trained order) */
+};
+
+/*
+ * bpe_encode_piece_with() - encode one piece with a chosen method, for tests
+ * and benchmarks: no whole-piece shortcut, no cache, scratch memory from
+ * malloc.  All methods give the same ids where they apply.
+ * @return the number of ids written to out (capacity >= bpe_encode_bound(n)),
+ *   or 0 if n == 0, an argument is NULL, the method is unknown or does not
+ *   apply to b, or memory for it cannot be allocated.  Thread safe.
+ */
+size_t bpe_encode_piece_with(const bpe *b, int method, const unsigned char *piece, size_t n, uint32_t *out);
+
 /* Bytes needed to decode nids ids: nids * bpe_max_token_len() (SIZE_MAX on overflow). */
 size_t bpe_decode_bound(const bpe *b, size_t nids);
 

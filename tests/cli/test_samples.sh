@@ -4,7 +4,9 @@
 # their sha256 sums are in tests/data/indices/B*/meta.json), in both the
 # v0.8.0 and the main flavour, checked through the .npy cache files it
 # writes under Megatron's names; cache reuse; a sample shown as ids; the
-# empty-split guard (Megatron loops forever there); usage errors.
+# empty-split guard (Megatron loops forever there); usage errors;
+# --mock-data against numpy-made reference values; --show-masks with the
+# EOD mask/reset flags.
 #
 # The dev .bin is not in tests/data: a sparse file of Σ lengths × 2 bytes
 # stands next to a link to the .idx (building indices reads only the .idx).
@@ -80,4 +82,54 @@ run_expect bad-version 2 "needs 'main' or '0.8'" $I samples --data-path golden/t
     --seq-length 8 --train-samples 10 --megatron-version 0.9
 run_expect show-range 1 "out of range" $I samples --data-path golden/tiny_text_document --seq-length 64 \
     --split 1 --train-samples 10 --show 100000
+# --mock-data (MockGPTDataset) against tests/data/mock/reference.txt, made
+# with numpy by tests/data/mock/make_reference.py: the cache arrays
+# byte for byte, the description md5 and the first samples
+REF=$ROOT/tests/data/mock/reference.txt
+MV="--vocab-file gpt2-vocab.json --merge-file gpt2-merges.txt"
+# check_mock NAME SPLIT DIR: the three .npy of SPLIT in DIR against REF
+check_mock() {
+    md5=$(awk -v n="$1" '$1 == n && $2 == "md5" {print $3}' "$REF")
+    for a in document_index sample_index shuffle_index; do
+        want=$(awk -v n="$1" -v a="$a" '$1 == n && $2 == a {print $3}' "$REF")
+        got=$(sha256sum "$3/$md5-MockGPTDataset-$2-$a.npy" 2>/dev/null | cut -d' ' -f1)
+        [ -n "$want" ] && [ "$got" = "$want" ] || { echo "    $1 $a: '$got' != '$want'" >&2; return 1; }
+    done
+}
+$I samples --mock-data --seq-length 1024 --train-samples 100000 --valid-samples 0 --test-samples 0 \
+    --split 98,2,0 $MV --cache c-mock >out 2>err
+check mock-runs [ $? -eq 0 ]
+check mock-plan grep -q '^datasets: 1 (mock), seq_length 1024, seed 1234, split "1,1,1"' out
+check mock-split grep -q '^  \[0\] sequences \[0, 33333)  tokens/epoch 68190290  num_samples 100000  epochs 2 (separate final epoch)  length 133184  f59ed1e83dcad0333e34be4cd0f6c267' out
+check mock-t1024-arrays check_mock t1024 train c-mock
+$I samples --mock-data --seq-length 512 --seed 7 --train-samples 10 --valid-samples 1000 --test-samples 0 \
+    $MV --cache c-mock >out 2>err
+check mock-v512-arrays check_mock v512 valid c-mock
+$I samples --mock-data --seq-length 1024 --train-samples 100000 --valid-samples 0 --test-samples 0 \
+    $MV --cache c-mock >out 2>err
+check mock-cached [ "$(grep -c ' cached$' out)" -eq 3 ]
+mock_ok=1
+for k in 0 1 2 3 4; do
+    got=$($I samples --mock-data --seq-length 1024 --train-samples 100000 --valid-samples 0 --test-samples 0 \
+        --show $k -q | awk '{s = 0; for (i = 1; i <= NF; i++) s += $i; print "sum", s, "first", $1, $2, $3, $4, $5, $6}')
+    grep -q "^t1024 sample $k $got\$" "$REF" || { echo "    mock sample $k: $got" >&2; mock_ok=0; }
+done
+check mock-samples [ $mock_ok -eq 1 ]
+run_expect mock-and-path 2 "not both" $I samples --mock-data --data-path golden/tiny_text_document \
+    --seq-length 8 --train-samples 10
+
+# --show-masks with Megatron's --eod-mask-loss / --reset-position-ids /
+# --reset-attention-mask: tiny's train sample 3 (L=32) has an EOD at input 3
+S="--data-path golden/tiny_text_document --seq-length 32 --split 1 --train-samples 20 --show 3 -q --show-masks"
+$I samples $S >out 2>err
+check masks-plain grep -qx 'loss_mask: 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1' out
+check masks-plain-pos grep -qx 'position_ids: 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31' out
+check masks-tokens grep -q '^tokens: 262 2393 13 50256 2215 ' out
+check masks-labels grep -q '^labels: 2393 13 50256 2215 .* 3712 198$' out
+$I samples $S --eod-mask-loss --reset-position-ids --reset-attention-mask >out 2>err
+check masks-eod-loss grep -qx 'loss_mask: 1 1 1 0 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1' out
+check masks-reset-pos grep -qx 'position_ids: 0 1 2 3 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27' out
+check masks-reset-att grep -qx 'attention_start: 0 0 0 0 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4' out
+$I samples $S --reset-position-ids >out 2>err
+check masks-only-pos grep -qx 'attention_start: 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0' out
 finish

@@ -6,7 +6,8 @@
  * configs A, C, D in both v0.8.0 and main flavours) reproduced element for
  * element, plus the cache (Megatron's names, mmap reuse, rebuild on a
  * mismatching description) and property tests (coverage, split boundaries,
- * blend ratios).
+ * blend ratios), and MockGPTDataset: numpy's PCG64/SeedSequence/Lemire
+ * integers, and the mock pipeline against tests/data/mock/reference.txt.
  *
  * Run from the repository root.  The dev dataset's .bin is not in
  * tests/data: a sparse file of the right size stands in for it (building
@@ -741,6 +742,157 @@ static void test_coverage(void)
     }
 }
 
+/* ---- MockGPTDataset (--mock-data) ---- */
+
+static void test_pcg64(void)
+{
+    /* numpy 1.24: default_rng(0).bit_generator.state and random_raw(3) */
+    ds_pcg64 g;
+    ds_pcg64_seed(&g, 0);
+    CHECK(g.state[0] == 0x1aa1b5345996452dull && g.state[1] == 0x09585eb7a69561e3ull);
+    CHECK(g.inc[0] == 0x418ddadb3af71a82ull && g.inc[1] == 0x588133bc447873a9ull);
+    CHECK(ds_pcg64_next64(&g) == 11749869230777074271ull);
+    CHECK(ds_pcg64_next64(&g) == 4976686463289251617ull);
+    CHECK(ds_pcg64_next64(&g) == 755828109848996024ull);
+    /* next32 halves a 64-bit draw, low half first */
+    ds_pcg64_seed(&g, 0);
+    CHECK(ds_pcg64_next32(&g) == (uint32_t)11749869230777074271ull);
+    CHECK(ds_pcg64_next32(&g) == (uint32_t)(11749869230777074271ull >> 32));
+    /* spec §4.10: default_rng(0).integers(1, 4096, 100000, dtype=int32) */
+    int32_t *len = malloc(DS_MOCK_SEQUENCES * sizeof *len);
+    CHECK(len != NULL);
+    if (!len)
+        return;
+    ds_pcg64_seed(&g, 0);
+    ds_pcg64_integers_i32(&g, len, DS_MOCK_SEQUENCES, 1, DS_MOCK_MAX_LENGTH);
+    static const int32_t first[10] = {3484, 2609, 2094, 1105, 1261, 168, 309, 68, 718, 3331};
+    CHECK(memcmp(len, first, sizeof first) == 0);
+    int64_t sum = 0;
+    int32_t lo = INT32_MAX, hi = 0;
+    for (size_t i = 0; i < DS_MOCK_SEQUENCES; i++) {
+        sum += len[i];
+        lo = len[i] < lo ? len[i] : lo;
+        hi = len[i] > hi ? len[i] : hi;
+    }
+    CHECK(sum == 204637097);
+    CHECK(lo == 1 && hi == 4095);
+    free(len);
+}
+
+static ds_pipeline *open_mock(uint64_t L, uint32_t seed, int64_t train, int64_t valid, int64_t vocab)
+{
+    ds_gpt_config c;
+    ds_gpt_config_init(&c);
+    c.mock = 1;
+    c.split = "98,2,0";            /* ignored: mock data forces 1,1,1 */
+    c.seq_length = L;
+    c.seed = seed;
+    c.num_samples[0] = train;
+    c.num_samples[1] = valid;
+    c.num_samples[2] = 0;
+    if (vocab)
+        c.vocab_size = vocab;
+    ds_pipeline *p = NULL;
+    if (ds_pipeline_open(&c, &p) != 0) {
+        fprintf(stderr, "ds_pipeline_open: %s\n", ds_pipeline_error(p));
+        ds_pipeline_close(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Every window must read 1, 2, 3, ... along a sequence, EOD at its end and
+   1 again after it (or 0 again, modulo the vocabulary). */
+static int mock_window_ok(const int64_t *t, uint64_t n, int64_t vocab)
+{
+    for (uint64_t i = 1; i < n; i++) {
+        if (t[i - 1] == 50256) {
+            if (t[i] != 1 % vocab && t[i] != 50256)
+                return 0;
+        } else if (t[i] != (t[i - 1] + 1) % vocab && t[i] != 50256) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void test_mock(void)
+{
+    /* tests/data/mock/reference.txt (numpy port of Megatron's index
+       building, tests/data/mock/make_reference.py): config t1024 */
+    ds_pipeline *p = open_mock(1024, 1234, 100000, 0, 0);
+    CHECK(p != NULL);
+    if (!p)
+        return;
+    CHECK(ds_pipeline_is_mock(p) && !ds_pipeline_is_blend(p));
+    CHECK(ds_pipeline_reader(p, 0) == NULL && ds_pipeline_num_sequences(p, 0) == 100000);
+    ds_gpt_info g;
+    CHECK(ds_pipeline_dataset(p, DS_SPLIT_TRAIN, 0, &g) == 0);
+    CHECK(g.seq_begin == 0 && g.seq_end == 33333 && g.num_epochs == 2 && g.separate_final_epoch);
+    CHECK(g.length == 133184 && g.tokens_per_epoch == 68190290);
+    CHECK(strstr(g.description, "\"class\": \"MockGPTDataset\"") &&
+          strstr(g.description, "\"dataset_path\": null") && strstr(g.description, "\"split\": \"1,1,1\""));
+    CHECK(strcmp(g.md5, "f59ed1e83dcad0333e34be4cd0f6c267") == 0);
+    CHECK(ds_pipeline_dataset(p, DS_SPLIT_VALID, 0, &g) == 0 && g.seq_begin == 33333 && g.seq_end == 66667);
+    CHECK(ds_pipeline_dataset(p, DS_SPLIT_TEST, 0, &g) == 0 && g.seq_begin == 66667 && g.seq_end == 100000);
+    static const int64_t sums[5] = {1412542, 1236937, 1497256, 1093675, 1187342};
+    static const int64_t first[5] = {3060, 1401, 3607, 555, 1016};
+    int64_t text[1025];
+    for (uint64_t k = 0; k < 5; k++) {
+        CHECK(ds_pipeline_text(p, DS_SPLIT_TRAIN, k, text, NULL) == 0);
+        int64_t s = 0;
+        for (int i = 0; i < 1025; i++)
+            s += text[i];
+        CHECK(s == sums[k] && text[0] == first[k]);
+    }
+    for (uint64_t k = 0; k < 133184; k += 997) {
+        CHECK(ds_pipeline_text(p, DS_SPLIT_TRAIN, k, text, NULL) == 0);
+        CHECK(mock_window_ok(text, 1025, 50257));
+    }
+    ds_pipeline_close(p);
+
+    /* config v512 (seed 7, 1000 validation samples): one epoch */
+    p = open_mock(512, 7, 10, 1000, 0);
+    CHECK(p != NULL);
+    if (!p)
+        return;
+    CHECK(ds_pipeline_dataset(p, DS_SPLIT_VALID, 0, &g) == 0);
+    CHECK(g.num_epochs == 1 && g.length == 133124);
+    CHECK(strcmp(g.md5, "112bc37fedd78aec158531c8ab78b842") == 0);
+    static const int64_t vsums[5] = {1010610, 157491, 614574, 1303020, 1355859};
+    for (uint64_t k = 0; k < 5; k++) {
+        CHECK(ds_pipeline_text(p, DS_SPLIT_VALID, k, text, NULL) == 0);
+        int64_t s = 0;
+        for (int i = 0; i < 513; i++)
+            s += text[i];
+        CHECK(s == vsums[k]);
+    }
+    ds_pipeline_close(p);
+
+    /* a small vocabulary wraps the ids: (k + 1) % 7 */
+    p = open_mock(64, 1234, 100, 0, 7);
+    CHECK(p != NULL);
+    if (!p)
+        return;
+    for (uint64_t k = 0; k < 50; k++) {
+        CHECK(ds_pipeline_text(p, DS_SPLIT_TRAIN, k, text, NULL) == 0);
+        int small = 1;
+        for (int i = 0; i < 65; i++)
+            small &= text[i] == 50256 || (text[i] >= 0 && text[i] < 7);
+        CHECK(small && mock_window_ok(text, 65, 7));
+    }
+    ds_pipeline_close(p);
+
+    ds_gpt_config c;
+    ds_gpt_config_init(&c);
+    c.mock = 1;
+    c.seq_length = 64;
+    c.vocab_size = 0;
+    p = NULL;
+    CHECK(ds_pipeline_open(&c, &p) == DS_ERR_ARG && strstr(ds_pipeline_error(p), "vocabulary size"));
+    ds_pipeline_close(p);
+}
+
 int main(void)
 {
     if (!getcwd(g_root, sizeof g_root))
@@ -764,6 +916,8 @@ int main(void)
     RUN(test_golden_d);
     RUN(test_cache);
     RUN(test_coverage);
+    RUN(test_pcg64);
+    RUN(test_mock);
     if (chdir(g_root) == 0) {
         char cmd[PATH_MAX + 16];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
