@@ -7,7 +7,8 @@
  *     whole-piece shortcut and bpe_token_id();
  *   - an open-addressing hash from a pair of ids to its rank, one 8-byte word
  *     per pair, plus the merged id by rank and a direct table of the ranks of
- *     all 65536 byte pairs (the first round of every piece).
+ *     all 65536 byte pairs (the first round of every piece);
+ *   - a bitmap of the byte pairs that occur inside some token.
  * Symbols are vocab ids: a string that encoder.py could ever hold as a symbol
  * is a single byte or the result of a merge that can apply, and load refuses
  * files where such a string is not a token, so comparing ids is comparing the
@@ -17,11 +18,15 @@
  *   1. one byte: its token;
  *   2. the piece is a token whose bytes encode to itself: that token;
  *   3. the per-thread cache;
- *   4. merges in trained order (see bpe.h): for up to SHORT_MAX bytes a scan of
- *      a small rank array for the leftmost lowest (tiktoken's loop, without
- *      compaction), above that a lazy binary heap keyed (rank, position) over
- *      a linked list;
- *   5. otherwise, or when scratch memory is short: encoder.py's own loop, in
+ *   4. the piece is cut between adjacent bytes that are adjacent in no token
+ *      (a bitmap of 65536 byte pairs): no merge crosses such a cut, so each
+ *      part is encoded alone; a part of one byte or that is a self-encoding
+ *      token is answered directly (in CJK and Indic text most parts are);
+ *   5. merges of the other parts in trained order (see bpe.h): for up to
+ *      SHORT_MAX bytes a scan of a small rank array for the leftmost lowest
+ *      (tiktoken's loop, without compaction), above that a lazy binary heap
+ *      keyed (rank, position) over a linked list;
+ *   6. otherwise, or when scratch memory is short: encoder.py's own loop, in
  *      place in the output array.
  *
  * It does not pre-tokenize, validate text, handle special tokens or print.
@@ -189,6 +194,7 @@ struct bpe {
     uint32_t *merged_id;    /* (number of ranks) id made by the merge of each rank */
     uint32_t byte_id[256];
     uint32_t byte_rank[256 * 256]; /* rank of the pair of single bytes (a, b) at [a << 8 | b] */
+    uint64_t pair_in_token[256 * 256 / 64]; /* bit a << 8 | b: bytes a, b are adjacent in some token */
 };
 
 /*
@@ -467,14 +473,9 @@ static void scratch_trim(struct scratch *s)
     }
 }
 
-/* BPE with no shortcut and no cache: the reference for the fast paths */
-static size_t merge_any(const bpe *b, struct scratch *s, const unsigned char *p, size_t n, uint32_t *out)
+/* one part of a piece (n >= 2) by the merge loops */
+static size_t merge_part(const bpe *b, struct scratch *s, const unsigned char *p, size_t n, uint32_t *out)
 {
-    if (n <= 1) {
-        if (n == 1)
-            out[0] = b->byte_id[p[0]];
-        return n;
-    }
     if (!(b->flags & BPE_FLAG_TRAINED_ORDER))
         return merge_literal(b, p, n, out);
     if (n <= SHORT_MAX)
@@ -485,6 +486,49 @@ static size_t merge_any(const bpe *b, struct scratch *s, const unsigned char *p,
         return merge_literal(b, p, n, out);
     size_t m = merge_heap(b, mem, p, n, out);
     scratch_trim(s);
+    return m;
+}
+
+/*
+ * BPE with no whole-piece shortcut and no cache.  The piece is first cut
+ * between every two adjacent bytes that occur next to each other in no token:
+ * a merge across such a cut would make a token containing them, so no merge
+ * ever crosses it, and encoder.py's result is the concatenation of the
+ * results of the parts (its steps restricted to one part are that part's own
+ * steps, since a rank names one pair).  A part of one byte or that is a token
+ * encoding to itself needs no merging.
+ */
+static size_t merge_any(const bpe *b, struct scratch *s, const unsigned char *p, size_t n, uint32_t *out)
+{
+    if (n <= 1) {
+        if (n == 1)
+            out[0] = b->byte_id[p[0]];
+        return n;
+    }
+    size_t m = 0, start = 0;
+    for (size_t i = 1; i <= n; i++) {
+        if (i < n) {
+            unsigned k = (unsigned)p[i - 1] << 8 | p[i];
+            if (b->pair_in_token[k >> 6] >> (k & 63) & 1)
+                continue;
+        }
+        size_t len = i - start;
+        const unsigned char *q = p + start;
+        start = i;
+        if (len == 1) {
+            out[m++] = b->byte_id[q[0]];
+            continue;
+        }
+        if (len < n && len <= b->max_len) {
+            uint64_t k8 = key8(q, len);
+            uint32_t v = vocab_find(b, q, len, hash_piece(q, len, k8), k8);
+            if (v != ID_NONE && (v & SELF_FLAG)) {
+                out[m++] = v & ~SELF_FLAG;
+                continue;
+            }
+        }
+        m += merge_part(b, s, q, len, out + m);
+    }
     return m;
 }
 
@@ -543,6 +587,41 @@ size_t bpe_encode_piece(const bpe *b, bpe_cache *c, const unsigned char *piece, 
         memcpy(slot + 8, piece, n);
         memcpy(slot + 8 + cls->key_max, out, m * sizeof *out);
     }
+    return m;
+}
+
+size_t bpe_encode_piece_with(const bpe *b, int method, const unsigned char *piece, size_t n, uint32_t *out)
+{
+    if (!b || !piece || !out || n == 0)
+        return 0;
+    if (n == 1) {
+        out[0] = b->byte_id[piece[0]];
+        return 1;
+    }
+    struct scratch s = { NULL, 0 };
+    size_t m = 0;
+    switch (method) {
+    case BPE_METHOD_LITERAL:
+        m = merge_literal(b, piece, n, out);
+        break;
+    case BPE_METHOD_MERGE:
+        if (!(b->flags & BPE_FLAG_TRAINED_ORDER))
+            break;
+        if (n <= SHORT_MAX) {
+            m = merge_short(b, piece, n, out);
+        } else {
+            size_t bytes = heap_scratch_bytes(n);
+            void *mem = bytes ? scratch_get(&s, bytes) : NULL;
+            m = mem ? merge_heap(b, mem, piece, n, out) : 0;
+        }
+        break;
+    case BPE_METHOD_SPLIT:
+        m = merge_any(b, &s, piece, n, out);
+        break;
+    default:
+        break;
+    }
+    free(s.mem);
     return m;
 }
 
@@ -1054,6 +1133,10 @@ static int build_vocab(struct load_ctx *x, bpe *b, const struct vocab_parse *vp)
         s->k8 = key8(p, len);
         s->val = (uint32_t)id;
         s->len = (uint32_t)len;
+        for (size_t i = 0; i + 1 < len; i++) {
+            unsigned k = (unsigned)p[i] << 8 | p[i + 1];
+            b->pair_in_token[k >> 6] |= (uint64_t)1 << (k & 63);
+        }
     }
     for (unsigned v = 0; v < 256; v++) {
         unsigned char c = (unsigned char)v;

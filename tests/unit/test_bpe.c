@@ -604,6 +604,66 @@ static void test_cross_check(void)
     bpe_cache_free(tiny);
 }
 
+/*
+ * Each method of bpe_encode_piece_with() run directly (no shortcut, no cache)
+ * against the oracle: the cut-and-lookup path that bpe_encode_piece() uses
+ * after its cache, the plain merge loops and encoder.py's loop.
+ */
+static void test_methods(void)
+{
+    enum { CAP = 200, ITERS = 210000 };
+    static const int methods[] = { BPE_METHOD_SPLIT, BPE_METHOD_MERGE, BPE_METHOD_LITERAL };
+    unsigned char piece[CAP];
+    uint32_t got[CAP];
+    int64_t ref[CAP];
+    size_t mismatches[3] = { 0, 0, 0 }, kinds[7] = { 0 };
+    double t0 = now();
+    for (int iter = 0; iter < ITERS; iter++) {
+        int kind = (int)rndn(7);
+        size_t n;
+        if (kind == 6) {
+            /* a run of CJK, Indic or Cyrillic characters, the usual case for the cut */
+            static const uint32_t base[] = { 0x4E00, 0x0900, 0x0B80, 0x0E00, 0x0400, 0x3040, 0xAC00 };
+            static const uint32_t span[] = { 0x5200, 0x80, 0x80, 0x80, 0x100, 0xC0, 0x2BA4 };
+            int r = (int)rndn(7);
+            size_t cps = 1 + rndn(16);
+            n = 0;
+            if (rndn(3) == 0)
+                piece[n++] = ' ';
+            for (size_t i = 0; i < cps && n + 4 <= CAP; i++)
+                n += put_utf8(piece + n, base[r] + (uint32_t)rndn(rndn(2) ? 16 : span[r]));
+        } else {
+            n = random_piece(piece, CAP, kind);
+        }
+        kinds[kind]++;
+        size_t om = oracle_encode(&gpt2_oracle, gpt2, piece, n, ref);
+        for (int k = 0; k < 3; k++) {
+            size_t m = bpe_encode_piece_with(gpt2, methods[k], piece, n, got);
+            int ok = m == om;
+            for (size_t i = 0; ok && i < m; i++)
+                ok = ref[i] == got[i];
+            if (!ok && mismatches[k]++ < 3) {
+                fprintf(stderr, "method %d: mismatch on piece of %zu bytes:", methods[k], n);
+                for (size_t i = 0; i < n && i < 40; i++) fprintf(stderr, " %02x", piece[i]);
+                fprintf(stderr, "\n");
+            }
+        }
+    }
+    printf("# methods: %d pieces (kinds %zu %zu %zu %zu %zu %zu %zu), mismatches split %zu merge %zu literal %zu,"
+           " %.1f s\n", ITERS, kinds[0], kinds[1], kinds[2], kinds[3], kinds[4], kinds[5], kinds[6],
+           mismatches[0], mismatches[1], mismatches[2], now() - t0);
+    CHECK(mismatches[0] == 0 && mismatches[1] == 0 && mismatches[2] == 0);
+    CHECK(bpe_encode_piece_with(gpt2, 99, piece, 3, got) == 0);
+    CHECK(bpe_encode_piece_with(gpt2, BPE_METHOD_SPLIT, piece, 0, got) == 0);
+    /* cuts: CJK characters that are tokens come back as themselves */
+    static const char cjk[] = "\xe7\x9a\x84\xe4\xb8\x80\xe7\x9a\x84"; /* U+7684 U+4E00 U+7684 */
+    size_t m = bpe_encode_piece_with(gpt2, BPE_METHOD_SPLIT, (const unsigned char *)cjk, 9, got);
+    size_t om = oracle_encode(&gpt2_oracle, gpt2, (const unsigned char *)cjk, 9, ref);
+    CHECK(m == om && m >= 3);
+    for (size_t i = 0; i < m && m == om; i++)
+        CHECK(ref[i] == got[i]);
+}
+
 static void long_piece(const char *what, const unsigned char *p, size_t n)
 {
     bpe_cache *c;
@@ -617,9 +677,14 @@ static void long_piece(const char *what, const unsigned char *p, size_t n)
     CHECK(dt < 1.0);
     size_t got;
     CHECK(bpe_decode(gpt2, ids, m, back, n, &got) == 0 && got == n && memcmp(back, p, n) == 0);
-    /* same answer without a cache (per-call scratch) */
+    /* same answer without a cache (per-call scratch), and by the methods directly */
     uint32_t *ids2 = malloc(n * sizeof *ids2);
     CHECK(bpe_encode_piece(gpt2, NULL, p, n, ids2) == m && memcmp(ids, ids2, m * sizeof *ids) == 0);
+    t0 = now();
+    CHECK(bpe_encode_piece_with(gpt2, BPE_METHOD_SPLIT, p, n, ids2) == m && memcmp(ids, ids2, m * sizeof *ids) == 0);
+    CHECK(bpe_encode_piece_with(gpt2, BPE_METHOD_MERGE, p, n, ids2) == m && memcmp(ids, ids2, m * sizeof *ids) == 0);
+    dt = now() - t0;
+    CHECK(dt < 2.0);
     free(ids2);
     free(ids);
     free(back);
@@ -637,6 +702,14 @@ static void test_long_pieces(void)
     long_piece("random base64 1 MB", p, n);
     for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i % 2 ? ' ' : '\n');
     long_piece("' \\n' x 5e5", p, n);
+    free(p);
+    /* 3 MB of CJK and Devanagari: many cuts and parts */
+    n = 3000000;
+    p = malloc(n);
+    size_t w = 0;
+    while (w + 4 <= n)
+        w += put_utf8(p + w, rndn(2) ? 0x4E00 + (uint32_t)rndn(0x5200) : 0x0900 + (uint32_t)rndn(0x80));
+    long_piece("CJK + Devanagari 3 MB", p, w);
     free(p);
 
     /* the heap path against the oracle on a few medium pieces */
@@ -745,6 +818,14 @@ static size_t exhaustive(const bpe *b, struct oracle *o, const char *alphabet, s
             int ok = m == om;
             for (size_t i = 0; ok && i < m; i++) ok = ref[i] == out[i];
             bad += !ok;
+            for (int meth = BPE_METHOD_LITERAL; meth <= BPE_METHOD_SPLIT; meth++) {
+                if (meth == BPE_METHOD_MERGE && !(bpe_flags(b) & BPE_FLAG_TRAINED_ORDER))
+                    continue;
+                m = bpe_encode_piece_with(b, meth, s, len, out);
+                ok = m == om;
+                for (size_t i = 0; ok && i < m; i++) ok = ref[i] == out[i];
+                bad += !ok;
+            }
         }
     }
     bpe_cache_free(c);
@@ -1058,6 +1139,7 @@ int main(int argc, char **argv)
         RUN(test_decode);
         RUN(test_roundtrip_random);
         RUN(test_cross_check);
+        RUN(test_methods);
         RUN(test_long_pieces);
         RUN(test_untrained_order);
         RUN(test_trained_synthetic);
