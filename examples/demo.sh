@@ -25,8 +25,12 @@ else
     od -A d -t x1 -N 34 "$OUT/sample_text_document.idx"
 fi
 if [ -x "$BUILD/mdstrain" ]; then
-    echo "== mdstrain: a tiny GPT for a few CPU steps"
-    "$BUILD/mdstrain" --data-path "$OUT/sample_text_document" --num-layers 2 --hidden-size 64 \
-        --num-attention-heads 4 --seq-length 64 --micro-batch-size 2 --global-batch-size 4 --train-iters 5
+    echo "== mdstrain: a tiny GPT, 5 CPU steps on the dataset just made"
+    set -x
+    OMP_WAIT_POLICY=passive "$BUILD/mdstrain" --data-path "$OUT/sample_text_document" --split 949,50,0 \
+        --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64 \
+        --micro-batch-size 2 --global-batch-size 4 --train-iters 5 --lr 1e-3 --log-interval 1 \
+        --eval-interval 5 --eval-iters 1
+    { set +x; } 2>/dev/null
 fi
 echo "== demo done"

@@ -1,0 +1,92 @@
+#!/bin/sh
+# test_train.sh - mdstrain end to end on the committed Megatron dataset
+# tests/data/golden/tiny_text_document (GPT-2 ids) and on mock data: Megatron's
+# log line field for field, the learning-rate schedule at exact values, the
+# validation lines, falling loss, thread-count independence of the losses,
+# and the refusals (exit 2) and runtime failures (exit 1).  About 3 s
+# (about 10 s under ASan).
+. tests/cli/lib.sh
+MDSTRAIN=${MDSTRAIN:-$BUILD/mdstrain}
+DATA=tests/data/golden/tiny_text_document
+export OMP_WAIT_POLICY=passive   # a busy machine must not make spinning threads crawl
+TINY="--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32
+      --micro-batch-size 1 --global-batch-size 2"
+
+run_expect help 0 '' "$MDSTRAIN" --help
+check help_lists_flags grep -q -- '--num-layers N' "$T/out"
+
+# 8 iterations on real data: warmup 2 iterations then linear decay to 0.
+# shellcheck disable=SC2086
+"$MDSTRAIN" --data-path "$DATA" --split 90,10,0 $TINY --train-iters 8 --lr 1e-2 \
+    --lr-warmup-iters 2 --log-interval 1 --eval-interval 4 --eval-iters 1 >"$T/log" 2>"$T/err"
+check train_exit0 test $? -eq 0
+check config_table grep -q '^| num layers  *| 2 ' "$T/err"
+check padded_vocab grep -q 'padded vocab (size: 50257) with 47 dummy tokens (new size: 50304)' "$T/err"
+D='[0-9]'
+E="$D\\.$D{6}E[-+]$D{2}"
+RE="^ \\[$D{4}-$D{2}-$D{2} $D{2}:$D{2}:$D{2}\\.$D{6}\\] iteration +$D+/ +8 \\| consumed samples: +$D+ \\| elapsed time per iteration \\(ms\\): $D+\\.$D \\| throughput per GPU \\(TFLOP/s/GPU\\): $D+\\.$D \\| learning rate: $E \\| global batch size: +2 \\| lm loss: $E \\| loss scale: 1\\.0 \\| grad norm: $D+\\.$D{3} \\| number of skipped iterations: +0 \\| number of nan iterations: +0 \\| tokens per second: $D+\\.$D \\| ETA: $D+:$D{2}:$D{2} \\|\$"
+check log_lines_format test "$(grep -Ec "$RE" "$T/log")" -eq 8
+check log_line_widths grep -q '^ \[.*\] iteration        3/       8 | consumed samples:            6 |' "$T/log"
+lr_at() { grep " iteration  *$1/" "$T/log" | sed 's/.*learning rate: \([^ ]*\) .*/\1/'; }
+check lr_warmup test "$(lr_at 1)" = 5.000000E-03
+check lr_peak test "$(lr_at 2)" = 1.000000E-02
+check lr_linear test "$(lr_at 3)" = 8.333333E-03
+check lr_end test "$(lr_at 8)" = 0.000000E+00
+check validation_lines test "$(grep -c '^ validation loss at iteration [48] | lm loss value: [0-9.E+-]* | lm loss PPL: [0-9.E+-]* | $' "$T/log")" -eq 2
+check validation_end grep -q '^ validation loss at iteration 8 on validation set | ' "$T/log"
+check validation_frame test "$(grep -c '^---*$' "$T/log")" -eq 6
+losses() { sed -n 's/.*lm loss: \([^ ]*\) .*/\1/p' "$1"; }
+first=$(losses "$T/log" | head -1); last=$(losses "$T/log" | tail -1)
+check loss_near_log_vocab awk -v a="$first" 'BEGIN { exit !(a > 10.5 && a < 11.2) }'
+check loss_falls awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.5) }'
+# the same run on one thread: the kernels sum in a fixed order, so the
+# losses are bitwise the same (as printed)
+# shellcheck disable=SC2086
+OMP_NUM_THREADS=1 "$MDSTRAIN" -q --data-path "$DATA" --split 90,10,0 $TINY --train-iters 8 --lr 1e-2 \
+    --lr-warmup-iters 2 --log-interval 1 --eval-iters 0 >"$T/log1" 2>"$T/err1"
+losses "$T/log" >"$T/l0"; losses "$T/log1" >"$T/l1"
+check same_losses_one_thread cmp -s "$T/l0" "$T/l1"
+
+# mock data with the null tokenizer, --train-samples and a cosine schedule
+# (warmup 2 of 8 samples): lr at sample 4 = 1e-3 + 9e-3 * (cos(pi/3) + 1) / 2
+# shellcheck disable=SC2086
+"$MDSTRAIN" -q --mock-data --tokenizer-type NullTokenizer --vocab-size 127 $TINY --train-samples 8 \
+    --lr 1e-2 --min-lr 1e-3 --lr-decay-style cosine --lr-warmup-fraction 0.25 --log-interval 1 \
+    --eval-iters 1 --eval-interval 2 >"$T/log" 2>"$T/err"
+check mock_exit0 test $? -eq 0
+check mock_iters test "$(grep -c '] iteration ' "$T/log")" -eq 4
+check mock_lr_peak test "$(lr_at 1)" = 1.000000E-02
+check mock_lr_cosine test "$(lr_at 2)" = 7.750000E-03
+check mock_lr_min test "$(lr_at 4)" = 1.000000E-03
+check mock_test_set grep -q '^ validation loss at iteration 4 on test set | ' "$T/log"
+
+# refusals: one line plus a hint, exit 2
+BASE="--mock-data $TINY --train-iters 1 --lr 1e-3"
+# shellcheck disable=SC2086
+{
+run_expect refuse_bf16 2 "'--bf16' is not supported yet" "$MDSTRAIN" $BASE --bf16
+run_expect refuse_fp16 2 "'--fp16' is not supported yet" "$MDSTRAIN" $BASE --fp16
+run_expect refuse_sp 2 "'--sequence-parallel' is not supported yet" "$MDSTRAIN" $BASE --sequence-parallel
+run_expect refuse_tp 2 "tensor-model-parallel-size' other than 1" "$MDSTRAIN" $BASE --tensor-model-parallel-size 2
+run_expect refuse_pp 2 "pipeline-model-parallel-size' other than 1" "$MDSTRAIN" $BASE --pipeline-model-parallel-size 2
+run_expect refuse_save 2 "checkpoints" "$MDSTRAIN" $BASE --save "$T/ckpt"
+run_expect refuse_load 2 "checkpoints" "$MDSTRAIN" $BASE --load "$T/ckpt"
+run_expect unknown_flag 2 "unknown option '--no-such-flag'" "$MDSTRAIN" $BASE --no-such-flag
+run_expect missing_lr 2 "missing --lr" "$MDSTRAIN" --mock-data $TINY --train-iters 1
+run_expect both_lengths 2 "exactly one of --train-iters and --train-samples" "$MDSTRAIN" $BASE --train-samples 4
+run_expect bad_number 2 "needs an integer" "$MDSTRAIN" $BASE --num-layers 2x
+run_expect bad_gbs 2 "not a multiple of --micro-batch-size" "$MDSTRAIN" $BASE --global-batch-size 3 --micro-batch-size 2
+run_expect seq_over_maxpos 2 "less than --seq-length" "$MDSTRAIN" $BASE --max-position-embeddings 16
+run_expect heads 2 "not a multiple of --num-attention-heads" "$MDSTRAIN" $BASE --num-attention-heads 5
+run_expect warmup_too_long 2 "not shorter than the decay" "$MDSTRAIN" $BASE --lr-warmup-iters 1
+run_expect dropout 2 "no dropout" "$MDSTRAIN" $BASE --hidden-dropout 0.1
+run_expect bad_style 2 "constant, linear or cosine" "$MDSTRAIN" $BASE --lr-decay-style wsd
+}
+check hint_line grep -q "^hint: see 'mdstrain --help'" "$T/err"
+# runtime failures: exit 1
+# shellcheck disable=SC2086
+run_expect missing_data 1 "cannot build the training data" "$MDSTRAIN" --data-path "$T/nope" $TINY --train-iters 1 --lr 1e-3
+# shellcheck disable=SC2086
+run_expect token_out_of_vocab 1 "outside the vocabulary" "$MDSTRAIN" --data-path "$DATA" --split 90,10,0 \
+    --tokenizer-type NullTokenizer --vocab-size 100 $TINY --train-iters 1 --lr 1e-3
+finish

@@ -1,0 +1,292 @@
+/*
+ * test_model.c - the GPT model of train/model.[ch] as a whole: configuration
+ * rules, initialisation, a finite-difference check of the loss gradient for
+ * a sample of elements of EVERY parameter tensor (tied and untied, with a
+ * loss mask), training on a fixed batch, and bitwise determinism.
+ * Seeded: prints the seed, takes -s SEED.  It does not test the kernels one
+ * by one (test_kernels does) nor the trainer's flags (tests/cli/test_train.sh).
+ */
+#include "harness.h"
+#include "model.h"
+#include "kernels.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state = 1;
+
+static uint32_t rnd(void)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng_state >> 33);
+}
+
+static void tiny_config(gpt_config *c, int untie)
+{
+    gpt_config_init(c);
+    c->num_layers = 2;
+    c->hidden_size = 8;
+    c->num_heads = 2;
+    c->max_position_embeddings = 6;
+    c->vocab_size = 21;
+    c->make_vocab_size_divisible_by = 8;  /* padded to 24: three padding rows */
+    c->untie_embeddings = untie;
+    c->seed = 7;
+}
+
+static void test_config(void)
+{
+    gpt_config c;
+    char err[200];
+    gpt_config_init(&c);
+    CHECK(c.make_vocab_size_divisible_by == 128 && c.seed == 1234 && fabsf(c.init_method_std - 0.02f) < 1e-9f);
+    c.num_layers = 2; c.hidden_size = 64; c.num_heads = 4; c.max_position_embeddings = 64;
+    c.vocab_size = 50257;
+    CHECK(gpt_config_check(&c, err, sizeof err) == 0);
+    CHECK(gpt_padded_vocab_size(&c) == 50304);
+    c.num_heads = 5;
+    CHECK(gpt_config_check(&c, err, sizeof err) == GPT_ERR_ARG && strstr(err, "multiple"));
+    c.num_heads = 4;
+    c.tp_size = 2;
+    CHECK(gpt_config_check(&c, err, sizeof err) == GPT_ERR_ARG && strstr(err, "tensor"));
+    CHECK(gpt_padded_vocab_size(&c) == 50432);  /* multiple of 128 * 2 */
+    c.tp_size = 1;
+    c.pp_size = 2;
+    CHECK(gpt_config_check(&c, err, sizeof err) == GPT_ERR_ARG && strstr(err, "pipeline"));
+    c.pp_size = 1;
+    gpt_model m;
+    CHECK(gpt_model_init(&m, &c, 1, 65, err, sizeof err) == GPT_ERR_ARG);  /* T > maxT */
+    gpt_model_free(&m);
+    gpt_model_free(NULL);
+}
+
+static void test_init(void)
+{
+    gpt_config c;
+    gpt_model m;
+    char err[200];
+    gpt_config_init(&c);
+    c.num_layers = 4; c.hidden_size = 64; c.num_heads = 4; c.max_position_embeddings = 32;
+    c.vocab_size = 300;
+    CHECK(gpt_model_init(&m, &c, 1, 8, err, sizeof err) == 0);
+    /* sizes: Vp = 384 */
+    size_t C = 64, L = 4, F = 256, V = 384;
+    size_t want = V * C + 32 * C + L * (2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + F * C + F + C * F + C) + 2 * C;
+    CHECK(m.num_params == want);
+    CHECK(m.params.outw == NULL && m.param_sizes[GPT_OUTW] == 0);
+    /* statistics: std 0.02 for wte and fc, 0.02/sqrt(8) for the projections */
+    double s2 = 0, p2 = 0, mean = 0;
+    for (size_t i = 0; i < m.param_sizes[GPT_WTE]; i++) { s2 += m.params.wte[i] * (double)m.params.wte[i]; mean += m.params.wte[i]; }
+    for (size_t i = 0; i < m.param_sizes[GPT_FCPROJW]; i++) p2 += m.params.fcprojw[i] * (double)m.params.fcprojw[i];
+    double sd = sqrt(s2 / (double)m.param_sizes[GPT_WTE]), psd = sqrt(p2 / (double)m.param_sizes[GPT_FCPROJW]);
+    CHECK(fabs(sd - 0.02) < 0.0005);
+    CHECK(fabs(psd - 0.02 / sqrt(8.0)) < 0.0003);
+    CHECK(fabs(mean / (double)m.param_sizes[GPT_WTE]) < 0.0005);
+    CHECK(m.params.ln1w[5] == 1.0f && m.params.ln1b[5] == 0.0f && m.params.qkvb[7] == 0.0f && m.params.lnfw[0] == 1.0f);
+    /* the documented generator, element (row 3, col 5) of wte */
+    CHECK(m.params.wte[3 * C + 5] == (float)(0.02 * gpt_init_normal(1234, GPT_WTE, 0, 3, 5, C)));
+    /* different seed, different weights; decay groups */
+    CHECK(gpt_param_decays(GPT_WTE) && gpt_param_decays(GPT_QKVW) && !gpt_param_decays(GPT_QKVB) &&
+          !gpt_param_decays(GPT_LN1W) && !gpt_param_decays(GPT_LNFB));
+    gpt_model_free(&m);
+}
+
+static void make_batch(int *inp, int *tgt, float *mask, int n, int V, int with_mask)
+{
+    for (int i = 0; i < n; i++) {
+        inp[i] = (int)(rnd() % (uint32_t)V);
+        tgt[i] = (int)(rnd() % (uint32_t)V);
+        mask[i] = with_mask ? (float)(rnd() % 4 != 0) : 1.0f;
+    }
+    if (with_mask) mask[0] = 1.0f;
+}
+
+static double loss_of(gpt_model *m, const int *inp, const int *tgt, const float *mask)
+{
+    double ls, nt;
+    gpt_forward(m, inp, tgt, mask, &ls, &nt);
+    return ls / nt;
+}
+
+/*
+ * Central differences of the whole loss in each sampled element, against the
+ * analytic gradient.  fp32 forward, loss summed in double: with h = 3e-3 the
+ * rounding noise is ~1e-4 of a typical gradient.  Tolerance per element
+ * 2e-3 + 3e-2 |g|, and per tensor ||num - ana|| / ||ana|| < 1e-2; a 3 %
+ * error in any one tensor's gradient fails the second.
+ */
+static void gradcheck(int untie, int with_mask)
+{
+    gpt_config c;
+    gpt_model m;
+    char err[200];
+    tiny_config(&c, untie);
+    c.init_method_std = 0.3f;   /* larger weights: gradients well above the fp32 noise */
+    int B = 2, T = 5;
+    CHECK(gpt_model_init(&m, &c, B, T, err, sizeof err) == 0);
+    /* random LayerNorm weights and biases too, so their gradients are generic */
+    for (int i = 0; i < GPT_NUM_PARAMS; i++) {
+        if (gpt_param_decays(i)) continue;
+        float *p = m.params_memory;
+        for (int j = 0; j < i; j++) p += m.param_sizes[j];
+        for (size_t k = 0; k < m.param_sizes[i]; k++)
+            p[k] += 0.2f * ((float)(rnd() % 1000) / 1000.0f - 0.5f);
+    }
+    int inp[10], tgt[10];
+    float mask[10];
+    make_batch(inp, tgt, mask, B * T, c.vocab_size, with_mask);
+    loss_of(&m, inp, tgt, mask);
+    gpt_zero_grad(&m);
+    gpt_backward(&m, 1.0f);
+    float *pt = m.params_memory, *gt = m.grads_memory;
+    const double h = 3e-3;
+    for (int i = 0; i < GPT_NUM_PARAMS; i++) {
+        size_t n = m.param_sizes[i];
+        if (n) {
+            double e2 = 0, a2 = 0;
+            int nbad = 0;
+            for (int s = 0; s < 12; s++) {
+                size_t k = rnd() % n;
+                float orig = pt[k];
+                pt[k] = (float)(orig + h);
+                double lp = loss_of(&m, inp, tgt, mask);
+                pt[k] = (float)(orig - h);
+                double lm = loss_of(&m, inp, tgt, mask);
+                pt[k] = orig;
+                double num = (lp - lm) / (2 * h), ana = gt[k];
+                e2 += (num - ana) * (num - ana);
+                a2 += ana * ana;
+                if (fabs(num - ana) > 2e-3 + 3e-2 * fabs(ana)) {
+                    if (nbad++ < 3)
+                        fprintf(stderr, "  tensor %d elem %zu: numeric %.6g analytic %.6g\n", i, k, num, ana);
+                }
+            }
+            double rel = sqrt(e2) / (sqrt(a2) + 1e-12);
+            if (getenv("MDS_TEST_VERBOSE"))
+                fprintf(stderr, "  untie %d mask %d tensor %2d: |g| %.3g rel %.2e\n", untie, with_mask, i, sqrt(a2), rel);
+            CHECK(nbad == 0);
+            CHECK(rel < 1e-2);
+            CHECK(a2 > 1e-10 || i == GPT_WPE);  /* the sample must see some gradient */
+        }
+        pt += n;
+        gt += n;
+    }
+    gpt_model_free(&m);
+}
+
+static void test_gradcheck_tied(void) { gradcheck(0, 0); }
+static void test_gradcheck_untied_masked(void) { gradcheck(1, 1); }
+
+/* Accumulation: two micro-batches with scale 1/2 give the mean of their
+ * gradients, and a fully masked micro-batch contributes nothing. */
+static void test_accumulation(void)
+{
+    gpt_config c;
+    gpt_model m;
+    char err[200];
+    tiny_config(&c, 0);
+    CHECK(gpt_model_init(&m, &c, 1, 4, err, sizeof err) == 0);
+    int i1[4] = {1, 2, 3, 4}, t1[4] = {2, 3, 4, 5}, i2[4] = {5, 6, 7, 8}, t2[4] = {6, 7, 8, 9};
+    float zero[4] = {0, 0, 0, 0};
+    double ls, nt;
+    size_t P = m.num_params;
+    float *g1 = malloc(P * sizeof *g1), *g2 = malloc(P * sizeof *g2);
+    gpt_zero_grad(&m);
+    gpt_forward(&m, i1, t1, NULL, &ls, &nt);
+    gpt_backward(&m, 1.0f);
+    memcpy(g1, m.grads_memory, P * sizeof *g1);
+    gpt_zero_grad(&m);
+    gpt_forward(&m, i2, t2, NULL, &ls, &nt);
+    gpt_backward(&m, 1.0f);
+    memcpy(g2, m.grads_memory, P * sizeof *g2);
+    gpt_zero_grad(&m);
+    gpt_forward(&m, i1, t1, NULL, &ls, &nt);
+    gpt_backward(&m, 0.5f);
+    gpt_forward(&m, i2, t2, NULL, &ls, &nt);
+    gpt_backward(&m, 0.5f);
+    gpt_forward(&m, i2, t2, zero, &ls, &nt);
+    CHECK(ls == 0.0 && nt == 0.0);
+    gpt_backward(&m, 0.5f);
+    double maxerr = 0;
+    for (size_t k = 0; k < P; k++) {
+        double e = fabs(m.grads_memory[k] - 0.5 * ((double)g1[k] + g2[k]));
+        if (e > maxerr) maxerr = e;
+    }
+    CHECK(maxerr < 1e-6);
+    int bad[4] = {1, 2, 21, 0};   /* 21 >= vocab_size */
+    CHECK(gpt_forward(&m, bad, t1, NULL, &ls, &nt) == GPT_ERR_ARG);
+    free(g1);
+    free(g2);
+    gpt_model_free(&m);
+}
+
+/* Train on one repeated batch; returns the losses of `steps` steps. */
+static void train_fixed(float *losses, int steps, float **params_out, size_t *np)
+{
+    gpt_config c;
+    gpt_model m;
+    char err[200];
+    tiny_config(&c, 0);
+    c.vocab_size = 40;
+    c.hidden_size = 16;
+    c.max_position_embeddings = 8;
+    CHECK(gpt_model_init(&m, &c, 2, 8, err, sizeof err) == 0);
+    int inp[16], tgt[16];
+    uint64_t save = rng_state;
+    rng_state = 99;
+    for (int i = 0; i < 16; i++) {
+        inp[i] = (int)(rnd() % 40);
+        tgt[i] = (int)(rnd() % 40);
+    }
+    rng_state = save;
+    for (int s = 0; s < steps; s++) {
+        double ls, nt;
+        gpt_zero_grad(&m);
+        gpt_forward(&m, inp, tgt, NULL, &ls, &nt);
+        gpt_backward(&m, 1.0f);
+        float scale = global_norm_clip_scale((float)gpt_grad_norm(&m), 1.0f);
+        gpt_update(&m, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, scale);
+        losses[s] = (float)(ls / nt);
+    }
+    if (params_out) {
+        *params_out = malloc(m.num_params * sizeof(float));
+        memcpy(*params_out, m.params_memory, m.num_params * sizeof(float));
+        *np = m.num_params;
+    }
+    gpt_model_free(&m);
+}
+
+static void test_training_and_determinism(void)
+{
+    float l1[30], l2[30];
+    float *p1 = NULL, *p2 = NULL;
+    size_t n1 = 0, n2 = 0;
+    train_fixed(l1, 30, &p1, &n1);
+    train_fixed(l2, 30, &p2, &n2);
+    if (getenv("MDS_TEST_VERBOSE"))
+        fprintf(stderr, "  loss %.4f -> %.4f\n", l1[0], l1[29]);
+    CHECK(fabsf(l1[0] - logf(40.0f)) < 0.3f);   /* near-uniform prediction at init */
+    CHECK(l1[29] < 0.25f * l1[0]);
+    CHECK(memcmp(l1, l2, sizeof l1) == 0);
+    CHECK(n1 == n2 && p1 && p2 && memcmp(p1, p2, n1 * sizeof(float)) == 0);
+    free(p1);
+    free(p2);
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t seed = 20240601;
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "-s") == 0) seed = strtoull(argv[++i], NULL, 10);
+    printf("test_model: seed = %llu\n", (unsigned long long)seed);
+    rng_state = seed;
+    RUN(test_config);
+    RUN(test_init);
+    RUN(test_gradcheck_tied);
+    RUN(test_gradcheck_untied_masked);
+    RUN(test_accumulation);
+    RUN(test_training_and_determinism);
+    return harness_report();
+}

@@ -1,0 +1,470 @@
+/*
+ * model.c - Megatron's GPT, per rank, on the CPU reference kernels; see
+ * model.h.  The forward/backward are llm.c's train_gpt2.c sequence of ops
+ * with Megatron's choices (pre-LN, learned absolute positions, biases,
+ * tanh GELU, tied or untied output layer, masked-mean loss).  Places where
+ * the parallel issue inserts a collective are marked "TP:" and "PP:".
+ *
+ * It does not read data, print, or allocate outside gpt_model_init().
+ */
+#include "model.h"
+
+#include "kernels.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *gpt_strerror(int code)
+{
+    switch (code) {
+    case GPT_OK: return "success";
+    case GPT_ERR_ARG: return "bad argument";
+    case GPT_ERR_NOMEM: return "out of memory";
+    default: return "unknown error";
+    }
+}
+
+void gpt_config_init(gpt_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->make_vocab_size_divisible_by = 128;
+    cfg->init_method_std = 0.02f;
+    cfg->layernorm_eps = 1e-5f;
+    cfg->seed = 1234;
+    cfg->tp_size = 1;
+    cfg->pp_size = 1;
+}
+
+#define FAIL(...) do { if (err && errlen) snprintf(err, errlen, __VA_ARGS__); return GPT_ERR_ARG; } while (0)
+
+int gpt_padded_vocab_size(const gpt_config *cfg)
+{
+    long long mult = (long long)cfg->make_vocab_size_divisible_by * cfg->tp_size;
+    if (mult <= 0 || cfg->vocab_size <= 0)
+        return -1;
+    long long v = ((long long)cfg->vocab_size + mult - 1) / mult * mult;
+    return v > 0x7fffffff ? -1 : (int)v;
+}
+
+int gpt_config_check(const gpt_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->num_layers <= 0) FAIL("number of layers must be positive (--num-layers)");
+    if (cfg->hidden_size <= 0) FAIL("hidden size must be positive (--hidden-size)");
+    if (cfg->num_heads <= 0) FAIL("number of attention heads must be positive (--num-attention-heads)");
+    if (cfg->hidden_size % cfg->num_heads)
+        FAIL("hidden size %d is not a multiple of the number of heads %d", cfg->hidden_size, cfg->num_heads);
+    if (cfg->ffn_hidden_size < 0) FAIL("ffn hidden size must be positive");
+    if (cfg->max_position_embeddings <= 0) FAIL("max position embeddings must be positive");
+    if (cfg->vocab_size <= 0) FAIL("vocabulary size must be positive");
+    if (cfg->make_vocab_size_divisible_by <= 0) FAIL("make-vocab-size-divisible-by must be positive");
+    if (!(cfg->init_method_std >= 0.0f) || !isfinite(cfg->init_method_std)) FAIL("init method std must be >= 0");
+    if (!(cfg->layernorm_eps > 0.0f)) FAIL("layernorm epsilon must be positive");
+    if (cfg->tp_size != 1 || cfg->tp_rank != 0)
+        FAIL("tensor model parallel size %d is not supported yet (only 1)", cfg->tp_size);
+    if (cfg->pp_size != 1 || cfg->pp_rank != 0)
+        FAIL("pipeline model parallel size %d is not supported yet (only 1)", cfg->pp_size);
+    int F = cfg->ffn_hidden_size ? cfg->ffn_hidden_size : 0;
+    if (!F && cfg->hidden_size > 0x7fffffff / 4) FAIL("hidden size too large");
+    if (gpt_padded_vocab_size(cfg) < 0) FAIL("padded vocabulary size overflows");
+    /* Megatron's divisibility rules for TP (checked now so TP > 1 only adds
+       communication): heads, ffn and padded vocab split evenly. */
+    if (cfg->num_heads % cfg->tp_size) FAIL("number of heads not divisible by the TP size");
+    if ((F ? F : 4 * cfg->hidden_size) % cfg->tp_size) FAIL("ffn hidden size not divisible by the TP size");
+    if (cfg->num_layers % cfg->pp_size) FAIL("number of layers not divisible by the PP size");
+    return GPT_OK;
+}
+
+int gpt_param_decays(int id)
+{
+    switch (id) {
+    case GPT_WTE: case GPT_WPE: case GPT_QKVW: case GPT_ATTPROJW: case GPT_FCW: case GPT_FCPROJW:
+    case GPT_OUTW:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* ---- initialisation RNG (documented in model.h) ------------------------- */
+
+static uint64_t splitmix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double gpt_init_normal(uint64_t seed, int tensor_id, int layer, uint64_t row, uint64_t col,
+                       uint64_t ncols_global)
+{
+    uint64_t stream = splitmix64(((uint64_t)tensor_id << 40) + ((uint64_t)layer << 20) + 1);
+    uint64_t x = splitmix64((seed ^ stream) + (row * ncols_global + col));
+    double u1 = ((double)(x >> 40) + 0.5) / 16777216.0;
+    double u2 = ((double)((x >> 16) & 0xffffff) + 0.5) / 16777216.0;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* Fill a local (rows, cols) block of a tensor whose global row index of local
+ * row r is rowmap(r) and global column of local column c is col0 + c. */
+static void init_block(float *w, int rows, int cols, double std, uint64_t seed, int id, int layer,
+                       int part_rows, int part_stride, int row0, int col0, int ncols_global)
+{
+    /* A column-parallel tensor is a stack of blocks of part_rows local rows
+       (qkv: three of Cl, for q, k, v); local row r is global row
+       (r / part_rows) * part_stride + row0 + r % part_rows, with row0 the
+       rank's offset inside each block. */
+    for (int r = 0; r < rows; r++) {
+        uint64_t grow = (uint64_t)(r / part_rows) * (uint64_t)part_stride + (uint64_t)row0 +
+                        (uint64_t)(r % part_rows);
+        for (int c = 0; c < cols; c++)
+            w[(size_t)r * cols + c] = (float)(std * gpt_init_normal(seed, id, layer, grow,
+                                                                     (uint64_t)(col0 + c),
+                                                                     (uint64_t)ncols_global));
+    }
+}
+
+static void fill(float *x, size_t n, float v)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = v;
+}
+
+static void point_tensors(float **ptrs[], float *base, const size_t *sizes, int n)
+{
+    for (int i = 0; i < n; i++) {
+        *ptrs[i] = sizes[i] ? base : NULL;
+        base += sizes[i];
+    }
+}
+
+static void point_params(gpt_params *p, float *base, const size_t *sizes)
+{
+    float **ptrs[GPT_NUM_PARAMS] = {
+        &p->wte, &p->wpe, &p->ln1w, &p->ln1b, &p->qkvw, &p->qkvb, &p->attprojw, &p->attprojb,
+        &p->ln2w, &p->ln2b, &p->fcw, &p->fcb, &p->fcprojw, &p->fcprojb, &p->lnfw, &p->lnfb, &p->outw};
+    point_tensors(ptrs, base, sizes, GPT_NUM_PARAMS);
+}
+
+/* Sum sizes with overflow detection; returns 0 on overflow. */
+static int sum_sizes(const size_t *s, int n, size_t *total)
+{
+    size_t t = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] > ((size_t)-1) / sizeof(float) - t)
+            return 0;
+        t += s[i];
+    }
+    *total = t;
+    return 1;
+}
+
+static float *alloc_floats(size_t n)
+{
+    return (float *)calloc(n ? n : 1, sizeof(float));
+}
+
+int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    int rc = gpt_config_check(cfg, err, errlen);
+    if (rc)
+        return rc;
+    if (B <= 0 || T <= 0) FAIL("micro-batch size and sequence length must be positive");
+    if (T > cfg->max_position_embeddings)
+        FAIL("sequence length %d exceeds max position embeddings %d", T, cfg->max_position_embeddings);
+    m->cfg = *cfg;
+    m->L = cfg->num_layers;
+    m->C = cfg->hidden_size;
+    m->NH = cfg->num_heads;
+    m->F = cfg->ffn_hidden_size ? cfg->ffn_hidden_size : 4 * cfg->hidden_size;
+    m->maxT = cfg->max_position_embeddings;
+    m->Vp = gpt_padded_vocab_size(cfg);
+    m->Ll = m->L / cfg->pp_size;
+    m->layer_begin = cfg->pp_rank * m->Ll;
+    m->first_stage = cfg->pp_rank == 0;
+    m->last_stage = cfg->pp_rank == cfg->pp_size - 1;
+    m->Cl = m->C / cfg->tp_size;
+    m->NHl = m->NH / cfg->tp_size;
+    m->Fl = m->F / cfg->tp_size;
+    m->Vl = m->Vp / cfg->tp_size;
+    m->v_start = cfg->tp_rank * m->Vl;
+    m->B = B;
+    m->T = T;
+
+    size_t Ll = (size_t)m->Ll, C = (size_t)m->C, Cl = (size_t)m->Cl, Fl = (size_t)m->Fl;
+    size_t Vl = (size_t)m->Vl;
+    int tied = !cfg->untie_embeddings;
+    /* PP: the first stage holds wte/wpe, the last the final LN and the output
+       layer (a copy of wte when tied, kept in sync by an all-reduce of the
+       embedding grads over {first, last}).  With PP = 1 they coincide. */
+    size_t *ps = m->param_sizes;
+    ps[GPT_WTE] = (m->first_stage || (m->last_stage && tied)) ? Vl * C : 0;
+    ps[GPT_WPE] = m->first_stage ? (size_t)m->maxT * C : 0;
+    ps[GPT_LN1W] = ps[GPT_LN1B] = Ll * C;
+    ps[GPT_QKVW] = Ll * 3 * Cl * C;
+    ps[GPT_QKVB] = Ll * 3 * Cl;
+    ps[GPT_ATTPROJW] = Ll * C * Cl;
+    ps[GPT_ATTPROJB] = Ll * C;
+    ps[GPT_LN2W] = ps[GPT_LN2B] = Ll * C;
+    ps[GPT_FCW] = Ll * Fl * C;
+    ps[GPT_FCB] = Ll * Fl;
+    ps[GPT_FCPROJW] = Ll * C * Fl;
+    ps[GPT_FCPROJB] = Ll * C;
+    ps[GPT_LNFW] = ps[GPT_LNFB] = m->last_stage ? C : 0;
+    ps[GPT_OUTW] = (m->last_stage && !tied) ? Vl * C : 0;
+    if (!sum_sizes(ps, GPT_NUM_PARAMS, &m->num_params) || m->num_params > ((size_t)-1) / 8)
+        return GPT_ERR_NOMEM;
+
+    size_t BT = (size_t)B * (size_t)T;
+    size_t NHl = (size_t)m->NHl;
+    size_t *as = m->act_sizes;
+    size_t sizes[GPT_NUM_ACTS] = {
+        BT * C,                                    /* encoded */
+        Ll * BT * C, Ll * BT, Ll * BT,             /* ln1, mean, rstd */
+        Ll * BT * 3 * Cl, Ll * BT * Cl, Ll * NHl * BT, /* qkv, atty, att_lse */
+        Ll * BT * C, Ll * BT * C,                  /* attproj, residual2 */
+        Ll * BT * C, Ll * BT, Ll * BT,             /* ln2, mean, rstd */
+        Ll * BT * Fl, Ll * BT * Fl,                /* fch, fch_gelu */
+        Ll * BT * C, Ll * BT * C,                  /* fcproj, residual3 */
+        BT * C, BT, BT,                            /* lnf, mean, rstd */
+        BT * Vl,                                   /* logits */
+        BT, BT, BT, BT, BT, BT,                    /* losses, maxes, sumexp, tlogits, mask, dlosses */
+        BT * C, BT * C, BT * 3 * Cl, BT * Cl, BT * Fl, BT * Fl, /* backward scratch */
+    };
+    memcpy(as, sizes, sizeof sizes);
+    if (!sum_sizes(as, GPT_NUM_ACTS, &m->num_acts))
+        return GPT_ERR_NOMEM;
+
+    m->params_memory = alloc_floats(m->num_params);
+    m->grads_memory = alloc_floats(m->num_params);
+    m->opt_memory = alloc_floats(2 * m->num_params);
+    m->acts_memory = alloc_floats(m->num_acts);
+    m->acts.inputs = (int *)calloc(BT, sizeof(int));
+    m->acts.targets = (int *)calloc(BT, sizeof(int));
+    if (!m->params_memory || !m->grads_memory || !m->opt_memory || !m->acts_memory ||
+        !m->acts.inputs || !m->acts.targets) {
+        gpt_model_free(m);
+        if (err && errlen) snprintf(err, errlen, "cannot allocate the model (%zu parameters)", m->num_params);
+        return GPT_ERR_NOMEM;
+    }
+    point_params(&m->params, m->params_memory, ps);
+    point_params(&m->grads, m->grads_memory, ps);
+    m->m = m->opt_memory;
+    m->v = m->opt_memory + m->num_params;
+    gpt_acts *a = &m->acts;
+    float **aptrs[GPT_NUM_ACTS] = {
+        &a->encoded, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->atty, &a->att_lse,
+        &a->attproj, &a->residual2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu,
+        &a->fcproj, &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd, &a->logits, &a->losses,
+        &a->maxes, &a->sumexp, &a->tlogits, &a->mask, &a->dlosses, &a->dresidual, &a->dln,
+        &a->dqkv, &a->datty, &a->dfch, &a->dfch_gelu};
+    point_tensors(aptrs, m->acts_memory, as, GPT_NUM_ACTS);
+
+    /* Initialisation.  Global widths: qkv (3C, C), attproj (C, C), fc (F, C),
+       fcproj (C, F), embeddings (Vp, C) / (maxT, C). */
+    gpt_params *p = &m->params;
+    double std = cfg->init_method_std, ostd = std / sqrt(2.0 * m->L);
+    int iC = m->C, iCl = m->Cl, iFl = m->Fl, iVl = m->Vl;
+    uint64_t sd = cfg->seed;
+    int tr = cfg->tp_rank;
+    if (p->wte) init_block(p->wte, iVl, iC, std, sd, GPT_WTE, 0, iVl, 0, m->v_start, 0, iC);
+    if (p->wpe) init_block(p->wpe, m->maxT, iC, std, sd, GPT_WPE, 0, m->maxT, 0, 0, 0, iC);
+    if (p->outw) init_block(p->outw, iVl, iC, std, sd, GPT_OUTW, 0, iVl, 0, m->v_start, 0, iC);
+    if (p->lnfw) fill(p->lnfw, C, 1.0f);
+    for (int l = 0; l < m->Ll; l++) {
+        int gl = m->layer_begin + l;
+        fill(p->ln1w + l * C, C, 1.0f);
+        fill(p->ln2w + l * C, C, 1.0f);
+        init_block(p->qkvw + l * 3 * Cl * C, 3 * iCl, iC, std, sd, GPT_QKVW, gl, iCl, iC, tr * iCl, 0, iC);
+        init_block(p->attprojw + l * C * Cl, iC, iCl, ostd, sd, GPT_ATTPROJW, gl, iC, 0, 0, tr * iCl, iC);
+        init_block(p->fcw + l * Fl * C, iFl, iC, std, sd, GPT_FCW, gl, iFl, 0, tr * iFl, 0, iC);
+        init_block(p->fcprojw + l * C * Fl, iC, iFl, ostd, sd, GPT_FCPROJW, gl, iC, 0, 0, tr * iFl, m->F);
+    }
+    return GPT_OK;
+}
+
+void gpt_model_free(gpt_model *m)
+{
+    if (!m)
+        return;
+    free(m->params_memory);
+    free(m->grads_memory);
+    free(m->opt_memory);
+    free(m->acts_memory);
+    free(m->acts.inputs);
+    free(m->acts.targets);
+    m->params_memory = m->grads_memory = m->opt_memory = m->acts_memory = NULL;
+    m->acts.inputs = m->acts.targets = NULL;
+}
+
+/* ---- forward / backward --------------------------------------------------- */
+
+int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float *mask,
+                double *loss_sum, double *num_tokens)
+{
+    int B = m->B, T = m->T, C = m->C, Cl = m->Cl, NHl = m->NHl, Fl = m->Fl, Vl = m->Vl;
+    size_t BT = (size_t)B * T, BTC = BT * (size_t)C;
+    gpt_params *p = &m->params;
+    gpt_acts *a = &m->acts;
+    float eps = m->cfg.layernorm_eps;
+    for (size_t i = 0; i < BT; i++) {
+        if (inputs[i] < 0 || inputs[i] >= m->cfg.vocab_size)
+            return GPT_ERR_ARG;
+        a->mask[i] = mask ? mask[i] : 1.0f;
+    }
+    memcpy(a->inputs, inputs, BT * sizeof(int));
+    memcpy(a->targets, targets, BT * sizeof(int));
+
+    /* PP: stages after the first receive `encoded` from the previous stage. */
+    encoder_forward_cpu(a->encoded, inputs, p->wte, p->wpe, B, T, C, Vl, m->v_start);
+    /* TP: all-reduce encoded (wpe passed on TP rank 0 only). */
+    const float *residual = a->encoded;
+    for (int l = 0; l < m->Ll; l++) {
+        size_t lC = (size_t)l * C;
+        float *ln1 = a->ln1 + l * BTC, *qkv = a->qkv + l * BT * 3 * Cl, *atty = a->atty + l * BT * Cl;
+        float *attproj = a->attproj + l * BTC, *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC;
+        float *fch = a->fch + l * BT * Fl, *fchg = a->fch_gelu + l * BT * Fl;
+        float *fcproj = a->fcproj + l * BTC, *res3 = a->residual3 + l * BTC;
+        layernorm_forward_cpu(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, residual,
+                              p->ln1w + lC, p->ln1b + lC, B, T, C, eps);
+        matmul_forward_cpu(qkv, ln1, p->qkvw + (size_t)l * 3 * Cl * C, p->qkvb + (size_t)l * 3 * Cl,
+                           B, T, C, 3 * Cl);
+        attention_forward_cpu(atty, a->att_lse + (size_t)l * NHl * BT, qkv, B, T, Cl, NHl);
+        matmul_forward_cpu(attproj, atty, p->attprojw + (size_t)l * C * Cl,
+                           m->cfg.tp_rank == 0 ? p->attprojb + lC : NULL, B, T, Cl, C);
+        /* TP: all-reduce attproj. */
+        residual_forward_cpu(res2, residual, attproj, BTC);
+        layernorm_forward_cpu(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, res2,
+                              p->ln2w + lC, p->ln2b + lC, B, T, C, eps);
+        matmul_forward_cpu(fch, ln2, p->fcw + (size_t)l * Fl * C, p->fcb + (size_t)l * Fl, B, T, C, Fl);
+        gelu_forward_cpu(fchg, fch, BT * Fl);
+        matmul_forward_cpu(fcproj, fchg, p->fcprojw + (size_t)l * C * Fl,
+                           m->cfg.tp_rank == 0 ? p->fcprojb + lC : NULL, B, T, Fl, C);
+        /* TP: all-reduce fcproj. */
+        residual_forward_cpu(res3, res2, fcproj, BTC);
+        residual = res3;
+    }
+    /* PP: non-last stages send `residual` on and stop here. */
+    layernorm_forward_cpu(a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, B, T, C, eps);
+    const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
+    matmul_forward_cpu(a->logits, a->lnf, outw, NULL, B, T, C, Vl);
+    crossentropy_forward_cpu(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, targets,
+                             a->mask, B, T, Vl, m->v_start);
+    /* TP: the vocab-parallel reduction (kernels.h, crossentropy_forward_cpu). */
+    double ls = 0.0, nt = 0.0;
+    for (size_t i = 0; i < BT; i++) {
+        ls += (double)a->losses[i];   /* losses are 0 where mask is 0 */
+        nt += (double)a->mask[i];
+    }
+    m->num_tokens = (float)nt;
+    *loss_sum = ls;
+    *num_tokens = nt;
+    return GPT_OK;
+}
+
+void gpt_zero_grad(gpt_model *m)
+{
+    memset(m->grads_memory, 0, m->num_params * sizeof(float));
+}
+
+void gpt_backward(gpt_model *m, float scale)
+{
+    int B = m->B, T = m->T, C = m->C, Cl = m->Cl, NHl = m->NHl, Fl = m->Fl, Vl = m->Vl;
+    size_t BT = (size_t)B * T, BTC = BT * (size_t)C;
+    gpt_params *p = &m->params, *g = &m->grads;
+    gpt_acts *a = &m->acts;
+    float inv = m->num_tokens > 0.0f ? scale / m->num_tokens : 0.0f;
+    for (size_t i = 0; i < BT; i++)
+        a->dlosses[i] = a->mask[i] * inv;
+    crossentropy_backward_cpu(a->logits, a->logits, a->maxes, a->sumexp, a->targets, a->dlosses,
+                              B, T, Vl, m->v_start);
+    const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
+    float *doutw = m->cfg.untie_embeddings ? g->outw : g->wte;
+    memset(a->dln, 0, BTC * sizeof(float));
+    matmul_backward_cpu(a->dln, doutw, NULL, a->logits, a->lnf, outw, B, T, C, Vl);
+    /* TP: all-reduce dln (the output layer is column-parallel). */
+    const float *last = m->Ll ? a->residual3 + (size_t)(m->Ll - 1) * BTC : a->encoded;
+    memset(a->dresidual, 0, BTC * sizeof(float));
+    layernorm_backward_cpu(a->dresidual, g->lnfw, g->lnfb, a->dln, last, p->lnfw, a->lnf_mean,
+                           a->lnf_rstd, B, T, C);
+    /* PP: stages before the last start from a received dresidual. */
+    for (int l = m->Ll - 1; l >= 0; l--) {
+        size_t lC = (size_t)l * C;
+        const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BTC;
+        float *ln1 = a->ln1 + l * BTC, *qkv = a->qkv + l * BT * 3 * Cl, *atty = a->atty + l * BT * Cl;
+        float *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC;
+        float *fch = a->fch + l * BT * Fl, *fchg = a->fch_gelu + l * BT * Fl;
+        /* dresidual is d(residual3[l]); the skip passes it to residual2 as is. */
+        memset(a->dfch_gelu, 0, BT * Fl * sizeof(float));
+        matmul_backward_cpu(a->dfch_gelu, g->fcprojw + (size_t)l * C * Fl,
+                            m->cfg.tp_rank == 0 ? g->fcprojb + lC : NULL, a->dresidual, fchg,
+                            p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
+        memset(a->dfch, 0, BT * Fl * sizeof(float));
+        gelu_backward_cpu(a->dfch, fch, a->dfch_gelu, BT * Fl);
+        memset(a->dln, 0, BTC * sizeof(float));
+        matmul_backward_cpu(a->dln, g->fcw + (size_t)l * Fl * C, g->fcb + (size_t)l * Fl, a->dfch, ln2,
+                            p->fcw + (size_t)l * Fl * C, B, T, C, Fl);
+        /* TP: all-reduce dln. */
+        layernorm_backward_cpu(a->dresidual, g->ln2w + lC, g->ln2b + lC, a->dln, res2, p->ln2w + lC,
+                               a->ln2_mean + l * BT, a->ln2_rstd + l * BT, B, T, C);
+        /* now dresidual is d(residual2[l]) */
+        memset(a->datty, 0, BT * Cl * sizeof(float));
+        matmul_backward_cpu(a->datty, g->attprojw + (size_t)l * C * Cl,
+                            m->cfg.tp_rank == 0 ? g->attprojb + lC : NULL, a->dresidual, atty,
+                            p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
+        memset(a->dqkv, 0, BT * 3 * Cl * sizeof(float));
+        attention_backward_cpu(a->dqkv, a->datty, qkv, atty, a->att_lse + (size_t)l * NHl * BT,
+                               B, T, Cl, NHl);
+        memset(a->dln, 0, BTC * sizeof(float));
+        matmul_backward_cpu(a->dln, g->qkvw + (size_t)l * 3 * Cl * C, g->qkvb + (size_t)l * 3 * Cl,
+                            a->dqkv, ln1, p->qkvw + (size_t)l * 3 * Cl * C, B, T, C, 3 * Cl);
+        /* TP: all-reduce dln. */
+        layernorm_backward_cpu(a->dresidual, g->ln1w + lC, g->ln1b + lC, a->dln, residual,
+                               p->ln1w + lC, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, B, T, C);
+    }
+    /* PP: non-first stages send dresidual back.  Tied: the embedding grads of
+       the first and last stage are all-reduced. */
+    encoder_backward_cpu(g->wte, g->wpe, a->dresidual, a->inputs, B, T, C, Vl, m->v_start);
+}
+
+double gpt_grad_norm(const gpt_model *m)
+{
+    double total = 0.0;
+    const float *g = m->grads_memory;
+    for (int i = 0; i < GPT_NUM_PARAMS; i++) {
+        if (m->param_sizes[i]) {
+            double s;
+            global_norm_squared_cpu(&s, g, m->param_sizes[i]);
+            total += s;
+        }
+        g += m->param_sizes[i];
+    }
+    /* TP/PP: all-reduce total over the model-parallel group, counting
+       replicated tensors (LayerNorms, row-parallel biases) once. */
+    return sqrt(total);
+}
+
+void gpt_update(gpt_model *m, float lr, float beta1, float beta2, float eps,
+                float weight_decay, float grad_scale)
+{
+    m->step++;
+    size_t off = 0;
+    for (int i = 0; i < GPT_NUM_PARAMS; i++) {
+        size_t n = m->param_sizes[i];
+        if (n)
+            adamw_update_cpu(m->params_memory + off, m->m + off, m->v + off, m->grads_memory + off, n,
+                             m->step, lr, beta1, beta2, eps, gpt_param_decays(i) ? weight_decay : 0.0f,
+                             grad_scale);
+        off += n;
+    }
+}
+
+double gpt_flops_per_token(const gpt_model *m)
+{
+    double C = m->C, F = m->F, L = m->L, T = m->T, V = m->Vp;
+    double matmul_weights = L * (3 * C * C + C * C + 2 * C * F) + C * V;
+    return 6.0 * matmul_weights + 6.0 * L * C * T;
+}

@@ -1,0 +1,256 @@
+/*
+ * model.h - Megatron's GPT on the kernels of kernels/kernels.h: the
+ * configuration, the parameter / gradient / optimizer / activation tables,
+ * forward with a masked loss, backward, gradient norm and the AdamW update.
+ *
+ * The model is written per rank: a tensor-parallel (TP) shard of the heads,
+ * the FFN columns and the padded vocabulary, and a pipeline-parallel (PP)
+ * range of layers.  This session runs TP = PP = 1 only (gpt_config_check()
+ * refuses anything else), but every size below is already the LOCAL one, so
+ * the parallel issue adds the collectives marked "TP:" / "PP:" in model.c,
+ * not a rewrite.
+ *
+ * Memory follows llm.c (STYLE 18): parameters, gradients, AdamW state (m and
+ * v together) and activations (with the backward's scratch) are each ONE
+ * allocation, addressed through a table of pointers.  Activations are sized
+ * for one micro-batch of B sequences of T tokens; gradient accumulation runs
+ * micro-batches one after another into the same gradients.
+ *
+ * What it deliberately does not do: read data, communicate, print, exit,
+ * dropout (Megatron's --hidden-dropout / --attention-dropout are 0 here),
+ * mixed precision, checkpoints.
+ *
+ * Error handling: functions that can fail return 0 or a negative
+ * enum gpt_err and write a one-line message into the caller's buffer.
+ * Thread safety: a gpt_model is used by one thread at a time; the kernels
+ * parallelise internally with OpenMP.
+ */
+#ifndef MDS_MODEL_H
+#define MDS_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum gpt_err {
+    GPT_OK = 0,
+    GPT_ERR_ARG = -1,    /* inconsistent configuration or arguments */
+    GPT_ERR_NOMEM = -2   /* an allocation failed (or its size overflows) */
+};
+
+/* A short name for an error code ("bad argument", ...); never NULL. */
+const char *gpt_strerror(int code);
+
+/*
+ * gpt_config - Megatron's GPT hyperparameters plus this rank's place in the
+ * TP x PP grid.  Start from gpt_config_init() (Megatron's defaults), set the
+ * required fields, then gpt_config_check().
+ */
+typedef struct gpt_config {
+    int num_layers;           /* L, --num-layers (all stages together); required */
+    int hidden_size;          /* C, --hidden-size; required */
+    int num_heads;            /* NH, --num-attention-heads; C % NH == 0; required */
+    int ffn_hidden_size;      /* --ffn-hidden-size; 0: 4*C */
+    int max_position_embeddings; /* maxT, --max-position-embeddings; required */
+    int vocab_size;           /* the tokenizer's vocabulary (GPT-2: 50257); required */
+    int make_vocab_size_divisible_by; /* default 128; the padding multiple is this x TP */
+    int untie_embeddings;     /* --untie-embeddings-and-output-weights; default 0 (tied) */
+    float init_method_std;    /* --init-method-std, default 0.02; output projections /sqrt(2L) */
+    float layernorm_eps;      /* --norm-epsilon, default 1e-5 */
+    uint64_t seed;            /* --seed, default 1234: the initialisation stream (see gpt_init_normal) */
+    int tp_size, tp_rank;     /* default 1, 0 */
+    int pp_size, pp_rank;     /* default 1, 0 */
+} gpt_config;
+
+void gpt_config_init(gpt_config *cfg);
+
+/*
+ * gpt_config_check() - validate cfg (required fields, divisibility, sizes
+ * that fit int and size_t, TP = PP = 1 for now).
+ * @return : 0, or GPT_ERR_ARG with a message in err (lowercase, no stop).
+ */
+int gpt_config_check(const gpt_config *cfg, char *err, size_t errlen);
+
+/* The vocabulary padded as Megatron pads it: up to a multiple of
+ * make_vocab_size_divisible_by * tp_size (GPT-2 50257 -> 50304 at TP=1). */
+int gpt_padded_vocab_size(const gpt_config *cfg);
+
+/* Parameter tensors, in storage order (llm.c's order, plus the untied output
+ * layer).  A tensor that this rank does not hold has size 0. */
+enum gpt_param_id {
+    GPT_WTE, GPT_WPE, GPT_LN1W, GPT_LN1B, GPT_QKVW, GPT_QKVB, GPT_ATTPROJW, GPT_ATTPROJB,
+    GPT_LN2W, GPT_LN2B, GPT_FCW, GPT_FCB, GPT_FCPROJW, GPT_FCPROJB, GPT_LNFW, GPT_LNFB,
+    GPT_OUTW, GPT_NUM_PARAMS
+};
+
+/* Pointers into one allocation; shapes are this rank's (local) shapes with
+ * Ll = local layers, Vl = Vp / tp, Cl = C / tp (attention width), Fl = ffn / tp. */
+typedef struct gpt_params {
+    float *wte;      // (Vl, C)     word embeddings; also the output layer when tied
+    float *wpe;      // (maxT, C)   learned absolute position embeddings
+    float *ln1w;     // (Ll, C)
+    float *ln1b;     // (Ll, C)
+    float *qkvw;     // (Ll, 3*Cl, C)  column-parallel; local rows [q | k | v]
+    float *qkvb;     // (Ll, 3*Cl)
+    float *attprojw; // (Ll, C, Cl)    row-parallel
+    float *attprojb; // (Ll, C)
+    float *ln2w;     // (Ll, C)
+    float *ln2b;     // (Ll, C)
+    float *fcw;      // (Ll, Fl, C)    column-parallel
+    float *fcb;      // (Ll, Fl)
+    float *fcprojw;  // (Ll, C, Fl)    row-parallel
+    float *fcprojb;  // (Ll, C)
+    float *lnfw;     // (C)
+    float *lnfb;     // (C)
+    float *outw;     // (Vl, C)     only with untie_embeddings, else size 0
+} gpt_params;
+
+/* Activations of one micro-batch (B, T), plus the backward's scratch. */
+typedef struct gpt_acts {
+    float *encoded;   // (B, T, C)
+    float *ln1;       // (Ll, B, T, C)
+    float *ln1_mean;  // (Ll, B, T)
+    float *ln1_rstd;  // (Ll, B, T)
+    float *qkv;       // (Ll, B, T, 3*Cl)
+    float *atty;      // (Ll, B, T, Cl)
+    float *att_lse;   // (Ll, B, NHl, T)
+    float *attproj;   // (Ll, B, T, C)
+    float *residual2; // (Ll, B, T, C)
+    float *ln2;       // (Ll, B, T, C)
+    float *ln2_mean;  // (Ll, B, T)
+    float *ln2_rstd;  // (Ll, B, T)
+    float *fch;       // (Ll, B, T, Fl)
+    float *fch_gelu;  // (Ll, B, T, Fl)
+    float *fcproj;    // (Ll, B, T, C)
+    float *residual3; // (Ll, B, T, C)
+    float *lnf;       // (B, T, C)
+    float *lnf_mean;  // (B, T)
+    float *lnf_rstd;  // (B, T)
+    float *logits;    // (B, T, Vl)  overwritten in place by dlogits in backward
+    float *losses;    // (B, T)
+    float *maxes;     // (B, T)
+    float *sumexp;    // (B, T)
+    float *tlogits;   // (B, T)
+    float *mask;      // (B, T)  the loss mask of the last forward
+    float *dlosses;   // (B, T)
+    float *dresidual; // (B, T, C)   backward: the residual stream's gradient
+    float *dln;       // (B, T, C)   backward: gradient into a LayerNorm output
+    float *dqkv;      // (B, T, 3*Cl)
+    float *datty;     // (B, T, Cl)
+    float *dfch;      // (B, T, Fl)
+    float *dfch_gelu; // (B, T, Fl)
+    int *inputs;      // (B, T)
+    int *targets;     // (B, T)
+} gpt_acts;
+
+#define GPT_NUM_ACTS 32   /* float tensors in gpt_acts (inputs/targets apart) */
+
+typedef struct gpt_model {
+    gpt_config cfg;
+    /* local dimensions */
+    int L, C, NH, F, maxT, Vp;    /* global: layers, hidden, heads, ffn, positions, padded vocab */
+    int Ll, layer_begin;          /* this stage's layers [layer_begin, layer_begin + Ll) */
+    int Cl, NHl, Fl, Vl, v_start; /* this TP rank's attention width, heads, ffn, vocab rows */
+    int first_stage, last_stage;
+    /* parameters, gradients, optimizer state: one allocation each */
+    size_t param_sizes[GPT_NUM_PARAMS];
+    size_t num_params;            /* this rank's parameter count */
+    float *params_memory, *grads_memory, *opt_memory; /* opt: m then v, each num_params */
+    gpt_params params, grads;
+    float *m, *v;
+    /* activations for micro-batches of B x T */
+    int B, T;
+    size_t act_sizes[GPT_NUM_ACTS];
+    size_t num_acts;
+    float *acts_memory;
+    gpt_acts acts;
+    float num_tokens;             /* sum of the mask in the last forward */
+    int step;                     /* AdamW steps taken (t of the bias correction) */
+} gpt_model;
+
+/*
+ * gpt_model_init() - allocate the tables for micro-batches of B x T
+ * (T <= max_position_embeddings) and initialise the weights as Megatron
+ * does: every weight matrix and both embeddings ~ N(0, init_method_std),
+ * the attention and FC2 output projections ~ N(0, init_method_std /
+ * sqrt(2 L)) (Megatron's scaled_init_method_normal), biases 0, LayerNorm
+ * weights 1 and biases 0.  Gradients and AdamW state start at 0.
+ * Values come from gpt_init_normal(), so they depend on the seed and on each
+ * element's GLOBAL coordinates only: a TP shard or PP stage holds exactly the
+ * slice of the TP = PP = 1 model.  On failure the model is left empty (safe
+ * to pass to gpt_model_free()).
+ * @return : 0, GPT_ERR_ARG (config or B, T), GPT_ERR_NOMEM.
+ */
+int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err, size_t errlen);
+
+/* Free the four allocations; accepts a zeroed or already freed model. */
+void gpt_model_free(gpt_model *m);
+
+/*
+ * gpt_init_normal() - the initialisation RNG, documented so that other
+ * implementations can reproduce it (it does not equal PyTorch's):
+ *   x = splitmix64(seed ^ splitmix64(tensor_id * 2^40 + layer * 2^20 + 1)
+ *                  + (row * ncols_global + col))   (64-bit wrap-around)
+ *   u1 = ((x >> 40) + 0.5) / 2^24,  u2 = ((x >> 16 & 0xffffff) + 0.5) / 2^24
+ *   n = sqrt(-2 ln u1) cos(2 pi u2)   (Box-Muller, in double, then * std)
+ * with splitmix64(z) = the finaliser of z + 0x9e3779b97f4a7c15 (Vigna),
+ * tensor_id the enum gpt_param_id, layer the GLOBAL layer (0 for non-layer
+ * tensors), row/col the element's global coordinates in the TP = 1 tensor
+ * and ncols_global its global width.
+ */
+double gpt_init_normal(uint64_t seed, int tensor_id, int layer, uint64_t row, uint64_t col,
+                       uint64_t ncols_global);
+
+/* Nonzero when parameter tensor id takes weight decay (Megatron's decay
+ * group: not biases, not LayerNorm weights; embeddings decay). */
+int gpt_param_decays(int id);
+
+/*
+ * gpt_forward() - forward one micro-batch: inputs and targets (B, T) token
+ * ids (< vocab; targets may be anything where mask is 0), mask (B, T) the loss
+ * mask or NULL (all ones).  Fills the activations and returns in *loss_sum
+ * the sum of mask * per-token loss (summed in double) and in *num_tokens
+ * the sum of the mask.  Megatron's micro-batch loss is loss_sum / num_tokens.
+ * @return : 0, or GPT_ERR_ARG (a token id out of range).
+ */
+int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float *mask,
+                double *loss_sum, double *num_tokens);
+
+/* Zero every gradient (once per step, before the first micro-batch). */
+void gpt_zero_grad(gpt_model *m);
+
+/*
+ * gpt_backward() - add the gradients of  scale * loss_sum / num_tokens  of
+ * the last gpt_forward() (Megatron's masked mean; scale = 1 / number of
+ * micro-batches under accumulation).  A micro-batch with no unmasked token
+ * contributes nothing (Megatron would produce NaN).  Overwrites the logits.
+ */
+void gpt_backward(gpt_model *m, float scale);
+
+/* The global L2 norm of the gradients (TP-replicated tensors counted once
+ * across ranks: with TP = 1 simply every tensor), summed in double in
+ * tensor order. */
+double gpt_grad_norm(const gpt_model *m);
+
+/*
+ * gpt_update() - one AdamW step over every tensor, weight_decay applied only
+ * to the decay group, gradients multiplied by grad_scale (the clipping
+ * factor from global_norm_clip_scale()).  Increments m->step first.
+ */
+void gpt_update(gpt_model *m, float lr, float beta1, float beta2, float eps,
+                float weight_decay, float grad_scale);
+
+/* Model FLOPs of one training step (forward + backward) per token, counted
+ * as Megatron HEAD's num_floating_point_operations does for GELU MLP and MHA
+ * with causal-halved attention: 6 * (matmul weights incl. the logit layer)
+ * + 6 * L * C * T.  Global (whole model), not per rank. */
+double gpt_flops_per_token(const gpt_model *m);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MDS_MODEL_H */

@@ -1,0 +1,799 @@
+/*
+ * train.c - mdstrain: GPT pretraining with Megatron-LM's flags, data,
+ * learning-rate schedule and log line, on the CPU reference kernels, in one
+ * process (TP = PP = DP = 1).
+ *
+ * One option table drives the parser and --help (STYLE 38).  The model is
+ * train/model.[ch]; the data is the training-data pipeline of dataset.h
+ * (Megatron's GPTDataset samples, same order); the schedule is Megatron's
+ * OptimizerParamScheduler.get_lr (docs/cli.md gives the formula).
+ *
+ * What it deliberately does not do yet: checkpoints (--save/--load are
+ * refused), bf16/fp16, dropout, tensor/pipeline/data parallelism, CUDA.
+ * Log lines go to stdout (where Megatron prints them); the configuration
+ * table, notes and errors go to stderr.  Exit status: 0 success, 1 runtime
+ * failure, 2 bad usage.
+ */
+#include "bpe.h"
+#include "cliutil.h"
+#include "dataset.h"
+#include "kernels.h"
+#include "model.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define PROG "mdstrain"
+#define MDS_VERSION "0.1.0"
+
+static int verbosity = 2;   /* 0 silent, 1 errors, 2 notes and the config table (default), 3 -v */
+
+/* ---- errors (STYLE 13, 15, 40) -------------------------------------------- */
+
+static void die(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+static void die(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, PROG ": ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(code);
+}
+
+static void usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, PROG ": ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fprintf(stderr, "hint: see '" PROG " --help'\n");
+    exit(2);
+}
+
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note(const char *fmt, ...)
+{
+    if (verbosity < 2)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* Wraps a library call returning a negative code: file, line, hint, exit 1. */
+#define dsCheck(expr, handle_err, hint) do { \
+        int rc_ = (expr); \
+        if (rc_ < 0) { \
+            fprintf(stderr, PROG ": %s (%s)\n  at %s:%d\nhint: %s\n", (handle_err), ds_strerror(rc_), \
+                    __FILE__, __LINE__, (hint)); \
+            exit(1); \
+        } \
+    } while (0)
+
+static void *mallocCheck_(size_t n, const char *file, int line)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, PROG ": out of memory allocating %zu bytes\n  at %s:%d\nhint: use a smaller "
+                "--micro-batch-size or model\n", n, file, line);
+        exit(1);
+    }
+    return p;
+}
+#define mallocCheck(n) mallocCheck_((n), __FILE__, __LINE__)
+
+/* ---- the option table ----------------------------------------------------- */
+
+enum { ARG_NONE, ARG_ONE, ARG_MANY };
+enum {
+    O_NUM_LAYERS, O_HIDDEN, O_HEADS, O_FFN, O_SEQ, O_MAXPOS, O_MBS, O_GBS, O_TRAIN_ITERS,
+    O_TRAIN_SAMPLES, O_LR, O_MIN_LR, O_LR_WARMUP_INIT, O_DECAY_STYLE, O_WARMUP_ITERS,
+    O_WARMUP_FRACTION, O_WARMUP_SAMPLES, O_DECAY_ITERS, O_DECAY_SAMPLES, O_WD, O_CLIP, O_BETA1,
+    O_BETA2, O_EPS, O_SEED, O_LOG_INTERVAL, O_EVAL_INTERVAL, O_EVAL_ITERS, O_EXIT_INTERVAL,
+    O_DATA_PATH, O_SPLIT, O_MOCK, O_CACHE, O_VOCAB_FILE, O_MERGE_FILE, O_TOKENIZER, O_VOCAB_SIZE,
+    O_TP, O_PP, O_EOD_MASK, O_VOCAB_DIV, O_INIT_STD, O_UNTIE, O_NORM_EPS, O_HIDDEN_DROPOUT,
+    O_ATTN_DROPOUT, O_DIST_OPT, O_LOG_THROUGHPUT, O_QUIET, O_VERBOSE, O_HELP, O_VERSION,
+    O_NOT_YET, O_CKPT
+};
+
+struct option_def {
+    const char *lng;
+    char shrt;
+    int arg;
+    int id;
+    const char *meta;
+    const char *help;   /* NULL: hidden from --help (refused flags) */
+};
+
+static const struct option_def options[] = {
+    /* model */
+    {"num-layers", 0, ARG_ONE, O_NUM_LAYERS, "N", "transformer layers (required)"},
+    {"hidden-size", 0, ARG_ONE, O_HIDDEN, "N", "hidden size (required)"},
+    {"num-attention-heads", 0, ARG_ONE, O_HEADS, "N", "attention heads (required)"},
+    {"ffn-hidden-size", 0, ARG_ONE, O_FFN, "N", "MLP hidden size (default 4 x hidden size)"},
+    {"seq-length", 0, ARG_ONE, O_SEQ, "N", "tokens per sample (required)"},
+    {"max-position-embeddings", 0, ARG_ONE, O_MAXPOS, "N", "position embeddings, >= seq length (required)"},
+    {"make-vocab-size-divisible-by", 0, ARG_ONE, O_VOCAB_DIV, "N", "pad the vocabulary to a multiple of N x TP (default 128)"},
+    {"untie-embeddings-and-output-weights", 0, ARG_NONE, O_UNTIE, NULL, "separate output layer (default: tied to the word embeddings)"},
+    {"init-method-std", 0, ARG_ONE, O_INIT_STD, "X", "init std (default 0.02; output projections / sqrt(2 L))"},
+    {"norm-epsilon", 0, ARG_ONE, O_NORM_EPS, "X", "LayerNorm epsilon (default 1e-5)"},
+    {"hidden-dropout", 0, ARG_ONE, O_HIDDEN_DROPOUT, "0", "only 0 (dropout is not implemented; default 0)"},
+    {"attention-dropout", 0, ARG_ONE, O_ATTN_DROPOUT, "0", "only 0 (default 0)"},
+    /* batch and length of training */
+    {"micro-batch-size", 0, ARG_ONE, O_MBS, "N", "samples per micro-batch (required)"},
+    {"global-batch-size", 0, ARG_ONE, O_GBS, "N", "samples per iteration, a multiple of the micro-batch (default: micro-batch)"},
+    {"train-iters", 0, ARG_ONE, O_TRAIN_ITERS, "N", "iterations to train (or --train-samples)"},
+    {"train-samples", 0, ARG_ONE, O_TRAIN_SAMPLES, "N", "samples to train (iterations = N / global batch)"},
+    {"exit-interval", 0, ARG_ONE, O_EXIT_INTERVAL, "N", "stop after an iteration that is a multiple of N"},
+    /* optimizer and schedule */
+    {"lr", 0, ARG_ONE, O_LR, "X", "peak learning rate (required)"},
+    {"min-lr", 0, ARG_ONE, O_MIN_LR, "X", "final learning rate (default 0)"},
+    {"lr-warmup-init", 0, ARG_ONE, O_LR_WARMUP_INIT, "X", "learning rate at the start of the warmup (default 0)"},
+    {"lr-decay-style", 0, ARG_ONE, O_DECAY_STYLE, "STYLE", "constant, linear (default) or cosine"},
+    {"lr-warmup-iters", 0, ARG_ONE, O_WARMUP_ITERS, "N", "warmup iterations (default 0)"},
+    {"lr-warmup-fraction", 0, ARG_ONE, O_WARMUP_FRACTION, "X", "warmup as a fraction of the decay length"},
+    {"lr-warmup-samples", 0, ARG_ONE, O_WARMUP_SAMPLES, "N", "warmup samples (with --train-samples)"},
+    {"lr-decay-iters", 0, ARG_ONE, O_DECAY_ITERS, "N", "decay iterations (default --train-iters)"},
+    {"lr-decay-samples", 0, ARG_ONE, O_DECAY_SAMPLES, "N", "decay samples (default --train-samples)"},
+    {"weight-decay", 0, ARG_ONE, O_WD, "X", "AdamW weight decay, not on biases and norms (default 0.01)"},
+    {"clip-grad", 0, ARG_ONE, O_CLIP, "X", "clip the global gradient norm to X, 0 = off (default 1.0)"},
+    {"adam-beta1", 0, ARG_ONE, O_BETA1, "X", "default 0.9"},
+    {"adam-beta2", 0, ARG_ONE, O_BETA2, "X", "default 0.999"},
+    {"adam-eps", 0, ARG_ONE, O_EPS, "X", "default 1e-8"},
+    {"seed", 0, ARG_ONE, O_SEED, "N", "initialisation and data shuffling seed (default 1234)"},
+    /* data */
+    {"data-path", 0, ARG_MANY, O_DATA_PATH, "[W] PREFIX...", "Megatron dataset prefix(es), optionally weighted"},
+    {"split", 0, ARG_ONE, O_SPLIT, "A,B,C", "train/valid/test split weights (default 969, 30, 1)"},
+    {"mock-data", 0, ARG_NONE, O_MOCK, NULL, "Megatron's MockGPTDataset instead of --data-path"},
+    {"data-cache-path", 0, ARG_ONE, O_CACHE, "DIR", "cache the index arrays in DIR (Megatron's file names)"},
+    {"tokenizer-type", 0, ARG_ONE, O_TOKENIZER, "TYPE", "GPT2BPETokenizer (default) or NullTokenizer"},
+    {"vocab-file", 0, ARG_ONE, O_VOCAB_FILE, "PATH", "GPT-2 vocab JSON (default: the bundled one)"},
+    {"merge-file", 0, ARG_ONE, O_MERGE_FILE, "PATH", "GPT-2 merges (default: the bundled one)"},
+    {"vocab-size", 0, ARG_ONE, O_VOCAB_SIZE, "N", "NullTokenizer: N ids plus EOD = N"},
+    {"eod-mask-loss", 0, ARG_NONE, O_EOD_MASK, NULL, "no loss on targets after an EOD input"},
+    /* logging and evaluation */
+    {"log-interval", 0, ARG_ONE, O_LOG_INTERVAL, "N", "log line every N iterations (default 100)"},
+    {"eval-interval", 0, ARG_ONE, O_EVAL_INTERVAL, "N", "validation every N iterations, 0 = never (default 1000)"},
+    {"eval-iters", 0, ARG_ONE, O_EVAL_ITERS, "N", "global batches per validation, 0 = none (default 100)"},
+    {"log-throughput", 0, ARG_NONE, O_LOG_THROUGHPUT, NULL, "accepted; throughput is always logged"},
+    /* parallelism */
+    {"tensor-model-parallel-size", 0, ARG_ONE, O_TP, "1", "only 1 for now"},
+    {"pipeline-model-parallel-size", 0, ARG_ONE, O_PP, "1", "only 1 for now"},
+    {"use-distributed-optimizer", 0, ARG_NONE, O_DIST_OPT, NULL, "accepted (one data-parallel rank: no effect)"},
+    {"quiet", 'q', ARG_NONE, O_QUIET, NULL, "no configuration table or notes; twice: errors only"},
+    {"verbose", 'v', ARG_NONE, O_VERBOSE, NULL, "more output"},
+    {"help", 'h', ARG_NONE, O_HELP, NULL, "show this help and exit"},
+    {"version", 'V', ARG_NONE, O_VERSION, NULL, "show the version and exit"},
+    /* Megatron flags refused by name, never ignored. */
+    {"bf16", 0, ARG_NONE, O_NOT_YET, NULL, NULL},
+    {"fp16", 0, ARG_NONE, O_NOT_YET, NULL, NULL},
+    {"sequence-parallel", 0, ARG_NONE, O_NOT_YET, NULL, NULL},
+    {"context-parallel-size", 0, ARG_ONE, O_NOT_YET, NULL, NULL},
+    {"num-layers-per-virtual-pipeline-stage", 0, ARG_ONE, O_NOT_YET, NULL, NULL},
+    {"rampup-batch-size", 0, ARG_MANY, O_NOT_YET, NULL, NULL},
+    {"swiglu", 0, ARG_NONE, O_NOT_YET, NULL, NULL},
+    {"normalization", 0, ARG_ONE, O_NOT_YET, NULL, NULL},
+    {"position-embedding-type", 0, ARG_ONE, O_NOT_YET, NULL, NULL},
+    {"group-query-attention", 0, ARG_NONE, O_NOT_YET, NULL, NULL},
+    {"train-data-path", 0, ARG_MANY, O_NOT_YET, NULL, NULL},
+    {"valid-data-path", 0, ARG_MANY, O_NOT_YET, NULL, NULL},
+    {"test-data-path", 0, ARG_MANY, O_NOT_YET, NULL, NULL},
+    {"save", 0, ARG_ONE, O_CKPT, NULL, NULL},
+    {"load", 0, ARG_ONE, O_CKPT, NULL, NULL},
+    {"save-interval", 0, ARG_ONE, O_CKPT, NULL, NULL},
+};
+#define NOPTIONS (sizeof options / sizeof options[0])
+
+enum decay_style { DECAY_CONSTANT, DECAY_LINEAR, DECAY_COSINE };
+enum tokenizer { TOK_GPT2, TOK_NULL };
+
+struct config {
+    int num_layers, hidden, heads, ffn, seq, maxpos;
+    uint64_t mbs, gbs, train_iters, train_samples, exit_interval;
+    double lr, min_lr, lr_warmup_init, warmup_fraction;
+    int have_lr, have_warmup_fraction, have_warmup_iters, have_warmup_samples;
+    int have_decay_iters, have_decay_samples;
+    int decay_style;
+    uint64_t warmup_iters, warmup_samples, decay_iters, decay_samples;
+    double wd, clip, beta1, beta2, eps, init_std, norm_eps;
+    uint64_t seed;
+    uint64_t log_interval, eval_interval, eval_iters;
+    const char **data_path;
+    size_t n_data_path;
+    const char *split, *cache, *vocab_file, *merge_file;
+    int mock, tokenizer, eod_mask, untie;
+    uint64_t vocab_size_arg, vocab_div;
+};
+
+static void print_help(void)
+{
+    printf("usage: " PROG " --num-layers N --hidden-size N --num-attention-heads N --seq-length N\n"
+           "         --max-position-embeddings N --micro-batch-size N --lr X\n"
+           "         (--train-iters N | --train-samples N) (--data-path PREFIX... | --mock-data) [options]\n\n"
+           "Pretrain Megatron's GPT on the CPU reference kernels with Megatron-LM's flags, data\n"
+           "samples, learning-rate schedule and log line (one process; fp32).\n\n");
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        const struct option_def *o = &options[i];
+        if (!o->help) continue;
+        char left[96];
+        int w = o->shrt ? snprintf(left, sizeof left, "-%c, ", o->shrt) : snprintf(left, sizeof left, "    ");
+        snprintf(left + w, sizeof left - (size_t)w, "--%s%s%s", o->lng, o->meta ? " " : "", o->meta ? o->meta : "");
+        if (strlen(left) > 36) printf("  %s\n  %-36s %s\n", left, "", o->help);
+        else printf("  %-36s %s\n", left, o->help);
+    }
+    printf("\nRefused with exit 2 until implemented: --bf16, --fp16, --sequence-parallel, parallel\n"
+           "sizes other than 1, --save/--load/--save-interval (checkpoints).\n"
+           "Exit status: 0 success, 1 runtime failure (data, NaN loss, memory), 2 bad usage.\n");
+}
+
+/* argparse-compatible matching: exact name, or a unique prefix. */
+static const struct option_def *find_long(const char *name, size_t len)
+{
+    const struct option_def *hit = NULL;
+    int nhits = 0;
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        if (strncmp(options[i].lng, name, len) != 0) continue;
+        if (options[i].lng[len] == 0) return &options[i];
+        hit = &options[i];
+        nhits++;
+    }
+    if (nhits == 1) return hit;
+    if (nhits > 1) usage_error("ambiguous option '--%.*s'", (int)len, name);
+    return NULL;
+}
+
+static int looks_like_option(const char *s)
+{
+    return s[0] == '-' && s[1] && !(s[1] >= '0' && s[1] <= '9') && s[1] != '.';
+}
+
+static uint64_t opt_u64(const char *name, const char *v, uint64_t lo, uint64_t hi)
+{
+    uint64_t x;
+    if (cli_parse_u64(v, &x) != 0 || x < lo || x > hi)
+        usage_error("option '--%s' needs an integer in [%" PRIu64 ", %" PRIu64 "], got '%s'", name, lo, hi, v);
+    return x;
+}
+
+static double opt_double(const char *name, const char *v, double lo, double hi)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi)
+        usage_error("option '--%s' needs a number in [%g, %g], got '%s'", name, lo, hi, v);
+    return x;
+}
+
+static void parse_args(int argc, char **argv, struct config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->decay_style = DECAY_LINEAR;
+    c->wd = 0.01;
+    c->clip = 1.0;
+    c->beta1 = 0.9;
+    c->beta2 = 0.999;
+    c->eps = 1e-8;
+    c->init_std = 0.02;
+    c->norm_eps = 1e-5;
+    c->seed = 1234;
+    c->log_interval = 100;
+    c->eval_interval = 1000;
+    c->eval_iters = 100;
+    c->split = "969, 30, 1";
+    c->vocab_div = 128;
+    c->tokenizer = TOK_GPT2;
+    int have_layers = 0, have_seq = 0, have_maxpos = 0, have_mbs = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const struct option_def *o = NULL;
+        const char *val = NULL;
+        if (a[0] == '-' && a[1] == '-' && a[2]) {
+            const char *eq = strchr(a + 2, '=');
+            size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+            o = find_long(a + 2, len);
+            if (!o) usage_error("unknown option '%s'", a);
+            if (eq) val = eq + 1;
+        } else if (a[0] == '-' && a[1] && a[1] != '-' && !a[2]) {
+            for (size_t k = 0; k < NOPTIONS; k++)
+                if (options[k].shrt == a[1]) o = &options[k];
+            if (!o) usage_error("unknown option '%s'", a);
+        } else if (strcmp(a, "-qq") == 0) {
+            verbosity = 0;
+            continue;
+        } else {
+            usage_error("unexpected argument '%s'", a);
+        }
+        if (o->id == O_NOT_YET)
+            usage_error("option '--%s' is not supported yet (CPU fp32, one process)", o->lng);
+        if (o->id == O_CKPT)
+            usage_error("option '--%s' is not supported yet (checkpoints come in a later version)", o->lng);
+        if (o->arg == ARG_NONE && val) usage_error("option '--%s' takes no value", o->lng);
+        if (o->arg == ARG_ONE && !val) {
+            if (i + 1 >= argc || looks_like_option(argv[i + 1]))
+                usage_error("option '--%s' needs a value", o->lng);
+            val = argv[++i];
+        }
+        const char *n = o->lng;
+        switch (o->id) {
+        case O_NUM_LAYERS: c->num_layers = (int)opt_u64(n, val, 1, 1 << 16); have_layers = 1; break;
+        case O_HIDDEN: c->hidden = (int)opt_u64(n, val, 1, 1 << 20); break;
+        case O_HEADS: c->heads = (int)opt_u64(n, val, 1, 1 << 16); break;
+        case O_FFN: c->ffn = (int)opt_u64(n, val, 1, 1 << 24); break;
+        case O_SEQ: c->seq = (int)opt_u64(n, val, 1, 1 << 24); have_seq = 1; break;
+        case O_MAXPOS: c->maxpos = (int)opt_u64(n, val, 1, 1 << 24); have_maxpos = 1; break;
+        case O_MBS: c->mbs = opt_u64(n, val, 1, 1 << 20); have_mbs = 1; break;
+        case O_GBS: c->gbs = opt_u64(n, val, 1, 1ull << 32); break;
+        case O_TRAIN_ITERS: c->train_iters = opt_u64(n, val, 1, 1ull << 40); break;
+        case O_TRAIN_SAMPLES: c->train_samples = opt_u64(n, val, 1, 1ull << 50); break;
+        case O_EXIT_INTERVAL: c->exit_interval = opt_u64(n, val, 1, 1ull << 40); break;
+        case O_LR: c->lr = opt_double(n, val, 0, 1e6); c->have_lr = 1; break;
+        case O_MIN_LR: c->min_lr = opt_double(n, val, 0, 1e6); break;
+        case O_LR_WARMUP_INIT: c->lr_warmup_init = opt_double(n, val, 0, 1e6); break;
+        case O_DECAY_STYLE:
+            if (strcmp(val, "constant") == 0) c->decay_style = DECAY_CONSTANT;
+            else if (strcmp(val, "linear") == 0) c->decay_style = DECAY_LINEAR;
+            else if (strcmp(val, "cosine") == 0) c->decay_style = DECAY_COSINE;
+            else usage_error("option '--lr-decay-style' must be constant, linear or cosine, got '%s'", val);
+            break;
+        case O_WARMUP_ITERS: c->warmup_iters = opt_u64(n, val, 0, 1ull << 40); c->have_warmup_iters = 1; break;
+        case O_WARMUP_FRACTION: c->warmup_fraction = opt_double(n, val, 0, 1); c->have_warmup_fraction = 1; break;
+        case O_WARMUP_SAMPLES: c->warmup_samples = opt_u64(n, val, 0, 1ull << 50); c->have_warmup_samples = 1; break;
+        case O_DECAY_ITERS: c->decay_iters = opt_u64(n, val, 1, 1ull << 40); c->have_decay_iters = 1; break;
+        case O_DECAY_SAMPLES: c->decay_samples = opt_u64(n, val, 1, 1ull << 50); c->have_decay_samples = 1; break;
+        case O_WD: c->wd = opt_double(n, val, 0, 1e6); break;
+        case O_CLIP: c->clip = opt_double(n, val, 0, 1e30); break;
+        case O_BETA1: c->beta1 = opt_double(n, val, 0, 1); break;
+        case O_BETA2: c->beta2 = opt_double(n, val, 0, 1); break;
+        case O_EPS: c->eps = opt_double(n, val, 0, 1); break;
+        case O_SEED: c->seed = opt_u64(n, val, 0, UINT32_MAX); break;
+        case O_LOG_INTERVAL: c->log_interval = opt_u64(n, val, 1, 1ull << 40); break;
+        case O_EVAL_INTERVAL: c->eval_interval = opt_u64(n, val, 0, 1ull << 40); break;
+        case O_EVAL_ITERS: c->eval_iters = opt_u64(n, val, 0, 1ull << 32); break;
+        case O_DATA_PATH:
+            /* argparse nargs='*': a repeated flag replaces the list */
+            free(c->data_path);
+            c->data_path = mallocCheck((size_t)argc * sizeof *c->data_path);
+            c->n_data_path = 0;
+            if (val) c->data_path[c->n_data_path++] = val;
+            else
+                while (i + 1 < argc && !looks_like_option(argv[i + 1]))
+                    c->data_path[c->n_data_path++] = argv[++i];
+            break;
+        case O_SPLIT: c->split = val; break;
+        case O_MOCK: c->mock = 1; break;
+        case O_CACHE: c->cache = val; break;
+        case O_VOCAB_FILE: c->vocab_file = val; break;
+        case O_MERGE_FILE: c->merge_file = val; break;
+        case O_TOKENIZER:
+            if (strcmp(val, "GPT2BPETokenizer") == 0) c->tokenizer = TOK_GPT2;
+            else if (strcmp(val, "NullTokenizer") == 0) c->tokenizer = TOK_NULL;
+            else usage_error("tokenizer type '%s' is not supported (GPT2BPETokenizer or NullTokenizer)", val);
+            break;
+        case O_VOCAB_SIZE: c->vocab_size_arg = opt_u64(n, val, 1, 1 << 30); break;
+        case O_TP:
+            if (opt_u64(n, val, 1, 1 << 16) != 1)
+                usage_error("option '--%s' other than 1 is not supported yet (one process)", n);
+            break;
+        case O_PP:
+            if (opt_u64(n, val, 1, 1 << 16) != 1)
+                usage_error("option '--%s' other than 1 is not supported yet (one process)", n);
+            break;
+        case O_EOD_MASK: c->eod_mask = 1; break;
+        case O_VOCAB_DIV: c->vocab_div = opt_u64(n, val, 1, 1 << 20); break;
+        case O_INIT_STD: c->init_std = opt_double(n, val, 0, 1e3); break;
+        case O_UNTIE: c->untie = 1; break;
+        case O_NORM_EPS: c->norm_eps = opt_double(n, val, 1e-30, 1); break;
+        case O_HIDDEN_DROPOUT: case O_ATTN_DROPOUT:
+            if (opt_double(n, val, 0, 1) != 0.0)
+                usage_error("option '--%s' other than 0 is not supported yet (no dropout)", n);
+            break;
+        case O_DIST_OPT: case O_LOG_THROUGHPUT: break;
+        case O_QUIET: verbosity = verbosity > 0 ? verbosity - 1 : 0; break;
+        case O_VERBOSE: verbosity++; break;
+        case O_HELP: print_help(); exit(0);
+        case O_VERSION: printf(PROG " %s (dataset library %s)\n", MDS_VERSION, ds_version_string()); exit(0);
+        }
+    }
+    /* Megatron's validate_args, for what exists here. */
+    if (!have_layers) usage_error("missing --num-layers");
+    if (!c->hidden) usage_error("missing --hidden-size");
+    if (!c->heads) usage_error("missing --num-attention-heads");
+    if (!have_seq) usage_error("missing --seq-length");
+    if (!have_maxpos) usage_error("missing --max-position-embeddings");
+    if (!have_mbs) usage_error("missing --micro-batch-size");
+    if (!c->have_lr) usage_error("missing --lr");
+    if (c->hidden % c->heads) usage_error("--hidden-size %d is not a multiple of --num-attention-heads %d", c->hidden, c->heads);
+    if (c->maxpos < c->seq) usage_error("--max-position-embeddings %d is less than --seq-length %d", c->maxpos, c->seq);
+    if (!c->gbs) c->gbs = c->mbs;
+    if (c->gbs % c->mbs) usage_error("--global-batch-size %" PRIu64 " is not a multiple of --micro-batch-size %" PRIu64, c->gbs, c->mbs);
+    if (!!c->train_iters == !!c->train_samples) usage_error("give exactly one of --train-iters and --train-samples");
+    if (c->have_warmup_fraction && (c->warmup_iters || c->warmup_samples))
+        usage_error("--lr-warmup-fraction and --lr-warmup-iters/--lr-warmup-samples are exclusive");
+    if (c->train_iters && (c->have_decay_samples || c->have_warmup_samples))
+        usage_error("--lr-decay-samples and --lr-warmup-samples need --train-samples");
+    if (c->train_samples && (c->have_decay_iters || c->have_warmup_iters))
+        usage_error("--lr-decay-iters and --lr-warmup-iters need --train-iters");
+    if (c->min_lr > c->lr) usage_error("--min-lr %g is above --lr %g", c->min_lr, c->lr);
+    if (c->mock && c->n_data_path) usage_error("--mock-data and --data-path are exclusive");
+    if (!c->mock && !c->n_data_path) usage_error("missing --data-path (or --mock-data)");
+    if (c->tokenizer == TOK_NULL && !c->vocab_size_arg) usage_error("NullTokenizer needs --vocab-size");
+    if (c->tokenizer == TOK_GPT2 && c->vocab_size_arg) usage_error("--vocab-size goes with --tokenizer-type NullTokenizer");
+    if (c->train_samples) {
+        c->train_iters = c->train_samples / c->gbs;   /* Megatron's update_train_iters */
+        if (!c->train_iters) usage_error("--train-samples %" PRIu64 " is less than one global batch", c->train_samples);
+    }
+}
+
+/* ---- Megatron's learning-rate schedule ------------------------------------ */
+
+/*
+ * OptimizerParamScheduler.get_lr (megatron/core/optimizer_param_scheduler.py),
+ * in samples: the scheduler advances by the global batch after each
+ * optimizer step, so iteration k (from 1) trains with sched_lr((k-1)·gbs)
+ * and Megatron logs sched_lr(k·gbs) on iteration k's line.
+ */
+struct schedule {
+    double max_lr, min_lr, init_lr, warmup_steps, decay_steps;
+    int style;
+};
+
+static double sched_lr(const struct schedule *s, double num_steps)
+{
+    if (s->warmup_steps > 0 && num_steps <= s->warmup_steps)
+        return s->init_lr + (s->max_lr - s->init_lr) * num_steps / s->warmup_steps;
+    if (s->style == DECAY_CONSTANT)
+        return s->max_lr;
+    if (num_steps > s->decay_steps)
+        return s->min_lr;
+    double ratio = (num_steps - s->warmup_steps) / (s->decay_steps - s->warmup_steps);
+    double delta = s->max_lr - s->min_lr, coeff;
+    if (s->style == DECAY_LINEAR)
+        coeff = 1.0 - ratio;
+    else
+        coeff = 0.5 * (cos(M_PI * ratio) + 1.0);
+    return s->min_lr + coeff * delta;
+}
+
+static void make_schedule(const struct config *c, struct schedule *s)
+{
+    s->max_lr = c->lr;
+    s->min_lr = c->min_lr;
+    s->init_lr = c->lr_warmup_init;
+    s->style = c->decay_style;
+    if (c->train_samples) {
+        s->decay_steps = (double)(c->have_decay_samples ? c->decay_samples : c->train_samples);
+        s->warmup_steps = c->have_warmup_fraction ? c->warmup_fraction * s->decay_steps : (double)c->warmup_samples;
+    } else {
+        s->decay_steps = (double)(c->have_decay_iters ? c->decay_iters : c->train_iters) * (double)c->gbs;
+        s->warmup_steps = c->have_warmup_fraction ? c->warmup_fraction * s->decay_steps
+                                                  : (double)c->warmup_iters * (double)c->gbs;
+    }
+    /* Megatron's asserts in OptimizerParamScheduler.__init__ */
+    if (!(s->decay_steps > 0)) usage_error("the learning-rate decay length is 0");
+    if (!(s->warmup_steps < s->decay_steps))
+        usage_error("the warmup (%g samples) is not shorter than the decay (%g samples)", s->warmup_steps, s->decay_steps);
+}
+
+/* ---- data ------------------------------------------------------------------ */
+
+struct batch {
+    int *inputs, *targets;   /* (B, T) */
+    float *mask;             /* (B, T) */
+    int64_t *tok, *lab;      /* (T) scratch */
+    float *lm;               /* (T) */
+};
+
+static void load_micro_batch(const ds_pipeline *p, int split, uint64_t first, int B, int T, int V,
+                             struct batch *b)
+{
+    for (int i = 0; i < B; i++) {
+        uint64_t k = first + (uint64_t)i;
+        if (k >= ds_pipeline_length(p, split))
+            die(1, "sample %" PRIu64 " is past the end of the %s split (%" PRIu64 " samples)", k,
+                split == DS_SPLIT_TRAIN ? "train" : split == DS_SPLIT_VALID ? "validation" : "test",
+                ds_pipeline_length(p, split));
+        dsCheck(ds_pipeline_sample(p, split, k, b->tok, b->lab, b->lm, NULL, NULL), ds_pipeline_error(p),
+                "the dataset or its cache is damaged; check it with 'mdsinspect verify'");
+        for (int t = 0; t < T; t++) {
+            if (b->tok[t] < 0 || b->tok[t] >= V || b->lab[t] < 0 || b->lab[t] >= V)
+                die(1, "token id %" PRId64 " in sample %" PRIu64 " is outside the vocabulary (%d ids)\n"
+                    "hint: train with the tokenizer the data was made with (--vocab-file, --tokenizer-type)",
+                    b->tok[t] < 0 || b->tok[t] >= V ? b->tok[t] : b->lab[t], k, V);
+            b->inputs[(size_t)i * T + t] = (int)b->tok[t];
+            b->targets[(size_t)i * T + t] = (int)b->lab[t];
+            b->mask[(size_t)i * T + t] = b->lm[t];
+        }
+    }
+}
+
+/* Mean loss (Σ loss / Σ mask over every micro-batch) of `iters` global
+ * batches of `split` starting at sample *cursor, which advances. */
+static double evaluate(gpt_model *m, const ds_pipeline *p, int split, uint64_t *cursor, uint64_t iters,
+                       uint64_t nmicro, int V, struct batch *b)
+{
+    double ls_sum = 0, nt_sum = 0;
+    for (uint64_t it = 0; it < iters; it++)
+        for (uint64_t j = 0; j < nmicro; j++) {
+            load_micro_batch(p, split, *cursor, m->B, m->T, V, b);
+            *cursor += (uint64_t)m->B;
+            double ls, nt;
+            gpt_forward(m, b->inputs, b->targets, b->mask, &ls, &nt);
+            ls_sum += ls;
+            nt_sum += nt;
+        }
+    return nt_sum > 0 ? ls_sum / nt_sum : 0.0;
+}
+
+static void print_validation(const char *prefix, double loss)
+{
+    char s[512];
+    double ppl = exp(loss < 20 ? loss : 20);   /* Megatron: math.exp(min(20, loss)) */
+    int n = snprintf(s, sizeof s, " validation loss at %s | lm loss value: %.6E | lm loss PPL: %.6E | ",
+                     prefix, loss, ppl);
+    char dash[520];
+    int len = n + 1 < (int)sizeof dash ? n + 1 : (int)sizeof dash - 1;
+    memset(dash, '-', (size_t)len);
+    dash[len] = 0;
+    printf("%s\n%s\n%s\n", dash, s, dash);
+    fflush(stdout);
+}
+
+/* ---- logging ---------------------------------------------------------------- */
+
+static void timestamp(char *out, size_t cap)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    localtime_r(&tv.tv_sec, &tm);
+    size_t n = strftime(out, cap, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(out + n, cap - n, ".%06ld", (long)tv.tv_usec);
+}
+
+static void format_eta(double sec, char *out, size_t cap)
+{
+    if (!(sec >= 0) || sec > 1e9) sec = 0;
+    uint64_t s = (uint64_t)(sec + 0.5);
+    snprintf(out, cap, "%" PRIu64 ":%02u:%02u", s / 3600, (unsigned)(s / 60 % 60), (unsigned)(s % 60));
+}
+
+static void print_config(const struct config *c, const gpt_model *m, int V, uint64_t nmicro, const char *vocab)
+{
+    if (verbosity < 2) return;
+    char data[256] = "";
+    if (c->mock) snprintf(data, sizeof data, "mock (MockGPTDataset)");
+    else for (size_t i = 0; i < c->n_data_path; i++) {
+        size_t l = strlen(data);
+        snprintf(data + l, sizeof data - l, "%s%s", i ? " " : "", c->data_path[i]);
+    }
+    static const char *styles[] = {"constant", "linear", "cosine"};
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    const char *sep = "+--------------------------------+----------------------------------------------------+";
+    fprintf(stderr, "%s\n| %-30s | %-50s |\n%s\n", sep, "parameter", "value", sep);
+#define ROW(k, ...) do { char v_[512]; snprintf(v_, sizeof v_, __VA_ARGS__); fprintf(stderr, "| %-30s | %-50.50s |\n", k, v_); } while (0)
+    ROW("num layers", "%d", m->L);
+    ROW("hidden size", "%d", m->C);
+    ROW("attention heads", "%d (head size %d)", m->NH, m->C / m->NH);
+    ROW("ffn hidden size", "%d", m->F);
+    ROW("seq length / max positions", "%d / %d", m->T, m->maxT);
+    ROW("vocab (padded)", "%d (%d)", V, m->Vp);
+    ROW("output layer", "%s", c->untie ? "untied" : "tied to word embeddings");
+    ROW("parameters", "%zu", m->num_params);
+    ROW("micro / global batch", "%" PRIu64 " / %" PRIu64 " (%" PRIu64 " micro-batches)", c->mbs, c->gbs, nmicro);
+    ROW("train iters", "%" PRIu64, c->train_iters);
+    ROW("lr / min lr / style", "%g / %g / %s", c->lr, c->min_lr, styles[c->decay_style]);
+    ROW("adam beta1 / beta2 / eps", "%g / %g / %g", c->beta1, c->beta2, c->eps);
+    ROW("weight decay / clip grad", "%g / %g", c->wd, c->clip);
+    ROW("init std / seed", "%g / %" PRIu64, c->init_std, c->seed);
+    ROW("data", "%s", data);
+    ROW("split", "%s", c->mock ? "1,1,1 (mock)" : c->split);
+    ROW("tokenizer", "%s", vocab);
+    ROW("eod mask loss", "%s", c->eod_mask ? "yes" : "no");
+    ROW("log, eval interval / iters", "%" PRIu64 " / %" PRIu64 ", %" PRIu64, c->log_interval, c->eval_interval, c->eval_iters);
+    ROW("parallel (TP, PP, DP)", "1, 1, 1; %d OpenMP threads", threads);
+#undef ROW
+    fprintf(stderr, "%s\n", sep);
+}
+
+int main(int argc, char **argv)
+{
+    struct config c;
+    parse_args(argc, argv, &c);
+    struct schedule sched;
+    make_schedule(&c, &sched);
+
+    /* tokenizer: only its size and EOD matter to training */
+    int V;
+    int64_t eod;
+    char vocab_desc[300];
+    char *vocab_path = NULL, *merge_path = NULL;
+    if (c.tokenizer == TOK_NULL) {
+        V = (int)c.vocab_size_arg + 1;   /* Megatron's _NullTokenizer: ids 0..N-1 plus EOD = N */
+        eod = (int64_t)c.vocab_size_arg;
+        snprintf(vocab_desc, sizeof vocab_desc, "NullTokenizer (%d ids with EOD)", V);
+    } else {
+        vocab_path = c.vocab_file ? strdup(c.vocab_file) : cli_find_vocab("gpt2-vocab.json");
+        merge_path = c.merge_file ? strdup(c.merge_file) : cli_find_vocab("gpt2-merges.txt");
+        if (!vocab_path || !merge_path)
+            die(1, "cannot find the bundled GPT-2 vocabulary\nhint: give --vocab-file and --merge-file "
+                   "(or set MDS_VOCAB_DIR)");
+        bpe *tok = NULL;
+        char err[512];
+        if (bpe_load(&tok, vocab_path, merge_path, err, sizeof err) != 0)
+            die(1, "cannot load the tokenizer: %s\nhint: check --vocab-file and --merge-file", err);
+        V = (int)bpe_vocab_size(tok);
+        bpe_free(tok);
+        eod = 50256;
+        snprintf(vocab_desc, sizeof vocab_desc, "GPT2BPETokenizer (%d)", V);
+    }
+
+    gpt_config mc;
+    gpt_config_init(&mc);
+    mc.num_layers = c.num_layers;
+    mc.hidden_size = c.hidden;
+    mc.num_heads = c.heads;
+    mc.ffn_hidden_size = c.ffn;
+    mc.max_position_embeddings = c.maxpos;
+    mc.vocab_size = V;
+    mc.make_vocab_size_divisible_by = (int)c.vocab_div;
+    mc.untie_embeddings = c.untie;
+    mc.init_method_std = (float)c.init_std;
+    mc.layernorm_eps = (float)c.norm_eps;
+    mc.seed = c.seed;
+    gpt_model model;
+    char err[512];
+    int rc = gpt_model_init(&model, &mc, (int)c.mbs, c.seq, err, sizeof err);
+    if (rc == GPT_ERR_ARG) usage_error("%s", err);
+    if (rc) die(1, "cannot build the model: %s\nhint: use a smaller model or --micro-batch-size", gpt_strerror(rc));
+    uint64_t nmicro = c.gbs / c.mbs;
+    note("> padded vocab (size: %d) with %d dummy tokens (new size: %d)", V, model.Vp - V, model.Vp);
+    print_config(&c, &model, V, nmicro, vocab_desc);
+    note(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): %zu", model.num_params);
+
+    /* data: Megatron's builder sizes (training.py), then the pipeline */
+    ds_gpt_config dc;
+    ds_gpt_config_init(&dc);
+    dc.data_path = c.data_path;
+    dc.n_data_path = c.n_data_path;
+    dc.split = c.split;
+    dc.seq_length = (uint64_t)c.seq;
+    dc.seed = (uint32_t)c.seed;
+    dsCheck(ds_sample_counts(dc.num_samples, 0, c.train_iters, c.gbs, c.eval_iters,
+                             c.eval_interval ? c.eval_interval : UINT64_MAX, 0),
+            "bad sample counts", "check --train-iters, --global-batch-size, --eval-interval");
+    dc.cache_dir = c.cache;
+    dc.vocab_file = vocab_path;
+    dc.merge_file = merge_path;
+    dc.eod = eod;
+    dc.eod_mask_loss = c.eod_mask;
+    dc.mock = c.mock;
+    dc.vocab_size = V;
+    if (c.tokenizer == TOK_NULL) dc.vocab_file = dc.merge_file = NULL;
+    double t0 = cli_now();
+    ds_pipeline *data = NULL;
+    rc = ds_pipeline_open(&dc, &data);
+    if (rc < 0) {
+        fprintf(stderr, PROG ": cannot build the training data: %s\nhint: check --data-path and --split\n",
+                data ? ds_pipeline_error(data) : ds_strerror(rc));
+        ds_pipeline_close(data);
+        exit(1);
+    }
+    note("> built the data pipeline in %.2f s: train %" PRIu64 ", validation %" PRIu64 ", test %" PRIu64 " samples",
+         cli_now() - t0, ds_pipeline_length(data, DS_SPLIT_TRAIN), ds_pipeline_length(data, DS_SPLIT_VALID),
+         ds_pipeline_length(data, DS_SPLIT_TEST));
+    int do_valid = c.eval_iters > 0 && ds_pipeline_has_split(data, DS_SPLIT_VALID) &&
+                   ds_pipeline_length(data, DS_SPLIT_VALID) > 0;
+    int do_test = c.eval_iters > 0 && ds_pipeline_has_split(data, DS_SPLIT_TEST) &&
+                  ds_pipeline_length(data, DS_SPLIT_TEST) > 0;
+
+    size_t BT = (size_t)c.mbs * (size_t)c.seq;
+    struct batch b;
+    b.inputs = mallocCheck(BT * sizeof(int));
+    b.targets = mallocCheck(BT * sizeof(int));
+    b.mask = mallocCheck(BT * sizeof(float));
+    b.tok = mallocCheck((size_t)c.seq * sizeof(int64_t));
+    b.lab = mallocCheck((size_t)c.seq * sizeof(int64_t));
+    b.lm = mallocCheck((size_t)c.seq * sizeof(float));
+
+    double flops_per_iter = gpt_flops_per_token(&model) * (double)c.gbs * (double)c.seq;
+    uint64_t consumed = 0, valid_cursor = 0;
+    double interval_time = 0, interval_loss = 0;
+    uint64_t interval_iters = 0;
+    uint64_t iteration = 0;
+    note("> training for %" PRIu64 " iterations ...", c.train_iters);
+    while (iteration < c.train_iters) {
+        double ts = cli_now();
+        double lr = sched_lr(&sched, (double)consumed);
+        gpt_zero_grad(&model);
+        double ls_sum = 0, nt_sum = 0;
+        for (uint64_t j = 0; j < nmicro; j++) {
+            load_micro_batch(data, DS_SPLIT_TRAIN, consumed + j * c.mbs, (int)c.mbs, c.seq, V, &b);
+            double ls, nt;
+            gpt_forward(&model, b.inputs, b.targets, b.mask, &ls, &nt);
+            gpt_backward(&model, 1.0f / (float)nmicro);
+            ls_sum += ls;
+            nt_sum += nt;
+        }
+        double loss = nt_sum > 0 ? ls_sum / nt_sum : 0.0;
+        double norm = gpt_grad_norm(&model);
+        if (!isfinite(loss) || !isfinite(norm))
+            die(1, "loss or gradient norm is not finite at iteration %" PRIu64 " (loss %g, norm %g)\n"
+                   "hint: lower --lr or raise --lr-warmup-iters", iteration + 1, loss, norm);
+        gpt_update(&model, (float)lr, (float)c.beta1, (float)c.beta2, (float)c.eps, (float)c.wd,
+                   global_norm_clip_scale((float)norm, (float)c.clip));
+        iteration++;
+        consumed += c.gbs;
+        interval_time += cli_now() - ts;
+        interval_loss += loss;
+        interval_iters++;
+
+        if (iteration % c.log_interval == 0) {
+            double per_iter = interval_time / (double)interval_iters;
+            char ts_s[64], eta[32];
+            timestamp(ts_s, sizeof ts_s);
+            format_eta(per_iter * (double)(c.train_iters - iteration), eta, sizeof eta);
+            printf(" [%s] iteration %8" PRIu64 "/%8" PRIu64 " | consumed samples: %12" PRIu64
+                   " | elapsed time per iteration (ms): %.1f | throughput per GPU (TFLOP/s/GPU): %.1f"
+                   " | learning rate: %.6E | global batch size: %5" PRIu64 " | lm loss: %.6E"
+                   " | loss scale: %.1f | grad norm: %.3f | number of skipped iterations: %3d"
+                   " | number of nan iterations: %3d | tokens per second: %.1f | ETA: %s |\n",
+                   ts_s, iteration, c.train_iters, consumed, per_iter * 1000.0,
+                   flops_per_iter / per_iter / 1e12, sched_lr(&sched, (double)consumed), c.gbs,
+                   interval_loss / (double)interval_iters, 1.0, norm, 0, 0,
+                   (double)c.gbs * c.seq / per_iter, eta);
+            fflush(stdout);
+            interval_time = interval_loss = 0;
+            interval_iters = 0;
+        }
+        if (do_valid && c.eval_interval && iteration % c.eval_interval == 0) {
+            char prefix[64];
+            snprintf(prefix, sizeof prefix, "iteration %" PRIu64, iteration);
+            print_validation(prefix, evaluate(&model, data, DS_SPLIT_VALID, &valid_cursor, c.eval_iters,
+                                              nmicro, V, &b));
+        }
+        if (c.exit_interval && iteration % c.exit_interval == 0) {
+            note("exiting program at iteration %" PRIu64, iteration);
+            break;
+        }
+    }
+    char prefix[96];
+    if (do_valid) {
+        snprintf(prefix, sizeof prefix, "iteration %" PRIu64 " on validation set", iteration);
+        print_validation(prefix, evaluate(&model, data, DS_SPLIT_VALID, &valid_cursor, c.eval_iters, nmicro, V, &b));
+    }
+    if (do_test) {
+        uint64_t test_cursor = 0;
+        snprintf(prefix, sizeof prefix, "iteration %" PRIu64 " on test set", iteration);
+        print_validation(prefix, evaluate(&model, data, DS_SPLIT_TEST, &test_cursor, c.eval_iters, nmicro, V, &b));
+    }
+    free(b.inputs); free(b.targets); free(b.mask); free(b.tok); free(b.lab); free(b.lm);
+    ds_pipeline_close(data);
+    gpt_model_free(&model);
+    free(c.data_path);
+    free(vocab_path);
+    free(merge_path);
+    return 0;
+}
