@@ -8,13 +8,14 @@
  * (Megatron's GPTDataset samples, same order); the schedule is Megatron's
  * OptimizerParamScheduler.get_lr (docs/cli.md gives the formula).
  *
- * What it deliberately does not do yet: checkpoints (--save/--load are
- * refused), bf16/fp16, dropout, tensor/pipeline/data parallelism, CUDA.
+ * Checkpoints (--save, --load, --save-interval) are train/checkpoint.[ch].
+ * What it deliberately does not do yet: bf16/fp16, dropout, tensor/pipeline/data parallelism, CUDA.
  * Log lines go to stdout (where Megatron prints them); the configuration
  * table, notes and errors go to stderr.  Exit status: 0 success, 1 runtime
  * failure, 2 bad usage.
  */
 #include "bpe.h"
+#include "checkpoint.h"
 #include "cliutil.h"
 #include "dataset.h"
 #include "kernels.h"
@@ -112,7 +113,7 @@ enum {
     O_DATA_PATH, O_SPLIT, O_MOCK, O_CACHE, O_VOCAB_FILE, O_MERGE_FILE, O_TOKENIZER, O_VOCAB_SIZE,
     O_TP, O_PP, O_EOD_MASK, O_VOCAB_DIV, O_INIT_STD, O_UNTIE, O_NORM_EPS, O_HIDDEN_DROPOUT,
     O_ATTN_DROPOUT, O_DIST_OPT, O_LOG_THROUGHPUT, O_QUIET, O_VERBOSE, O_HELP, O_VERSION,
-    O_NOT_YET, O_CKPT
+    O_NOT_YET, O_SAVE, O_SAVE_INTERVAL, O_LOAD
 };
 
 struct option_def {
@@ -143,7 +144,11 @@ static const struct option_def options[] = {
     {"global-batch-size", 0, ARG_ONE, O_GBS, "N", "samples per iteration, a multiple of the micro-batch (default: micro-batch)"},
     {"train-iters", 0, ARG_ONE, O_TRAIN_ITERS, "N", "iterations to train (or --train-samples)"},
     {"train-samples", 0, ARG_ONE, O_TRAIN_SAMPLES, "N", "samples to train (iterations = N / global batch)"},
-    {"exit-interval", 0, ARG_ONE, O_EXIT_INTERVAL, "N", "stop after an iteration that is a multiple of N"},
+    {"exit-interval", 0, ARG_ONE, O_EXIT_INTERVAL, "N", "stop after an iteration that is a multiple of N (saving first with --save)"},
+    /* checkpoints */
+    {"save", 0, ARG_ONE, O_SAVE, "DIR", "save checkpoints to DIR (at --save-interval and at the end)"},
+    {"save-interval", 0, ARG_ONE, O_SAVE_INTERVAL, "N", "save every N iterations (with --save)"},
+    {"load", 0, ARG_ONE, O_LOAD, "DIR", "resume from DIR's latest checkpoint (none there: start afresh)"},
     /* optimizer and schedule */
     {"lr", 0, ARG_ONE, O_LR, "X", "peak learning rate (required)"},
     {"min-lr", 0, ARG_ONE, O_MIN_LR, "X", "final learning rate (default 0)"},
@@ -197,9 +202,6 @@ static const struct option_def options[] = {
     {"train-data-path", 0, ARG_MANY, O_NOT_YET, NULL, NULL},
     {"valid-data-path", 0, ARG_MANY, O_NOT_YET, NULL, NULL},
     {"test-data-path", 0, ARG_MANY, O_NOT_YET, NULL, NULL},
-    {"save", 0, ARG_ONE, O_CKPT, NULL, NULL},
-    {"load", 0, ARG_ONE, O_CKPT, NULL, NULL},
-    {"save-interval", 0, ARG_ONE, O_CKPT, NULL, NULL},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
@@ -220,6 +222,8 @@ struct config {
     const char **data_path;
     size_t n_data_path;
     const char *split, *cache, *vocab_file, *merge_file;
+    const char *save, *load;
+    uint64_t save_interval;
     int mock, tokenizer, eod_mask, untie;
     uint64_t vocab_size_arg, vocab_div;
 };
@@ -241,7 +245,7 @@ static void print_help(void)
         else printf("  %-36s %s\n", left, o->help);
     }
     printf("\nRefused with exit 2 until implemented: --bf16, --fp16, --sequence-parallel, parallel\n"
-           "sizes other than 1, --save/--load/--save-interval (checkpoints).\n"
+           "sizes other than 1.\n"
            "Exit status: 0 success, 1 runtime failure (data, NaN loss, memory), 2 bad usage.\n");
 }
 
@@ -325,8 +329,6 @@ static void parse_args(int argc, char **argv, struct config *c)
         }
         if (o->id == O_NOT_YET)
             usage_error("option '--%s' is not supported yet (CPU fp32, one process)", o->lng);
-        if (o->id == O_CKPT)
-            usage_error("option '--%s' is not supported yet (checkpoints come in a later version)", o->lng);
         if (o->arg == ARG_NONE && val) usage_error("option '--%s' takes no value", o->lng);
         if (o->arg == ARG_ONE && !val) {
             if (i + 1 >= argc || looks_like_option(argv[i + 1]))
@@ -380,6 +382,9 @@ static void parse_args(int argc, char **argv, struct config *c)
                     c->data_path[c->n_data_path++] = argv[++i];
             break;
         case O_SPLIT: c->split = val; break;
+        case O_SAVE: c->save = val; break;
+        case O_LOAD: c->load = val; break;
+        case O_SAVE_INTERVAL: c->save_interval = opt_u64(n, val, 1, 1ull << 40); break;
         case O_MOCK: c->mock = 1; break;
         case O_CACHE: c->cache = val; break;
         case O_VOCAB_FILE: c->vocab_file = val; break;
@@ -618,6 +623,80 @@ static void print_config(const struct config *c, const gpt_model *m, int V, uint
     fprintf(stderr, "%s\n", sep);
 }
 
+/* ---- checkpoints (train/checkpoint.h; Megatron's save_checkpoint) -------- */
+
+static void save_checkpoint(const struct config *c, const gpt_model *m, const struct schedule *s,
+                            uint64_t iteration, uint64_t consumed, uint64_t valid_cursor)
+{
+    ckpt_state st;
+    memset(&st, 0, sizeof st);
+    st.iteration = iteration;
+    st.consumed_train_samples = consumed;
+    st.consumed_valid_samples = valid_cursor;
+    st.max_lr = s->max_lr;
+    st.min_lr = s->min_lr;
+    st.init_lr = s->init_lr;
+    st.warmup_steps = s->warmup_steps;
+    st.decay_steps = s->decay_steps;
+    st.num_steps = (double)consumed;
+    st.decay_style = (uint32_t)s->style;
+    char err[4600];
+    double t0 = cli_now();
+    if (ckpt_save_rank(c->save, m, &st, err, sizeof err) != 0 || ckpt_write_latest(c->save, iteration, err, sizeof err) != 0)
+        die(1, "cannot save the checkpoint: %s\nhint: check the space and permissions of --save", err);
+    note("  successfully saved checkpoint from iteration %7" PRIu64 " to %s [ t 1/1, p 1/1 ] (%.2f s)", iteration,
+         c->save, cli_now() - t0);
+}
+
+/* Megatron's _check_and_set: the schedule must be the checkpoint's. */
+static void check_sched(const char *dir, const char *name, double ours, double theirs)
+{
+    if (ours != theirs)
+        die(1, "checkpoint in '%s': lr scheduler %s is %.17g in the checkpoint but %.17g in this run\n"
+               "hint: resume with the --lr, --min-lr, --lr-warmup-*, --lr-decay-* and --train-* values of the saved run",
+            dir, name, theirs, ours);
+}
+
+/* Restores weights, AdamW state and the counters; no checkpoint in dir
+ * means starting afresh, as Megatron does (with a warning). */
+static void load_checkpoint(const struct config *c, gpt_model *m, const struct schedule *s, uint64_t *iteration,
+                            uint64_t *consumed, uint64_t *valid_cursor)
+{
+    char err[4600];
+    uint64_t it;
+    int rc = ckpt_read_latest(c->load, &it, err, sizeof err);
+    if (rc == CKPT_ERR_NOT_FOUND) {
+        if (verbosity >= 1)
+            fprintf(stderr, PROG ": warning: no '" CKPT_LATEST_NAME "' in '%s'; starting from iteration 0\n", c->load);
+        return;
+    }
+    if (rc != 0) die(1, "cannot load the checkpoint: %s", err);
+    note(" loading checkpoint from %s at iteration %" PRIu64, c->load, it);
+    ckpt_state st;
+    rc = ckpt_load_rank(c->load, it, m, &st, err, sizeof err);
+    if (rc != 0)
+        die(1, "cannot load the checkpoint: %s\nhint: %s", err,
+            rc == CKPT_ERR_MISMATCH ? "resume with the model flags of the saved run"
+            : rc == CKPT_ERR_CHECKSUM || rc == CKPT_ERR_FORMAT ? "the file is damaged; load an earlier iteration"
+            : "check --load");
+    static const char *styles[] = {"constant", "linear", "cosine"};
+    if (st.decay_style != (uint32_t)s->style)
+        die(1, "checkpoint in '%s': lr scheduler decay style is %s in the checkpoint but %s in this run", c->load,
+            st.decay_style < 3 ? styles[st.decay_style] : "unknown", styles[s->style]);
+    check_sched(c->load, "max lr", s->max_lr, st.max_lr);
+    check_sched(c->load, "min lr", s->min_lr, st.min_lr);
+    check_sched(c->load, "warmup init lr", s->init_lr, st.init_lr);
+    check_sched(c->load, "warmup steps", s->warmup_steps, st.warmup_steps);
+    check_sched(c->load, "decay steps", s->decay_steps, st.decay_steps);
+    if (st.num_steps != (double)st.consumed_train_samples)
+        die(1, "checkpoint in '%s': lr scheduler num steps %.17g differs from consumed samples %" PRIu64, c->load,
+            st.num_steps, st.consumed_train_samples);
+    *iteration = st.iteration;
+    *consumed = st.consumed_train_samples;
+    *valid_cursor = st.consumed_valid_samples;
+    note("  successfully loaded checkpoint from %s [ t 1/1, p 1/1 ] at iteration %" PRIu64, c->load, it);
+}
+
 int main(int argc, char **argv)
 {
     struct config c;
@@ -723,6 +802,8 @@ int main(int argc, char **argv)
     double interval_time = 0, interval_loss = 0;
     uint64_t interval_iters = 0;
     uint64_t iteration = 0;
+    if (c.load) load_checkpoint(&c, &model, &sched, &iteration, &consumed, &valid_cursor);
+    uint64_t last_saved = c.load ? iteration : UINT64_MAX;
     note("> training for %" PRIu64 " iterations ...", c.train_iters);
     while (iteration < c.train_iters) {
         double ts = cli_now();
@@ -774,11 +855,21 @@ int main(int argc, char **argv)
             print_validation(prefix, evaluate(&model, data, DS_SPLIT_VALID, &valid_cursor, c.eval_iters,
                                               nmicro, V, &b));
         }
+        if (c.save && c.save_interval && iteration % c.save_interval == 0) {
+            save_checkpoint(&c, &model, &sched, iteration, consumed, valid_cursor);
+            last_saved = iteration;
+        }
         if (c.exit_interval && iteration % c.exit_interval == 0) {
+            if (c.save && last_saved != iteration) {
+                save_checkpoint(&c, &model, &sched, iteration, consumed, valid_cursor);
+                last_saved = iteration;
+            }
             note("exiting program at iteration %" PRIu64, iteration);
             break;
         }
     }
+    if (c.save && last_saved != iteration)
+        save_checkpoint(&c, &model, &sched, iteration, consumed, valid_cursor);
     char prefix[96];
     if (do_valid) {
         snprintf(prefix, sizeof prefix, "iteration %" PRIu64 " on validation set", iteration);

@@ -3,8 +3,9 @@
 # tests/data/golden/tiny_text_document (GPT-2 ids) and on mock data: Megatron's
 # log line field for field, the learning-rate schedule at exact values, the
 # validation lines, falling loss, thread-count independence of the losses,
-# and the refusals (exit 2) and runtime failures (exit 1).  About 3 s
-# (about 10 s under ASan).
+# checkpoints (bitwise resume, corrupt and mismatched files refused), and
+# the refusals (exit 2) and runtime failures (exit 1).  About 5 s
+# (about 15 s under ASan).
 . tests/cli/lib.sh
 MDSTRAIN=${MDSTRAIN:-$BUILD/mdstrain}
 DATA=tests/data/golden/tiny_text_document
@@ -60,6 +61,51 @@ check mock_lr_cosine test "$(lr_at 2)" = 7.750000E-03
 check mock_lr_min test "$(lr_at 4)" = 1.000000E-03
 check mock_test_set grep -q '^ validation loss at iteration 4 on test set | ' "$T/log"
 
+# checkpoints: 12 iterations straight (saving at 6 and 12) equal 6, save at
+# --exit-interval, --load, 6 more: the same losses and validation losses as
+# printed, and byte-identical iteration-12 files (weights, AdamW m and v,
+# counters, scheduler)
+CK="--data-path $DATA --split 90,10,0 $TINY --train-iters 12 --lr 1e-2 --lr-warmup-iters 2 --log-interval 1
+    --eval-interval 3 --eval-iters 1"
+# shellcheck disable=SC2086
+"$MDSTRAIN" -q $CK --save "$T/ckA" --save-interval 6 >"$T/a" 2>"$T/err"
+check ckpt_straight_exit0 test $? -eq 0
+# shellcheck disable=SC2086
+"$MDSTRAIN" $CK --save "$T/ckB" --exit-interval 6 >"$T/b1" 2>"$T/err"
+check ckpt_exit_interval_exit0 test $? -eq 0
+check ckpt_exit_interval_iters test "$(grep -c '] iteration ' "$T/b1")" -eq 6
+check ckpt_saved_note grep -q 'successfully saved checkpoint from iteration       6 to ' "$T/err"
+check ckpt_layout test -f "$T/ckB/iter_0000006/mp_rank_00/model_optim_rng.bin"
+check ckpt_no_tmp test ! -e "$T/ckB/iter_0000006/mp_rank_00/model_optim_rng.bin.tmp"
+check ckpt_latest test "$(cat "$T/ckB/latest_checkpointed_iteration.txt")" = 6
+# shellcheck disable=SC2086
+"$MDSTRAIN" $CK --save "$T/ckB" --load "$T/ckB" >"$T/b2" 2>"$T/err"
+check ckpt_resume_exit0 test $? -eq 0
+check ckpt_loaded_note grep -q 'successfully loaded checkpoint from .* at iteration 6' "$T/err"
+check ckpt_resume_first_iter grep -q '] iteration        7/      12 | consumed samples:           14 |' "$T/b2"
+losses "$T/a" >"$T/la"; cat "$T/b1" "$T/b2" | losses /dev/stdin >"$T/lb"
+check ckpt_resume_same_losses cmp -s "$T/la" "$T/lb"
+check ckpt_resume_12_losses test "$(wc -l <"$T/la")" -eq 12
+vals() { grep '^ validation loss at iteration [0-9]* |' "$1"; }
+vals "$T/a" >"$T/va"; { vals "$T/b1"; vals "$T/b2"; } >"$T/vb"
+check ckpt_resume_same_validation cmp -s "$T/va" "$T/vb"
+check ckpt_resume_same_file cmp -s "$T/ckA/iter_0000012/mp_rank_00/model_optim_rng.bin" \
+    "$T/ckB/iter_0000012/mp_rank_00/model_optim_rng.bin"
+check ckpt_interval_save test -f "$T/ckA/iter_0000006/mp_rank_00/model_optim_rng.bin"
+# refused with exit 1 and one line naming the file and the field
+cp -r "$T/ckA" "$T/ckC"
+printf 'x' | dd of="$T/ckC/iter_0000012/mp_rank_00/model_optim_rng.bin" bs=1 seek=2000 conv=notrunc 2>/dev/null
+# shellcheck disable=SC2086
+run_expect ckpt_corrupt 1 "model_optim_rng.bin': weights checksum mismatch" "$MDSTRAIN" $CK --load "$T/ckC"
+# shellcheck disable=SC2086
+run_expect ckpt_config_mismatch 1 "hidden_size is 32 in the checkpoint but 64 in this run" \
+    "$MDSTRAIN" $CK --hidden-size 64 --load "$T/ckA"
+# shellcheck disable=SC2086
+run_expect ckpt_sched_mismatch 1 "lr scheduler max lr" "$MDSTRAIN" $CK --lr 2e-2 --load "$T/ckA"
+# shellcheck disable=SC2086
+run_expect ckpt_load_empty 0 "no 'latest_checkpointed_iteration.txt' in" "$MDSTRAIN" $CK --train-iters 3 \
+    --eval-iters 0 --load "$T/empty"
+
 # refusals: one line plus a hint, exit 2
 BASE="--mock-data $TINY --train-iters 1 --lr 1e-3"
 # shellcheck disable=SC2086
@@ -69,8 +115,6 @@ run_expect refuse_fp16 2 "'--fp16' is not supported yet" "$MDSTRAIN" $BASE --fp1
 run_expect refuse_sp 2 "'--sequence-parallel' is not supported yet" "$MDSTRAIN" $BASE --sequence-parallel
 run_expect refuse_tp 2 "tensor-model-parallel-size' other than 1" "$MDSTRAIN" $BASE --tensor-model-parallel-size 2
 run_expect refuse_pp 2 "pipeline-model-parallel-size' other than 1" "$MDSTRAIN" $BASE --pipeline-model-parallel-size 2
-run_expect refuse_save 2 "checkpoints" "$MDSTRAIN" $BASE --save "$T/ckpt"
-run_expect refuse_load 2 "checkpoints" "$MDSTRAIN" $BASE --load "$T/ckpt"
 run_expect unknown_flag 2 "unknown option '--no-such-flag'" "$MDSTRAIN" $BASE --no-such-flag
 run_expect missing_lr 2 "missing --lr" "$MDSTRAIN" --mock-data $TINY --train-iters 1
 run_expect both_lengths 2 "exactly one of --train-iters and --train-samples" "$MDSTRAIN" $BASE --train-samples 4

@@ -3,17 +3,22 @@
  * rules, initialisation, a finite-difference check of the loss gradient for
  * a sample of elements of EVERY parameter tensor (tied and untied, with a
  * loss mask), training on a fixed batch, and bitwise determinism.
+ * Checkpoints (train/checkpoint.[ch]): save, load, bitwise continuation,
+ * Megatron's path names, and refusal of corrupt or mismatched files.
  * Seeded: prints the seed, takes -s SEED.  It does not test the kernels one
  * by one (test_kernels does) nor the trainer's flags (tests/cli/test_train.sh).
  */
 #include "harness.h"
 #include "model.h"
+#include "checkpoint.h"
 #include "kernels.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <unistd.h>
 
 static uint64_t rng_state = 1;
 
@@ -275,6 +280,126 @@ static void test_training_and_determinism(void)
     free(p2);
 }
 
+/* One AdamW step of m on a fixed random batch (B = 2, T = 8, vocab 40). */
+static double ckpt_step(gpt_model *m)
+{
+    int inp[16], tgt[16];
+    for (int i = 0; i < 16; i++) {
+        inp[i] = (int)((unsigned)(i * 7 + m->step * 3) % 40u);
+        tgt[i] = (int)((unsigned)(i * 5 + 1 + m->step) % 40u);
+    }
+    double ls, nt;
+    gpt_zero_grad(m);
+    gpt_forward(m, inp, tgt, NULL, &ls, &nt);
+    gpt_backward(m, 1.0f);
+    gpt_update(m, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, global_norm_clip_scale((float)gpt_grad_norm(m), 1.0f));
+    return ls / nt;
+}
+
+static void ckpt_model(gpt_model *m, int hidden)
+{
+    gpt_config c;
+    char err[200];
+    tiny_config(&c, 1);
+    c.vocab_size = 40;
+    c.hidden_size = hidden;
+    c.max_position_embeddings = 8;
+    CHECK(gpt_model_init(m, &c, 2, 8, err, sizeof err) == 0);
+}
+
+static void flip_byte(const char *path, long off)
+{
+    FILE *f = fopen(path, "r+b");
+    CHECK(f != NULL);
+    if (!f) return;
+    fseek(f, off, SEEK_SET);
+    int ch = fgetc(f);
+    fseek(f, off, SEEK_SET);
+    fputc(ch ^ 0x40, f);
+    fclose(f);
+}
+
+static void test_checkpoint(void)
+{
+    char dir[] = "/tmp/mds-test-ckpt.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char err[4600], path[4300], rdir[4200];
+    gpt_model a, b, c;
+    ckpt_model(&a, 16);
+    ckpt_model(&b, 16);
+    for (int s = 0; s < 3; s++) ckpt_step(&a);
+    ckpt_state st, got;
+    memset(&st, 0, sizeof st);
+    st.iteration = 3;
+    st.consumed_train_samples = 6;
+    st.consumed_valid_samples = 2;
+    st.max_lr = 1e-2; st.min_lr = 1e-3; st.warmup_steps = 2; st.decay_steps = 20; st.num_steps = 6;
+    st.decay_style = 2;
+    uint64_t it = 0;
+    CHECK(ckpt_read_latest(dir, &it, err, sizeof err) == CKPT_ERR_NOT_FOUND);
+    CHECK(ckpt_save_rank(dir, &a, &st, err, sizeof err) == 0);
+    CHECK(ckpt_write_latest(dir, 3, err, sizeof err) == 0);
+    CHECK(ckpt_read_latest(dir, &it, err, sizeof err) == 0 && it == 3);
+    CHECK(ckpt_rank_dir(rdir, sizeof rdir, dir, 3, &a.cfg) == 0);
+    CHECK(strstr(rdir, "/iter_0000003/mp_rank_00") && !strstr(rdir, "mp_rank_00_"));
+    snprintf(path, sizeof path, "%s/" CKPT_FILE_NAME, rdir);
+    CHECK(access(path, R_OK) == 0);
+    char tmp[4400];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    CHECK(access(tmp, F_OK) != 0);   /* renamed, nothing left behind */
+    gpt_config pc = a.cfg;
+    pc.pp_size = 4; pc.pp_rank = 2; pc.tp_rank = 1;
+    CHECK(ckpt_rank_dir(rdir, sizeof rdir, "d", 100, &pc) == 0 && strcmp(rdir, "d/iter_0000100/mp_rank_01_002") == 0);
+
+    /* round trip, then both continue bitwise alike */
+    CHECK(ckpt_load_rank(dir, 3, &b, &got, err, sizeof err) == 0);
+    CHECK(got.iteration == 3 && got.consumed_train_samples == 6 && got.consumed_valid_samples == 2);
+    CHECK(got.max_lr == 1e-2 && got.min_lr == 1e-3 && got.decay_steps == 20 && got.num_steps == 6 && got.decay_style == 2);
+    CHECK(b.step == 3);
+    size_t bytes = a.num_params * sizeof(float);
+    CHECK(memcmp(a.params_memory, b.params_memory, bytes) == 0);
+    CHECK(memcmp(a.opt_memory, b.opt_memory, 2 * bytes) == 0);
+    for (int s = 0; s < 3; s++) {
+        double la = ckpt_step(&a), lb = ckpt_step(&b);
+        CHECK(memcmp(&la, &lb, sizeof la) == 0);
+    }
+    CHECK(memcmp(a.params_memory, b.params_memory, bytes) == 0);
+
+    /* a different hidden size is refused by name */
+    ckpt_model(&c, 8);
+    CHECK(ckpt_load_rank(dir, 3, &c, &got, err, sizeof err) == CKPT_ERR_MISMATCH && strstr(err, "hidden_size"));
+    gpt_model_free(&c);
+    /* a flipped byte in the adam v section, then in the header */
+    flip_byte(path, (long)(512 + 2 * bytes + 5));
+    CHECK(ckpt_load_rank(dir, 3, &b, &got, err, sizeof err) == CKPT_ERR_CHECKSUM && strstr(err, "adam v checksum"));
+    flip_byte(path, (long)(512 + 2 * bytes + 5));
+    CHECK(ckpt_load_rank(dir, 3, &b, &got, err, sizeof err) == 0);
+    flip_byte(path, 20);
+    CHECK(ckpt_load_rank(dir, 3, &b, &got, err, sizeof err) == CKPT_ERR_CHECKSUM && strstr(err, "header"));
+    flip_byte(path, 0);
+    CHECK(ckpt_load_rank(dir, 3, &b, &got, err, sizeof err) == CKPT_ERR_FORMAT && strstr(err, "magic"));
+    CHECK(ckpt_load_rank(dir, 4, &b, &got, err, sizeof err) == CKPT_ERR_IO);   /* no such iteration */
+    /* a truncated file */
+    CHECK(truncate(path, 600) == 0);
+    flip_byte(path, 0);   /* magic back; header checksum still broken by the byte at 20 */
+    flip_byte(path, 20);
+    CHECK(ckpt_load_rank(dir, 3, &b, &got, err, sizeof err) == CKPT_ERR_FORMAT && strstr(err, "file size"));
+    /* a latest file that is not a number */
+    snprintf(tmp, sizeof tmp, "%s/" CKPT_LATEST_NAME, dir);
+    FILE *f = fopen(tmp, "wb");
+    if (f) { fputs("release", f); fclose(f); }
+    CHECK(ckpt_read_latest(dir, &it, err, sizeof err) == CKPT_ERR_FORMAT);
+    remove(tmp);
+    remove(path);
+    snprintf(tmp, sizeof tmp, "%s/iter_0000003/mp_rank_00", dir);
+    rmdir(tmp);
+    snprintf(tmp, sizeof tmp, "%s/iter_0000003", dir);
+    rmdir(tmp);
+    rmdir(dir);
+    gpt_model_free(&a);
+    gpt_model_free(&b);
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = 20240601;
@@ -288,5 +413,6 @@ int main(int argc, char **argv)
     RUN(test_gradcheck_untied_masked);
     RUN(test_accumulation);
     RUN(test_training_and_determinism);
+    RUN(test_checkpoint);
     return harness_report();
 }

@@ -1,0 +1,360 @@
+/*
+ * checkpoint.c - mdstrain's checkpoint files; see checkpoint.h and the byte
+ * layout in docs/formats.md.  Integers and floats are little-endian; the
+ * header is packed field by field, the tensor sections are the in-memory
+ * fp32 arrays (so a big-endian host is refused at compile time).
+ *
+ * It does not print, exit, or keep anything between calls.
+ */
+#include "checkpoint.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "checkpoint.c writes the fp32 sections as stored: little-endian hosts only"
+#endif
+
+#define CKPT_MAGIC "MDSCKPT\0"
+#define HEADER_BYTES 512
+#define HEADER_SUM_AT (HEADER_BYTES - 8)
+#define SECTIONS_AT 320
+#define NSECTIONS 3
+
+static const char *const section_names[NSECTIONS] = {"weights", "adam m", "adam v"};
+
+const char *ckpt_strerror(int code)
+{
+    switch (code) {
+    case CKPT_OK: return "success";
+    case CKPT_ERR_IO: return "i/o error";
+    case CKPT_ERR_FORMAT: return "not a valid checkpoint";
+    case CKPT_ERR_CHECKSUM: return "checksum mismatch";
+    case CKPT_ERR_MISMATCH: return "model mismatch";
+    case CKPT_ERR_NOT_FOUND: return "no checkpoint";
+    case CKPT_ERR_ARG: return "bad argument";
+    default: return "unknown error";
+    }
+}
+
+#define FAIL(code, ...) do { if (err && errlen) snprintf(err, errlen, __VA_ARGS__); rc = (code); goto cleanup; } while (0)
+
+uint64_t ckpt_fnv1a64(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* ---- little-endian packing ------------------------------------------------ */
+
+static void put32(unsigned char *p, uint32_t x)
+{
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(x >> (8 * i));
+}
+static void put64(unsigned char *p, uint64_t x)
+{
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(x >> (8 * i));
+}
+static uint32_t get32(const unsigned char *p)
+{
+    uint32_t x = 0;
+    for (int i = 0; i < 4; i++) x |= (uint32_t)p[i] << (8 * i);
+    return x;
+}
+static uint64_t get64(const unsigned char *p)
+{
+    uint64_t x = 0;
+    for (int i = 0; i < 8; i++) x |= (uint64_t)p[i] << (8 * i);
+    return x;
+}
+static void putf32(unsigned char *p, float f) { uint32_t x; memcpy(&x, &f, 4); put32(p, x); }
+static void putf64(unsigned char *p, double f) { uint64_t x; memcpy(&x, &f, 8); put64(p, x); }
+static double getf64(const unsigned char *p) { uint64_t x = get64(p); double f; memcpy(&f, &x, 8); return f; }
+
+/* The architecture fields of the header, in order from offset 16 (int32). */
+enum { H_LAYERS, H_HIDDEN, H_HEADS, H_FFN, H_MAXPOS, H_VOCAB, H_PADDED, H_VOCAB_DIV, H_UNTIE,
+       H_INIT_STD, H_EPS, H_TP_SIZE, H_TP_RANK, H_PP_SIZE, H_PP_RANK, H_NTENSORS, H_NFIELDS };
+static const char *const field_names[H_NFIELDS] = {
+    "num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "max_position_embeddings",
+    "vocab_size", "padded_vocab_size", "make_vocab_size_divisible_by", "untie_embeddings",
+    "init_method_std", "norm_epsilon", "tensor_model_parallel_size", "tensor_model_parallel_rank",
+    "pipeline_model_parallel_size", "pipeline_model_parallel_rank", "num_tensors"};
+
+static void model_fields(const gpt_model *m, int32_t f[H_NFIELDS])
+{
+    f[H_LAYERS] = m->L;
+    f[H_HIDDEN] = m->C;
+    f[H_HEADS] = m->NH;
+    f[H_FFN] = m->F;
+    f[H_MAXPOS] = m->maxT;
+    f[H_VOCAB] = m->cfg.vocab_size;
+    f[H_PADDED] = m->Vp;
+    f[H_VOCAB_DIV] = m->cfg.make_vocab_size_divisible_by;
+    f[H_UNTIE] = m->cfg.untie_embeddings;
+    f[H_INIT_STD] = 0;   /* floats: packed separately */
+    f[H_EPS] = 0;
+    f[H_TP_SIZE] = m->cfg.tp_size;
+    f[H_TP_RANK] = m->cfg.tp_rank;
+    f[H_PP_SIZE] = m->cfg.pp_size;
+    f[H_PP_RANK] = m->cfg.pp_rank;
+    f[H_NTENSORS] = GPT_NUM_PARAMS;
+}
+
+static void pack_header(unsigned char *h, const gpt_model *m, const ckpt_state *st, const uint64_t sums[NSECTIONS])
+{
+    memset(h, 0, HEADER_BYTES);
+    memcpy(h, CKPT_MAGIC, 8);
+    put32(h + 8, CKPT_VERSION);
+    put32(h + 12, HEADER_BYTES);
+    int32_t f[H_NFIELDS];
+    model_fields(m, f);
+    for (int i = 0; i < H_NFIELDS; i++) put32(h + 16 + 4 * i, (uint32_t)f[i]);
+    putf32(h + 16 + 4 * H_INIT_STD, m->cfg.init_method_std);
+    putf32(h + 16 + 4 * H_EPS, m->cfg.layernorm_eps);
+    put64(h + 80, m->cfg.seed);
+    put64(h + 88, (uint64_t)m->num_params);
+    for (int i = 0; i < GPT_NUM_PARAMS; i++) put64(h + 96 + 8 * i, (uint64_t)m->param_sizes[i]);
+    put64(h + 232, st->iteration);
+    put64(h + 240, (uint64_t)m->step);
+    put64(h + 248, st->consumed_train_samples);
+    put64(h + 256, st->consumed_valid_samples);
+    putf64(h + 264, st->max_lr);
+    putf64(h + 272, st->min_lr);
+    putf64(h + 280, st->init_lr);
+    putf64(h + 288, st->warmup_steps);
+    putf64(h + 296, st->decay_steps);
+    putf64(h + 304, st->num_steps);
+    put32(h + 312, st->decay_style);
+    uint64_t bytes = (uint64_t)m->num_params * sizeof(float);
+    for (int s = 0; s < NSECTIONS; s++) {
+        unsigned char *e = h + SECTIONS_AT + 24 * s;
+        put64(e, HEADER_BYTES + (uint64_t)s * bytes);
+        put64(e + 8, bytes);
+        put64(e + 16, sums[s]);
+    }
+    put64(h + HEADER_SUM_AT, ckpt_fnv1a64(CKPT_FNV_INIT, h, HEADER_SUM_AT));
+}
+
+/* ---- paths and atomic files ---------------------------------------------- */
+
+int ckpt_rank_dir(char *out, size_t cap, const char *dir, uint64_t iteration, const gpt_config *cfg)
+{
+    int n = cfg->pp_size > 1
+        ? snprintf(out, cap, "%s/iter_%07" PRIu64 "/mp_rank_%02d_%03d", dir, iteration, cfg->tp_rank, cfg->pp_rank)
+        : snprintf(out, cap, "%s/iter_%07" PRIu64 "/mp_rank_%02d", dir, iteration, cfg->tp_rank);
+    return n < 0 || (size_t)n >= cap ? CKPT_ERR_ARG : 0;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *path, char *err, size_t errlen)
+{
+    int rc = 0;
+    char *p = strdup(path);
+    if (!p) FAIL(CKPT_ERR_IO, "cannot create '%s': out of memory", path);
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s) continue;
+        char c = *s;
+        *s = 0;
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+            FAIL(CKPT_ERR_IO, "cannot create directory '%s': %s", p, strerror(errno));
+        *s = c;
+        if (!c) break;
+    }
+cleanup:
+    free(p);
+    return rc;
+}
+
+static void fsync_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        (void)fsync(fd);   /* best effort: some file systems refuse directory fsync */
+        close(fd);
+    }
+}
+
+/* Write n chunks to path.tmp, fsync, rename over path, fsync the directory. */
+static int write_atomic(const char *dirpath, const char *path, const void *const *chunks, const size_t *sizes,
+                        int n, char *err, size_t errlen)
+{
+    int rc = 0;
+    char tmp[4200];
+    FILE *f = NULL;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) FAIL(CKPT_ERR_ARG, "path too long: '%s'", path);
+    f = fopen(tmp, "wb");
+    if (!f) FAIL(CKPT_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
+    for (int i = 0; i < n; i++)
+        if (sizes[i] && fwrite(chunks[i], 1, sizes[i], f) != sizes[i])
+            FAIL(CKPT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0)
+        FAIL(CKPT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    int cr = fclose(f);
+    f = NULL;
+    if (cr != 0) FAIL(CKPT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    if (rename(tmp, path) != 0) FAIL(CKPT_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+    fsync_dir(dirpath);
+cleanup:
+    if (f) {
+        fclose(f);
+        remove(tmp);
+    }
+    return rc;
+}
+
+int ckpt_save_rank(const char *dir, const gpt_model *m, const ckpt_state *st, char *err, size_t errlen)
+{
+    int rc = 0;
+    char rdir[4096], path[4160];
+    if (ckpt_rank_dir(rdir, sizeof rdir, dir, st->iteration, &m->cfg) != 0)
+        FAIL(CKPT_ERR_ARG, "checkpoint directory name too long: '%s'", dir);
+    snprintf(path, sizeof path, "%s/" CKPT_FILE_NAME, rdir);
+    if ((rc = make_dirs(rdir, err, errlen)) != 0) goto cleanup;
+    size_t bytes = m->num_params * sizeof(float);
+    const void *chunks[4] = {NULL, m->params_memory, m->m, m->v};
+    size_t sizes[4] = {HEADER_BYTES, bytes, bytes, bytes};
+    uint64_t sums[NSECTIONS];
+    for (int s = 0; s < NSECTIONS; s++) sums[s] = ckpt_fnv1a64(CKPT_FNV_INIT, chunks[s + 1], bytes);
+    unsigned char header[HEADER_BYTES];
+    pack_header(header, m, st, sums);
+    chunks[0] = header;
+    rc = write_atomic(rdir, path, chunks, sizes, 4, err, errlen);
+cleanup:
+    return rc;
+}
+
+int ckpt_write_latest(const char *dir, uint64_t iteration, char *err, size_t errlen)
+{
+    int rc = 0;
+    char path[4096], text[32];
+    if (snprintf(path, sizeof path, "%s/" CKPT_LATEST_NAME, dir) >= (int)sizeof path)
+        FAIL(CKPT_ERR_ARG, "checkpoint directory name too long: '%s'", dir);
+    if ((rc = make_dirs(dir, err, errlen)) != 0) goto cleanup;
+    int n = snprintf(text, sizeof text, "%" PRIu64, iteration);
+    const void *chunks[1] = {text};
+    size_t sizes[1] = {(size_t)n};
+    rc = write_atomic(dir, path, chunks, sizes, 1, err, errlen);
+cleanup:
+    return rc;
+}
+
+int ckpt_read_latest(const char *dir, uint64_t *iteration, char *err, size_t errlen)
+{
+    int rc = 0;
+    char path[4096], text[64];
+    FILE *f = NULL;
+    if (snprintf(path, sizeof path, "%s/" CKPT_LATEST_NAME, dir) >= (int)sizeof path)
+        FAIL(CKPT_ERR_ARG, "checkpoint directory name too long: '%s'", dir);
+    f = fopen(path, "rb");
+    if (!f) FAIL(errno == ENOENT ? CKPT_ERR_NOT_FOUND : CKPT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    if (ferror(f)) FAIL(CKPT_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+    text[n] = 0;
+    while (n && (text[n - 1] == '\n' || text[n - 1] == '\r' || text[n - 1] == ' ')) text[--n] = 0;
+    if (strcmp(text, "release") == 0) FAIL(CKPT_ERR_FORMAT, "'%s': release checkpoints are not supported", path);
+    uint64_t it = 0;
+    if (n == 0 || n > 19) FAIL(CKPT_ERR_FORMAT, "'%s': not an iteration number", path);
+    for (size_t i = 0; i < n; i++) {
+        if (text[i] < '0' || text[i] > '9') FAIL(CKPT_ERR_FORMAT, "'%s': not an iteration number", path);
+        it = it * 10 + (uint64_t)(text[i] - '0');
+    }
+    *iteration = it;
+cleanup:
+    if (f) fclose(f);
+    return rc;
+}
+
+/* ---- load ------------------------------------------------------------------ */
+
+int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, ckpt_state *st, char *err, size_t errlen)
+{
+    int rc = 0;
+    char rdir[4096], path[4160];
+    FILE *f = NULL;
+    unsigned char h[HEADER_BYTES];
+    if (ckpt_rank_dir(rdir, sizeof rdir, dir, iteration, &m->cfg) != 0)
+        FAIL(CKPT_ERR_ARG, "checkpoint directory name too long: '%s'", dir);
+    snprintf(path, sizeof path, "%s/" CKPT_FILE_NAME, rdir);
+    f = fopen(path, "rb");
+    if (!f) FAIL(CKPT_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0) FAIL(CKPT_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+    if (fread(h, 1, HEADER_BYTES, f) != HEADER_BYTES)
+        FAIL(CKPT_ERR_FORMAT, "'%s': truncated header (%lld bytes)", path, (long long)sb.st_size);
+    if (memcmp(h, CKPT_MAGIC, 8) != 0) FAIL(CKPT_ERR_FORMAT, "'%s': bad magic (not an mdstrain checkpoint)", path);
+    if (get32(h + 8) != CKPT_VERSION)
+        FAIL(CKPT_ERR_FORMAT, "'%s': unsupported version %u (this build reads %d)", path, get32(h + 8), CKPT_VERSION);
+    if (get32(h + 12) != HEADER_BYTES)
+        FAIL(CKPT_ERR_FORMAT, "'%s': header_bytes is %u, expected %d", path, get32(h + 12), HEADER_BYTES);
+    uint64_t hsum = ckpt_fnv1a64(CKPT_FNV_INIT, h, HEADER_SUM_AT);
+    if (get64(h + HEADER_SUM_AT) != hsum)
+        FAIL(CKPT_ERR_CHECKSUM, "'%s': header checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64 ")",
+             path, get64(h + HEADER_SUM_AT), hsum);
+
+    /* architecture, field by field (init std, epsilon: informative only) */
+    int32_t want[H_NFIELDS];
+    model_fields(m, want);
+    for (int i = 0; i < H_NFIELDS; i++) {
+        if (i == H_INIT_STD || i == H_EPS) continue;
+        int32_t got = (int32_t)get32(h + 16 + 4 * i);
+        if (got != want[i])
+            FAIL(CKPT_ERR_MISMATCH, "'%s': %s is %d in the checkpoint but %d in this run", path, field_names[i],
+                 (int)got, (int)want[i]);
+    }
+    if (get64(h + 88) != (uint64_t)m->num_params)
+        FAIL(CKPT_ERR_MISMATCH, "'%s': num_params is %" PRIu64 " in the checkpoint but %zu in this run", path,
+             get64(h + 88), m->num_params);
+    for (int i = 0; i < GPT_NUM_PARAMS; i++)
+        if (get64(h + 96 + 8 * i) != (uint64_t)m->param_sizes[i])
+            FAIL(CKPT_ERR_MISMATCH, "'%s': size of tensor %d is %" PRIu64 " in the checkpoint but %zu in this run",
+                 path, i, get64(h + 96 + 8 * i), m->param_sizes[i]);
+
+    uint64_t bytes = (uint64_t)m->num_params * sizeof(float);
+    if ((uint64_t)sb.st_size != HEADER_BYTES + NSECTIONS * bytes)
+        FAIL(CKPT_ERR_FORMAT, "'%s': file size is %lld bytes, expected %" PRIu64, path, (long long)sb.st_size,
+             HEADER_BYTES + NSECTIONS * bytes);
+    float *dst[NSECTIONS] = {m->params_memory, m->m, m->v};
+    for (int s = 0; s < NSECTIONS; s++) {
+        const unsigned char *e = h + SECTIONS_AT + 24 * s;
+        if (get64(e) != HEADER_BYTES + (uint64_t)s * bytes || get64(e + 8) != bytes)
+            FAIL(CKPT_ERR_FORMAT, "'%s': %s section at offset %" PRIu64 " size %" PRIu64 ", expected %" PRIu64
+                 " and %" PRIu64, path, section_names[s], get64(e), get64(e + 8),
+                 HEADER_BYTES + (uint64_t)s * bytes, bytes);
+        if (fread(dst[s], 1, (size_t)bytes, f) != (size_t)bytes)
+            FAIL(CKPT_ERR_IO, "cannot read the %s section of '%s'", section_names[s], path);
+        uint64_t sum = ckpt_fnv1a64(CKPT_FNV_INIT, dst[s], (size_t)bytes);
+        if (sum != get64(e + 16))
+            FAIL(CKPT_ERR_CHECKSUM, "'%s': %s checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64 ")",
+                 path, section_names[s], get64(e + 16), sum);
+    }
+    uint64_t step = get64(h + 240);
+    if (step > (uint64_t)INT32_MAX) FAIL(CKPT_ERR_FORMAT, "'%s': adam_step %" PRIu64 " is out of range", path, step);
+    memset(st, 0, sizeof *st);
+    st->iteration = get64(h + 232);
+    if (st->iteration != iteration)
+        FAIL(CKPT_ERR_FORMAT, "'%s': iteration is %" PRIu64 " but the directory says %" PRIu64, path,
+             st->iteration, iteration);
+    m->step = (int)step;
+    st->consumed_train_samples = get64(h + 248);
+    st->consumed_valid_samples = get64(h + 256);
+    st->max_lr = getf64(h + 264);
+    st->min_lr = getf64(h + 272);
+    st->init_lr = getf64(h + 280);
+    st->warmup_steps = getf64(h + 288);
+    st->decay_steps = getf64(h + 296);
+    st->num_steps = getf64(h + 304);
+    st->decay_style = get32(h + 312);
+cleanup:
+    if (f) fclose(f);
+    return rc;
+}
