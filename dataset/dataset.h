@@ -510,6 +510,9 @@ typedef struct ds_gpt_config {
     int reset_position_ids, reset_attention_mask, eod_mask_loss;
     int mock;                      /* --mock-data: MockGPTDataset; data_path and split are ignored */
     int64_t vocab_size;            /* mock tokens are (k + 1) % vocab_size; default 50257 */
+    int num_threads;               /* threads building the independent datasets; 0 (default):
+                                      OpenMP's default, 1 without OpenMP.  The arrays are the
+                                      same for every count. */
 } ds_gpt_config;
 
 void ds_gpt_config_init(ds_gpt_config *cfg);

@@ -26,6 +26,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* numpy legacy RandomState (spec §5)                                       */
@@ -646,6 +649,7 @@ typedef struct gpt_ds {
     int64_t num_samples;
     uint64_t epochs;
     int separate;
+    uint64_t sans;                  /* samples in the epochs before a separate final one */
     int from_cache;
     char *description;
     char md5[33];
@@ -655,6 +659,9 @@ typedef struct gpt_ds {
 typedef struct blend_ds {
     int built;
     int64_t size;                   /* DS_NUM_SAMPLES_NONE for the exhaustive blend */
+    uint64_t n;                     /* its length */
+    const double *w;                /* (nd) weights, borrowed while building */
+    int64_t *count;                 /* (nd) samples taken from each dataset, once computed */
     char *description;
     char md5[33];
     arr dataset_index, dataset_sample_index;
@@ -730,6 +737,7 @@ void ds_pipeline_close(ds_pipeline *p)
         arr_release(&p->blends[s].dataset_index);
         arr_release(&p->blends[s].dataset_sample_index);
         free(p->blends[s].description);
+        free(p->blends[s].count);
     }
     for (size_t d = 0; d < p->nd; d++) {
         if (p->readers)
@@ -1021,6 +1029,16 @@ static int cache_store(ds_pipeline *p, const char *desc, const char *md5, const 
     return rc;
 }
 
+/* Moves a mapped array out of a cache_load() slot: its view's descr points
+   into the struct's own npy.descr, so a plain copy would leave it pointing
+   at the slot. */
+static void arr_take(arr *dst, const arr *src)
+{
+    *dst = *src;
+    if (src->view.descr == src->npy.descr)
+        dst->view.descr = dst->npy.descr;
+}
+
 static void arr_own(arr *a, void *data, uint64_t n, unsigned cols, const char *descr)
 {
     a->own = data;
@@ -1117,9 +1135,11 @@ static int gpt_cache_consistent(const gpt_ds *g)
 DEFINE_BUILD_SAMPLE_INDEX(build_sample_index32, int32_t)
 DEFINE_BUILD_SAMPLE_INDEX(build_sample_index64, int64_t)
 
-static int load_sizes(ds_pipeline *p, size_t prefix, int32_t **sizes, int64_t *max_size)
+/* The lengths of prefix d's sequences as int32, and their maximum; the
+   caller checked that they fit (every sequence length does, by format). */
+static int load_sizes(const ds_pipeline *p, size_t prefix, int32_t **sizes, int64_t *max_size,
+                      char *errbuf)
 {
-    char *errbuf = p->err;
     if (sizes[prefix])
         return 0;
     uint64_t n = src_num_sequences(p, prefix);
@@ -1137,7 +1157,12 @@ static int load_sizes(ds_pipeline *p, size_t prefix, int32_t **sizes, int64_t *m
     return 0;
 }
 
-static int build_gpt(ds_pipeline *p, gpt_ds *g, int32_t **sizes, int64_t *max_size)
+/*
+ * First half of a GPTDataset: its token count, epochs, description and the
+ * cache lookup, all cheap and sequential.  Returns 1 when the arrays must
+ * be built (gpt_compute), 0 when they came from the cache, or an error.
+ */
+static int gpt_prepare(ds_pipeline *p, gpt_ds *g)
 {
     char *errbuf = p->err;
     const char *path = p->paths[g->prefix];
@@ -1173,11 +1198,11 @@ static int build_gpt(ds_pipeline *p, gpt_ds *g, int32_t **sizes, int64_t *max_si
                     "%llu epochs of the %s split of '%s' do not fit 64 bits", (unsigned long long)e,
                     sname, path);
     RETURN_ERROR_IF(e > (uint64_t)INT64_MAX / T, DS_ERR_RANGE, "too many epochs");
-    uint64_t sans = 0;
+    g->sans = 0;
     g->separate = 0;
     if (e > 1) {
-        sans = (uint64_t)(((int64_t)((e - 1) * T) - E1) / L);
-        int64_t final = ns - (int64_t)sans;
+        g->sans = (uint64_t)(((int64_t)((e - 1) * T) - E1) / L);
+        int64_t final = ns - (int64_t)g->sans;
         int64_t per = ((int64_t)T - E1) / L;
         g->separate = final < (int64_t)(0.80 * (double)per);
     }
@@ -1191,9 +1216,9 @@ static int build_gpt(ds_pipeline *p, gpt_ds *g, int32_t **sizes, int64_t *max_si
         int hit = cache_load(p, g->description, g->md5, gpt_class(p), g->split, gpt_names, arrs, 3);
         RETURN_ERROR_IF(hit < 0, hit, "out of memory");
         if (hit) {
-            g->doc = arrs[0];
-            g->sample = arrs[1];
-            g->shuffle = arrs[2];
+            arr_take(&g->doc, &arrs[0]);
+            arr_take(&g->sample, &arrs[1]);
+            arr_take(&g->shuffle, &arrs[2]);
             if (gpt_cache_consistent(g)) {
                 g->from_cache = 1;
                 return 0;
@@ -1203,22 +1228,34 @@ static int build_gpt(ds_pipeline *p, gpt_ds *g, int32_t **sizes, int64_t *max_si
             arr_release(&g->shuffle);
         }
     }
-
-    FORWARD_IF_ERROR(load_sizes(p, g->prefix, sizes, max_size));
     RETURN_ERROR_IF(g->seq_end > (uint64_t)INT32_MAX + 1, DS_ERR_RANGE,
                     "'%s' has more sequences than an int32 document index holds", path);
+    return 1;
+}
+
+/*
+ * Second half: the three arrays, from the prefix's lengths.  It touches
+ * only g, its own RandomState and errbuf, so distinct datasets may be
+ * computed in parallel threads; the draws, and so the arrays, are those of
+ * a sequential build.
+ */
+static int gpt_compute(const ds_pipeline *p, gpt_ds *g, const int32_t *sizes, int64_t max_size,
+                       char *errbuf)
+{
+    uint64_t nseq = g->seq_end - g->seq_begin, e = g->epochs, T = g->tokens;
+    int64_t L = (int64_t)p->cfg.seq_length, E1 = p->cfg.add_extra_token ? 1 : 0;
     uint64_t ndoc = nseq * e;
     int32_t *doc = malloc((ndoc ? ndoc : 1) * sizeof *doc);
     RETURN_ERROR_IF(!doc, DS_ERR_NOMEM, "out of memory for a document index of %llu entries",
                     (unsigned long long)ndoc);
-    for (uint64_t k = 0, i = 0; k < e; k++)
-        for (uint64_t s = g->seq_begin; s < g->seq_end; s++)
-            doc[i++] = (int32_t)s;
+    /* every epoch is the same run of sequence numbers: write one, copy it */
+    for (uint64_t i = 0; i < nseq; i++)
+        doc[i] = (int32_t)(g->seq_begin + i);
+    for (uint64_t k = 1; k < e; k++)
+        memcpy(doc + k * nseq, doc, nseq * sizeof *doc);
+    arr_own(&g->doc, doc, ndoc, 1, "<i4");
     ds_random_state *rs = malloc(sizeof *rs);
-    if (!rs) {
-        free(doc);
-        RETURN_ERROR(DS_ERR_NOMEM, "out of memory");
-    }
+    RETURN_ERROR_IF(!rs, DS_ERR_NOMEM, "out of memory");
     ds_random_seed(rs, p->cfg.seed);
     if (g->separate) {
         ds_random_shuffle(rs, doc, (e - 1) * nseq, 4);
@@ -1226,15 +1263,13 @@ static int build_gpt(ds_pipeline *p, gpt_ds *g, int32_t **sizes, int64_t *max_si
     } else {
         ds_random_shuffle(rs, doc, ndoc, 4);
     }
-    arr_own(&g->doc, doc, ndoc, 1, "<i4");
 
     int drop_last = g->split != DS_SPLIT_VALID || p->cfg.drop_last_partial_validation;
     int64_t tot = (int64_t)(e * T) - E1;
     uint64_t M = drop_last ? (uint64_t)(tot / L) : (uint64_t)(int64_t)ceilf((float)tot / (float)L);
     /* every value is below max(len(doc), max(sizes)) */
     int narrow = p->cfg.megatron_version == DS_MEGATRON_MAIN &&
-                 (ndoc > (uint64_t)max_size[g->prefix] ? ndoc : (uint64_t)max_size[g->prefix]) <=
-                     (uint64_t)INT32_MAX;
+                 (ndoc > (uint64_t)max_size ? ndoc : (uint64_t)max_size) <= (uint64_t)INT32_MAX;
     void *si = malloc((M + 1) * 2 * (narrow ? 4 : 8));
     if (!si) {
         free(rs);
@@ -1242,9 +1277,9 @@ static int build_gpt(ds_pipeline *p, gpt_ds *g, int32_t **sizes, int64_t *max_si
                      (unsigned long long)(M + 1));
     }
     if (narrow)
-        build_sample_index32(si, M, doc, ndoc, sizes[g->prefix], L, E1);
+        build_sample_index32(si, M, doc, ndoc, sizes, L, E1);
     else
-        build_sample_index64(si, M, doc, ndoc, sizes[g->prefix], L, E1);
+        build_sample_index64(si, M, doc, ndoc, sizes, L, E1);
     arr_own(&g->sample, si, M + 1, 2, narrow ? "<i4" : "<i8");
 
     int wide = M >= 0xffffffffu - 1;
@@ -1254,22 +1289,20 @@ static int build_gpt(ds_pipeline *p, gpt_ds *g, int32_t **sizes, int64_t *max_si
         RETURN_ERROR(DS_ERR_NOMEM, "out of memory for a shuffle index of %llu entries",
                      (unsigned long long)M);
     }
-    for (uint64_t k = 0; k < M; k++) {
-        if (wide)
-            ((int64_t *)sh)[k] = (int64_t)k;
-        else
-            ((uint32_t *)sh)[k] = (uint32_t)k;
+    if (wide) {
+        int64_t *w = sh;
+        for (uint64_t k = 0; k < M; k++)
+            w[k] = (int64_t)k;
+    } else {
+        uint32_t *w = sh;
+        for (uint64_t k = 0; k < M; k++)
+            w[k] = (uint32_t)k;
     }
-    uint64_t first = g->separate ? sans : M;
+    uint64_t first = g->separate ? g->sans : M;
     ds_random_shuffle(rs, sh, first, wide ? 8 : 4);
     ds_random_shuffle(rs, (char *)sh + first * (wide ? 8 : 4), M - first, wide ? 8 : 4);
     free(rs);
     arr_own(&g->shuffle, sh, M, 1, wide ? "<i8" : "<u4");
-
-    if (p->cfg.cache_dir) {
-        arr arrs[3] = {g->doc, g->sample, g->shuffle};
-        FORWARD_IF_ERROR(cache_store(p, g->description, g->md5, gpt_class(p), g->split, gpt_names, arrs, 3));
-    }
     return 0;
 }
 
@@ -1326,18 +1359,22 @@ void ds_build_exhaustive_blending_indices(int16_t *di, int64_t *dsi, const uint6
     }
 }
 
-static int build_blend(ds_pipeline *p, int split, int64_t size, const double *w, const uint64_t *lens)
+/* First half of a BlendedDataset: description and cache lookup.  Returns
+   1 when the arrays must be built (blend_compute), 0 on a cache hit. */
+static int blend_prepare(ds_pipeline *p, int split, int64_t size, const double *w, const uint64_t *lens)
 {
     char *errbuf = p->err;
     blend_ds *bl = &p->blends[split];
     size_t K = p->nd;
     bl->size = size;
+    bl->w = w;
     uint64_t n = 0;
     if (size == DS_NUM_SAMPLES_NONE)
         for (size_t d = 0; d < K; d++)
             n += lens[d];
     else
         n = (uint64_t)size;
+    bl->n = n;
 
     sbuf b = {0};
     describe_blend(&b, p, split, bl, size == DS_NUM_SAMPLES_NONE ? lens : NULL, w);
@@ -1351,8 +1388,8 @@ static int build_blend(ds_pipeline *p, int split, int64_t size, const double *w,
             if (arrs[0].npy.ndim == 1 && !strcmp(arrs[0].view.descr, "<i2") &&
                 arrs[1].npy.ndim == 1 && !strcmp(arrs[1].view.descr, "<i8") &&
                 arrs[0].view.n == n && arrs[1].view.n == n) {
-                bl->dataset_index = arrs[0];
-                bl->dataset_sample_index = arrs[1];
+                arr_take(&bl->dataset_index, &arrs[0]);
+                arr_take(&bl->dataset_sample_index, &arrs[1]);
                 bl->built = 1;
                 return 0;
             }
@@ -1360,36 +1397,116 @@ static int build_blend(ds_pipeline *p, int split, int64_t size, const double *w,
             arr_release(&arrs[1]);
         }
     }
+    return 1;
+}
 
+/* Second half: the arrays and the per-dataset counts (bl->count).  Needs
+   the mid-level lengths only for an exhaustive blend, so a weighted blend
+   may run in parallel with the GPTDatasets. */
+static int blend_compute(const ds_pipeline *p, blend_ds *bl, const uint64_t *lens, char *errbuf)
+{
+    size_t K = p->nd;
+    uint64_t n = bl->n;
     int16_t *di = malloc((n ? n : 1) * sizeof *di);
     int64_t *dsi = malloc((n ? n : 1) * sizeof *dsi);
-    int64_t *count = malloc(K * sizeof *count);
-    if (!di || !dsi || !count) {
+    bl->count = malloc(K * sizeof *bl->count);
+    if (!di || !dsi || !bl->count) {
         free(di);
         free(dsi);
-        free(count);
         RETURN_ERROR(DS_ERR_NOMEM, "out of memory for a blend of %llu samples", (unsigned long long)n);
     }
-    if (size == DS_NUM_SAMPLES_NONE)
-        ds_build_exhaustive_blending_indices(di, dsi, lens, K, count);
+    if (bl->size == DS_NUM_SAMPLES_NONE)
+        ds_build_exhaustive_blending_indices(di, dsi, lens, K, bl->count);
     else
-        ds_build_blending_indices(di, dsi, n, w, K, count);
+        ds_build_blending_indices(di, dsi, n, bl->w, K, bl->count);
     arr_own(&bl->dataset_index, di, n, 1, "<i2");
     arr_own(&bl->dataset_sample_index, dsi, n, 1, "<i8");
     bl->built = 1;
-    for (size_t d = 0; d < K; d++) {
-        if ((uint64_t)count[d] > lens[d]) {
-            DS_SET_ERROR("the %s blend asks '%s' for %lld samples but it has %llu; raise "
-                         "--mid-level-dataset-surplus", split_names[split], p->paths[d],
-                         (long long)count[d], (unsigned long long)lens[d]);
-            free(count);
-            return DS_ERR_OVERSAMPLE;
+    return 0;
+}
+
+/* Last step of a built blend: no dataset is asked for more samples than it
+   has, then the cache. */
+static int blend_finish(ds_pipeline *p, int split, const uint64_t *lens)
+{
+    char *errbuf = p->err;
+    blend_ds *bl = &p->blends[split];
+    for (size_t d = 0; d < p->nd; d++) {
+        if ((uint64_t)bl->count[d] > lens[d]) {
+            RETURN_ERROR(DS_ERR_OVERSAMPLE, "the %s blend asks '%s' for %lld samples but it has "
+                         "%llu; raise --mid-level-dataset-surplus", split_names[split], p->paths[d],
+                         (long long)bl->count[d], (unsigned long long)lens[d]);
         }
     }
-    free(count);
     if (p->cfg.cache_dir) {
         arr arrs[2] = {bl->dataset_index, bl->dataset_sample_index};
         FORWARD_IF_ERROR(cache_store(p, bl->description, bl->md5, "BlendedDataset", split, blend_names, arrs, 2));
+    }
+    return 0;
+}
+
+static int build_blend(ds_pipeline *p, int split, int64_t size, const double *w, const uint64_t *lens)
+{
+    int rc = blend_prepare(p, split, size, w, lens);
+    if (rc <= 0)
+        return rc;
+    FORWARD_IF_ERROR(blend_compute(p, &p->blends[split], lens, p->err));
+    return blend_finish(p, split, lens);
+}
+
+/* ---- building in parallel ---- */
+
+/* One dataset to compute: a GPTDataset, or a weighted blend. */
+typedef struct build_job {
+    gpt_ds *g;
+    blend_ds *bl;
+    uint64_t cost;                  /* rough element count, to start the largest first */
+    int rc;
+    char err[DS_ERRMSG_SIZE];
+} build_job;
+
+/*
+ * Computes the jobs, largest first, on cfg.num_threads threads (OpenMP's
+ * default for 0).  Each job writes only its own dataset and message, and
+ * owns its RandomState, so the arrays do not depend on the thread count or
+ * on which thread runs what.  The first failing job in the builder's order
+ * gives the error.
+ */
+static int run_jobs(ds_pipeline *p, build_job *jobs, size_t nj, const int32_t *const *sizes,
+                    const int64_t *max_size)
+{
+    size_t *ord = malloc((nj ? nj : 1) * sizeof *ord);
+    if (!ord) {
+        char *errbuf = p->err;
+        RETURN_ERROR(DS_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < nj; i++) {   /* insertion sort: largest cost first, stable */
+        size_t k = i;
+        for (; k > 0 && jobs[ord[k - 1]].cost < jobs[i].cost; k--)
+            ord[k] = ord[k - 1];
+        ord[k] = i;
+    }
+    int nt = 1;
+#ifdef _OPENMP
+    nt = p->cfg.num_threads > 0 ? p->cfg.num_threads : omp_get_max_threads();
+    if ((size_t)nt > nj)
+        nt = nj ? (int)nj : 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
+#endif
+    for (size_t i = 0; i < nj; i++) {
+        build_job *j = &jobs[ord[i]];
+        if (j->g)
+            j->rc = gpt_compute(p, j->g, sizes[j->g->prefix], max_size[j->g->prefix], j->err);
+        else
+            j->rc = blend_compute(p, j->bl, NULL, j->err);
+    }
+    (void)nt;
+    free(ord);
+    for (size_t i = 0; i < nj; i++) {
+        if (jobs[i].rc < 0) {
+            memcpy(p->err, jobs[i].err, sizeof p->err);
+            return jobs[i].rc;
+        }
     }
     return 0;
 }
@@ -1536,6 +1653,8 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
     int64_t *max_size = NULL;
     uint64_t *lens = NULL;
     double *w = NULL;
+    build_job *jobs = NULL;
+    size_t nj = 0;
 
     rc = cfg->mock ? mock_open(p) : parse_data_path(p, cfg);
     if (rc < 0)
@@ -1574,7 +1693,14 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
         }
     }
 
-    /* Mid-level GPTDatasets, prefix by prefix as the builder goes. */
+    /* Mid-level GPTDatasets, prefix by prefix as the builder goes: described
+       and looked up in the cache here, built below. */
+    jobs = calloc(3 * p->nd + 3, sizeof *jobs);
+    if (!jobs) {
+        rc = DS_ERR_NOMEM;
+        DS_SET_ERROR("out of memory");
+        goto cleanup;
+    }
     for (size_t d = 0; d < p->nd; d++) {
         uint64_t N = src_num_sequences(p, d);
         for (int s = 0; s < 3; s++) {
@@ -1595,71 +1721,115 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
             } else {
                 g->num_samples = (int64_t)ceil(ceil((double)S * w[d]) * (1.0 + cfg->surplus));
             }
-            rc = build_gpt(p, g, sizes, max_size);
+            rc = gpt_prepare(p, g);
             if (rc < 0)
                 goto cleanup;
-            g->built = 1;
-            if (!p->blend)
-                p->length[s] = g->shuffle.view.n;
+            if (rc == 0) {
+                g->built = 1;
+                continue;
+            }
+            rc = load_sizes(p, d, sizes, max_size, p->err);
+            if (rc < 0)
+                goto cleanup;
+            jobs[nj].g = g;
+            jobs[nj].cost = (g->seq_end - g->seq_begin) * g->epochs +
+                            g->epochs * g->tokens / cfg->seq_length;
+            nj++;
         }
     }
 
-    /* BlendedDatasets. */
-    if (p->blend) {
+    /* A weighted blend needs nothing of its datasets but their descriptions
+       until its final check, so it is built alongside them. */
+    if (p->weighted) {
+        for (int s = 0; s < 3; s++) {
+            if (!p->present[s])
+                continue;
+            int64_t S = cfg->num_samples[s], size = 0;
+            for (size_t d = 0; d < p->nd; d++)
+                size += cfg->megatron_version == DS_MEGATRON_0_8
+                            ? (int64_t)ceil((double)S * w[d] * 1.005)
+                            : (int64_t)ceil((double)S * w[d]);
+            memcpy(p->weights, w, p->nd * sizeof *p->weights);
+            ds_normalize_weights(p->weights, p->nd);
+            rc = blend_prepare(p, s, size, p->weights, lens);
+            if (rc < 0)
+                goto cleanup;
+            if (rc == 1) {
+                jobs[nj].bl = &p->blends[s];
+                jobs[nj].cost = p->blends[s].n;
+                nj++;
+            }
+        }
+    }
+    rc = run_jobs(p, jobs, nj, (const int32_t *const *)sizes, max_size);
+    if (rc < 0)
+        goto cleanup;
+    for (size_t i = 0; i < 3 * p->nd; i++) {
+        gpt_ds *g = &p->gpt[i];
+        if (!p->present[g->split])
+            continue;
+        g->built = 1;
+        if (!p->blend)
+            p->length[g->split] = g->shuffle.view.n;
+    }
+    /* the cache in the builder's order */
+    for (size_t d = 0; d < p->nd && p->cfg.cache_dir; d++) {
+        for (int s = 0; s < 3; s++) {
+            gpt_ds *g = &p->gpt[(size_t)s * p->nd + d];
+            if (!p->present[s] || g->from_cache)
+                continue;
+            arr arrs[3] = {g->doc, g->sample, g->shuffle};
+            rc = cache_store(p, g->description, g->md5, gpt_class(p), s, gpt_names, arrs, 3);
+            if (rc < 0)
+                goto cleanup;
+        }
+    }
+    if (p->weighted) {
+        for (int s = 0; s < 3; s++) {
+            if (!p->present[s])
+                continue;
+            for (size_t d = 0; d < p->nd; d++)
+                lens[d] = p->gpt[(size_t)s * p->nd + d].shuffle.view.n;
+            if (p->blends[s].count) {
+                rc = blend_finish(p, s, lens);
+                if (rc < 0)
+                    goto cleanup;
+            }
+            p->length[s] = p->blends[s].dataset_index.view.n;
+        }
+    }
+
+    /* Unweighted BlendedDatasets: sized and weighted by their datasets'
+       lengths, so built after them. */
+    if (p->blend && !p->weighted) {
         for (int s = 0; s < 3; s++) {
             if (!p->present[s])
                 continue;
             int64_t S = cfg->num_samples[s], size;
-            double *bw = p->weights;
-            for (size_t d = 0; d < p->nd; d++)
+            uint64_t tot = 0;
+            for (size_t d = 0; d < p->nd; d++) {
                 lens[d] = p->gpt[(size_t)s * p->nd + d].shuffle.view.n;
-            if (p->weighted) {
-                size = 0;
-                for (size_t d = 0; d < p->nd; d++)
-                    size += cfg->megatron_version == DS_MEGATRON_0_8
-                                ? (int64_t)ceil((double)S * w[d] * 1.005)
-                                : (int64_t)ceil((double)S * w[d]);
-                memcpy(bw, w, p->nd * sizeof *bw);
-                ds_normalize_weights(bw, p->nd);
-            } else {
-                uint64_t tot = 0;
-                for (size_t d = 0; d < p->nd; d++)
-                    tot += lens[d];
-                if (S == DS_NUM_SAMPLES_NONE) {
-                    size = DS_NUM_SAMPLES_NONE;
-                } else {
-                    size = (uint64_t)S < tot ? S : (int64_t)tot;
-                }
-                double *lw = malloc(p->nd * sizeof *lw);
-                if (!lw) {
-                    rc = DS_ERR_NOMEM;
-                    DS_SET_ERROR("out of memory");
-                    goto cleanup;
-                }
-                for (size_t d = 0; d < p->nd; d++)
-                    lw[d] = (double)lens[d];
-                for (size_t d = 0; d < p->nd; d++) {
-                    if (lens[d] == 0) {
-                        free(lw);
-                        rc = DS_ERR_EMPTY;
-                        DS_SET_ERROR("the %s split of '%s' holds no sample of %llu tokens, and an "
-                                     "unweighted blend would give it weight 0", split_names[s],
-                                     p->paths[d], (unsigned long long)cfg->seq_length + (cfg->add_extra_token != 0));
-                        goto cleanup;
-                    }
-                }
-                ds_normalize_weights(lw, p->nd);
-                /* the weights shown are the train split's shares */
-                if (s == DS_SPLIT_TRAIN || !p->present[DS_SPLIT_TRAIN])
-                    memcpy(bw, lw, p->nd * sizeof *bw);
-                rc = build_blend(p, s, size, lw, lens);
-                free(lw);
-                if (rc < 0)
-                    goto cleanup;
-                p->length[s] = p->blends[s].dataset_index.view.n;
-                continue;
+                tot += lens[d];
             }
-            rc = build_blend(p, s, size, bw, lens);
+            size = S == DS_NUM_SAMPLES_NONE ? DS_NUM_SAMPLES_NONE
+                   : (uint64_t)S < tot      ? S
+                                            : (int64_t)tot;
+            for (size_t d = 0; d < p->nd; d++) {
+                if (lens[d] == 0) {
+                    rc = DS_ERR_EMPTY;
+                    DS_SET_ERROR("the %s split of '%s' holds no sample of %llu tokens, and an "
+                                 "unweighted blend would give it weight 0", split_names[s],
+                                 p->paths[d], (unsigned long long)cfg->seq_length + (cfg->add_extra_token != 0));
+                    goto cleanup;
+                }
+                w[d] = (double)lens[d];
+            }
+            ds_normalize_weights(w, p->nd);
+            /* the weights shown are the train split's shares */
+            if (s == DS_SPLIT_TRAIN || !p->present[DS_SPLIT_TRAIN])
+                memcpy(p->weights, w, p->nd * sizeof *p->weights);
+            rc = build_blend(p, s, size, w, lens);
+            p->blends[s].w = NULL;
             if (rc < 0)
                 goto cleanup;
             p->length[s] = p->blends[s].dataset_index.view.n;
@@ -1674,6 +1844,7 @@ cleanup:
     free(max_size);
     free(lens);
     free(w);
+    free(jobs);
     free((char *)p->cfg.cache_dir);
     p->cfg.cache_dir = NULL;
     return rc;

@@ -516,11 +516,16 @@ static void check_first5(const char *cfg, const ds_pipeline *p)
     free(js);
 }
 
+/* Every golden config is built on 1, 2 and the default number of threads:
+   the datasets are built in parallel and must not depend on it. */
+static int g_threads;
+
 static void run_golden(const char *cfg, int version, const char *const *dp, size_t ndp, uint64_t L,
                        uint32_t seed, const char *split, int64_t s0, int64_t s1, int64_t s2)
 {
     ds_gpt_config c;
     ds_gpt_config_init(&c);
+    c.num_threads = g_threads;
     c.data_path = dp;
     c.n_data_path = ndp;
     c.seq_length = L;
@@ -581,20 +586,29 @@ static const char *const dp_d[] = {"0.5", "golden/dev_text_document", "0.25", "g
 
 static void test_golden_a(void)
 {
-    run_golden("A", DS_MEGATRON_0_8, dp_a, 1, 1024, 1234, "969,30,1", 20000, 640, 64);
-    run_golden("A", DS_MEGATRON_MAIN, dp_a, 1, 1024, 1234, "969,30,1", 20000, 640, 64);
+    for (g_threads = 0; g_threads <= 2; g_threads++) {
+        run_golden("A", DS_MEGATRON_0_8, dp_a, 1, 1024, 1234, "969,30,1", 20000, 640, 64);
+        run_golden("A", DS_MEGATRON_MAIN, dp_a, 1, 1024, 1234, "969,30,1", 20000, 640, 64);
+    }
+    g_threads = 0;
 }
 
 static void test_golden_c(void)
 {
-    run_golden("C", DS_MEGATRON_0_8, dp_c, 4, 256, 1234, "98,1,1", 5000, 100, 10);
-    run_golden("C", DS_MEGATRON_MAIN, dp_c, 4, 256, 1234, "98,1,1", 5000, 100, 10);
+    for (g_threads = 0; g_threads <= 2; g_threads++) {
+        run_golden("C", DS_MEGATRON_0_8, dp_c, 4, 256, 1234, "98,1,1", 5000, 100, 10);
+        run_golden("C", DS_MEGATRON_MAIN, dp_c, 4, 256, 1234, "98,1,1", 5000, 100, 10);
+    }
+    g_threads = 0;
 }
 
 static void test_golden_d(void)
 {
-    run_golden("D", DS_MEGATRON_0_8, dp_d, 6, 2048, 1234, "90,5,5", 5000, 100, 10);
-    run_golden("D", DS_MEGATRON_MAIN, dp_d, 6, 2048, 1234, "90,5,5", 5000, 100, 10);
+    for (g_threads = 0; g_threads <= 2; g_threads++) {
+        run_golden("D", DS_MEGATRON_0_8, dp_d, 6, 2048, 1234, "90,5,5", 5000, 100, 10);
+        run_golden("D", DS_MEGATRON_MAIN, dp_d, 6, 2048, 1234, "90,5,5", 5000, 100, 10);
+    }
+    g_threads = 0;
 }
 
 /* ---- cache ---- */
