@@ -60,6 +60,46 @@ int cli_parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
+const struct cli_option *cli_find_long(const struct cli_option *opts, size_t n,
+                                       const char *name, size_t len, int *ambiguous)
+{
+    const struct cli_option *hit = NULL;
+    int nhits = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(opts[i].lng, name, len) != 0)
+            continue;
+        if (opts[i].lng[len] == 0) {
+            *ambiguous = 0;
+            return &opts[i];
+        }
+        hit = &opts[i];
+        nhits++;
+    }
+    *ambiguous = nhits > 1;
+    return nhits == 1 ? hit : NULL;
+}
+
+void cli_print_options(const struct cli_option *opts, size_t n, int width)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct cli_option *o = &opts[i];
+        if (!o->help)
+            continue;
+        char left[128];
+        int w = o->shrt ? snprintf(left, sizeof left, "-%c, ", o->shrt) : snprintf(left, sizeof left, "    ");
+        snprintf(left + w, sizeof left - (size_t)w, "--%s%s%s", o->lng, o->meta ? " " : "", o->meta ? o->meta : "");
+        if ((int)strlen(left) > width)
+            printf("  %s\n  %-*s %s\n", left, width, "", o->help);
+        else
+            printf("  %-*s %s\n", width, left, o->help);
+    }
+}
+
+int cli_looks_like_option(const char *s)
+{
+    return s[0] == '-' && s[1] && !(s[1] >= '0' && s[1] <= '9') && s[1] != '.';
+}
+
 double cli_now(void)
 {
     struct timespec ts;

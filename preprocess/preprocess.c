@@ -189,71 +189,60 @@ enum opt_id {
     O_HELP, O_VERSION, O_UNSUPPORTED
 };
 
-enum { ARG_NONE, ARG_ONE, ARG_MANY };
-
-struct option_def {
-    const char *lng;
-    char shrt;
-    int arg;
-    int id;
-    const char *meta;
-    const char *help;   /* NULL: hidden from --help (refused or no-op compatibility flags) */
-};
-
 /* One table drives both the parser and --help (STYLE 38). */
-static const struct option_def options[] = {
-    {"input", 'i', ARG_ONE, O_INPUT, "PATH", "input JSON lines: plain, .gz, .xz or .zst (by content); '-' is stdin; repeat for several files; a glob pattern is expanded (sorted)"},
-    {"output-prefix", 'o', ARG_ONE, O_OUTPUT_PREFIX, "PREFIX", "write PREFIX_{key}_document.bin/.idx"},
-    {"json-keys", 0, ARG_MANY, O_JSON_KEYS, "KEY...", "keys to extract, one dataset per key (default: text)"},
-    {"append-eod", 0, ARG_NONE, O_APPEND_EOD, NULL, "append <|endoftext|> (50256) to every non-empty document"},
-    {"tokenizer-type", 0, ARG_ONE, O_TOKENIZER_TYPE, "TYPE", "GPT2BPETokenizer (the only one)"},
-    {"vocab-file", 0, ARG_ONE, O_VOCAB_FILE, "PATH", "GPT-2 vocab JSON (default: the bundled gpt2-vocab.json)"},
-    {"merge-file", 0, ARG_ONE, O_MERGE_FILE, "PATH", "GPT-2 merges (default: the bundled gpt2-merges.txt)"},
-    {"workers", 'j', ARG_ONE, O_WORKERS, "N", "tokenizer threads (default: the number of CPUs)"},
-    {"partitions", 0, ARG_ONE, O_PARTITIONS, "N", "accepted for Megatron compatibility; output keeps input order"},
-    {"log-interval", 0, ARG_ONE, O_LOG_INTERVAL, "N", "print Megatron's progress line every N documents (default 1000)"},
-    {"dataset-impl", 0, ARG_ONE, O_DATASET_IMPL, "mmap", "only mmap (Megatron's MMIDIDX) is written"},
-    {"keep-sequential-samples", 0, ARG_NONE, O_KEEP_SEQUENTIAL, NULL, "accepted; order is always kept"},
-    {"skip-invalid", 0, ARG_NONE, O_SKIP_INVALID, NULL, "skip and count bad lines instead of stopping at the first"},
-    {"special-tokens", 0, ARG_NONE, O_SPECIAL_TOKENS, NULL, "map a literal <|endoftext|> in text to 50256 (Megatron's HF tokenizer)"},
-    {"pretokenizer", 0, ARG_ONE, O_PRETOKENIZER, "scan|pcre2", "pre-tokenizer: the fast scanner (default) or the PCRE2 JIT reference"},
-    {"skip-empty-documents", 0, ARG_NONE, O_SKIP_EMPTY, NULL, "do not record empty documents (old Megatron/DeepSpeed behaviour)"},
-    {"quiet", 'q', ARG_NONE, O_QUIET, NULL, "less output (errors only); twice: nothing"},
-    {"verbose", 'v', ARG_NONE, O_VERBOSE, NULL, "more output (each skipped line, timings)"},
-    {"help", 'h', ARG_NONE, O_HELP, NULL, "show this help and exit"},
-    {"version", 'V', ARG_NONE, O_VERSION, NULL, "show the version and exit"},
+static const struct cli_option options[] = {
+    {"input", 'i', CLI_ARG_ONE, O_INPUT, "PATH", "input JSON lines: plain, .gz, .xz or .zst (by content); '-' is stdin; repeat for several files; a glob pattern is expanded (sorted)"},
+    {"output-prefix", 'o', CLI_ARG_ONE, O_OUTPUT_PREFIX, "PREFIX", "write PREFIX_{key}_document.bin/.idx"},
+    {"json-keys", 0, CLI_ARG_MANY, O_JSON_KEYS, "KEY...", "keys to extract, one dataset per key (default: text)"},
+    {"append-eod", 0, CLI_ARG_NONE, O_APPEND_EOD, NULL, "append <|endoftext|> (50256) to every non-empty document"},
+    {"tokenizer-type", 0, CLI_ARG_ONE, O_TOKENIZER_TYPE, "TYPE", "GPT2BPETokenizer (the only one)"},
+    {"vocab-file", 0, CLI_ARG_ONE, O_VOCAB_FILE, "PATH", "GPT-2 vocab JSON (default: the bundled gpt2-vocab.json)"},
+    {"merge-file", 0, CLI_ARG_ONE, O_MERGE_FILE, "PATH", "GPT-2 merges (default: the bundled gpt2-merges.txt)"},
+    {"workers", 'j', CLI_ARG_ONE, O_WORKERS, "N", "tokenizer threads (default: the number of CPUs)"},
+    {"partitions", 0, CLI_ARG_ONE, O_PARTITIONS, "N", "accepted for Megatron compatibility; output keeps input order"},
+    {"log-interval", 0, CLI_ARG_ONE, O_LOG_INTERVAL, "N", "print Megatron's progress line every N documents (default 1000)"},
+    {"dataset-impl", 0, CLI_ARG_ONE, O_DATASET_IMPL, "mmap", "only mmap (Megatron's MMIDIDX) is written"},
+    {"keep-sequential-samples", 0, CLI_ARG_NONE, O_KEEP_SEQUENTIAL, NULL, "accepted; order is always kept"},
+    {"skip-invalid", 0, CLI_ARG_NONE, O_SKIP_INVALID, NULL, "skip and count bad lines instead of stopping at the first"},
+    {"special-tokens", 0, CLI_ARG_NONE, O_SPECIAL_TOKENS, NULL, "map a literal <|endoftext|> in text to 50256 (Megatron's HF tokenizer)"},
+    {"pretokenizer", 0, CLI_ARG_ONE, O_PRETOKENIZER, "scan|pcre2", "pre-tokenizer: the fast scanner (default) or the PCRE2 JIT reference"},
+    {"skip-empty-documents", 0, CLI_ARG_NONE, O_SKIP_EMPTY, NULL, "do not record empty documents (old Megatron/DeepSpeed behaviour)"},
+    {"quiet", 'q', CLI_ARG_NONE, O_QUIET, NULL, "less output (errors only); twice: nothing"},
+    {"verbose", 'v', CLI_ARG_NONE, O_VERBOSE, NULL, "more output (each skipped line, timings)"},
+    {"help", 'h', CLI_ARG_NONE, O_HELP, NULL, "show this help and exit"},
+    {"version", 'V', CLI_ARG_NONE, O_VERSION, NULL, "show the version and exit"},
     /* Megatron flags that change nothing for GPT-2 BPE output: accepted. */
-    {"keep-newlines", 0, ARG_NONE, O_KEEP_NEWLINES, NULL, NULL},
-    {"lang", 0, ARG_ONE, O_LANG, NULL, NULL},
-    {"vocab-extra-ids", 0, ARG_ONE, O_VOCAB_EXTRA_IDS, NULL, NULL},
-    {"make-vocab-size-divisible-by", 0, ARG_ONE, O_MAKE_VOCAB_DIV, NULL, NULL},
-    {"legacy-tokenizer", 0, ARG_NONE, O_LEGACY_TOKENIZER, NULL, NULL},
+    {"keep-newlines", 0, CLI_ARG_NONE, O_KEEP_NEWLINES, NULL, NULL},
+    {"lang", 0, CLI_ARG_ONE, O_LANG, NULL, NULL},
+    {"vocab-extra-ids", 0, CLI_ARG_ONE, O_VOCAB_EXTRA_IDS, NULL, NULL},
+    {"make-vocab-size-divisible-by", 0, CLI_ARG_ONE, O_MAKE_VOCAB_DIV, NULL, NULL},
+    {"legacy-tokenizer", 0, CLI_ARG_NONE, O_LEGACY_TOKENIZER, NULL, NULL},
     /* Megatron flags mds does not implement: refused by name, never ignored. */
-    {"split-sentences", 0, ARG_NONE, O_UNSUPPORTED, NULL, NULL},
-    {"tokenizer-model", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"tokenizer-metadata", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"tokenizer-special-tokens", 0, ARG_MANY, O_UNSUPPORTED, NULL, NULL},
-    {"tiktoken-pattern", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"tiktoken-num-special-tokens", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"tiktoken-special-tokens", 0, ARG_MANY, O_UNSUPPORTED, NULL, NULL},
-    {"vocab-size", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"padded-vocab-size", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"no-pad-vocab-size", 0, ARG_NONE, O_UNSUPPORTED, NULL, NULL},
-    {"tokenizer-sentencepiece-legacy", 0, ARG_NONE, O_UNSUPPORTED, NULL, NULL},
-    {"no-tokenizer-sentencepiece-ignore-extra-whitespaces", 0, ARG_NONE, O_UNSUPPORTED, NULL, NULL},
-    {"tokenizer-hf-no-use-fast", 0, ARG_NONE, O_UNSUPPORTED, NULL, NULL},
-    {"tokenizer-hf-no-include-special-tokens", 0, ARG_NONE, O_UNSUPPORTED, NULL, NULL},
-    {"trust-remote-code", 0, ARG_NONE, O_UNSUPPORTED, NULL, NULL},
-    {"null-tokenizer-eod-id", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"null-tokenizer-pad-id", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"chat-template", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"use-gigatoken", 0, ARG_NONE, O_UNSUPPORTED, NULL, NULL},
-    {"find-optimal-num-workers", 0, ARG_NONE, O_UNSUPPORTED, NULL, NULL},
-    {"workers-to-check", 0, ARG_MANY, O_UNSUPPORTED, NULL, NULL},
-    {"max-documents", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"seq-length", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"tokenizer-name-or-path", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"pad-vocab-size-to", 0, ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"split-sentences", 0, CLI_ARG_NONE, O_UNSUPPORTED, NULL, NULL},
+    {"tokenizer-model", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"tokenizer-metadata", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"tokenizer-special-tokens", 0, CLI_ARG_MANY, O_UNSUPPORTED, NULL, NULL},
+    {"tiktoken-pattern", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"tiktoken-num-special-tokens", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"tiktoken-special-tokens", 0, CLI_ARG_MANY, O_UNSUPPORTED, NULL, NULL},
+    {"vocab-size", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"padded-vocab-size", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"no-pad-vocab-size", 0, CLI_ARG_NONE, O_UNSUPPORTED, NULL, NULL},
+    {"tokenizer-sentencepiece-legacy", 0, CLI_ARG_NONE, O_UNSUPPORTED, NULL, NULL},
+    {"no-tokenizer-sentencepiece-ignore-extra-whitespaces", 0, CLI_ARG_NONE, O_UNSUPPORTED, NULL, NULL},
+    {"tokenizer-hf-no-use-fast", 0, CLI_ARG_NONE, O_UNSUPPORTED, NULL, NULL},
+    {"tokenizer-hf-no-include-special-tokens", 0, CLI_ARG_NONE, O_UNSUPPORTED, NULL, NULL},
+    {"trust-remote-code", 0, CLI_ARG_NONE, O_UNSUPPORTED, NULL, NULL},
+    {"null-tokenizer-eod-id", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"null-tokenizer-pad-id", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"chat-template", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"use-gigatoken", 0, CLI_ARG_NONE, O_UNSUPPORTED, NULL, NULL},
+    {"find-optimal-num-workers", 0, CLI_ARG_NONE, O_UNSUPPORTED, NULL, NULL},
+    {"workers-to-check", 0, CLI_ARG_MANY, O_UNSUPPORTED, NULL, NULL},
+    {"max-documents", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"seq-length", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"tokenizer-name-or-path", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    {"pad-vocab-size-to", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
@@ -286,40 +275,18 @@ static void print_help(void)
     printf("usage: " PROG " --input PATH [--input PATH...] --output-prefix PREFIX [options]\n\n"
            "Tokenize JSON lines with GPT-2 BPE into Megatron's indexed dataset (.bin/.idx),\n"
            "byte-identical to Megatron-LM's tools/preprocess_data.py.\n\n");
-    for (size_t i = 0; i < NOPTIONS; i++) {
-        const struct option_def *o = &options[i];
-        if (!o->help) continue;
-        char left[80];
-        int w = 0;
-        if (o->shrt) w = snprintf(left, sizeof left, "-%c, ", o->shrt);
-        else w = snprintf(left, sizeof left, "    ");
-        snprintf(left + w, sizeof left - (size_t)w, "--%s%s%s", o->lng, o->meta ? " " : "", o->meta ? o->meta : "");
-        printf("  %-34s %s\n", left, o->help);
-    }
+    cli_print_options(options, NOPTIONS, 34);
     printf("\nExit status: 0 success, 1 runtime failure (bad input, I/O), 2 bad usage.\n"
            "Megatron flags for other tokenizers and --split-sentences are refused by name.\n");
 }
 
-/* argparse-compatible matching: exact name, or a unique prefix. */
-static const struct option_def *find_long(const char *name, size_t len)
+/* argparse-compatible matching (cliutil); ambiguity is bad usage. */
+static const struct cli_option *find_long(const char *name, size_t len)
 {
-    const struct option_def *hit = NULL;
-    int nhits = 0;
-    for (size_t i = 0; i < NOPTIONS; i++) {
-        if (strncmp(options[i].lng, name, len) != 0) continue;
-        if (options[i].lng[len] == 0) return &options[i];
-        hit = &options[i];
-        nhits++;
-    }
-    if (nhits == 1) return hit;
-    if (nhits > 1) usage_error("ambiguous option '--%.*s'", (int)len, name);
-    return NULL;
-}
-
-static int looks_like_option(const char *s)
-{
-    /* argparse: "-x..." is an option unless it looks like a negative number. */
-    return s[0] == '-' && s[1] && !(s[1] >= '0' && s[1] <= '9');
+    int ambiguous;
+    const struct cli_option *o = cli_find_long(options, NOPTIONS, name, len, &ambiguous);
+    if (ambiguous) usage_error("ambiguous option '--%.*s'", (int)len, name);
+    return o;
 }
 
 static uint64_t opt_number(const char *name, const char *v, uint64_t lo, uint64_t hi)
@@ -353,7 +320,7 @@ static void parse_args(int argc, char **argv, struct config *c)
     c->log_interval = 1000;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const struct option_def *o = NULL;
+        const struct cli_option *o = NULL;
         const char *val = NULL;
         if (a[0] == '-' && a[1] == '-' && a[2]) {
             const char *eq = strchr(a + 2, '=');
@@ -366,7 +333,7 @@ static void parse_args(int argc, char **argv, struct config *c)
             for (size_t k = 0; k < NOPTIONS; k++)
                 if (options[k].shrt == a[1]) o = &options[k];
             if (!o) usage_error("unknown option '%s'", a);
-            if (a[2] && o->arg != ARG_NONE) {
+            if (a[2] && o->arg != CLI_ARG_NONE) {
                 val = a + 2;
             } else if (a[2]) {
                 for (const char *q = a + 2; *q; q++)
@@ -382,9 +349,9 @@ static void parse_args(int argc, char **argv, struct config *c)
         }
         if (o->id == O_UNSUPPORTED)
             usage_error("option '--%s' is not supported by mds (only GPT2BPETokenizer, one sequence per document)", o->lng);
-        if (o->arg == ARG_NONE && val) usage_error("option '--%s' takes no value", o->lng);
-        if (o->arg == ARG_ONE && !val) {
-            if (i + 1 >= argc || (looks_like_option(argv[i + 1]) && strcmp(argv[i + 1], "-") != 0))
+        if (o->arg == CLI_ARG_NONE && val) usage_error("option '--%s' takes no value", o->lng);
+        if (o->arg == CLI_ARG_ONE && !val) {
+            if (i + 1 >= argc || (cli_looks_like_option(argv[i + 1]) && strcmp(argv[i + 1], "-") != 0))
                 usage_error("option '--%s' needs a value", o->lng);
             val = argv[++i];
         }
@@ -399,7 +366,7 @@ static void parse_args(int argc, char **argv, struct config *c)
             if (val) {
                 c->keys[c->nkeys++] = val;
             } else {
-                while (i + 1 < argc && !looks_like_option(argv[i + 1])) {
+                while (i + 1 < argc && !cli_looks_like_option(argv[i + 1])) {
                     if (c->nkeys == MAX_KEYS) usage_error("too many --json-keys (at most %d)", MAX_KEYS);
                     c->keys[c->nkeys++] = argv[++i];
                 }

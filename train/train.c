@@ -104,7 +104,6 @@ static void *mallocCheck_(size_t n, const char *file, int line)
 
 /* ---- the option table ----------------------------------------------------- */
 
-enum { ARG_NONE, ARG_ONE, ARG_MANY };
 enum {
     O_NUM_LAYERS, O_HIDDEN, O_HEADS, O_FFN, O_SEQ, O_MAXPOS, O_MBS, O_GBS, O_TRAIN_ITERS,
     O_TRAIN_SAMPLES, O_LR, O_MIN_LR, O_LR_WARMUP_INIT, O_DECAY_STYLE, O_WARMUP_ITERS,
@@ -116,92 +115,83 @@ enum {
     O_NOT_YET, O_SAVE, O_SAVE_INTERVAL, O_LOAD
 };
 
-struct option_def {
-    const char *lng;
-    char shrt;
-    int arg;
-    int id;
-    const char *meta;
-    const char *help;   /* NULL: hidden from --help (refused flags) */
-};
-
-static const struct option_def options[] = {
+static const struct cli_option options[] = {
     /* model */
-    {"num-layers", 0, ARG_ONE, O_NUM_LAYERS, "N", "transformer layers (required)"},
-    {"hidden-size", 0, ARG_ONE, O_HIDDEN, "N", "hidden size (required)"},
-    {"num-attention-heads", 0, ARG_ONE, O_HEADS, "N", "attention heads (required)"},
-    {"ffn-hidden-size", 0, ARG_ONE, O_FFN, "N", "MLP hidden size (default 4 x hidden size)"},
-    {"seq-length", 0, ARG_ONE, O_SEQ, "N", "tokens per sample (required)"},
-    {"max-position-embeddings", 0, ARG_ONE, O_MAXPOS, "N", "position embeddings, >= seq length (required)"},
-    {"make-vocab-size-divisible-by", 0, ARG_ONE, O_VOCAB_DIV, "N", "pad the vocabulary to a multiple of N x TP (default 128)"},
-    {"untie-embeddings-and-output-weights", 0, ARG_NONE, O_UNTIE, NULL, "separate output layer (default: tied to the word embeddings)"},
-    {"init-method-std", 0, ARG_ONE, O_INIT_STD, "X", "init std (default 0.02; output projections / sqrt(2 L))"},
-    {"norm-epsilon", 0, ARG_ONE, O_NORM_EPS, "X", "LayerNorm epsilon (default 1e-5)"},
-    {"hidden-dropout", 0, ARG_ONE, O_HIDDEN_DROPOUT, "0", "only 0 (dropout is not implemented; default 0)"},
-    {"attention-dropout", 0, ARG_ONE, O_ATTN_DROPOUT, "0", "only 0 (default 0)"},
+    {"num-layers", 0, CLI_ARG_ONE, O_NUM_LAYERS, "N", "transformer layers (required)"},
+    {"hidden-size", 0, CLI_ARG_ONE, O_HIDDEN, "N", "hidden size (required)"},
+    {"num-attention-heads", 0, CLI_ARG_ONE, O_HEADS, "N", "attention heads (required)"},
+    {"ffn-hidden-size", 0, CLI_ARG_ONE, O_FFN, "N", "MLP hidden size (default 4 x hidden size)"},
+    {"seq-length", 0, CLI_ARG_ONE, O_SEQ, "N", "tokens per sample (required)"},
+    {"max-position-embeddings", 0, CLI_ARG_ONE, O_MAXPOS, "N", "position embeddings, >= seq length (required)"},
+    {"make-vocab-size-divisible-by", 0, CLI_ARG_ONE, O_VOCAB_DIV, "N", "pad the vocabulary to a multiple of N x TP (default 128)"},
+    {"untie-embeddings-and-output-weights", 0, CLI_ARG_NONE, O_UNTIE, NULL, "separate output layer (default: tied to the word embeddings)"},
+    {"init-method-std", 0, CLI_ARG_ONE, O_INIT_STD, "X", "init std (default 0.02; output projections / sqrt(2 L))"},
+    {"norm-epsilon", 0, CLI_ARG_ONE, O_NORM_EPS, "X", "LayerNorm epsilon (default 1e-5)"},
+    {"hidden-dropout", 0, CLI_ARG_ONE, O_HIDDEN_DROPOUT, "0", "only 0 (dropout is not implemented; default 0)"},
+    {"attention-dropout", 0, CLI_ARG_ONE, O_ATTN_DROPOUT, "0", "only 0 (default 0)"},
     /* batch and length of training */
-    {"micro-batch-size", 0, ARG_ONE, O_MBS, "N", "samples per micro-batch (required)"},
-    {"global-batch-size", 0, ARG_ONE, O_GBS, "N", "samples per iteration, a multiple of the micro-batch (default: micro-batch)"},
-    {"train-iters", 0, ARG_ONE, O_TRAIN_ITERS, "N", "iterations to train (or --train-samples)"},
-    {"train-samples", 0, ARG_ONE, O_TRAIN_SAMPLES, "N", "samples to train (iterations = N / global batch)"},
-    {"exit-interval", 0, ARG_ONE, O_EXIT_INTERVAL, "N", "stop after an iteration that is a multiple of N (saving first with --save)"},
+    {"micro-batch-size", 0, CLI_ARG_ONE, O_MBS, "N", "samples per micro-batch (required)"},
+    {"global-batch-size", 0, CLI_ARG_ONE, O_GBS, "N", "samples per iteration, a multiple of the micro-batch (default: micro-batch)"},
+    {"train-iters", 0, CLI_ARG_ONE, O_TRAIN_ITERS, "N", "iterations to train (or --train-samples)"},
+    {"train-samples", 0, CLI_ARG_ONE, O_TRAIN_SAMPLES, "N", "samples to train (iterations = N / global batch)"},
+    {"exit-interval", 0, CLI_ARG_ONE, O_EXIT_INTERVAL, "N", "stop after an iteration that is a multiple of N (saving first with --save)"},
     /* checkpoints */
-    {"save", 0, ARG_ONE, O_SAVE, "DIR", "save checkpoints to DIR (at --save-interval and at the end)"},
-    {"save-interval", 0, ARG_ONE, O_SAVE_INTERVAL, "N", "save every N iterations (with --save)"},
-    {"load", 0, ARG_ONE, O_LOAD, "DIR", "resume from DIR's latest checkpoint (none there: start afresh)"},
+    {"save", 0, CLI_ARG_ONE, O_SAVE, "DIR", "save checkpoints to DIR (at --save-interval and at the end)"},
+    {"save-interval", 0, CLI_ARG_ONE, O_SAVE_INTERVAL, "N", "save every N iterations (with --save)"},
+    {"load", 0, CLI_ARG_ONE, O_LOAD, "DIR", "resume from DIR's latest checkpoint (none there: start afresh)"},
     /* optimizer and schedule */
-    {"lr", 0, ARG_ONE, O_LR, "X", "peak learning rate (required)"},
-    {"min-lr", 0, ARG_ONE, O_MIN_LR, "X", "final learning rate (default 0)"},
-    {"lr-warmup-init", 0, ARG_ONE, O_LR_WARMUP_INIT, "X", "learning rate at the start of the warmup (default 0)"},
-    {"lr-decay-style", 0, ARG_ONE, O_DECAY_STYLE, "STYLE", "constant, linear (default) or cosine"},
-    {"lr-warmup-iters", 0, ARG_ONE, O_WARMUP_ITERS, "N", "warmup iterations (default 0)"},
-    {"lr-warmup-fraction", 0, ARG_ONE, O_WARMUP_FRACTION, "X", "warmup as a fraction of the decay length"},
-    {"lr-warmup-samples", 0, ARG_ONE, O_WARMUP_SAMPLES, "N", "warmup samples (with --train-samples)"},
-    {"lr-decay-iters", 0, ARG_ONE, O_DECAY_ITERS, "N", "decay iterations (default --train-iters)"},
-    {"lr-decay-samples", 0, ARG_ONE, O_DECAY_SAMPLES, "N", "decay samples (default --train-samples)"},
-    {"weight-decay", 0, ARG_ONE, O_WD, "X", "AdamW weight decay, not on biases and norms (default 0.01)"},
-    {"clip-grad", 0, ARG_ONE, O_CLIP, "X", "clip the global gradient norm to X, 0 = off (default 1.0)"},
-    {"adam-beta1", 0, ARG_ONE, O_BETA1, "X", "default 0.9"},
-    {"adam-beta2", 0, ARG_ONE, O_BETA2, "X", "default 0.999"},
-    {"adam-eps", 0, ARG_ONE, O_EPS, "X", "default 1e-8"},
-    {"seed", 0, ARG_ONE, O_SEED, "N", "initialisation and data shuffling seed (default 1234)"},
+    {"lr", 0, CLI_ARG_ONE, O_LR, "X", "peak learning rate (required)"},
+    {"min-lr", 0, CLI_ARG_ONE, O_MIN_LR, "X", "final learning rate (default 0)"},
+    {"lr-warmup-init", 0, CLI_ARG_ONE, O_LR_WARMUP_INIT, "X", "learning rate at the start of the warmup (default 0)"},
+    {"lr-decay-style", 0, CLI_ARG_ONE, O_DECAY_STYLE, "STYLE", "constant, linear (default) or cosine"},
+    {"lr-warmup-iters", 0, CLI_ARG_ONE, O_WARMUP_ITERS, "N", "warmup iterations (default 0)"},
+    {"lr-warmup-fraction", 0, CLI_ARG_ONE, O_WARMUP_FRACTION, "X", "warmup as a fraction of the decay length"},
+    {"lr-warmup-samples", 0, CLI_ARG_ONE, O_WARMUP_SAMPLES, "N", "warmup samples (with --train-samples)"},
+    {"lr-decay-iters", 0, CLI_ARG_ONE, O_DECAY_ITERS, "N", "decay iterations (default --train-iters)"},
+    {"lr-decay-samples", 0, CLI_ARG_ONE, O_DECAY_SAMPLES, "N", "decay samples (default --train-samples)"},
+    {"weight-decay", 0, CLI_ARG_ONE, O_WD, "X", "AdamW weight decay, not on biases and norms (default 0.01)"},
+    {"clip-grad", 0, CLI_ARG_ONE, O_CLIP, "X", "clip the global gradient norm to X, 0 = off (default 1.0)"},
+    {"adam-beta1", 0, CLI_ARG_ONE, O_BETA1, "X", "default 0.9"},
+    {"adam-beta2", 0, CLI_ARG_ONE, O_BETA2, "X", "default 0.999"},
+    {"adam-eps", 0, CLI_ARG_ONE, O_EPS, "X", "default 1e-8"},
+    {"seed", 0, CLI_ARG_ONE, O_SEED, "N", "initialisation and data shuffling seed (default 1234)"},
     /* data */
-    {"data-path", 0, ARG_MANY, O_DATA_PATH, "[W] PREFIX...", "Megatron dataset prefix(es), optionally weighted"},
-    {"split", 0, ARG_ONE, O_SPLIT, "A,B,C", "train/valid/test split weights (default 969, 30, 1)"},
-    {"mock-data", 0, ARG_NONE, O_MOCK, NULL, "Megatron's MockGPTDataset instead of --data-path"},
-    {"data-cache-path", 0, ARG_ONE, O_CACHE, "DIR", "cache the index arrays in DIR (Megatron's file names)"},
-    {"tokenizer-type", 0, ARG_ONE, O_TOKENIZER, "TYPE", "GPT2BPETokenizer (default) or NullTokenizer"},
-    {"vocab-file", 0, ARG_ONE, O_VOCAB_FILE, "PATH", "GPT-2 vocab JSON (default: the bundled one)"},
-    {"merge-file", 0, ARG_ONE, O_MERGE_FILE, "PATH", "GPT-2 merges (default: the bundled one)"},
-    {"vocab-size", 0, ARG_ONE, O_VOCAB_SIZE, "N", "NullTokenizer: N ids plus EOD = N"},
-    {"eod-mask-loss", 0, ARG_NONE, O_EOD_MASK, NULL, "no loss on targets after an EOD input"},
+    {"data-path", 0, CLI_ARG_MANY, O_DATA_PATH, "[W] PREFIX...", "Megatron dataset prefix(es), optionally weighted"},
+    {"split", 0, CLI_ARG_ONE, O_SPLIT, "A,B,C", "train/valid/test split weights (default 969, 30, 1)"},
+    {"mock-data", 0, CLI_ARG_NONE, O_MOCK, NULL, "Megatron's MockGPTDataset instead of --data-path"},
+    {"data-cache-path", 0, CLI_ARG_ONE, O_CACHE, "DIR", "cache the index arrays in DIR (Megatron's file names)"},
+    {"tokenizer-type", 0, CLI_ARG_ONE, O_TOKENIZER, "TYPE", "GPT2BPETokenizer (default) or NullTokenizer"},
+    {"vocab-file", 0, CLI_ARG_ONE, O_VOCAB_FILE, "PATH", "GPT-2 vocab JSON (default: the bundled one)"},
+    {"merge-file", 0, CLI_ARG_ONE, O_MERGE_FILE, "PATH", "GPT-2 merges (default: the bundled one)"},
+    {"vocab-size", 0, CLI_ARG_ONE, O_VOCAB_SIZE, "N", "NullTokenizer: N ids plus EOD = N"},
+    {"eod-mask-loss", 0, CLI_ARG_NONE, O_EOD_MASK, NULL, "no loss on targets after an EOD input"},
     /* logging and evaluation */
-    {"log-interval", 0, ARG_ONE, O_LOG_INTERVAL, "N", "log line every N iterations (default 100)"},
-    {"eval-interval", 0, ARG_ONE, O_EVAL_INTERVAL, "N", "validation every N iterations, 0 = never (default 1000)"},
-    {"eval-iters", 0, ARG_ONE, O_EVAL_ITERS, "N", "global batches per validation, 0 = none (default 100)"},
-    {"log-throughput", 0, ARG_NONE, O_LOG_THROUGHPUT, NULL, "accepted; throughput is always logged"},
+    {"log-interval", 0, CLI_ARG_ONE, O_LOG_INTERVAL, "N", "log line every N iterations (default 100)"},
+    {"eval-interval", 0, CLI_ARG_ONE, O_EVAL_INTERVAL, "N", "validation every N iterations, 0 = never (default 1000)"},
+    {"eval-iters", 0, CLI_ARG_ONE, O_EVAL_ITERS, "N", "global batches per validation, 0 = none (default 100)"},
+    {"log-throughput", 0, CLI_ARG_NONE, O_LOG_THROUGHPUT, NULL, "accepted; throughput is always logged"},
     /* parallelism */
-    {"tensor-model-parallel-size", 0, ARG_ONE, O_TP, "1", "only 1 for now"},
-    {"pipeline-model-parallel-size", 0, ARG_ONE, O_PP, "1", "only 1 for now"},
-    {"use-distributed-optimizer", 0, ARG_NONE, O_DIST_OPT, NULL, "accepted (one data-parallel rank: no effect)"},
-    {"quiet", 'q', ARG_NONE, O_QUIET, NULL, "no configuration table or notes; twice: errors only"},
-    {"verbose", 'v', ARG_NONE, O_VERBOSE, NULL, "more output"},
-    {"help", 'h', ARG_NONE, O_HELP, NULL, "show this help and exit"},
-    {"version", 'V', ARG_NONE, O_VERSION, NULL, "show the version and exit"},
+    {"tensor-model-parallel-size", 0, CLI_ARG_ONE, O_TP, "1", "only 1 for now"},
+    {"pipeline-model-parallel-size", 0, CLI_ARG_ONE, O_PP, "1", "only 1 for now"},
+    {"use-distributed-optimizer", 0, CLI_ARG_NONE, O_DIST_OPT, NULL, "accepted (one data-parallel rank: no effect)"},
+    {"quiet", 'q', CLI_ARG_NONE, O_QUIET, NULL, "no configuration table or notes; twice: errors only"},
+    {"verbose", 'v', CLI_ARG_NONE, O_VERBOSE, NULL, "more output"},
+    {"help", 'h', CLI_ARG_NONE, O_HELP, NULL, "show this help and exit"},
+    {"version", 'V', CLI_ARG_NONE, O_VERSION, NULL, "show the version and exit"},
     /* Megatron flags refused by name, never ignored. */
-    {"bf16", 0, ARG_NONE, O_NOT_YET, NULL, NULL},
-    {"fp16", 0, ARG_NONE, O_NOT_YET, NULL, NULL},
-    {"sequence-parallel", 0, ARG_NONE, O_NOT_YET, NULL, NULL},
-    {"context-parallel-size", 0, ARG_ONE, O_NOT_YET, NULL, NULL},
-    {"num-layers-per-virtual-pipeline-stage", 0, ARG_ONE, O_NOT_YET, NULL, NULL},
-    {"rampup-batch-size", 0, ARG_MANY, O_NOT_YET, NULL, NULL},
-    {"swiglu", 0, ARG_NONE, O_NOT_YET, NULL, NULL},
-    {"normalization", 0, ARG_ONE, O_NOT_YET, NULL, NULL},
-    {"position-embedding-type", 0, ARG_ONE, O_NOT_YET, NULL, NULL},
-    {"group-query-attention", 0, ARG_NONE, O_NOT_YET, NULL, NULL},
-    {"train-data-path", 0, ARG_MANY, O_NOT_YET, NULL, NULL},
-    {"valid-data-path", 0, ARG_MANY, O_NOT_YET, NULL, NULL},
-    {"test-data-path", 0, ARG_MANY, O_NOT_YET, NULL, NULL},
+    {"bf16", 0, CLI_ARG_NONE, O_NOT_YET, NULL, NULL},
+    {"fp16", 0, CLI_ARG_NONE, O_NOT_YET, NULL, NULL},
+    {"sequence-parallel", 0, CLI_ARG_NONE, O_NOT_YET, NULL, NULL},
+    {"context-parallel-size", 0, CLI_ARG_ONE, O_NOT_YET, NULL, NULL},
+    {"num-layers-per-virtual-pipeline-stage", 0, CLI_ARG_ONE, O_NOT_YET, NULL, NULL},
+    {"rampup-batch-size", 0, CLI_ARG_MANY, O_NOT_YET, NULL, NULL},
+    {"swiglu", 0, CLI_ARG_NONE, O_NOT_YET, NULL, NULL},
+    {"normalization", 0, CLI_ARG_ONE, O_NOT_YET, NULL, NULL},
+    {"position-embedding-type", 0, CLI_ARG_ONE, O_NOT_YET, NULL, NULL},
+    {"group-query-attention", 0, CLI_ARG_NONE, O_NOT_YET, NULL, NULL},
+    {"train-data-path", 0, CLI_ARG_MANY, O_NOT_YET, NULL, NULL},
+    {"valid-data-path", 0, CLI_ARG_MANY, O_NOT_YET, NULL, NULL},
+    {"test-data-path", 0, CLI_ARG_MANY, O_NOT_YET, NULL, NULL},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
@@ -235,39 +225,19 @@ static void print_help(void)
            "         (--train-iters N | --train-samples N) (--data-path PREFIX... | --mock-data) [options]\n\n"
            "Pretrain Megatron's GPT on the CPU reference kernels with Megatron-LM's flags, data\n"
            "samples, learning-rate schedule and log line (one process; fp32).\n\n");
-    for (size_t i = 0; i < NOPTIONS; i++) {
-        const struct option_def *o = &options[i];
-        if (!o->help) continue;
-        char left[96];
-        int w = o->shrt ? snprintf(left, sizeof left, "-%c, ", o->shrt) : snprintf(left, sizeof left, "    ");
-        snprintf(left + w, sizeof left - (size_t)w, "--%s%s%s", o->lng, o->meta ? " " : "", o->meta ? o->meta : "");
-        if (strlen(left) > 36) printf("  %s\n  %-36s %s\n", left, "", o->help);
-        else printf("  %-36s %s\n", left, o->help);
-    }
+    cli_print_options(options, NOPTIONS, 36);
     printf("\nRefused with exit 2 until implemented: --bf16, --fp16, --sequence-parallel, parallel\n"
            "sizes other than 1.\n"
            "Exit status: 0 success, 1 runtime failure (data, NaN loss, memory), 2 bad usage.\n");
 }
 
-/* argparse-compatible matching: exact name, or a unique prefix. */
-static const struct option_def *find_long(const char *name, size_t len)
+/* argparse-compatible matching (cliutil); ambiguity is bad usage. */
+static const struct cli_option *find_long(const char *name, size_t len)
 {
-    const struct option_def *hit = NULL;
-    int nhits = 0;
-    for (size_t i = 0; i < NOPTIONS; i++) {
-        if (strncmp(options[i].lng, name, len) != 0) continue;
-        if (options[i].lng[len] == 0) return &options[i];
-        hit = &options[i];
-        nhits++;
-    }
-    if (nhits == 1) return hit;
-    if (nhits > 1) usage_error("ambiguous option '--%.*s'", (int)len, name);
-    return NULL;
-}
-
-static int looks_like_option(const char *s)
-{
-    return s[0] == '-' && s[1] && !(s[1] >= '0' && s[1] <= '9') && s[1] != '.';
+    int ambiguous;
+    const struct cli_option *o = cli_find_long(options, NOPTIONS, name, len, &ambiguous);
+    if (ambiguous) usage_error("ambiguous option '--%.*s'", (int)len, name);
+    return o;
 }
 
 static uint64_t opt_u64(const char *name, const char *v, uint64_t lo, uint64_t hi)
@@ -309,7 +279,7 @@ static void parse_args(int argc, char **argv, struct config *c)
     int have_layers = 0, have_seq = 0, have_maxpos = 0, have_mbs = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const struct option_def *o = NULL;
+        const struct cli_option *o = NULL;
         const char *val = NULL;
         if (a[0] == '-' && a[1] == '-' && a[2]) {
             const char *eq = strchr(a + 2, '=');
@@ -329,9 +299,9 @@ static void parse_args(int argc, char **argv, struct config *c)
         }
         if (o->id == O_NOT_YET)
             usage_error("option '--%s' is not supported yet (CPU fp32, one process)", o->lng);
-        if (o->arg == ARG_NONE && val) usage_error("option '--%s' takes no value", o->lng);
-        if (o->arg == ARG_ONE && !val) {
-            if (i + 1 >= argc || looks_like_option(argv[i + 1]))
+        if (o->arg == CLI_ARG_NONE && val) usage_error("option '--%s' takes no value", o->lng);
+        if (o->arg == CLI_ARG_ONE && !val) {
+            if (i + 1 >= argc || cli_looks_like_option(argv[i + 1]))
                 usage_error("option '--%s' needs a value", o->lng);
             val = argv[++i];
         }
@@ -378,7 +348,7 @@ static void parse_args(int argc, char **argv, struct config *c)
             c->n_data_path = 0;
             if (val) c->data_path[c->n_data_path++] = val;
             else
-                while (i + 1 < argc && !looks_like_option(argv[i + 1]))
+                while (i + 1 < argc && !cli_looks_like_option(argv[i + 1]))
                     c->data_path[c->n_data_path++] = argv[++i];
             break;
         case O_SPLIT: c->split = val; break;
