@@ -502,8 +502,7 @@ struct pipeline {
     int reader_done;              /* no more chunks after next_fill */
     int stop;                     /* writer gave up: everyone exits */
     /* for the progress bar (reader side, read under mu) */
-    uint64_t in_pos, in_size;
-    size_t cur_file;
+    uint64_t in_size;             /* size of the file being read, for the first bar */
 };
 
 static void chunk_reset(struct chunk *c, size_t nkeys)
@@ -550,9 +549,8 @@ static void *reader_main(void *arg)
         int fmt = in ? mds_input_format(in) : MDS_INPUT_PLAIN;
         int slow = fmt == MDS_INPUT_XZ || fmt == MDS_INPUT_GZIP;
         pthread_mutex_lock(&p->mu);
-        p->cur_file = f;
-        p->in_pos = 0;
-        p->in_size = in ? mds_input_compressed_size(in) : 0;
+        uint64_t in_size = in ? mds_input_compressed_size(in) : 0;
+        p->in_size = in_size;
         pthread_mutex_unlock(&p->mu);
         carry_len = 0;
         int eof = 0;
@@ -609,9 +607,8 @@ static void *reader_main(void *arg)
             }
             c->len = cut;
             pthread_mutex_lock(&p->mu);
-            if (in) p->in_pos = mds_input_compressed_pos(in);
-            c->in_pos = p->in_pos;
-            c->in_size = p->in_size;
+            c->in_pos = in ? mds_input_compressed_pos(in) : 0;
+            c->in_size = in_size;
             c->seq = p->next_fill++;
             c->state = CH_FILLED;
             pthread_cond_broadcast(&p->cv_worker);
