@@ -417,31 +417,16 @@ value:  /* p is at the first byte of a value */
                 goto after_value;
             }
             goto value;
-        case 't':
-            if (!literal_at(p, end, "true", 4))
+        case 't': case 'f': case 'n': case 'N': case 'I': {
+            /* true false null, and Python's NaN and Infinity */
+            const char *lit = *p == 't' ? "true" : *p == 'f' ? "false" : *p == 'n' ? "null"
+                            : *p == 'N' ? "NaN" : "Infinity";
+            size_t ll = strlen(lit);
+            if (!literal_at(p, end, lit, ll))
                 return json_fail(d, JSON_ERR_SYNTAX, line, p, "invalid literal");
-            p += 4;
+            p += ll;
             goto after_value;
-        case 'f':
-            if (!literal_at(p, end, "false", 5))
-                return json_fail(d, JSON_ERR_SYNTAX, line, p, "invalid literal");
-            p += 5;
-            goto after_value;
-        case 'n':
-            if (!literal_at(p, end, "null", 4))
-                return json_fail(d, JSON_ERR_SYNTAX, line, p, "invalid literal");
-            p += 4;
-            goto after_value;
-        case 'N':
-            if (!literal_at(p, end, "NaN", 3))
-                return json_fail(d, JSON_ERR_SYNTAX, line, p, "invalid literal");
-            p += 3;
-            goto after_value;
-        case 'I':
-            if (!literal_at(p, end, "Infinity", 8))
-                return json_fail(d, JSON_ERR_SYNTAX, line, p, "invalid literal");
-            p += 8;
-            goto after_value;
+        }
         case '-':
             if (p + 1 < end && p[1] == 'I') {
                 if (!literal_at(p, end, "-Infinity", 9))
