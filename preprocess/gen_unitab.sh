@@ -6,7 +6,7 @@
 # The committed unitab.c was made from unicode-data 15.0.0-1, the Unicode
 # version of the `regex` module that made Megatron's goldens.  Regenerating it
 # from another version changes which code points count as letters and numbers;
-# tests/cli/test_unitab.sh checks the committed file against the installed UCD
+# tests/cli/test_vocab.sh checks the committed file against the installed UCD
 # when that is 15.0.
 set -eu
 UCD=${1:-/usr/share/unicode}
