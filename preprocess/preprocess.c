@@ -39,9 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,7 +49,6 @@
 #define MAX_KEYS 16
 #define CHUNK_BYTES (1u << 20)
 #define MAX_SKIP_NOTES 8
-#define WORKER_NICE 4
 
 /* ---- small utilities ---------------------------------------------------- */
 
@@ -477,7 +474,6 @@ struct chunk {
     size_t file;                  /* index into config.inputs */
     char *data; size_t len, cap;  /* whole lines */
     int eof_error;                /* the reader failed after this chunk's data */
-    int slow_decoder;             /* its input decodes on one thread (xz, gzip) */
     char reader_msg[256];
     uint64_t in_pos, in_size;     /* compressed bytes consumed when cut, file size */
     /* results */
@@ -546,8 +542,6 @@ static void *reader_main(void *arg)
             mds_input_close(in);
             in = NULL;
         }
-        int fmt = in ? mds_input_format(in) : MDS_INPUT_PLAIN;
-        int slow = fmt == MDS_INPUT_XZ || fmt == MDS_INPUT_GZIP;
         pthread_mutex_lock(&p->mu);
         uint64_t in_size = in ? mds_input_compressed_size(in) : 0;
         p->in_size = in_size;
@@ -563,7 +557,6 @@ static void *reader_main(void *arg)
 
             chunk_reset(c, cfg->nkeys);
             c->file = f;
-            c->slow_decoder = slow;
             GROW(c->data, c->cap, carry_len + CHUNK_BYTES);
             if (carry_len) memcpy(c->data, carry, carry_len);
             c->len = carry_len;
@@ -633,7 +626,6 @@ static void *reader_main(void *arg)
 /* Per-thread tokenizer state. */
 struct worker {
     struct pipeline *p;
-    int reniced;
     bpe_cache *cache;
     pretok_pcre2 *pcre;
     json_doc doc;
@@ -809,14 +801,6 @@ static void *worker_main(void *arg)
         c->state = CH_WORKING;
         p->next_work++;
         pthread_mutex_unlock(&p->mu);
-
-        /* With an xz or gzip input the reader's single decoder thread is the
-         * critical path; when the workers outnumber the free cores, a lower
-         * priority for them keeps it running (measured in docs/benchmarks.md). */
-        if (c->slow_decoder && !w->reniced) {
-            setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WORKER_NICE);
-            w->reniced = 1;
-        }
 
         process_chunk(w, c);
 
