@@ -85,10 +85,10 @@ LDLIBS += -lpcre2-8 -llzma -lzstd -lz -lm
 # Debian packages the build and the tests need.  `make deps` installs the
 # missing ones when run as root; without root it only says what is missing.
 DEB_PACKAGES := gcc make libc6-dev liblzma-dev libzstd-dev libpcre2-dev zlib1g-dev \
-                unicode-data xz-utils zstd gzip time
+                unicode-data xz-utils zstd gzip time openmpi-bin libopenmpi-dev
 
 # ---- sources ------------------------------------------------------------
-LIB_SRCS  := $(filter-out preprocess/preprocess.c dataset/dsinspect.c preprocess/gen_% train/train.c, \
+LIB_SRCS  := $(filter-out preprocess/preprocess.c dataset/dsinspect.c preprocess/gen_% train/train.c train/comm.c, \
                $(wildcard dataset/*.c preprocess/*.c kernels/cpu/*.c train/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB       := $(BUILD)/libmds.a
@@ -104,7 +104,7 @@ all: $(PROGS)
 
 # Objects depend on a stamp that changes only when flags or features change,
 # so toggling a feature (or SAN) rebuilds everything and nothing else does.
-CONFIG_TEXT := $(CC) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) $(LDLIBS) CUDA=$(HAVE_CUDA)
+CONFIG_TEXT := $(CC) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) $(LDLIBS) CUDA=$(HAVE_CUDA) MPI=$(HAVE_MPI)
 $(BUILD)/CONFIG: FORCE
 	@mkdir -p $(BUILD)
 	@if [ "$$(cat $@ 2>/dev/null)" != '$(CONFIG_TEXT)' ]; then echo '$(CONFIG_TEXT)' > $@; fi
@@ -130,9 +130,25 @@ $(BUILD)/bench_tokenize: bench/bench_tokenize.c $(LIB) $(BUILD)/CONFIG
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
-$(BUILD)/mdstrain: $(BUILD)/train/train.o $(LIB)
+# The communicator (train/comm.c) is the only MPI code: with MPI it is
+# compiled, and mdstrain linked, by mpicc; libmds and the other tools never
+# need MPI.
+ifeq ($(HAVE_MPI),1)
+COMM_CC   := $(MPICC)
+COMM_DEFS := -DMDS_HAVE_MPI
+else
+COMM_CC   := $(CC)
+COMM_DEFS :=
+endif
+
+$(BUILD)/train/comm.o: train/comm.c $(BUILD)/CONFIG
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $< ($(if $(COMM_DEFS),MPI,one process))")
+	$(Q)$(COMM_CC) $(CPPFLAGS) $(CFLAGS) $(COMM_DEFS) -c $< -o $@
+
+$(BUILD)/mdstrain: $(BUILD)/train/train.o $(BUILD)/train/comm.o $(LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(Q)$(COMM_CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
@@ -207,4 +223,5 @@ FORCE:
 .PHONY: all deps test test-run check-golden demo bench install config clean help FORCE
 .DELETE_ON_ERROR:
 
--include $(LIB_OBJS:.o=.d) $(BUILD)/preprocess/preprocess.d $(BUILD)/dataset/dsinspect.d $(BUILD)/train/train.d
+-include $(LIB_OBJS:.o=.d) $(BUILD)/preprocess/preprocess.d $(BUILD)/dataset/dsinspect.d $(BUILD)/train/train.d \
+         $(BUILD)/train/comm.d

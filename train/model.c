@@ -2,8 +2,8 @@
  * model.c - Megatron's GPT, per rank, on the CPU reference kernels; see
  * model.h.  The forward/backward are llm.c's train_gpt2.c sequence of ops
  * with Megatron's choices (pre-LN, learned absolute positions, biases,
- * tanh GELU, tied or untied output layer, masked-mean loss).  Places where
- * the parallel issue inserts a collective are marked "TP:" and "PP:".
+ * tanh GELU, tied or untied output layer, masked-mean loss), per TP shard
+ * and PP stage, with Megatron's TP collectives through model->tp.
  *
  * It does not read data, print, or allocate outside gpt_model_init().
  */
@@ -61,18 +61,25 @@ int gpt_config_check(const gpt_config *cfg, char *err, size_t errlen)
     if (cfg->make_vocab_size_divisible_by <= 0) FAIL("make-vocab-size-divisible-by must be positive");
     if (!(cfg->init_method_std >= 0.0f) || !isfinite(cfg->init_method_std)) FAIL("init method std must be >= 0");
     if (!(cfg->layernorm_eps > 0.0f)) FAIL("layernorm epsilon must be positive");
-    if (cfg->tp_size != 1 || cfg->tp_rank != 0)
-        FAIL("tensor model parallel size %d is not supported yet (only 1)", cfg->tp_size);
-    if (cfg->pp_size != 1 || cfg->pp_rank != 0)
-        FAIL("pipeline model parallel size %d is not supported yet (only 1)", cfg->pp_size);
+    if (cfg->tp_size <= 0 || cfg->tp_rank < 0 || cfg->tp_rank >= cfg->tp_size)
+        FAIL("tensor model parallel rank %d of %d is out of range", cfg->tp_rank, cfg->tp_size);
+    if (cfg->pp_size <= 0 || cfg->pp_rank < 0 || cfg->pp_rank >= cfg->pp_size)
+        FAIL("pipeline model parallel rank %d of %d is out of range", cfg->pp_rank, cfg->pp_size);
+    if (cfg->act_slots < 0 || cfg->act_slots > 4096) FAIL("activation slots %d out of range", cfg->act_slots);
     int F = cfg->ffn_hidden_size ? cfg->ffn_hidden_size : 0;
     if (!F && cfg->hidden_size > 0x7fffffff / 4) FAIL("hidden size too large");
     if (gpt_padded_vocab_size(cfg) < 0) FAIL("padded vocabulary size overflows");
-    /* Megatron's divisibility rules for TP (checked now so TP > 1 only adds
-       communication): heads, ffn and padded vocab split evenly. */
-    if (cfg->num_heads % cfg->tp_size) FAIL("number of heads not divisible by the TP size");
-    if ((F ? F : 4 * cfg->hidden_size) % cfg->tp_size) FAIL("ffn hidden size not divisible by the TP size");
-    if (cfg->num_layers % cfg->pp_size) FAIL("number of layers not divisible by the PP size");
+    /* Megatron's divisibility rules: heads and ffn split evenly over TP (the
+       padded vocabulary does by construction), layers over PP. */
+    if (cfg->num_heads % cfg->tp_size)
+        FAIL("number of attention heads %d is not divisible by the tensor model parallel size %d",
+             cfg->num_heads, cfg->tp_size);
+    if ((F ? F : 4 * cfg->hidden_size) % cfg->tp_size)
+        FAIL("ffn hidden size %d is not divisible by the tensor model parallel size %d",
+             F ? F : 4 * cfg->hidden_size, cfg->tp_size);
+    if (cfg->num_layers % cfg->pp_size)
+        FAIL("number of layers %d is not divisible by the pipeline model parallel size %d", cfg->num_layers,
+             cfg->pp_size);
     return GPT_OK;
 }
 
@@ -235,17 +242,16 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
         BT * C, BT * C, BT * 3 * Cl, BT * Cl, BT * Fl, BT * Fl, /* backward scratch */
     };
     memcpy(as, sizes, sizeof sizes);
-    if (!sum_sizes(as, GPT_NUM_ACTS, &m->num_acts))
+    m->slots = cfg->act_slots > 1 ? cfg->act_slots : 1;
+    if (!sum_sizes(as, GPT_NUM_ACTS, &m->num_acts) || m->num_acts > ((size_t)-1) / sizeof(float) / (size_t)m->slots)
         return GPT_ERR_NOMEM;
 
     m->params_memory = alloc_floats(m->num_params);
     m->grads_memory = alloc_floats(m->num_params);
     m->opt_memory = alloc_floats(2 * m->num_params);
-    m->acts_memory = alloc_floats(m->num_acts);
-    m->acts.inputs = (int *)calloc(BT, sizeof(int));
-    m->acts.targets = (int *)calloc(BT, sizeof(int));
-    if (!m->params_memory || !m->grads_memory || !m->opt_memory || !m->acts_memory ||
-        !m->acts.inputs || !m->acts.targets) {
+    m->acts_memory = alloc_floats(m->num_acts * (size_t)m->slots);
+    m->tokens_memory = (int *)calloc(2 * BT * (size_t)m->slots, sizeof(int));
+    if (!m->params_memory || !m->grads_memory || !m->opt_memory || !m->acts_memory || !m->tokens_memory) {
         gpt_model_free(m);
         if (err && errlen) snprintf(err, errlen, "cannot allocate the model (%zu parameters)", m->num_params);
         return GPT_ERR_NOMEM;
@@ -254,14 +260,7 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     point_params(&m->grads, m->grads_memory, ps);
     m->m = m->opt_memory;
     m->v = m->opt_memory + m->num_params;
-    gpt_acts *a = &m->acts;
-    float **aptrs[GPT_NUM_ACTS] = {
-        &a->encoded, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->atty, &a->att_lse,
-        &a->attproj, &a->residual2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu,
-        &a->fcproj, &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd, &a->logits, &a->losses,
-        &a->maxes, &a->sumexp, &a->tlogits, &a->mask, &a->dlosses, &a->dresidual, &a->dln,
-        &a->dqkv, &a->datty, &a->dfch, &a->dfch_gelu};
-    point_tensors(aptrs, m->acts_memory, as, GPT_NUM_ACTS);
+    gpt_set_slot(m, 0);
 
     /* Initialisation.  Global widths: qkv (3C, C), attproj (C, C), fc (F, C),
        fcproj (C, F), embeddings (Vp, C) / (maxT, C). */
@@ -294,10 +293,46 @@ void gpt_model_free(gpt_model *m)
     free(m->grads_memory);
     free(m->opt_memory);
     free(m->acts_memory);
-    free(m->acts.inputs);
-    free(m->acts.targets);
+    free(m->tokens_memory);
     m->params_memory = m->grads_memory = m->opt_memory = m->acts_memory = NULL;
+    m->tokens_memory = NULL;
     m->acts.inputs = m->acts.targets = NULL;
+}
+
+void gpt_set_slot(gpt_model *m, int s)
+{
+    gpt_acts *a = &m->acts;
+    float **aptrs[GPT_NUM_ACTS] = {
+        &a->encoded, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->atty, &a->att_lse,
+        &a->attproj, &a->residual2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu,
+        &a->fcproj, &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd, &a->logits, &a->losses,
+        &a->maxes, &a->sumexp, &a->tlogits, &a->mask, &a->dlosses, &a->dresidual, &a->dln,
+        &a->dqkv, &a->datty, &a->dfch, &a->dfch_gelu};
+    size_t BT = (size_t)m->B * (size_t)m->T;
+    m->slot = s;
+    point_tensors(aptrs, m->acts_memory + (size_t)s * m->num_acts, m->act_sizes, GPT_NUM_ACTS);
+    a->inputs = m->tokens_memory + (size_t)s * 2 * BT;
+    a->targets = a->inputs + BT;
+}
+
+float *gpt_stage_input(gpt_model *m) { return m->acts.encoded; }
+
+const float *gpt_stage_output(const gpt_model *m)
+{
+    return m->acts.residual3 + (size_t)(m->Ll - 1) * (size_t)m->B * (size_t)m->T * (size_t)m->C;
+}
+
+float *gpt_stage_dgrad(gpt_model *m) { return m->acts.dresidual; }
+
+/* TP collectives (no-ops with one rank). */
+static void tp_sum(const gpt_model *m, float *x, size_t n)
+{
+    if (m->cfg.tp_size > 1) m->tp->allreduce_sum(m->tp->ctx, x, n);
+}
+
+static void tp_max(const gpt_model *m, float *x, size_t n)
+{
+    if (m->cfg.tp_size > 1) m->tp->allreduce_max(m->tp->ctx, x, n);
 }
 
 /* ---- forward / backward --------------------------------------------------- */
@@ -310,17 +345,26 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
     gpt_params *p = &m->params;
     gpt_acts *a = &m->acts;
     float eps = m->cfg.layernorm_eps;
+    int tp0 = m->cfg.tp_rank == 0;
+    if (m->cfg.tp_size > 1 && !m->tp)
+        return GPT_ERR_ARG;
     for (size_t i = 0; i < BT; i++) {
-        if (inputs[i] < 0 || inputs[i] >= m->cfg.vocab_size)
+        if (m->first_stage && (inputs[i] < 0 || inputs[i] >= m->cfg.vocab_size))
             return GPT_ERR_ARG;
         a->mask[i] = mask ? mask[i] : 1.0f;
     }
-    memcpy(a->inputs, inputs, BT * sizeof(int));
-    memcpy(a->targets, targets, BT * sizeof(int));
+    if (m->first_stage)
+        memcpy(a->inputs, inputs, BT * sizeof(int));
+    if (m->last_stage)
+        memcpy(a->targets, targets, BT * sizeof(int));
 
-    /* PP: stages after the first receive `encoded` from the previous stage. */
-    encoder_forward_cpu(a->encoded, inputs, p->wte, p->wpe, B, T, C, Vl, m->v_start);
-    /* TP: all-reduce encoded (wpe passed on TP rank 0 only). */
+    if (m->first_stage) {
+        /* Vocab-parallel embedding: each TP rank adds its vocabulary rows, the
+           position term comes from TP rank 0, the all-reduce sums them. */
+        encoder_forward_cpu(a->encoded, inputs, p->wte, tp0 ? p->wpe : NULL, B, T, C, Vl, m->v_start);
+        tp_sum(m, a->encoded, BTC);
+    }
+    /* else: the caller received `encoded` from the previous stage */
     const float *residual = a->encoded;
     for (int l = 0; l < m->Ll; l++) {
         size_t lC = (size_t)l * C;
@@ -330,38 +374,51 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
         float *fcproj = a->fcproj + l * BTC, *res3 = a->residual3 + l * BTC;
         layernorm_forward_cpu(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, residual,
                               p->ln1w + lC, p->ln1b + lC, B, T, C, eps);
+        /* column-parallel QKV (Megatron's f: identity forward) */
         matmul_forward_cpu(qkv, ln1, p->qkvw + (size_t)l * 3 * Cl * C, p->qkvb + (size_t)l * 3 * Cl,
                            B, T, C, 3 * Cl);
         attention_forward_cpu(atty, a->att_lse + (size_t)l * NHl * BT, qkv, B, T, Cl, NHl);
-        matmul_forward_cpu(attproj, atty, p->attprojw + (size_t)l * C * Cl,
-                           m->cfg.tp_rank == 0 ? p->attprojb + lC : NULL, B, T, Cl, C);
-        /* TP: all-reduce attproj. */
+        /* row-parallel projection: partial sums, bias on TP rank 0, then g */
+        matmul_forward_cpu(attproj, atty, p->attprojw + (size_t)l * C * Cl, tp0 ? p->attprojb + lC : NULL,
+                           B, T, Cl, C);
+        tp_sum(m, attproj, BTC);
         residual_forward_cpu(res2, residual, attproj, BTC);
         layernorm_forward_cpu(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, res2,
                               p->ln2w + lC, p->ln2b + lC, B, T, C, eps);
         matmul_forward_cpu(fch, ln2, p->fcw + (size_t)l * Fl * C, p->fcb + (size_t)l * Fl, B, T, C, Fl);
         gelu_forward_cpu(fchg, fch, BT * Fl);
-        matmul_forward_cpu(fcproj, fchg, p->fcprojw + (size_t)l * C * Fl,
-                           m->cfg.tp_rank == 0 ? p->fcprojb + lC : NULL, B, T, Fl, C);
-        /* TP: all-reduce fcproj. */
+        matmul_forward_cpu(fcproj, fchg, p->fcprojw + (size_t)l * C * Fl, tp0 ? p->fcprojb + lC : NULL,
+                           B, T, Fl, C);
+        tp_sum(m, fcproj, BTC);
         residual_forward_cpu(res3, res2, fcproj, BTC);
         residual = res3;
     }
-    /* PP: non-last stages send `residual` on and stop here. */
+    double ls = 0.0, nt = 0.0;
+    for (size_t i = 0; i < BT; i++)
+        nt += (double)a->mask[i];
+    m->num_tokens = (float)nt;
+    *num_tokens = nt;
+    *loss_sum = 0.0;
+    if (!m->last_stage)
+        return GPT_OK;   /* the caller sends gpt_stage_output() on */
     layernorm_forward_cpu(a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, B, T, C, eps);
     const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
     matmul_forward_cpu(a->logits, a->lnf, outw, NULL, B, T, C, Vl);
     crossentropy_forward_cpu(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, targets,
                              a->mask, B, T, Vl, m->v_start);
-    /* TP: the vocab-parallel reduction (kernels.h, crossentropy_forward_cpu). */
-    double ls = 0.0, nt = 0.0;
-    for (size_t i = 0; i < BT; i++) {
-        ls += (double)a->losses[i];   /* losses are 0 where mask is 0 */
-        nt += (double)a->mask[i];
+    if (m->cfg.tp_size > 1) {
+        /* Megatron's _VocabParallelCrossEntropy: max, rescale, two sums
+           (dlosses serves as the global-max scratch; backward refills it). */
+        memcpy(a->dlosses, a->maxes, BT * sizeof(float));
+        tp_max(m, a->dlosses, BT);
+        crossentropy_rescale_cpu(a->sumexp, a->maxes, a->dlosses, B, T);
+        tp_sum(m, a->sumexp, BT);
+        tp_sum(m, a->tlogits, BT);
+        crossentropy_loss_cpu(a->losses, a->maxes, a->sumexp, a->tlogits, a->mask, B, T);
     }
-    m->num_tokens = (float)nt;
+    for (size_t i = 0; i < BT; i++)
+        ls += (double)a->losses[i];   /* losses are 0 where mask is 0 */
     *loss_sum = ls;
-    *num_tokens = nt;
     return GPT_OK;
 }
 
@@ -376,44 +433,46 @@ void gpt_backward(gpt_model *m, float scale)
     size_t BT = (size_t)B * T, BTC = BT * (size_t)C;
     gpt_params *p = &m->params, *g = &m->grads;
     gpt_acts *a = &m->acts;
-    float inv = m->num_tokens > 0.0f ? scale / m->num_tokens : 0.0f;
-    for (size_t i = 0; i < BT; i++)
-        a->dlosses[i] = a->mask[i] * inv;
-    crossentropy_backward_cpu(a->logits, a->logits, a->maxes, a->sumexp, a->targets, a->dlosses,
-                              B, T, Vl, m->v_start);
-    const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
-    float *doutw = m->cfg.untie_embeddings ? g->outw : g->wte;
-    memset(a->dln, 0, BTC * sizeof(float));
-    matmul_backward_cpu(a->dln, doutw, NULL, a->logits, a->lnf, outw, B, T, C, Vl);
-    /* TP: all-reduce dln (the output layer is column-parallel). */
-    const float *last = m->Ll ? a->residual3 + (size_t)(m->Ll - 1) * BTC : a->encoded;
-    memset(a->dresidual, 0, BTC * sizeof(float));
-    layernorm_backward_cpu(a->dresidual, g->lnfw, g->lnfb, a->dln, last, p->lnfw, a->lnf_mean,
-                           a->lnf_rstd, B, T, C);
-    /* PP: stages before the last start from a received dresidual. */
+    if (m->last_stage) {
+        float inv = m->num_tokens > 0.0f ? scale / m->num_tokens : 0.0f;
+        for (size_t i = 0; i < BT; i++)
+            a->dlosses[i] = a->mask[i] * inv;
+        crossentropy_backward_cpu(a->logits, a->logits, a->maxes, a->sumexp, a->targets, a->dlosses,
+                                  B, T, Vl, m->v_start);
+        const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
+        float *doutw = m->cfg.untie_embeddings ? g->outw : g->wte;
+        memset(a->dln, 0, BTC * sizeof(float));
+        matmul_backward_cpu(a->dln, doutw, NULL, a->logits, a->lnf, outw, B, T, C, Vl);
+        tp_sum(m, a->dln, BTC);   /* the output layer is column-parallel */
+        const float *last = a->residual3 + (size_t)(m->Ll - 1) * BTC;
+        memset(a->dresidual, 0, BTC * sizeof(float));
+        layernorm_backward_cpu(a->dresidual, g->lnfw, g->lnfb, a->dln, last, p->lnfw, a->lnf_mean,
+                               a->lnf_rstd, B, T, C);
+    }
+    /* else: the caller put the next stage's gradient in dresidual */
     for (int l = m->Ll - 1; l >= 0; l--) {
         size_t lC = (size_t)l * C;
         const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BTC;
         float *ln1 = a->ln1 + l * BTC, *qkv = a->qkv + l * BT * 3 * Cl, *atty = a->atty + l * BT * Cl;
         float *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC;
         float *fch = a->fch + l * BT * Fl, *fchg = a->fch_gelu + l * BT * Fl;
-        /* dresidual is d(residual3[l]); the skip passes it to residual2 as is. */
+        /* dresidual is d(residual3[l]); the skip passes it to residual2 as is.
+           Row-parallel biases: every TP rank sees the same dresidual, so each
+           computes the same bias gradient and the replicas stay equal. */
         memset(a->dfch_gelu, 0, BT * Fl * sizeof(float));
-        matmul_backward_cpu(a->dfch_gelu, g->fcprojw + (size_t)l * C * Fl,
-                            m->cfg.tp_rank == 0 ? g->fcprojb + lC : NULL, a->dresidual, fchg,
+        matmul_backward_cpu(a->dfch_gelu, g->fcprojw + (size_t)l * C * Fl, g->fcprojb + lC, a->dresidual, fchg,
                             p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
         memset(a->dfch, 0, BT * Fl * sizeof(float));
         gelu_backward_cpu(a->dfch, fch, a->dfch_gelu, BT * Fl);
         memset(a->dln, 0, BTC * sizeof(float));
         matmul_backward_cpu(a->dln, g->fcw + (size_t)l * Fl * C, g->fcb + (size_t)l * Fl, a->dfch, ln2,
                             p->fcw + (size_t)l * Fl * C, B, T, C, Fl);
-        /* TP: all-reduce dln. */
+        tp_sum(m, a->dln, BTC);   /* f in backward */
         layernorm_backward_cpu(a->dresidual, g->ln2w + lC, g->ln2b + lC, a->dln, res2, p->ln2w + lC,
                                a->ln2_mean + l * BT, a->ln2_rstd + l * BT, B, T, C);
         /* now dresidual is d(residual2[l]) */
         memset(a->datty, 0, BT * Cl * sizeof(float));
-        matmul_backward_cpu(a->datty, g->attprojw + (size_t)l * C * Cl,
-                            m->cfg.tp_rank == 0 ? g->attprojb + lC : NULL, a->dresidual, atty,
+        matmul_backward_cpu(a->datty, g->attprojw + (size_t)l * C * Cl, g->attprojb + lC, a->dresidual, atty,
                             p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
         memset(a->dqkv, 0, BT * 3 * Cl * sizeof(float));
         attention_backward_cpu(a->dqkv, a->datty, qkv, atty, a->att_lse + (size_t)l * NHl * BT,
@@ -421,13 +480,46 @@ void gpt_backward(gpt_model *m, float scale)
         memset(a->dln, 0, BTC * sizeof(float));
         matmul_backward_cpu(a->dln, g->qkvw + (size_t)l * 3 * Cl * C, g->qkvb + (size_t)l * 3 * Cl,
                             a->dqkv, ln1, p->qkvw + (size_t)l * 3 * Cl * C, B, T, C, 3 * Cl);
-        /* TP: all-reduce dln. */
+        tp_sum(m, a->dln, BTC);
         layernorm_backward_cpu(a->dresidual, g->ln1w + lC, g->ln1b + lC, a->dln, residual,
                                p->ln1w + lC, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, B, T, C);
     }
-    /* PP: non-first stages send dresidual back.  Tied: the embedding grads of
-       the first and last stage are all-reduced. */
-    encoder_backward_cpu(g->wte, g->wpe, a->dresidual, a->inputs, B, T, C, Vl, m->v_start);
+    /* dresidual is now d(stage input): sent back by the caller on later
+       stages, the embedding's gradient on the first.  Tied embeddings under
+       PP: the caller all-reduces the wte gradients of the first and last
+       stage. */
+    if (m->first_stage)
+        encoder_backward_cpu(g->wte, g->wpe, a->dresidual, a->inputs, B, T, C, Vl, m->v_start);
+}
+
+int gpt_param_counts_in_norm(const gpt_model *m, int id)
+{
+    switch (id) {
+    case GPT_WTE:
+        return m->first_stage;   /* the last stage's tied copy is Megatron's shared one */
+    case GPT_QKVW: case GPT_QKVB: case GPT_ATTPROJW: case GPT_FCW: case GPT_FCB: case GPT_FCPROJW: case GPT_OUTW:
+        return 1;                /* split over TP */
+    default:
+        return m->cfg.tp_rank == 0;   /* replicated over TP */
+    }
+}
+
+double gpt_grad_sq_range(const gpt_model *m, const float *g, size_t lo, size_t hi)
+{
+    double total = 0.0;
+    size_t off = 0;
+    for (int i = 0; i < GPT_NUM_PARAMS; i++) {
+        size_t b = off, e = off + m->param_sizes[i];
+        off = e;
+        if (b < lo) b = lo;
+        if (e > hi) e = hi;
+        if (b >= e || !gpt_param_counts_in_norm(m, i))
+            continue;
+        double s;
+        global_norm_squared_cpu(&s, g + (b - lo), e - b);
+        total += s;
+    }
+    return total;
 }
 
 double gpt_grad_norm(const gpt_model *m)
@@ -442,24 +534,31 @@ double gpt_grad_norm(const gpt_model *m)
         }
         g += m->param_sizes[i];
     }
-    /* TP/PP: all-reduce total over the model-parallel group, counting
-       replicated tensors (LayerNorms, row-parallel biases) once. */
     return sqrt(total);
+}
+
+void gpt_update_range(gpt_model *m, size_t lo, size_t hi, const float *g, float *mo, float *vo, float lr,
+                      float beta1, float beta2, float eps, float weight_decay, float grad_scale)
+{
+    m->step++;
+    size_t off = 0;
+    for (int i = 0; i < GPT_NUM_PARAMS; i++) {
+        size_t b = off, e = off + m->param_sizes[i];
+        off = e;
+        if (b < lo) b = lo;
+        if (e > hi) e = hi;
+        if (b >= e)
+            continue;
+        adamw_update_cpu(m->params_memory + b, mo + (b - lo), vo + (b - lo), g + (b - lo), e - b, m->step, lr,
+                         beta1, beta2, eps, gpt_param_decays(i) ? weight_decay : 0.0f, grad_scale);
+    }
 }
 
 void gpt_update(gpt_model *m, float lr, float beta1, float beta2, float eps,
                 float weight_decay, float grad_scale)
 {
-    m->step++;
-    size_t off = 0;
-    for (int i = 0; i < GPT_NUM_PARAMS; i++) {
-        size_t n = m->param_sizes[i];
-        if (n)
-            adamw_update_cpu(m->params_memory + off, m->m + off, m->v + off, m->grads_memory + off, n,
-                             m->step, lr, beta1, beta2, eps, gpt_param_decays(i) ? weight_decay : 0.0f,
-                             grad_scale);
-        off += n;
-    }
+    gpt_update_range(m, 0, m->num_params, m->grads_memory, m->m, m->v, lr, beta1, beta2, eps, weight_decay,
+                     grad_scale);
 }
 
 double gpt_flops_per_token(const gpt_model *m)

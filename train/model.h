@@ -5,10 +5,16 @@
  *
  * The model is written per rank: a tensor-parallel (TP) shard of the heads,
  * the FFN columns and the padded vocabulary, and a pipeline-parallel (PP)
- * range of layers.  This session runs TP = PP = 1 only (gpt_config_check()
- * refuses anything else), but every size below is already the LOCAL one, so
- * the parallel issue adds the collectives marked "TP:" / "PP:" in model.c,
- * not a rewrite.
+ * range of layers; every size below is the LOCAL one.  The TP collectives
+ * (Megatron's f/g all-reduces and the vocab-parallel cross-entropy's three
+ * reductions) run inside gpt_forward/gpt_backward through the caller's
+ * gpt_tp_ops; the PP transfers are the caller's: it fills the stage input
+ * (gpt_stage_input) before a forward on a stage after the first, sends
+ * gpt_stage_output after it, fills the output gradient (gpt_stage_dgrad)
+ * before a backward on a stage before the last and sends the input gradient
+ * (gpt_stage_dgrad again) after it.  A stage keeps the activations of
+ * cfg.act_slots micro-batches (1F1B keeps up to PP - pp_rank in flight);
+ * gpt_set_slot() picks the one the next forward/backward uses.
  *
  * Memory follows llm.c (STYLE 18): parameters, gradients, AdamW state (m and
  * v together) and activations (with the backward's scratch) are each ONE
@@ -16,7 +22,7 @@
  * for one micro-batch of B sequences of T tokens; gradient accumulation runs
  * micro-batches one after another into the same gradients.
  *
- * What it deliberately does not do: read data, communicate, print, exit,
+ * What it deliberately does not do: read data, open communicators, print, exit,
  * dropout (Megatron's --hidden-dropout / --attention-dropout are 0 here),
  * mixed precision, checkpoints.
  *
@@ -63,13 +69,26 @@ typedef struct gpt_config {
     uint64_t seed;            /* --seed, default 1234: the initialisation stream (see gpt_init_normal) */
     int tp_size, tp_rank;     /* default 1, 0 */
     int pp_size, pp_rank;     /* default 1, 0 */
+    int act_slots;            /* micro-batches whose activations are kept; 0 or 1: one */
 } gpt_config;
+
+/*
+ * gpt_tp_ops - the tensor-parallel group's collectives, given by the
+ * caller (train/comm.h); in place over n floats, identical results on every
+ * rank of the group.  Unused when tp_size is 1.  A failure must not return
+ * (the trainer aborts the job).
+ */
+typedef struct gpt_tp_ops {
+    void *ctx;
+    void (*allreduce_sum)(void *ctx, float *buf, size_t n);
+    void (*allreduce_max)(void *ctx, float *buf, size_t n);
+} gpt_tp_ops;
 
 void gpt_config_init(gpt_config *cfg);
 
 /*
- * gpt_config_check() - validate cfg (required fields, divisibility, sizes
- * that fit int and size_t, TP = PP = 1 for now).
+ * gpt_config_check() - validate cfg (required fields, Megatron's
+ * divisibility rules for TP and PP, sizes that fit int and size_t).
  * @return : 0, or GPT_ERR_ARG with a message in err (lowercase, no stop).
  */
 int gpt_config_check(const gpt_config *cfg, char *err, size_t errlen);
@@ -155,6 +174,7 @@ typedef struct gpt_model {
     int Ll, layer_begin;          /* this stage's layers [layer_begin, layer_begin + Ll) */
     int Cl, NHl, Fl, Vl, v_start; /* this TP rank's attention width, heads, ffn, vocab rows */
     int first_stage, last_stage;
+    const gpt_tp_ops *tp;         /* the TP collectives; must be set when tp_size > 1 */
     /* parameters, gradients, optimizer state: one allocation each */
     size_t param_sizes[GPT_NUM_PARAMS];
     size_t num_params;            /* this rank's parameter count */
@@ -164,9 +184,11 @@ typedef struct gpt_model {
     /* activations for micro-batches of B x T */
     int B, T;
     size_t act_sizes[GPT_NUM_ACTS];
-    size_t num_acts;
-    float *acts_memory;
-    gpt_acts acts;
+    size_t num_acts;              /* floats per slot */
+    int slots, slot;              /* activation slots, the current one */
+    float *acts_memory;           /* slots x num_acts floats */
+    int *tokens_memory;           /* slots x (inputs, targets) */
+    gpt_acts acts;                /* the current slot's tensors */
     float num_tokens;             /* sum of the mask in the last forward */
     int step;                     /* AdamW steps taken (t of the bias correction) */
 } gpt_model;
@@ -204,16 +226,37 @@ void gpt_model_free(gpt_model *m);
 double gpt_init_normal(uint64_t seed, int tensor_id, int layer, uint64_t row, uint64_t col,
                        uint64_t ncols_global);
 
+/* Point m->acts at activation slot s (0 <= s < m->slots). */
+void gpt_set_slot(gpt_model *m, int s);
+
+/* The current slot's stage input (B, T, C): the embedding output on the
+ * first stage, what the previous stage sent on the others (write it there
+ * before gpt_forward). */
+float *gpt_stage_input(gpt_model *m);
+
+/* The current slot's stage output (B, T, C) after gpt_forward on a stage
+ * before the last: the hidden states to send to the next stage. */
+const float *gpt_stage_output(const gpt_model *m);
+
+/* The current slot's (B, T, C) gradient buffer: before gpt_backward on a
+ * stage before the last, write the gradient received from the next stage
+ * here; after it, on a stage after the first, it holds the gradient of the
+ * stage input to send back. */
+float *gpt_stage_dgrad(gpt_model *m);
+
 /* Nonzero when parameter tensor id takes weight decay (Megatron's decay
  * group: not biases, not LayerNorm weights; embeddings decay). */
 int gpt_param_decays(int id);
 
 /*
- * gpt_forward() - forward one micro-batch: inputs and targets (B, T) token
- * ids (< vocab; targets may be anything where mask is 0), mask (B, T) the loss
- * mask or NULL (all ones).  Fills the activations and returns in *loss_sum
- * the sum of mask * per-token loss (summed in double) and in *num_tokens
- * the sum of the mask.  Megatron's micro-batch loss is loss_sum / num_tokens.
+ * gpt_forward() - forward one micro-batch in the current slot: inputs and
+ * targets (B, T) token ids (< vocab; targets may be anything where mask is
+ * 0), mask (B, T) the loss mask or NULL (all ones).  Fills the activations
+ * and returns in *loss_sum the sum of mask * per-token loss (summed in
+ * double) and in *num_tokens the sum of the mask.  Megatron's micro-batch
+ * loss is loss_sum / num_tokens.  Under PP, inputs are read on the first
+ * stage only and the loss is computed on the last (elsewhere *loss_sum is 0;
+ * *num_tokens is the mask sum on every stage).
  * @return : 0, or GPT_ERR_ARG (a token id out of range).
  */
 int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float *mask,
@@ -230,10 +273,27 @@ void gpt_zero_grad(gpt_model *m);
  */
 void gpt_backward(gpt_model *m, float scale);
 
-/* The global L2 norm of the gradients (TP-replicated tensors counted once
- * across ranks: with TP = 1 simply every tensor), summed in double in
- * tensor order. */
+/* The L2 norm of this rank's gradients, summed in double in tensor order.
+ * With TP = PP = 1 that is the global norm; otherwise see below. */
 double gpt_grad_norm(const gpt_model *m);
+
+/*
+ * Nonzero when tensor id counts towards the global gradient norm on this
+ * rank: TP-replicated tensors (position embedding, LayerNorms, row-parallel
+ * biases) on TP rank 0 only, and the word embedding's copy on the last
+ * stage (tied, PP > 1) not at all, as Megatron's clip_grad_norm_ does; then
+ * the sum of the ranks' squares over the whole model-parallel group is the
+ * square of the global norm.
+ */
+int gpt_param_counts_in_norm(const gpt_model *m, int id);
+
+/*
+ * The sum of squares of the counted gradients whose flat index (in the
+ * param_sizes order) lies in [lo, hi); g points at element lo of those
+ * gradients (m->grads_memory + lo for the whole buffer, or a distributed
+ * optimizer's shard).  Summed in double in index order.
+ */
+double gpt_grad_sq_range(const gpt_model *m, const float *g, size_t lo, size_t hi);
 
 /*
  * gpt_update() - one AdamW step over every tensor, weight_decay applied only
@@ -242,6 +302,15 @@ double gpt_grad_norm(const gpt_model *m);
  */
 void gpt_update(gpt_model *m, float lr, float beta1, float beta2, float eps,
                 float weight_decay, float grad_scale);
+
+/*
+ * gpt_update_range() - the same AdamW step over the flat elements [lo, hi)
+ * only (a distributed optimizer's shard): params at m->params_memory + lo,
+ * gradients at g, AdamW state at mo and vo (hi - lo floats each).
+ * Increments m->step first.
+ */
+void gpt_update_range(gpt_model *m, size_t lo, size_t hi, const float *g, float *mo, float *vo, float lr,
+                      float beta1, float beta2, float eps, float weight_decay, float grad_scale);
 
 /* Model FLOPs of one training step (forward + backward) per token, counted
  * as Megatron HEAD's num_floating_point_operations does for GELU MLP and MHA

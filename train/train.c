@@ -1,7 +1,10 @@
 /*
  * train.c - mdstrain: GPT pretraining with Megatron-LM's flags, data,
  * learning-rate schedule and log line, on the CPU reference kernels, in one
- * process (TP = PP = DP = 1).
+ * process or in parallel over MPI: Megatron's tensor, pipeline (1F1B) and
+ * data parallelism, optionally with the distributed optimizer (ZeRO-1).
+ * The parallel design (rank order, groups, schedule, what each rank holds)
+ * is in docs/architecture.md ("mdstrain in parallel").
  *
  * One option table drives the parser and --help (STYLE 38).  The model is
  * train/model.[ch]; the data is the training-data pipeline of dataset.h
@@ -9,7 +12,8 @@
  * OptimizerParamScheduler.get_lr (docs/cli.md gives the formula).
  *
  * Checkpoints (--save, --load, --save-interval) are train/checkpoint.[ch].
- * What it deliberately does not do yet: bf16/fp16, dropout, tensor/pipeline/data parallelism, CUDA.
+ * What it deliberately does not do yet: bf16/fp16, dropout, sequence or
+ * context parallelism, interleaved pipeline stages, CUDA.
  * Log lines go to stdout (where Megatron prints them); the configuration
  * table, notes and errors go to stderr.  Exit status: 0 success, 1 runtime
  * failure, 2 bad usage.
@@ -17,6 +21,7 @@
 #include "bpe.h"
 #include "checkpoint.h"
 #include "cliutil.h"
+#include "comm.h"
 #include "dataset.h"
 #include "kernels.h"
 #include "model.h"
@@ -52,19 +57,25 @@ static void die(int code, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
-    exit(code);
+    comm_abort(code);   /* ends every rank of a parallel job */
 }
+
+static int world_rank;      /* this process's rank (0 in one process) */
 
 static void usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void usage_error(const char *fmt, ...)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, PROG ": ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    fprintf(stderr, "hint: see '" PROG " --help'\n");
+    /* every rank parses the same arguments: rank 0 speaks for all */
+    if (world_rank == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, PROG ": ");
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+        fprintf(stderr, "hint: see '" PROG " --help'\n");
+    }
+    comm_finalize();
     exit(2);
 }
 
@@ -86,7 +97,7 @@ static void note(const char *fmt, ...)
         if (rc_ < 0) { \
             fprintf(stderr, PROG ": %s (%s)\n  at %s:%d\nhint: %s\n", (handle_err), ds_strerror(rc_), \
                     __FILE__, __LINE__, (hint)); \
-            exit(1); \
+            comm_abort(1); \
         } \
     } while (0)
 
@@ -96,7 +107,7 @@ static void *mallocCheck_(size_t n, const char *file, int line)
     if (!p) {
         fprintf(stderr, PROG ": out of memory allocating %zu bytes\n  at %s:%d\nhint: use a smaller "
                 "--micro-batch-size or model\n", n, file, line);
-        exit(1);
+        comm_abort(1);
     }
     return p;
 }
@@ -171,9 +182,9 @@ static const struct cli_option options[] = {
     {"eval-iters", 0, CLI_ARG_ONE, O_EVAL_ITERS, "N", "global batches per validation, 0 = none (default 100)"},
     {"log-throughput", 0, CLI_ARG_NONE, O_LOG_THROUGHPUT, NULL, "accepted; throughput is always logged"},
     /* parallelism */
-    {"tensor-model-parallel-size", 0, CLI_ARG_ONE, O_TP, "1", "only 1 for now"},
-    {"pipeline-model-parallel-size", 0, CLI_ARG_ONE, O_PP, "1", "only 1 for now"},
-    {"use-distributed-optimizer", 0, CLI_ARG_NONE, O_DIST_OPT, NULL, "accepted (one data-parallel rank: no effect)"},
+    {"tensor-model-parallel-size", 0, CLI_ARG_ONE, O_TP, "N", "tensor-parallel ranks (default 1); DP = world / (TP x PP)"},
+    {"pipeline-model-parallel-size", 0, CLI_ARG_ONE, O_PP, "N", "pipeline stages, 1F1B schedule (default 1)"},
+    {"use-distributed-optimizer", 0, CLI_ARG_NONE, O_DIST_OPT, NULL, "shard the AdamW state over data-parallel ranks (ZeRO-1)"},
     {"quiet", 'q', CLI_ARG_NONE, O_QUIET, NULL, "no configuration table or notes; twice: errors only"},
     {"verbose", 'v', CLI_ARG_NONE, O_VERBOSE, NULL, "more output"},
     {"help", 'h', CLI_ARG_NONE, O_HELP, NULL, "show this help and exit"},
@@ -215,6 +226,7 @@ struct config {
     const char *save, *load;
     uint64_t save_interval;
     int mock, tokenizer, eod_mask, untie;
+    int tp, pp, dist_opt;
     uint64_t vocab_size_arg, vocab_div;
 };
 
@@ -224,10 +236,11 @@ static void print_help(void)
            "         --max-position-embeddings N --micro-batch-size N --lr X\n"
            "         (--train-iters N | --train-samples N) (--data-path PREFIX... | --mock-data) [options]\n\n"
            "Pretrain Megatron's GPT on the CPU reference kernels with Megatron-LM's flags, data\n"
-           "samples, learning-rate schedule and log line (one process; fp32).\n\n");
+           "samples, learning-rate schedule and log line (fp32).  In parallel: mpirun -np N " PROG " ...\n"
+           "or srun " PROG " ... (Megatron's rank order: TP fastest, then DP, then PP).\n\n");
     cli_print_options(options, NOPTIONS, 36);
-    printf("\nRefused with exit 2 until implemented: --bf16, --fp16, --sequence-parallel, parallel\n"
-           "sizes other than 1.\n"
+    printf("\nRefused with exit 2 until implemented: --bf16, --fp16, --sequence-parallel,\n"
+           "--context-parallel-size, virtual pipeline stages.\n"
            "Exit status: 0 success, 1 runtime failure (data, NaN loss, memory), 2 bad usage.\n");
 }
 
@@ -276,6 +289,7 @@ static void parse_args(int argc, char **argv, struct config *c)
     c->split = "969, 30, 1";
     c->vocab_div = 128;
     c->tokenizer = TOK_GPT2;
+    c->tp = c->pp = 1;
     int have_layers = 0, have_seq = 0, have_maxpos = 0, have_mbs = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -298,7 +312,7 @@ static void parse_args(int argc, char **argv, struct config *c)
             usage_error("unexpected argument '%s'", a);
         }
         if (o->id == O_NOT_YET)
-            usage_error("option '--%s' is not supported yet (CPU fp32, one process)", o->lng);
+            usage_error("option '--%s' is not supported yet (CPU fp32)", o->lng);
         if (o->arg == CLI_ARG_NONE && val) usage_error("option '--%s' takes no value", o->lng);
         if (o->arg == CLI_ARG_ONE && !val) {
             if (i + 1 >= argc || cli_looks_like_option(argv[i + 1]))
@@ -365,14 +379,8 @@ static void parse_args(int argc, char **argv, struct config *c)
             else usage_error("tokenizer type '%s' is not supported (GPT2BPETokenizer or NullTokenizer)", val);
             break;
         case O_VOCAB_SIZE: c->vocab_size_arg = opt_u64(n, val, 1, 1 << 30); break;
-        case O_TP:
-            if (opt_u64(n, val, 1, 1 << 16) != 1)
-                usage_error("option '--%s' other than 1 is not supported yet (one process)", n);
-            break;
-        case O_PP:
-            if (opt_u64(n, val, 1, 1 << 16) != 1)
-                usage_error("option '--%s' other than 1 is not supported yet (one process)", n);
-            break;
+        case O_TP: c->tp = (int)opt_u64(n, val, 1, 1 << 16); break;
+        case O_PP: c->pp = (int)opt_u64(n, val, 1, 1 << 16); break;
         case O_EOD_MASK: c->eod_mask = 1; break;
         case O_VOCAB_DIV: c->vocab_div = opt_u64(n, val, 1, 1 << 20); break;
         case O_INIT_STD: c->init_std = opt_double(n, val, 0, 1e3); break;
@@ -382,11 +390,18 @@ static void parse_args(int argc, char **argv, struct config *c)
             if (opt_double(n, val, 0, 1) != 0.0)
                 usage_error("option '--%s' other than 0 is not supported yet (no dropout)", n);
             break;
-        case O_DIST_OPT: case O_LOG_THROUGHPUT: break;
+        case O_DIST_OPT: c->dist_opt = 1; break;
+        case O_LOG_THROUGHPUT: break;
         case O_QUIET: verbosity = verbosity > 0 ? verbosity - 1 : 0; break;
         case O_VERBOSE: verbosity++; break;
-        case O_HELP: print_help(); exit(0);
-        case O_VERSION: printf(PROG " %s (dataset library %s)\n", MDS_VERSION, ds_version_string()); exit(0);
+        case O_HELP:
+            if (world_rank == 0) print_help();
+            comm_finalize();
+            exit(0);
+        case O_VERSION:
+            if (world_rank == 0) printf(PROG " %s (dataset library %s; %s)\n", MDS_VERSION, ds_version_string(), comm_backend());
+            comm_finalize();
+            exit(0);
         }
     }
     /* Megatron's validate_args, for what exists here. */
@@ -501,22 +516,271 @@ static void load_micro_batch(const ds_pipeline *p, int split, uint64_t first, in
     }
 }
 
-/* Mean loss (Σ loss / Σ mask over every micro-batch) of `iters` global
- * batches of `split` starting at sample *cursor, which advances. */
-static double evaluate(gpt_model *m, const ds_pipeline *p, int split, uint64_t *cursor, uint64_t iters,
-                       uint64_t nmicro, int V, struct batch *b)
+/* ---- the parallel layout (docs/architecture.md, "mdstrain in parallel") --- */
+
+/*
+ * Megatron's rank order tp-dp-pp: rank = tp_rank + TP (dp_rank + DP pp_rank),
+ * so TP groups are adjacent ranks.  Groups: tp (same dp, pp), dp (same tp,
+ * pp), pp (same tp, dp), mp = the model-parallel group TP x PP (same dp; the
+ * gradient norm), emb = the first and last stage of a pipeline (the tied
+ * word embedding's gradient; a one-rank group elsewhere or with PP = 1).
+ */
+struct par {
+    mds_comm *world, *tp, *dp, *pp, *mp, *emb;
+    int rank, size, tp_size, pp_size, dp_size, tp_rank, pp_rank, dp_rank;
+    int dist_opt;
+    /* distributed optimizer: this rank's shard [lo, hi) of the flat
+       parameters, padded to dp_size * shard floats */
+    size_t shard, lo, hi;
+    float *pad, *gshard, *mshard, *vshard;
+};
+
+static void commCheck_(int rc, const char *what, const char *file, int line)
 {
-    double ls_sum = 0, nt_sum = 0;
-    for (uint64_t it = 0; it < iters; it++)
-        for (uint64_t j = 0; j < nmicro; j++) {
-            load_micro_batch(p, split, *cursor, m->B, m->T, V, b);
-            *cursor += (uint64_t)m->B;
-            double ls, nt;
-            gpt_forward(m, b->inputs, b->targets, b->mask, &ls, &nt);
-            ls_sum += ls;
-            nt_sum += nt;
+    if (rc < 0) {
+        fprintf(stderr, PROG ": rank %d: %s: %s\n  at %s:%d\n", world_rank, what, comm_error(), file, line);
+        comm_abort(1);
+    }
+}
+#define commCheck(expr, what) commCheck_((expr), (what), __FILE__, __LINE__)
+
+static void tp_allreduce_sum(void *ctx, float *buf, size_t n)
+{
+    commCheck(comm_allreduce(ctx, buf, n, COMM_F32, COMM_SUM), "tensor-parallel all-reduce");
+}
+
+static void tp_allreduce_max(void *ctx, float *buf, size_t n)
+{
+    commCheck(comm_allreduce(ctx, buf, n, COMM_F32, COMM_MAX), "tensor-parallel all-reduce (max)");
+}
+
+static void par_groups(struct par *P)
+{
+    int tp = P->tp_size, dp = P->dp_size, r = P->rank;
+    P->tp_rank = r % tp;
+    P->dp_rank = r / tp % dp;
+    P->pp_rank = r / (tp * dp);
+    commCheck(comm_split(P->world, r / tp, P->tp_rank, &P->tp), "splitting the tensor-parallel groups");
+    commCheck(comm_split(P->world, P->tp_rank + tp * P->pp_rank, P->dp_rank, &P->dp), "splitting the data-parallel groups");
+    commCheck(comm_split(P->world, P->tp_rank + tp * P->dp_rank, P->pp_rank, &P->pp), "splitting the pipeline groups");
+    commCheck(comm_split(P->world, P->dp_rank, P->tp_rank + tp * P->pp_rank, &P->mp), "splitting the model-parallel groups");
+    int ends = P->pp_rank == 0 || P->pp_rank == P->pp_size - 1;
+    commCheck(comm_split(P->world, ends ? P->tp_rank + tp * P->dp_rank : tp * dp + r, P->pp_rank, &P->emb),
+              "splitting the embedding groups");
+}
+
+static void par_free(struct par *P)
+{
+    comm_free(P->tp); comm_free(P->dp); comm_free(P->pp); comm_free(P->mp); comm_free(P->emb);
+    free(P->pad); free(P->gshard); free(P->mshard); free(P->vshard);
+}
+
+/* ---- one step's micro-batches: Megatron's schedules ----------------------- */
+
+/*
+ * Micro-batch j of an iteration on data-parallel rank d holds the samples
+ * base + j B DP + d B ... + B - 1 (Megatron's MegatronPretrainingSampler:
+ * each micro-batch step takes B x DP consecutive samples, rank d the d-th
+ * slice), so the ranks together consume the global batch in order.
+ */
+struct step {
+    gpt_model *m;
+    const struct par *P;
+    const ds_pipeline *data;
+    int split, V;
+    uint64_t base;      /* the first sample of this global batch */
+    uint64_t nmicro;    /* micro-batches per data-parallel rank */
+    float scale;        /* backward scale: 1 / (nmicro * DP) */
+    struct batch *b;
+    double ls, nt;      /* sums over this rank's micro-batches (last stage) */
+};
+
+static void step_forward(struct step *st, uint64_t j)
+{
+    gpt_model *m = st->m;
+    gpt_set_slot(m, (int)(j % (uint64_t)m->slots));
+    uint64_t first = st->base + j * (uint64_t)m->B * (uint64_t)st->P->dp_size + (uint64_t)st->P->dp_rank * (uint64_t)m->B;
+    load_micro_batch(st->data, st->split, first, m->B, m->T, st->V, st->b);
+    double ls, nt;
+    if (gpt_forward(m, st->b->inputs, st->b->targets, st->b->mask, &ls, &nt) != GPT_OK)
+        die(1, "rank %d: the model refused micro-batch %" PRIu64, world_rank, j);
+    st->ls += ls;
+    st->nt += nt;
+}
+
+static void step_backward(struct step *st, uint64_t j)
+{
+    gpt_set_slot(st->m, (int)(j % (uint64_t)st->m->slots));
+    gpt_backward(st->m, st->scale);
+}
+
+/* Point-to-point between neighbouring stages; the buffers are slot j's. */
+static size_t stage_bytes(const gpt_model *m) { return (size_t)m->B * (size_t)m->T * (size_t)m->C * sizeof(float); }
+
+static float *slot_input(gpt_model *m, uint64_t j) { gpt_set_slot(m, (int)(j % (uint64_t)m->slots)); return gpt_stage_input(m); }
+static const float *slot_output(gpt_model *m, uint64_t j) { gpt_set_slot(m, (int)(j % (uint64_t)m->slots)); return gpt_stage_output(m); }
+static float *slot_dgrad(gpt_model *m, uint64_t j) { gpt_set_slot(m, (int)(j % (uint64_t)m->slots)); return gpt_stage_dgrad(m); }
+
+static void p2p(const struct step *st, const void *sbuf, int to_next, void *rbuf, int from_next)
+{
+    const struct par *P = st->P;
+    int prev = P->pp_rank - 1, next = P->pp_rank + 1 < P->pp_size ? P->pp_rank + 1 : -1;
+    size_t n = stage_bytes(st->m);
+    int speer = sbuf ? (to_next ? next : prev) : -1, rpeer = rbuf ? (from_next ? next : prev) : -1;
+    commCheck(comm_sendrecv(P->pp, sbuf, n, speer, rbuf, n, rpeer), "pipeline send/receive");
+}
+
+/*
+ * Forward and backward of every micro-batch of one global batch.  PP = 1:
+ * Megatron's forward_backward_no_pipelining (forward j, backward j).  PP > 1:
+ * forward_backward_pipelining_without_interleaving, the 1F1B schedule:
+ * PP - stage - 1 warm-up forwards, then one forward and one backward in
+ * turn, then the remaining backwards; neighbours exchange activations and
+ * gradients with paired send/receive calls in Megatron's order
+ * (send_forward_recv_backward, send_backward_recv_forward), which cannot
+ * deadlock.  Activations of up to PP - stage micro-batches are alive.
+ */
+static void run_schedule(struct step *st)
+{
+    gpt_model *m = st->m;
+    const struct par *P = st->P;
+    int first = P->pp_rank == 0, last = P->pp_rank == P->pp_size - 1;
+    uint64_t n = st->nmicro;
+    uint64_t warmup = (uint64_t)(P->pp_size - P->pp_rank - 1);
+    if (warmup > n) warmup = n;
+    uint64_t steady = n - warmup;
+    for (uint64_t i = 0; i < warmup; i++) {
+        if (!first) p2p(st, NULL, 0, slot_input(m, i), 0);
+        step_forward(st, i);
+        if (!last) p2p(st, slot_output(m, i), 1, NULL, 0);
+    }
+    if (steady && !first) p2p(st, NULL, 0, slot_input(m, warmup), 0);
+    for (uint64_t i = 0; i < steady; i++) {
+        uint64_t jf = warmup + i, jb = i;
+        step_forward(st, jf);
+        if (!last) {   /* send_forward_recv_backward */
+            const float *out = slot_output(m, jf);
+            p2p(st, out, 1, slot_dgrad(m, jb), 1);
         }
-    return nt_sum > 0 ? ls_sum / nt_sum : 0.0;
+        step_backward(st, jb);
+        if (!first) {
+            const float *dgrad = slot_dgrad(m, jb);
+            if (i + 1 == steady) p2p(st, dgrad, 0, NULL, 0);   /* send_backward */
+            else p2p(st, dgrad, 0, slot_input(m, jf + 1), 0);  /* send_backward_recv_forward */
+        }
+    }
+    for (uint64_t i = 0; i < warmup; i++) {
+        uint64_t jb = steady + i;
+        if (!last) p2p(st, NULL, 0, slot_dgrad(m, jb), 1);
+        step_backward(st, jb);
+        if (!first) p2p(st, slot_dgrad(m, jb), 0, NULL, 0);
+    }
+}
+
+/* Forward only (evaluation): the stages in a chain, one slot. */
+static void run_forward_only(struct step *st)
+{
+    gpt_model *m = st->m;
+    const struct par *P = st->P;
+    for (uint64_t j = 0; j < st->nmicro; j++) {
+        if (P->pp_rank > 0) p2p(st, NULL, 0, slot_input(m, 0), 0);
+        gpt_set_slot(m, 0);
+        uint64_t first = st->base + j * (uint64_t)m->B * (uint64_t)P->dp_size + (uint64_t)P->dp_rank * (uint64_t)m->B;
+        load_micro_batch(st->data, st->split, first, m->B, m->T, st->V, st->b);
+        double ls, nt;
+        if (gpt_forward(m, st->b->inputs, st->b->targets, st->b->mask, &ls, &nt) != GPT_OK)
+            die(1, "rank %d: the model refused an evaluation micro-batch", world_rank);
+        st->ls += ls;
+        st->nt += nt;
+        if (P->pp_rank < P->pp_size - 1) p2p(st, slot_output(m, 0), 1, NULL, 0);
+    }
+}
+
+/* Σ loss / Σ mask of a schedule over the data-parallel ranks; meaningful on
+ * the last stage (where the losses are). */
+static double dp_mean_loss(const struct par *P, double ls, double nt)
+{
+    double v[2] = {ls, nt};
+    commCheck(comm_allreduce(P->dp, v, 2, COMM_F64, COMM_SUM), "data-parallel loss all-reduce");
+    return v[1] > 0 ? v[0] / v[1] : 0.0;
+}
+
+/* Mean loss (Σ loss / Σ mask over every micro-batch) of `iters` global
+ * batches of `split` starting at sample *cursor, which advances by the
+ * global batch each. */
+static double evaluate(gpt_model *m, const struct par *P, const ds_pipeline *p, int split, uint64_t *cursor,
+                       uint64_t iters, uint64_t nmicro, int V, struct batch *b)
+{
+    struct step st = {.m = m, .P = P, .data = p, .split = split, .V = V, .nmicro = nmicro, .b = b};
+    for (uint64_t it = 0; it < iters; it++) {
+        st.base = *cursor;
+        run_forward_only(&st);
+        *cursor += nmicro * (uint64_t)m->B * (uint64_t)P->dp_size;
+    }
+    return dp_mean_loss(P, st.ls, st.nt);
+}
+
+/*
+ * After the backward of every micro-batch: the tied embedding's gradients
+ * of the first and last stage are summed (Megatron's
+ * _allreduce_word_embedding_grads), the data-parallel gradients are summed
+ * (all-reduce, or reduce-scatter into this rank's shard with the
+ * distributed optimizer), and the global norm's square is summed over the
+ * ranks that hold distinct gradients.  Returns the norm.
+ */
+static double reduce_grads(gpt_model *m, struct par *P)
+{
+    if (P->pp_size > 1 && !m->cfg.untie_embeddings && comm_size(P->emb) > 1)
+        commCheck(comm_allreduce(P->emb, m->grads.wte, m->param_sizes[GPT_WTE], COMM_F32, COMM_SUM),
+                  "embedding gradient all-reduce");
+    double sq;
+    if (!P->dist_opt) {
+        commCheck(comm_allreduce(P->dp, m->grads_memory, m->num_params, COMM_F32, COMM_SUM),
+                  "data-parallel gradient all-reduce");
+        sq = gpt_grad_sq_range(m, m->grads_memory, 0, m->num_params);
+        commCheck(comm_allreduce(P->mp, &sq, 1, COMM_F64, COMM_SUM), "gradient norm all-reduce");
+    } else {
+        memcpy(P->pad, m->grads_memory, m->num_params * sizeof(float));
+        commCheck(comm_reduce_scatter(P->dp, P->gshard, P->pad, P->shard), "data-parallel gradient reduce-scatter");
+        sq = gpt_grad_sq_range(m, P->gshard, P->lo, P->hi);
+        commCheck(comm_allreduce(P->world, &sq, 1, COMM_F64, COMM_SUM), "gradient norm all-reduce");
+    }
+    return sqrt(sq);
+}
+
+static void apply_update(gpt_model *m, struct par *P, const struct config *c, double lr, double norm)
+{
+    float scale = global_norm_clip_scale((float)norm, (float)c->clip);
+    if (!P->dist_opt) {
+        gpt_update(m, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->wd, scale);
+        return;
+    }
+    gpt_update_range(m, P->lo, P->hi, P->gshard, P->mshard, P->vshard, (float)lr, (float)c->beta1,
+                     (float)c->beta2, (float)c->eps, (float)c->wd, scale);
+    /* all-gather the updated parameters */
+    float *mine = P->pad + (size_t)P->dp_rank * P->shard;
+    memcpy(mine, m->params_memory + P->lo, (P->hi - P->lo) * sizeof(float));
+    commCheck(comm_allgather(P->dp, P->pad, mine, P->shard), "data-parallel parameter all-gather");
+    memcpy(m->params_memory, P->pad, m->num_params * sizeof(float));
+}
+
+/* Distributed optimizer: shard the flat parameters over DP and keep only
+ * this rank's AdamW state. */
+static void setup_dist_opt(gpt_model *m, struct par *P)
+{
+    size_t dp = (size_t)P->dp_size;
+    P->shard = (m->num_params + dp - 1) / dp;
+    P->lo = P->shard * (size_t)P->dp_rank;
+    P->hi = P->lo + P->shard < m->num_params ? P->lo + P->shard : m->num_params;
+    if (P->lo > P->hi) P->lo = P->hi;
+    P->pad = calloc(P->shard * dp, sizeof(float));
+    P->gshard = calloc(P->shard, sizeof(float));
+    P->mshard = calloc(P->shard, sizeof(float));
+    P->vshard = calloc(P->shard, sizeof(float));
+    if (!P->pad || !P->gshard || !P->mshard || !P->vshard)
+        die(1, "out of memory for the distributed optimizer (%zu parameters per shard)", P->shard);
+    free(m->opt_memory);   /* the full AdamW state is not kept */
+    m->opt_memory = m->m = m->v = NULL;
 }
 
 static void print_validation(const char *prefix, double loss)
@@ -552,9 +816,10 @@ static void format_eta(double sec, char *out, size_t cap)
     snprintf(out, cap, "%" PRIu64 ":%02u:%02u", s / 3600, (unsigned)(s / 60 % 60), (unsigned)(s % 60));
 }
 
-static void print_config(const struct config *c, const gpt_model *m, int V, uint64_t nmicro, const char *vocab)
+static void print_config(const struct config *c, const gpt_model *m, const struct par *P, int V, uint64_t nmicro,
+                         const char *vocab)
 {
-    if (verbosity < 2) return;
+    if (verbosity < 2 || world_rank != 0) return;
     char data[256] = "";
     if (c->mock) snprintf(data, sizeof data, "mock (MockGPTDataset)");
     else for (size_t i = 0; i < c->n_data_path; i++) {
@@ -576,8 +841,8 @@ static void print_config(const struct config *c, const gpt_model *m, int V, uint
     ROW("seq length / max positions", "%d / %d", m->T, m->maxT);
     ROW("vocab (padded)", "%d (%d)", V, m->Vp);
     ROW("output layer", "%s", c->untie ? "untied" : "tied to word embeddings");
-    ROW("parameters", "%zu", m->num_params);
-    ROW("micro / global batch", "%" PRIu64 " / %" PRIu64 " (%" PRIu64 " micro-batches)", c->mbs, c->gbs, nmicro);
+    ROW("parameters (rank 0)", "%zu", m->num_params);
+    ROW("micro / global batch", "%" PRIu64 " / %" PRIu64 " (%" PRIu64 " micro-batches per DP rank)", c->mbs, c->gbs, nmicro);
     ROW("train iters", "%" PRIu64, c->train_iters);
     ROW("lr / min lr / style", "%g / %g / %s", c->lr, c->min_lr, styles[c->decay_style]);
     ROW("adam beta1 / beta2 / eps", "%g / %g / %g", c->beta1, c->beta2, c->eps);
@@ -588,14 +853,16 @@ static void print_config(const struct config *c, const gpt_model *m, int V, uint
     ROW("tokenizer", "%s", vocab);
     ROW("eod mask loss", "%s", c->eod_mask ? "yes" : "no");
     ROW("log, eval interval / iters", "%" PRIu64 " / %" PRIu64 ", %" PRIu64, c->log_interval, c->eval_interval, c->eval_iters);
-    ROW("parallel (TP, PP, DP)", "1, 1, 1; %d OpenMP threads", threads);
+    ROW("parallel (TP, PP, DP)", "%d, %d, %d%s; %d OpenMP threads", P->tp_size, P->pp_size, P->dp_size,
+        P->dist_opt ? ", distributed optimizer" : "", threads);
+    ROW("communication", "%s", comm_backend());
 #undef ROW
     fprintf(stderr, "%s\n", sep);
 }
 
 /* ---- checkpoints (train/checkpoint.h; Megatron's save_checkpoint) -------- */
 
-static void save_checkpoint(const struct config *c, const gpt_model *m, const struct schedule *s,
+static void save_checkpoint(const struct config *c, const gpt_model *m, const struct par *P, const struct schedule *s,
                             uint64_t iteration, uint64_t consumed, uint64_t valid_cursor)
 {
     ckpt_state st;
@@ -612,10 +879,28 @@ static void save_checkpoint(const struct config *c, const gpt_model *m, const st
     st.decay_style = (uint32_t)s->style;
     char err[4600];
     double t0 = cli_now();
-    if (ckpt_save_rank(c->save, m, &st, err, sizeof err) != 0 || ckpt_write_latest(c->save, iteration, err, sizeof err) != 0)
+    /* One file per (TP, PP) rank, written by data-parallel rank 0.  With the
+       distributed optimizer the AdamW shards are gathered first, so the file
+       is the same as without it (and loads under either). */
+    gpt_model view = *m;
+    float *full = NULL;
+    if (P->dist_opt) {
+        size_t n = P->shard * (size_t)P->dp_size;
+        full = mallocCheck(2 * n * sizeof(float));
+        commCheck(comm_allgather(P->dp, full, P->mshard, P->shard), "optimizer state all-gather");
+        commCheck(comm_allgather(P->dp, full + n, P->vshard, P->shard), "optimizer state all-gather");
+        view.m = full;
+        view.v = full + n;
+    }
+    int rc = 0;
+    if (P->dp_rank == 0) rc = ckpt_save_rank(c->save, &view, &st, err, sizeof err);
+    free(full);
+    if (rc != 0) die(1, "rank %d: cannot save the checkpoint: %s\nhint: check the space and permissions of --save", world_rank, err);
+    commCheck(comm_barrier(P->world), "checkpoint barrier");
+    if (world_rank == 0 && ckpt_write_latest(c->save, iteration, err, sizeof err) != 0)
         die(1, "cannot save the checkpoint: %s\nhint: check the space and permissions of --save", err);
-    note("  successfully saved checkpoint from iteration %7" PRIu64 " to %s [ t 1/1, p 1/1 ] (%.2f s)", iteration,
-         c->save, cli_now() - t0);
+    note("  successfully saved checkpoint from iteration %7" PRIu64 " to %s [ t %d/%d, p %d/%d ] (%.2f s)", iteration,
+         c->save, P->tp_rank + 1, P->tp_size, P->pp_rank + 1, P->pp_size, cli_now() - t0);
 }
 
 /* Megatron's _check_and_set: the schedule must be the checkpoint's. */
@@ -628,27 +913,41 @@ static void check_sched(const char *dir, const char *name, double ours, double t
 }
 
 /* Restores weights, AdamW state and the counters; no checkpoint in dir
- * means starting afresh, as Megatron does (with a warning). */
-static void load_checkpoint(const struct config *c, gpt_model *m, const struct schedule *s, uint64_t *iteration,
-                            uint64_t *consumed, uint64_t *valid_cursor)
+ * means starting afresh, as Megatron does (with a warning).  Every rank
+ * reads its (TP, PP) file; a rank that fails ends the job. */
+static void load_checkpoint(const struct config *c, gpt_model *m, struct par *P, const struct schedule *s,
+                            uint64_t *iteration, uint64_t *consumed, uint64_t *valid_cursor)
 {
     char err[4600];
     uint64_t it;
     int rc = ckpt_read_latest(c->load, &it, err, sizeof err);
     if (rc == CKPT_ERR_NOT_FOUND) {
-        if (verbosity >= 1)
+        if (verbosity >= 1 && world_rank == 0)
             fprintf(stderr, PROG ": warning: no '" CKPT_LATEST_NAME "' in '%s'; starting from iteration 0\n", c->load);
         return;
     }
-    if (rc != 0) die(1, "cannot load the checkpoint: %s", err);
+    if (rc != 0) die(1, "rank %d: cannot load the checkpoint: %s", world_rank, err);
     note(" loading checkpoint from %s at iteration %" PRIu64, c->load, it);
     ckpt_state st;
-    rc = ckpt_load_rank(c->load, it, m, &st, err, sizeof err);
+    gpt_model view = *m;
+    float *full = NULL;
+    if (P->dist_opt) {
+        full = mallocCheck(2 * m->num_params * sizeof(float));
+        view.m = full;
+        view.v = full + m->num_params;
+    }
+    rc = ckpt_load_rank(c->load, it, &view, &st, err, sizeof err);
     if (rc != 0)
-        die(1, "cannot load the checkpoint: %s\nhint: %s", err,
-            rc == CKPT_ERR_MISMATCH ? "resume with the model flags of the saved run"
+        die(1, "rank %d: cannot load the checkpoint: %s\nhint: %s", world_rank, err,
+            rc == CKPT_ERR_MISMATCH ? "resume with the model flags and parallel sizes of the saved run"
             : rc == CKPT_ERR_CHECKSUM || rc == CKPT_ERR_FORMAT ? "the file is damaged; load an earlier iteration"
             : "check --load");
+    m->step = view.step;
+    if (P->dist_opt) {
+        memcpy(P->mshard, full + P->lo, (P->hi - P->lo) * sizeof(float));
+        memcpy(P->vshard, full + m->num_params + P->lo, (P->hi - P->lo) * sizeof(float));
+        free(full);
+    }
     static const char *styles[] = {"constant", "linear", "cosine"};
     if (st.decay_style != (uint32_t)s->style)
         die(1, "checkpoint in '%s': lr scheduler decay style is %s in the checkpoint but %s in this run", c->load,
@@ -664,15 +963,62 @@ static void load_checkpoint(const struct config *c, gpt_model *m, const struct s
     *iteration = st.iteration;
     *consumed = st.consumed_train_samples;
     *valid_cursor = st.consumed_valid_samples;
-    note("  successfully loaded checkpoint from %s [ t 1/1, p 1/1 ] at iteration %" PRIu64, c->load, it);
+    commCheck(comm_barrier(P->world), "checkpoint barrier");
+    note("  successfully loaded checkpoint from %s [ t %d/%d, p %d/%d ] at iteration %" PRIu64, c->load,
+         P->tp_rank + 1, P->tp_size, P->pp_rank + 1, P->pp_size, it);
+}
+
+/* -v -v: what each group's collectives moved per training iteration on
+ * this rank (evaluation and checkpoints included when they ran). */
+static void report_comm(const struct par *P, uint64_t iters, double seconds)
+{
+    static const char *const kinds[COMM_K_NUM] = {"all-reduce", "reduce-scatter", "all-gather", "broadcast",
+                                                  "send/recv"};
+    const mds_comm *groups[] = {P->tp, P->dp, P->pp, P->mp, P->emb, P->world};
+    static const char *const names[] = {"tp", "dp", "pp", "mp", "emb", "world"};
+    char line[1024];
+    int n = snprintf(line, sizeof line, "[rank %d] (t %d, d %d, p %d) %.1f ms/iter; per iteration:", P->rank,
+                     P->tp_rank, P->dp_rank, P->pp_rank, seconds * 1000.0 / (double)iters);
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+        comm_stats s;
+        comm_get_stats(groups[g], &s);
+        for (int k = 0; k < COMM_K_NUM; k++)
+            if (s.calls[k] && n < (int)sizeof line)
+                n += snprintf(line + n, sizeof line - (size_t)n, " %s %s %.1f calls %.0f bytes;", names[g], kinds[k],
+                              (double)s.calls[k] / (double)iters, (double)s.bytes_sent[k] / (double)iters);
+    }
+    fprintf(stderr, "%s\n", line);
 }
 
 int main(int argc, char **argv)
 {
+    struct par P;
+    memset(&P, 0, sizeof P);
+    if (comm_init(&argc, &argv, &P.world) != 0) {
+        fprintf(stderr, PROG ": cannot start the communication: %s\n", comm_error());
+        comm_abort(1);
+    }
+    world_rank = comm_rank(P.world);
+    P.rank = world_rank;
+    P.size = comm_size(P.world);
     struct config c;
     parse_args(argc, argv, &c);
     struct schedule sched;
     make_schedule(&c, &sched);
+    /* Megatron's initialize_model_parallel and validate_args */
+    if (P.size % (c.tp * c.pp))
+        usage_error("the world size %d is not divisible by tensor (%d) x pipeline (%d) model parallel sizes",
+                    P.size, c.tp, c.pp);
+    P.tp_size = c.tp;
+    P.pp_size = c.pp;
+    P.dp_size = P.size / (c.tp * c.pp);
+    P.dist_opt = c.dist_opt;
+    if (c.gbs % (c.mbs * (uint64_t)P.dp_size))
+        usage_error("--global-batch-size %" PRIu64 " is not divisible by micro-batch size (%" PRIu64
+                    ") times data parallel size (%d)", c.gbs, c.mbs, P.dp_size);
+    par_groups(&P);
+    int user_verbosity = verbosity;
+    if (world_rank != 0 && verbosity > 1) verbosity = 1;   /* notes and the table from rank 0 */
 
     /* tokenizer: only its size and EOD matter to training */
     int V;
@@ -712,15 +1058,29 @@ int main(int argc, char **argv)
     mc.init_method_std = (float)c.init_std;
     mc.layernorm_eps = (float)c.norm_eps;
     mc.seed = c.seed;
+    mc.tp_size = P.tp_size;
+    mc.tp_rank = P.tp_rank;
+    mc.pp_size = P.pp_size;
+    mc.pp_rank = P.pp_rank;
+    uint64_t nmicro = c.gbs / (c.mbs * (uint64_t)P.dp_size);
+    /* 1F1B keeps up to PP - stage micro-batches in flight */
+    uint64_t slots = (uint64_t)(P.pp_size - P.pp_rank);
+    mc.act_slots = (int)(slots < nmicro ? slots : nmicro);
     gpt_model model;
     char err[512];
     int rc = gpt_model_init(&model, &mc, (int)c.mbs, c.seq, err, sizeof err);
     if (rc == GPT_ERR_ARG) usage_error("%s", err);
-    if (rc) die(1, "cannot build the model: %s\nhint: use a smaller model or --micro-batch-size", gpt_strerror(rc));
-    uint64_t nmicro = c.gbs / c.mbs;
+    if (rc) die(1, "rank %d: cannot build the model: %s\nhint: use a smaller model or --micro-batch-size", world_rank,
+                gpt_strerror(rc));
+    gpt_tp_ops tp_ops = {P.tp, tp_allreduce_sum, tp_allreduce_max};
+    model.tp = &tp_ops;
+    if (P.dist_opt) setup_dist_opt(&model, &P);
     note("> padded vocab (size: %d) with %d dummy tokens (new size: %d)", V, model.Vp - V, model.Vp);
-    print_config(&c, &model, V, nmicro, vocab_desc);
-    note(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): %zu", model.num_params);
+    print_config(&c, &model, &P, V, nmicro, vocab_desc);
+    /* Megatron prints this from data-parallel rank 0 of every (TP, PP) rank */
+    if (user_verbosity >= 2 && P.dp_rank == 0)
+        fprintf(stderr, " > number of parameters on (tensor, pipeline) model parallel rank (%d, %d): %zu\n",
+                P.tp_rank, P.pp_rank, model.num_params);
 
     /* data: Megatron's builder sizes (training.py), then the pipeline */
     ds_gpt_config dc;
@@ -743,12 +1103,19 @@ int main(int argc, char **argv)
     if (c.tokenizer == TOK_NULL) dc.vocab_file = dc.merge_file = NULL;
     double t0 = cli_now();
     ds_pipeline *data = NULL;
-    rc = ds_pipeline_open(&dc, &data);
-    if (rc < 0) {
-        fprintf(stderr, PROG ": cannot build the training data: %s\nhint: check --data-path and --split\n",
-                data ? ds_pipeline_error(data) : ds_strerror(rc));
-        ds_pipeline_close(data);
-        exit(1);
+    /* With a cache directory rank 0 builds (and writes) the index arrays
+       first and the others then map them, as Megatron does. */
+    for (int turn = 0; turn < 2; turn++) {
+        if ((turn == 0) == (world_rank == 0)) {
+            rc = ds_pipeline_open(&dc, &data);
+            if (rc < 0) {
+                fprintf(stderr, PROG ": cannot build the training data: %s\nhint: check --data-path and --split\n",
+                        data ? ds_pipeline_error(data) : ds_strerror(rc));
+                ds_pipeline_close(data);
+                comm_abort(1);
+            }
+        }
+        if (c.cache) commCheck(comm_barrier(P.world), "data barrier");
     }
     note("> built the data pipeline in %.2f s: train %" PRIu64 ", validation %" PRIu64 ", test %" PRIu64 " samples",
          cli_now() - t0, ds_pipeline_length(data, DS_SPLIT_TRAIN), ds_pipeline_length(data, DS_SPLIT_VALID),
@@ -772,87 +1139,100 @@ int main(int argc, char **argv)
     double interval_time = 0, interval_loss = 0;
     uint64_t interval_iters = 0;
     uint64_t iteration = 0;
-    if (c.load) load_checkpoint(&c, &model, &sched, &iteration, &consumed, &valid_cursor);
+    if (c.load) load_checkpoint(&c, &model, &P, &sched, &iteration, &consumed, &valid_cursor);
     uint64_t last_saved = c.load ? iteration : UINT64_MAX;
+    int log_rank = world_rank == P.size - 1;   /* Megatron's print_rank_last */
+    int last_stage = P.pp_rank == P.pp_size - 1;
     note("> training for %" PRIu64 " iterations ...", c.train_iters);
+    comm_reset_stats(P.world); comm_reset_stats(P.tp); comm_reset_stats(P.dp); comm_reset_stats(P.pp);
+    comm_reset_stats(P.mp); comm_reset_stats(P.emb);
+    uint64_t iters_run = 0;
+    double run_start = cli_now();
     while (iteration < c.train_iters) {
         double ts = cli_now();
         double lr = sched_lr(&sched, (double)consumed);
         gpt_zero_grad(&model);
-        double ls_sum = 0, nt_sum = 0;
-        for (uint64_t j = 0; j < nmicro; j++) {
-            load_micro_batch(data, DS_SPLIT_TRAIN, consumed + j * c.mbs, (int)c.mbs, c.seq, V, &b);
-            double ls, nt;
-            gpt_forward(&model, b.inputs, b.targets, b.mask, &ls, &nt);
-            gpt_backward(&model, 1.0f / (float)nmicro);
-            ls_sum += ls;
-            nt_sum += nt;
-        }
-        double loss = nt_sum > 0 ? ls_sum / nt_sum : 0.0;
-        double norm = gpt_grad_norm(&model);
+        struct step st = {.m = &model, .P = &P, .data = data, .split = DS_SPLIT_TRAIN, .V = V, .base = consumed,
+                          .nmicro = nmicro, .scale = 1.0f / (float)(nmicro * (uint64_t)P.dp_size), .b = &b};
+        run_schedule(&st);
+        double norm = reduce_grads(&model, &P);
+        double loss = last_stage ? dp_mean_loss(&P, st.ls, st.nt) : 0.0;
         if (!isfinite(loss) || !isfinite(norm))
             die(1, "loss or gradient norm is not finite at iteration %" PRIu64 " (loss %g, norm %g)\n"
                    "hint: lower --lr or raise --lr-warmup-iters", iteration + 1, loss, norm);
-        gpt_update(&model, (float)lr, (float)c.beta1, (float)c.beta2, (float)c.eps, (float)c.wd,
-                   global_norm_clip_scale((float)norm, (float)c.clip));
+        apply_update(&model, &P, &c, lr, norm);
         iteration++;
+        iters_run++;
         consumed += c.gbs;
         interval_time += cli_now() - ts;
         interval_loss += loss;
         interval_iters++;
 
         if (iteration % c.log_interval == 0) {
-            double per_iter = interval_time / (double)interval_iters;
-            char ts_s[64], eta[32];
-            timestamp(ts_s, sizeof ts_s);
-            format_eta(per_iter * (double)(c.train_iters - iteration), eta, sizeof eta);
-            printf(" [%s] iteration %8" PRIu64 "/%8" PRIu64 " | consumed samples: %12" PRIu64
-                   " | elapsed time per iteration (ms): %.1f | throughput per GPU (TFLOP/s/GPU): %.1f"
-                   " | learning rate: %.6E | global batch size: %5" PRIu64 " | lm loss: %.6E"
-                   " | loss scale: %.1f | grad norm: %.3f | number of skipped iterations: %3d"
-                   " | number of nan iterations: %3d | tokens per second: %.1f | ETA: %s |\n",
-                   ts_s, iteration, c.train_iters, consumed, per_iter * 1000.0,
-                   flops_per_iter / per_iter / 1e12, sched_lr(&sched, (double)consumed), c.gbs,
-                   interval_loss / (double)interval_iters, 1.0, norm, 0, 0,
-                   (double)c.gbs * c.seq / per_iter, eta);
-            fflush(stdout);
+            if (log_rank) {
+                double per_iter = interval_time / (double)interval_iters;
+                char ts_s[64], eta[32];
+                timestamp(ts_s, sizeof ts_s);
+                format_eta(per_iter * (double)(c.train_iters - iteration), eta, sizeof eta);
+                printf(" [%s] iteration %8" PRIu64 "/%8" PRIu64 " | consumed samples: %12" PRIu64
+                       " | elapsed time per iteration (ms): %.1f | throughput per GPU (TFLOP/s/GPU): %.1f"
+                       " | learning rate: %.6E | global batch size: %5" PRIu64 " | lm loss: %.6E"
+                       " | loss scale: %.1f | grad norm: %.3f | number of skipped iterations: %3d"
+                       " | number of nan iterations: %3d | tokens per second: %.1f | ETA: %s |\n",
+                       ts_s, iteration, c.train_iters, consumed, per_iter * 1000.0,
+                       flops_per_iter / per_iter / 1e12 / (double)P.size, sched_lr(&sched, (double)consumed), c.gbs,
+                       interval_loss / (double)interval_iters, 1.0, norm, 0, 0,
+                       (double)c.gbs * c.seq / per_iter, eta);
+                if (user_verbosity >= 3)
+                    printf(" [rank %d] lm loss %.9e grad norm %.9e\n", world_rank, interval_loss / (double)interval_iters,
+                           norm);
+                fflush(stdout);
+            }
             interval_time = interval_loss = 0;
             interval_iters = 0;
         }
         if (do_valid && c.eval_interval && iteration % c.eval_interval == 0) {
             char prefix[64];
             snprintf(prefix, sizeof prefix, "iteration %" PRIu64, iteration);
-            print_validation(prefix, evaluate(&model, data, DS_SPLIT_VALID, &valid_cursor, c.eval_iters,
-                                              nmicro, V, &b));
+            double vl = evaluate(&model, &P, data, DS_SPLIT_VALID, &valid_cursor, c.eval_iters, nmicro, V, &b);
+            if (log_rank) print_validation(prefix, vl);
         }
         if (c.save && c.save_interval && iteration % c.save_interval == 0) {
-            save_checkpoint(&c, &model, &sched, iteration, consumed, valid_cursor);
+            save_checkpoint(&c, &model, &P, &sched, iteration, consumed, valid_cursor);
             last_saved = iteration;
         }
         if (c.exit_interval && iteration % c.exit_interval == 0) {
             if (c.save && last_saved != iteration) {
-                save_checkpoint(&c, &model, &sched, iteration, consumed, valid_cursor);
+                save_checkpoint(&c, &model, &P, &sched, iteration, consumed, valid_cursor);
                 last_saved = iteration;
             }
             note("exiting program at iteration %" PRIu64, iteration);
             break;
         }
     }
+    double run_time = cli_now() - run_start;
     if (c.save && last_saved != iteration)
-        save_checkpoint(&c, &model, &sched, iteration, consumed, valid_cursor);
+        save_checkpoint(&c, &model, &P, &sched, iteration, consumed, valid_cursor);
     char prefix[96];
     if (do_valid) {
         snprintf(prefix, sizeof prefix, "iteration %" PRIu64 " on validation set", iteration);
-        print_validation(prefix, evaluate(&model, data, DS_SPLIT_VALID, &valid_cursor, c.eval_iters, nmicro, V, &b));
+        double vl = evaluate(&model, &P, data, DS_SPLIT_VALID, &valid_cursor, c.eval_iters, nmicro, V, &b);
+        if (log_rank) print_validation(prefix, vl);
     }
     if (do_test) {
         uint64_t test_cursor = 0;
         snprintf(prefix, sizeof prefix, "iteration %" PRIu64 " on test set", iteration);
-        print_validation(prefix, evaluate(&model, data, DS_SPLIT_TEST, &test_cursor, c.eval_iters, nmicro, V, &b));
+        double tl = evaluate(&model, &P, data, DS_SPLIT_TEST, &test_cursor, c.eval_iters, nmicro, V, &b);
+        if (log_rank) print_validation(prefix, tl);
     }
+    if (user_verbosity >= 3 && iters_run)
+        report_comm(&P, iters_run, run_time);
     free(b.inputs); free(b.targets); free(b.mask); free(b.tok); free(b.lab); free(b.lm);
     ds_pipeline_close(data);
     gpt_model_free(&model);
+    par_free(&P);
+    comm_free(P.world);
+    comm_finalize();
     free(c.data_path);
     free(vocab_path);
     free(merge_path);

@@ -55,11 +55,19 @@ static void test_config(void)
     CHECK(gpt_config_check(&c, err, sizeof err) == GPT_ERR_ARG && strstr(err, "multiple"));
     c.num_heads = 4;
     c.tp_size = 2;
-    CHECK(gpt_config_check(&c, err, sizeof err) == GPT_ERR_ARG && strstr(err, "tensor"));
+    c.tp_rank = 1;
+    CHECK(gpt_config_check(&c, err, sizeof err) == 0);
     CHECK(gpt_padded_vocab_size(&c) == 50432);  /* multiple of 128 * 2 */
+    c.tp_rank = 2;
+    CHECK(gpt_config_check(&c, err, sizeof err) == GPT_ERR_ARG && strstr(err, "out of range"));
+    c.tp_size = 3;
+    c.tp_rank = 0;
+    CHECK(gpt_config_check(&c, err, sizeof err) == GPT_ERR_ARG && strstr(err, "heads 4 is not divisible by the tensor"));
     c.tp_size = 1;
     c.pp_size = 2;
-    CHECK(gpt_config_check(&c, err, sizeof err) == GPT_ERR_ARG && strstr(err, "pipeline"));
+    CHECK(gpt_config_check(&c, err, sizeof err) == 0);
+    c.pp_size = 3;
+    CHECK(gpt_config_check(&c, err, sizeof err) == GPT_ERR_ARG && strstr(err, "layers 2 is not divisible by the pipeline"));
     c.pp_size = 1;
     gpt_model m;
     CHECK(gpt_model_init(&m, &c, 1, 65, err, sizeof err) == GPT_ERR_ARG);  /* T > maxT */

@@ -1,0 +1,115 @@
+/*
+ * comm.h - the trainer's communicator: one interface for every collective the
+ * parallel trainer needs (all-reduce, reduce-scatter, all-gather, broadcast,
+ * point-to-point send/receive, splitting into groups).  This file has an MPI
+ * implementation (train/comm.c built with mpicc, MDS_HAVE_MPI) and a
+ * one-process implementation (the same file without MPI) in which every
+ * group has one rank; the NCCL implementation of the CUDA backend goes
+ * behind the same declarations.
+ *
+ * Determinism.  Every SUM is computed in rank order: a rank's share of the
+ * result is the sum, in the order rank 0, 1, ..., p-1, of every rank's
+ * contribution, and the shares are then gathered.  So the result is the
+ * same on every rank and from run to run whatever algorithm the transport
+ * picks (MPI's own MPI_Allreduce gives no such promise), which is what makes
+ * a resumed parallel run bitwise identical to a straight one.  The data
+ * moved equals a ring all-reduce's: 2 (p-1)/p N elements sent per rank.
+ *
+ * Failure.  A function that fails returns a negative value and leaves a
+ * one-line message in comm_error(); the trainer then calls comm_abort(),
+ * which ends every rank of the job (MPI_Abort): a failing rank never leaves
+ * the others waiting in a collective.
+ *
+ * Counters.  Each communicator counts the calls and the bytes this rank
+ * sent per kind of operation (comm_stats), for `make bench` and -v.
+ *
+ * Thread safety: one thread calls into a communicator at a time.
+ */
+#ifndef MDS_COMM_H
+#define MDS_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mds_comm mds_comm;
+
+enum comm_dtype { COMM_F32, COMM_F64 };
+enum comm_op { COMM_SUM, COMM_MAX };
+
+/* Kinds of operation the counters distinguish. */
+enum comm_kind { COMM_K_ALLREDUCE, COMM_K_REDUCE_SCATTER, COMM_K_ALLGATHER, COMM_K_BROADCAST, COMM_K_P2P,
+                 COMM_K_NUM };
+
+typedef struct comm_stats {
+    uint64_t calls[COMM_K_NUM];
+    uint64_t bytes_sent[COMM_K_NUM];   /* bytes this rank sent */
+} comm_stats;
+
+/*
+ * comm_init() - start the transport and return the world communicator.
+ * With MPI: MPI_Init (when a launcher, mpirun or srun with PMI, started the
+ * job the world has its ranks).  The local rank comes from the launcher's
+ * environment (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID,
+ * PMI_LOCAL_RANK) or else from MPI's shared-memory split.  Without MPI the
+ * world has one rank.  A world of one rank while Slurm announces several
+ * tasks (SLURM_NTASKS > 1) means srun could not wire MPI up: that is an
+ * error, not N separate trainings.
+ * @return : 0, or -1 with a message in comm_error().
+ */
+int comm_init(int *argc, char ***argv, mds_comm **world);
+
+/* End the transport (MPI_Finalize); the world and every group must be freed. */
+void comm_finalize(void);
+
+/* End every rank of the job with exit status code (after flushing stdio). */
+void comm_abort(int code) __attribute__((noreturn));
+
+int comm_rank(const mds_comm *c);
+int comm_size(const mds_comm *c);
+int comm_local_rank(void);             /* the rank within the node; 0 without a launcher */
+const char *comm_backend(void);        /* "MPI (Open MPI 4.1.4)", "none (one process)" */
+const char *comm_error(void);          /* the last failure's message */
+
+/*
+ * comm_split() - the ranks of c with the same color form a group, ordered
+ * by key (ties by rank in c); MPI_Comm_split.  Collective over c.
+ */
+int comm_split(mds_comm *c, int color, int key, mds_comm **out);
+void comm_free(mds_comm *c);
+
+/* In-place all-reduce of n elements; SUM in rank order (see above). */
+int comm_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op);
+
+/*
+ * comm_reduce_scatter() - in holds size*chunk floats; rank r receives in
+ * out the rank-ordered sum of every rank's in[r*chunk, (r+1)*chunk).
+ */
+int comm_reduce_scatter(mds_comm *c, float *out, const float *in, size_t chunk);
+
+/* comm_allgather() - out (size*chunk floats) = every rank's in, in rank order.
+ * in may equal out + rank*chunk (in place). */
+int comm_allgather(mds_comm *c, float *out, const float *in, size_t chunk);
+
+int comm_broadcast(mds_comm *c, void *buf, size_t bytes, int root);
+int comm_barrier(mds_comm *c);
+
+/*
+ * comm_sendrecv() - send sbytes of sbuf to rank speer and receive rbytes
+ * into rbuf from rank rpeer, both at once (neither waits for the other, so
+ * two neighbours may exchange without deadlock).  A peer < 0 skips that
+ * half.  Messages between two ranks arrive in the order they were sent.
+ */
+int comm_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void *rbuf, size_t rbytes, int rpeer);
+
+void comm_get_stats(const mds_comm *c, comm_stats *s);
+void comm_reset_stats(mds_comm *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MDS_COMM_H */
