@@ -1,0 +1,257 @@
+#!/usr/bin/python3
+"""make_reference.py - write the PyTorch reference files that
+tests/unit/test_reference.c holds the C model (train/model.c) to.
+
+Run by hand from the repository root (not by `make test`; CI needs no torch):
+
+    /usr/bin/python3 tests/reference/make_reference.py
+
+It needs only python3-torch (Debian's 1.13) and python3-numpy.  It writes
+
+    tests/data/reference/gpt_tiny.bin         tied output layer (the default)
+    tests/data/reference/gpt_tiny_untied.bin  --untie-embeddings-and-output-weights
+
+and prints, for each, how far the same computation in float64 lies from the
+float32 one that is stored: that is the size of fp32 rounding noise, which
+the tolerances of test_reference.c must exceed and nothing else may.
+
+The model is Megatron's GPT written here from its definition, in plain
+torch ops, on purpose not ported from model.c (llm.c's train_gpt2.py /
+test_gpt2.c arrangement, trainer-notes 1.2):
+  - h = wte[token] + wpe[position]  (learned absolute positions, from 0);
+  - L pre-LayerNorm blocks (eps 1e-5, biased variance):
+      h = h + proj(attn(LN1(h))),  h = h + fc2(gelu_tanh(fc1(LN2(h))));
+    attention is causal multi-head with a fused QKV linear whose per-token
+    output is [q | k | v], each C wide, head j at columns j*hs of each
+    (mds's layout, kernels/kernels.h), scores scaled by 1/sqrt(hs); every
+    linear has a bias; ffn = 4C; GELU is the tanh approximation;
+  - final LayerNorm, then logits = h @ W^T with W = wte (tied, no bias) or
+    a separate output weight (untied), over the PADDED vocabulary;
+  - loss = sum(ce * mask) / sum(mask) (Megatron's masked mean), where ce is
+    the cross entropy of the softmax over all Vp columns (padding included).
+No dropout.  Training: 10 steps on the same batch, each: zero grads,
+forward, backward, clip as Megatron's clip_grad_norm_ (global L2 norm over
+all gradients; multiply by clip / (norm + 1e-6) when that is < 1), then
+torch.optim.AdamW with two groups: weight decay on the weight matrices and
+the embeddings, none on biases and LayerNorm parameters.
+
+Weights are NOT mds's initialisation: they are drawn here with a fixed torch
+seed and larger spread than Megatron's init (so that gradients and logits
+are generic, not near-uniform), LayerNorm weights and all biases included.
+
+File format (little-endian; version 1):
+  header, 32 slots of 4 bytes (128 bytes):
+    int32  [0] magic 0x4652444d ("MDRF")   [1] version 1
+           [2] num_layers L   [3] hidden_size C   [4] num_heads NH
+           [5] ffn_hidden_size F   [6] max_position_embeddings maxT
+           [7] vocab_size V   [8] make_vocab_size_divisible_by
+           [9] padded vocab Vp   [10] untie_embeddings (0/1)
+           [11] micro-batch B   [12] sequence length T   [13] steps S
+           [14] number of parameters P (floats)   [15] 0
+    float32 [16] lr  [17] beta1  [18] beta2  [19] adam eps
+            [20] weight decay  [21] clip grad  [22] layernorm eps
+            [23..31] 0
+  then, packed in this order:
+    int32   inputs   (B, T)
+    int32   targets  (B, T)
+    float32 mask     (B, T)      loss mask, with zeros
+    float32 params   (P)         in mds's storage order (model.h gpt_params):
+              wte (Vp,C), wpe (maxT,C), ln1w (L,C), ln1b (L,C),
+              qkvw (L,3C,C), qkvb (L,3C), attprojw (L,C,C), attprojb (L,C),
+              ln2w (L,C), ln2b (L,C), fcw (L,F,C), fcb (L,F),
+              fcprojw (L,C,F), fcprojb (L,C), lnfw (C), lnfb (C),
+              outw (Vp,C) only when untied
+    float32 logits   (B, T, Vp)  of the first forward
+    float32 loss     (1)         of the first forward
+    float32 grads    (P)         of that loss, same order as params
+    float32 losses   (S)         loss before each of the S AdamW steps
+                                 (losses[0] == loss)
+    float32 norms    (S)         gradient L2 norm before clipping, per step
+  and nothing after (the reader checks the exact size).
+"""
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+MAGIC = 0x4652444D
+VERSION = 1
+
+CFG = dict(L=2, C=20, NH=4, maxT=16, V=60, div=64, B=2, T=13, steps=10)
+HP = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, wd=0.01, clip=1.0, ln_eps=1e-5)
+SEED = 5  # issue 5
+
+# mds's storage order; True where the tensor takes weight decay.
+ORDER = [("wte", True), ("wpe", True), ("ln1w", False), ("ln1b", False),
+         ("qkvw", True), ("qkvb", False), ("attprojw", True), ("attprojb", False),
+         ("ln2w", False), ("ln2b", False), ("fcw", True), ("fcb", False),
+         ("fcprojw", True), ("fcprojb", False), ("lnfw", False), ("lnfb", False),
+         ("outw", True)]
+
+
+def padded_vocab(V, div):
+    return (V + div - 1) // div * div
+
+
+def draw_weights(untie):
+    """Weights in float32, keyed by mds's names, shapes as in model.h."""
+    L, C, maxT = CFG["L"], CFG["C"], CFG["maxT"]
+    Fh, Vp = 4 * C, padded_vocab(CFG["V"], CFG["div"])
+    g = torch.Generator().manual_seed(SEED)
+
+    def n(*shape, std=1.0, mean=0.0):
+        return mean + std * torch.randn(*shape, generator=g, dtype=torch.float32)
+
+    w = {
+        "wte": n(Vp, C, std=0.3), "wpe": n(maxT, C, std=0.1),
+        "ln1w": n(L, C, std=0.1, mean=1.0), "ln1b": n(L, C, std=0.1),
+        "qkvw": n(L, 3 * C, C, std=0.2), "qkvb": n(L, 3 * C, std=0.1),
+        "attprojw": n(L, C, C, std=0.2), "attprojb": n(L, C, std=0.1),
+        "ln2w": n(L, C, std=0.1, mean=1.0), "ln2b": n(L, C, std=0.1),
+        "fcw": n(L, Fh, C, std=0.2), "fcb": n(L, Fh, std=0.1),
+        "fcprojw": n(L, C, Fh, std=0.1), "fcprojb": n(L, C, std=0.1),
+        "lnfw": n(C, std=0.1, mean=1.0), "lnfb": n(C, std=0.1),
+    }
+    if untie:
+        w["outw"] = n(Vp, C, std=0.3)
+    return w
+
+
+def draw_batch():
+    B, T, V = CFG["B"], CFG["T"], CFG["V"]
+    g = torch.Generator().manual_seed(SEED + 1)
+    inputs = torch.randint(0, V, (B, T), generator=g, dtype=torch.int64)
+    targets = torch.randint(0, V, (B, T), generator=g, dtype=torch.int64)
+    inputs[0, 0], targets[1, -1] = V - 1, V - 1   # the last real token id
+    mask = (torch.rand(B, T, generator=g) > 0.25).to(torch.float32)
+    mask[0, 2] = mask[1, 0] = 0.0                  # zeros in both rows for sure
+    mask[0, 0] = 1.0
+    return inputs, targets, mask
+
+
+def gpt_loss(p, inputs, targets, mask):
+    """Megatron GPT forward: returns (logits (B,T,Vp), loss)."""
+    L, C, NH = CFG["L"], CFG["C"], CFG["NH"]
+    B, T = inputs.shape
+    hs = C // NH
+    eps = HP["ln_eps"]
+    h = F.embedding(inputs, p["wte"]) + p["wpe"][:T].unsqueeze(0)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    for l in range(L):
+        x = F.layer_norm(h, (C,), p["ln1w"][l], p["ln1b"][l], eps)
+        qkv = F.linear(x, p["qkvw"][l], p["qkvb"][l])                 # (B, T, 3C)
+        q, k, v = qkv.split(C, dim=-1)                                 # [q | k | v]
+        q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in (q, k, v))  # (B, NH, T, hs)
+        scores = (q @ k.transpose(-2, -1)) / (hs ** 0.5)
+        scores = scores.masked_fill(~causal, float("-inf"))
+        y = torch.softmax(scores, dim=-1) @ v                          # (B, NH, T, hs)
+        y = y.transpose(1, 2).reshape(B, T, C)
+        h = h + F.linear(y, p["attprojw"][l], p["attprojb"][l])
+        x = F.layer_norm(h, (C,), p["ln2w"][l], p["ln2b"][l], eps)
+        x = F.gelu(F.linear(x, p["fcw"][l], p["fcb"][l]), approximate="tanh")
+        h = h + F.linear(x, p["fcprojw"][l], p["fcprojb"][l])
+    h = F.layer_norm(h, (C,), p["lnfw"], p["lnfb"], eps)
+    logits = F.linear(h, p["outw"] if "outw" in p else p["wte"])      # (B, T, Vp)
+    ce = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(-1), reduction="none")
+    m = mask.reshape(-1)
+    loss = torch.sum(ce * m) / m.sum()
+    return logits, loss
+
+
+def clip_grad_norm(params, max_norm):
+    """Megatron's clip_grad_norm_ (L2): returns the norm before clipping."""
+    norm = torch.sqrt(sum(torch.sum(q.grad * q.grad) for q in params))
+    coeff = max_norm / (norm + 1.0e-6)
+    if coeff < 1.0:
+        for q in params:
+            q.grad.mul_(coeff)
+    return norm
+
+
+def run(weights, dtype, inputs, targets, mask):
+    """First forward/backward, then the training steps, in dtype."""
+    p = {k: v.to(dtype).clone().requires_grad_(True) for k, v in weights.items()}
+    names = [k for k, _ in ORDER if k in p]
+    decay = [p[k] for k, d in ORDER if k in p and d]
+    no_decay = [p[k] for k, d in ORDER if k in p and not d]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": HP["wd"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=HP["lr"], betas=(HP["beta1"], HP["beta2"]), eps=HP["eps"])
+    mask = mask.to(dtype)
+    out = {"losses": [], "norms": []}
+    for step in range(CFG["steps"]):
+        opt.zero_grad(set_to_none=False)
+        logits, loss = gpt_loss(p, inputs, targets, mask)
+        loss.backward()
+        if step == 0:
+            out["logits"] = logits.detach().clone()
+            out["loss"] = loss.detach().clone()
+            out["grads"] = {k: p[k].grad.detach().clone() for k in names}
+        out["losses"].append(loss.item())
+        out["norms"].append(clip_grad_norm([p[k] for k in names], HP["clip"]).item())
+        opt.step()
+    return out
+
+
+def f32(t):
+    return np.ascontiguousarray(t.detach().to(torch.float32).numpy(), dtype="<f4").tobytes()
+
+
+def write(path, weights, inputs, targets, mask, r, untie):
+    C = CFG["C"]
+    Vp = padded_vocab(CFG["V"], CFG["div"])
+    names = [k for k, _ in ORDER if k in weights]
+    P = sum(weights[k].numel() for k in names)
+    ints = [MAGIC, VERSION, CFG["L"], C, CFG["NH"], 4 * C, CFG["maxT"], CFG["V"], CFG["div"], Vp,
+            int(untie), CFG["B"], CFG["T"], CFG["steps"], P, 0]
+    floats = [HP["lr"], HP["beta1"], HP["beta2"], HP["eps"], HP["wd"], HP["clip"], HP["ln_eps"]]
+    floats += [0.0] * (16 - len(floats))
+    data = struct.pack("<16i16f", *ints, *floats)
+    data += np.ascontiguousarray(inputs.numpy(), dtype="<i4").tobytes()
+    data += np.ascontiguousarray(targets.numpy(), dtype="<i4").tobytes()
+    data += f32(mask)
+    data += b"".join(f32(weights[k]) for k in names)
+    data += f32(r["logits"]) + f32(r["loss"].reshape(1))
+    data += b"".join(f32(r["grads"][k]) for k in names)
+    data += f32(torch.tensor(r["losses"])) + f32(torch.tensor(r["norms"]))
+    with open(path, "wb") as f:
+        f.write(data)
+    return len(data), P
+
+
+def noise_report(r32, r64):
+    """How far float32 lies from float64 for the same weights."""
+    def rel(a, b):
+        return (a.double() - b).abs().max().item() / b.abs().max().item()
+    lg = (r32["logits"].double() - r64["logits"]).abs().max().item()
+    gmax = max((r32["grads"][k].double() - r64["grads"][k]).abs().max().item() for k in r64["grads"])
+    grel = max(rel(r32["grads"][k], r64["grads"][k]) for k in r64["grads"])
+    ls = max(abs(a - b) / abs(b) for a, b in zip(r32["losses"], r64["losses"]))
+    print("  fp32 vs fp64: logits max abs %.2e, loss rel %.2e, grads max abs %.2e "
+          "(max per-tensor %.2e of the tensor's largest), 10-step losses max rel %.2e"
+          % (lg, abs(r32["loss"].item() - r64["loss"].item()) / r64["loss"].item(), gmax, grel, ls))
+
+
+def main():
+    torch.set_num_threads(1)  # one summation order, the same on every run
+    out_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "reference")
+    os.makedirs(out_dir, exist_ok=True)
+    inputs, targets, mask = draw_batch()
+    for untie, name in ((0, "gpt_tiny.bin"), (1, "gpt_tiny_untied.bin")):
+        w = draw_weights(untie)
+        r32 = run(w, torch.float32, inputs, targets, mask)
+        r64 = run(w, torch.float64, inputs, targets, mask)
+        path = os.path.join(out_dir, name)
+        size, P = write(path, w, inputs, targets, mask, r32, untie)
+        print("%s: %d bytes, %d parameters, torch %s" % (os.path.relpath(path), size, P, torch.__version__))
+        print("  loss %.6f; losses %s" % (r32["loss"].item(), " ".join("%.6f" % x for x in r32["losses"])))
+        print("  grad norms %s" % " ".join("%.4f" % x for x in r32["norms"]))
+        noise_report(r32, r64)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
