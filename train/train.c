@@ -1184,7 +1184,7 @@ int main(int argc, char **argv)
                        interval_loss / (double)interval_iters, 1.0, norm, 0, 0,
                        (double)c.gbs * c.seq / per_iter, eta);
                 if (user_verbosity >= 3)
-                    printf(" [rank %d] lm loss %.9e grad norm %.9e\n", world_rank, interval_loss / (double)interval_iters,
+                    printf(" [rank %d] lm loss %.17g grad norm %.17g\n", world_rank, interval_loss / (double)interval_iters,
                            norm);
                 fflush(stdout);
             }

@@ -113,8 +113,9 @@ BASE="--mock-data $TINY --train-iters 1 --lr 1e-3"
 run_expect refuse_bf16 2 "'--bf16' is not supported yet" "$MDSTRAIN" $BASE --bf16
 run_expect refuse_fp16 2 "'--fp16' is not supported yet" "$MDSTRAIN" $BASE --fp16
 run_expect refuse_sp 2 "'--sequence-parallel' is not supported yet" "$MDSTRAIN" $BASE --sequence-parallel
-run_expect refuse_tp 2 "tensor-model-parallel-size' other than 1" "$MDSTRAIN" $BASE --tensor-model-parallel-size 2
-run_expect refuse_pp 2 "pipeline-model-parallel-size' other than 1" "$MDSTRAIN" $BASE --pipeline-model-parallel-size 2
+# parallel sizes that one process cannot hold (the MPI runs: test_parallel.sh)
+run_expect world_tp 2 "world size 1 is not divisible by tensor \\(2\\) x pipeline \\(1\\)" "$MDSTRAIN" $BASE --tensor-model-parallel-size 2
+run_expect world_pp 2 "world size 1 is not divisible by tensor \\(1\\) x pipeline \\(2\\)" "$MDSTRAIN" $BASE --pipeline-model-parallel-size 2
 run_expect unknown_flag 2 "unknown option '--no-such-flag'" "$MDSTRAIN" $BASE --no-such-flag
 run_expect missing_lr 2 "missing --lr" "$MDSTRAIN" --mock-data $TINY --train-iters 1
 run_expect both_lengths 2 "exactly one of --train-iters and --train-samples" "$MDSTRAIN" $BASE --train-samples 4

@@ -1,0 +1,159 @@
+#!/bin/sh
+# test_parallel.sh - mdstrain over MPI (Open MPI's mpirun, oversubscribed on
+# this 2-core machine): tensor, pipeline and data parallelism and the
+# distributed optimizer each train a tiny GPT for 5 iterations with the
+# losses and gradient norms of the one-process run; checkpoints of a
+# TP2 x PP2 x DP2 job resume bitwise; a failing rank ends the whole job with
+# its message within seconds; bad layouts are refused once, exit 2.
+#
+# Tolerance (fp32 model, losses summed in double): 2e-7 relative on the loss
+# and 1e-5 on the gradient norm.  The parallel runs sum the same numbers in
+# other orders (TP splits dot products, DP sums gradients rank by rank, the
+# norm is summed per rank), so agreement is to fp32 rounding, not bitwise;
+# what is seen is about 1e-8 on losses and 1e-6 on norms.  About 20 s.
+. tests/cli/lib.sh
+MDSTRAIN=${MDSTRAIN:-$BUILD/mdstrain}
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+# Open MPI: run as root in CI containers, more ranks than cores, and no
+# cross-memory attach (often forbidden in containers)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_hwloc_base_binding_policy=none
+# Open MPI's own allocations outlive MPI_Finalize: no leak report under ASan
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+MPIRUN=${MPIRUN:-mpirun}
+
+if ! command -v "$MPIRUN" >/dev/null 2>&1; then
+    fail "mpirun_present (install openmpi-bin: make deps)"; finish
+fi
+if ! "$MDSTRAIN" --version | grep -q 'MPI ('; then
+    fail "mdstrain_built_with_mpi ($("$MDSTRAIN" --version))"; finish
+fi
+
+# 4 layers (PP4 gets one each), 4 heads (TP4 gets one each), vocabulary
+# 127 + EOD padded to 8 x TP; 8 micro-batches of 1 per iteration so the
+# 1F1B schedule has warm-up, steady and cool-down phases.
+TINY="--mock-data --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 8
+      --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --max-position-embeddings 16
+      --micro-batch-size 1 --global-batch-size 8 --train-iters 5 --lr 1e-2 --lr-warmup-iters 1
+      --log-interval 1 --eval-iters 0 -q -v -v"
+# the exact loss and norm lines that -v -v adds on the logging rank
+exact() { sed -n 's/^ \[rank [0-9]*\] lm loss \([^ ]*\) grad norm \([^ ]*\)$/\1 \2/p' "$1"; }
+
+# shellcheck disable=SC2086
+"$MDSTRAIN" $TINY >"$T/ref.log" 2>"$T/err"
+check single_exit0 test $? -eq 0
+exact "$T/ref.log" >"$T/ref"
+check single_5_iters test "$(wc -l <"$T/ref")" -eq 5
+
+# close FILE: every line's loss within 2e-7 and norm within 1e-5 (relative) of ref
+close() {
+    test "$(wc -l <"$1")" -eq 5 && paste -d' ' "$T/ref" "$1" | awk '
+        function rel(a, b) { d = a - b; if (d < 0) d = -d; return d / (a < 0 ? -a : a) }
+        { if (rel($1, $3) > 2e-7 || rel($2, $4) > 1e-5) { print "  differs: " $0 > "/dev/stderr"; bad = 1 } }
+        END { exit bad }'
+}
+# par NAME RANKS FLAGS...: a parallel run of TINY compared with the single one
+par() {
+    name=$1 np=$2; shift 2
+    # shellcheck disable=SC2086
+    timeout 120 "$MPIRUN" -np "$np" "$MDSTRAIN" $TINY "$@" >"$T/$name.log" 2>"$T/$name.err"
+    rc=$?
+    exact "$T/$name.log" >"$T/$name"
+    if [ "$rc" -eq 0 ] && close "$T/$name"; then ok "$name"
+    else fail "$name (exit $rc)"; tail -5 "$T/$name.err" >&2; fi
+}
+par tp2 2 --tensor-model-parallel-size 2
+par tp4 4 --tensor-model-parallel-size 4
+par pp2 2 --pipeline-model-parallel-size 2
+par pp4 4 --pipeline-model-parallel-size 4
+par dp4 4
+par dp4_distopt 4 --use-distributed-optimizer
+par tp2_pp2_dp2 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+par tp2_pp2_dp2_distopt 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --use-distributed-optimizer
+# fewer micro-batches (2 per DP rank) than pipeline stages: warm-up is cut short
+# shellcheck disable=SC2086
+"$MDSTRAIN" $TINY --global-batch-size 2 >"$T/ref2.log" 2>/dev/null
+exact "$T/ref2.log" >"$T/ref"
+par pp4_short 4 --pipeline-model-parallel-size 4 --global-batch-size 2
+# untied output layer, held by the last stage's TP ranks
+# shellcheck disable=SC2086
+"$MDSTRAIN" $TINY --untie-embeddings-and-output-weights >"$T/ref3.log" 2>/dev/null
+exact "$T/ref3.log" >"$T/ref"
+par untied_tp2_pp2 4 --untie-embeddings-and-output-weights --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+
+# Real data, DP2 x PP2, with validation: the log and validation lines on the
+# last rank, the same validation losses as one process (printed to 7 digits).
+DATA=tests/data/golden/tiny_text_document
+REAL="--data-path $DATA --split 90,10,0 --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32
+      --max-position-embeddings 32 --micro-batch-size 1 --global-batch-size 4 --train-iters 4 --lr 1e-2
+      --log-interval 1 --eval-interval 2 --eval-iters 1"
+# shellcheck disable=SC2086
+"$MDSTRAIN" -q $REAL >"$T/real1" 2>"$T/err"
+# shellcheck disable=SC2086
+timeout 120 "$MPIRUN" -np 4 "$MDSTRAIN" -q $REAL --pipeline-model-parallel-size 2 >"$T/real4" 2>"$T/err"
+check real_dp2_pp2_exit0 test $? -eq 0
+check real_log_lines test "$(grep -c '] iteration ' "$T/real4")" -eq 4
+vals() { sed -n 's/^ validation loss at \(.*\) | lm loss value: \([^ ]*\) .*/\1 \2/p' "$1"; }
+vals "$T/real1" >"$T/v1"; vals "$T/real4" >"$T/v4"
+check real_validation_lines test "$(wc -l <"$T/v4")" -eq 3
+check real_same_validation cmp -s "$T/v1" "$T/v4"
+
+# Checkpoints of TP2 x PP2 x DP2 with the distributed optimizer: 6 straight
+# (saving at 3) equal 3 + save + load + 3, bit for bit.
+CK="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --use-distributed-optimizer --train-iters 6"
+# shellcheck disable=SC2086
+timeout 120 "$MPIRUN" -np 8 "$MDSTRAIN" $TINY $CK --save "$T/ckA" --save-interval 3 >"$T/a" 2>"$T/err"
+check ckpt_straight_exit0 test $? -eq 0
+for d in mp_rank_00_000 mp_rank_01_000 mp_rank_00_001 mp_rank_01_001; do
+    check "ckpt_layout_$d" test -f "$T/ckA/iter_0000003/$d/model_optim_rng.bin"
+done
+check ckpt_layout_4_ranks test "$(ls "$T/ckA/iter_0000003" | wc -l)" -eq 4
+check ckpt_latest test "$(cat "$T/ckA/latest_checkpointed_iteration.txt")" = 6
+cp -r "$T/ckA" "$T/ckB"
+echo 3 >"$T/ckB/latest_checkpointed_iteration.txt"
+rm -rf "$T/ckB/iter_0000006"
+# shellcheck disable=SC2086
+timeout 120 "$MPIRUN" -np 8 "$MDSTRAIN" $TINY $CK --load "$T/ckB" --save "$T/ckB" >"$T/b" 2>"$T/err"
+check ckpt_resume_exit0 test $? -eq 0
+exact "$T/a" | tail -3 >"$T/la"; exact "$T/b" >"$T/lb"
+check ckpt_resume_3_iters test "$(wc -l <"$T/lb")" -eq 3
+check ckpt_resume_bitwise cmp -s "$T/la" "$T/lb"
+ok_same=1
+for d in mp_rank_00_000 mp_rank_01_000 mp_rank_00_001 mp_rank_01_001; do
+    cmp -s "$T/ckA/iter_0000006/$d/model_optim_rng.bin" "$T/ckB/iter_0000006/$d/model_optim_rng.bin" || ok_same=0
+done
+check ckpt_resume_same_files test "$ok_same" -eq 1
+# another layout is refused by the rank that finds it (exit 1)
+# shellcheck disable=SC2086
+timeout 120 "$MPIRUN" -np 4 "$MDSTRAIN" $TINY --tensor-model-parallel-size 4 --load "$T/ckA" >"$T/c" 2>"$T/err"
+check ckpt_other_layout_fails test $? -ne 0
+check ckpt_other_layout_message grep -q "cannot load the checkpoint: .*mp_rank_0[0-3]/model_optim_rng.bin" "$T/err"
+
+# A failing rank ends the job: damage rank (t 1, p 1)'s file; that rank
+# stops with its message while the others wait in a collective, and
+# MPI_Abort ends them all.
+printf 'x' | dd of="$T/ckB/iter_0000003/mp_rank_01_001/model_optim_rng.bin" bs=1 seek=5000 conv=notrunc 2>/dev/null
+echo 3 >"$T/ckB/latest_checkpointed_iteration.txt"
+t0=$(date +%s)
+# shellcheck disable=SC2086
+timeout 120 "$MPIRUN" -np 8 "$MDSTRAIN" $TINY $CK --load "$T/ckB" >"$T/d" 2>"$T/err"
+rc=$?
+t1=$(date +%s)
+check failing_rank_exit_nonzero test "$rc" -ne 0 -a "$rc" -ne 124
+check failing_rank_message grep -q "rank [0-9]: cannot load the checkpoint: .*mp_rank_01_001/model_optim_rng.bin': weights checksum mismatch" "$T/err"
+check failing_rank_fast test $((t1 - t0)) -lt 30
+check failing_rank_no_training test "$(grep -c '] iteration ' "$T/d")" -eq 0
+
+# layouts that do not fit: one message (from rank 0), exit 2
+timeout 60 "$MPIRUN" -np 3 "$MDSTRAIN" $TINY --tensor-model-parallel-size 2 >"$T/out" 2>"$T/err"
+check bad_world_exit2 test $? -eq 2
+check bad_world_message_once test "$(grep -c 'world size 3 is not divisible by tensor (2) x pipeline (1)' "$T/err")" -eq 1
+# shellcheck disable=SC2086
+timeout 60 "$MPIRUN" -np 3 "$MDSTRAIN" $TINY >"$T/out" 2>"$T/err"
+check bad_batch_exit2 test $? -eq 2
+check bad_batch_message grep -q 'global-batch-size 8 is not divisible by micro-batch size (1) times data parallel size (3)' "$T/err"
+timeout 60 "$MPIRUN" -np 2 "$MDSTRAIN" $TINY --tensor-model-parallel-size 2 --num-attention-heads 3 --hidden-size 33 \
+    >"$T/out" 2>"$T/err"
+check bad_heads_exit2 test $? -eq 2
+check bad_heads_message grep -q 'number of attention heads 3 is not divisible by the tensor model parallel size 2' "$T/err"
+finish
