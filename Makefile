@@ -95,7 +95,7 @@ LIB       := $(BUILD)/libmds.a
 PROGS     := $(BUILD)/mdsprep $(if $(wildcard dataset/dsinspect.c),$(BUILD)/mdsinspect) \
              $(if $(wildcard train/train.c),$(BUILD)/mdstrain)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
-TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%) $(BUILD)/tests/test_comm
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/tests/%)
 
@@ -154,6 +154,13 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
+# The communicator's test links comm.o like mdstrain (run alone by tests/run.sh
+# and under mpirun by tests/cli/test_parallel.sh).
+$(BUILD)/tests/test_comm: tests/mpi/test_comm.c $(BUILD)/train/comm.o $(BUILD)/CONFIG
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(BUILD)/train/comm.o $(LDFLAGS) $(LDLIBS) -o $@
 
 # Fuzz targets build against a standalone driver that replays a corpus.
 $(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/driver.c $(LIB) $(BUILD)/CONFIG

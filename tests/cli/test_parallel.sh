@@ -29,6 +29,14 @@ if ! "$MDSTRAIN" --version | grep -q 'MPI ('; then
     fail "mdstrain_built_with_mpi ($("$MDSTRAIN" --version))"; finish
 fi
 
+# the communicator alone (rank-ordered sums, groups, send/receive) on 3 and 4 ranks
+for np in 3 4; do
+    timeout 60 "$MPIRUN" -np $np "$BUILD/tests/test_comm" >"$T/comm" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ] && [ "$(grep -c '^ok ' "$T/comm")" -eq 6 ]; then ok "comm_np$np"
+    else fail "comm_np$np (exit $rc)"; cat "$T/comm" >&2; fi
+done
+
 # 4 layers (PP4 gets one each), 4 heads (TP4 gets one each), vocabulary
 # 127 + EOD padded to 8 x TP; 8 micro-batches of 1 per iteration so the
 # 1F1B schedule has warm-up, steady and cool-down phases.

@@ -1,0 +1,163 @@
+/*
+ * test_comm.c - the communicator of train/comm.h, on however many ranks it is
+ * started with (tests/cli/test_parallel.sh runs it alone and under mpirun
+ * with 3 and 4 ranks).  Every rank checks its own results; only rank 0
+ * prints the "ok"/"FAIL" lines, with the verdict of all ranks.
+ *
+ * Values are chosen so that the rank order of a sum shows: rank r adds
+ * 1e8 * (r == 0) + r * 0.5, whose float sum depends on the order, and the
+ * expected value is computed here in rank order.
+ */
+#include "comm.h"
+#include "harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static mds_comm *world;
+static int rank, size;
+
+/* All ranks agree that every rank passed the last test. */
+static int all_ok(int mine)
+{
+    double v = mine ? 0.0 : 1.0;
+    if (comm_allreduce(world, &v, 1, COMM_F64, COMM_SUM) != 0) return 0;
+    return v == 0.0;
+}
+
+#define TEST(fn) do { \
+        int before_ = harness_failed; \
+        fn(); \
+        int ok_ = all_ok(harness_failed == before_); \
+        if (!ok_) harness_tests_failed++; \
+        if (rank == 0) { printf("%s %s\n", ok_ ? "ok" : "FAIL", #fn); fflush(stdout); } \
+    } while (0)
+
+static float contrib(int r, size_t i) { return (r == 0 ? 1e8f : 0.0f) + 0.5f * (float)r + (float)(i % 7); }
+
+static void test_allreduce_rank_order(void)
+{
+    /* sizes below, at and above the rank count, not multiples of it */
+    size_t sizes[] = {1, 2, 3, 5, 1000, 4099};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t n = sizes[k];
+        float *x = malloc(n * sizeof *x);
+        for (size_t i = 0; i < n; i++) x[i] = contrib(rank, i);
+        CHECK(comm_allreduce(world, x, n, COMM_F32, COMM_SUM) == 0);
+        for (size_t i = 0; i < n; i++) {
+            float want = contrib(0, i);
+            for (int r = 1; r < size; r++) want += contrib(r, i);
+            if (x[i] != want) { CHECK(x[i] == want); break; }
+        }
+        free(x);
+    }
+    double d[3] = {rank + 0.25, -rank, 1.0};
+    CHECK(comm_allreduce(world, d, 3, COMM_F64, COMM_SUM) == 0);
+    CHECK(d[0] == size * (size - 1) / 2.0 + 0.25 * size && d[1] == -size * (size - 1) / 2.0 && d[2] == size);
+}
+
+static void test_allreduce_max(void)
+{
+    float x[4] = {(float)rank, -(float)rank, rank == size - 1 ? INFINITY : 0.0f, 3.0f};
+    CHECK(comm_allreduce(world, x, 4, COMM_F32, COMM_MAX) == 0);
+    CHECK(x[0] == size - 1 && x[1] == 0 && isinf(x[2]) && x[3] == 3.0f);
+}
+
+static void test_reduce_scatter_allgather(void)
+{
+    size_t chunk = 37;
+    float *in = malloc((size_t)size * chunk * sizeof *in), *out = malloc(chunk * sizeof *out);
+    for (size_t i = 0; i < (size_t)size * chunk; i++) in[i] = contrib(rank, i);
+    CHECK(comm_reduce_scatter(world, out, in, chunk) == 0);
+    for (size_t i = 0; i < chunk; i++) {
+        size_t g = (size_t)rank * chunk + i;
+        float want = contrib(0, g);
+        for (int r = 1; r < size; r++) want += contrib(r, g);
+        if (out[i] != want) { CHECK(out[i] == want); break; }
+    }
+    /* all-gather, out of place and in place */
+    float *all = malloc((size_t)size * chunk * sizeof *all);
+    for (size_t i = 0; i < chunk; i++) out[i] = (float)(rank * 1000 + (int)i);
+    CHECK(comm_allgather(world, all, out, chunk) == 0);
+    for (int r = 0; r < size; r++)
+        for (size_t i = 0; i < chunk; i++) CHECK(all[(size_t)r * chunk + i] == (float)(r * 1000 + (int)i));
+    memset(all, 0, (size_t)size * chunk * sizeof *all);
+    for (size_t i = 0; i < chunk; i++) all[(size_t)rank * chunk + i] = (float)(rank + 7);
+    CHECK(comm_allgather(world, all, all + (size_t)rank * chunk, chunk) == 0);
+    for (int r = 0; r < size; r++) CHECK(all[(size_t)r * chunk] == (float)(r + 7));
+    free(in); free(out); free(all);
+}
+
+static void test_broadcast_barrier(void)
+{
+    char buf[16];
+    memset(buf, rank == size - 1 ? 'z' : 'a', sizeof buf);
+    CHECK(comm_broadcast(world, buf, sizeof buf, size - 1) == 0);
+    CHECK(buf[0] == 'z' && buf[15] == 'z');
+    CHECK(comm_barrier(world) == 0);
+}
+
+/* A ring: everyone sends right and receives from the left at once (no
+ * deadlock), then the reverse; messages between a pair keep their order. */
+static void test_sendrecv_ring(void)
+{
+    if (size == 1) {
+        CHECK(comm_sendrecv(world, NULL, 0, -1, NULL, 0, -1) == 0);
+        return;
+    }
+    int right = (rank + 1) % size, left = (rank + size - 1) % size;
+    size_t n = 300000;   /* larger than any eager limit */
+    int *s = malloc(n * sizeof *s), *r = malloc(n * sizeof *r);
+    for (int round = 0; round < 2; round++) {
+        for (size_t i = 0; i < n; i++) s[i] = rank * 10 + round + (int)(i & 1023);
+        CHECK(comm_sendrecv(world, s, n * sizeof *s, right, r, n * sizeof *r, left) == 0);
+        CHECK(r[0] == left * 10 + round && r[n - 1] == left * 10 + round + (int)((n - 1) & 1023));
+    }
+    CHECK(comm_sendrecv(world, s, sizeof *s, left, r, sizeof *r, right) == 0);
+    CHECK(r[0] == right * 10 + 1);
+    free(s); free(r);
+}
+
+/* Groups of even and odd ranks: sums stay inside the group; counters count. */
+static void test_split_and_stats(void)
+{
+    mds_comm *g = NULL;
+    CHECK(comm_split(world, rank % 2, -rank, &g) == 0);   /* key -rank: reversed order */
+    if (!g) return;
+    int gs = comm_size(g), gr = comm_rank(g);
+    CHECK(gs == (size + 1 - rank % 2) / 2);
+    CHECK(gr == gs - 1 - rank / 2);
+    float x = (float)rank;
+    comm_reset_stats(g);
+    CHECK(comm_allreduce(g, &x, 1, COMM_F32, COMM_SUM) == 0);
+    float want = 0;
+    for (int r = rank % 2; r < size; r += 2) want += (float)r;
+    CHECK(x == want);
+    comm_stats st;
+    comm_get_stats(g, &st);
+    CHECK(st.calls[COMM_K_ALLREDUCE] == (gs > 1 ? 1u : 0u));
+    CHECK(st.bytes_sent[COMM_K_ALLREDUCE] == (uint64_t)(gs > 1 ? 2 * (gs - 1) * 4 : 0));
+    comm_free(g);
+}
+
+int main(int argc, char **argv)
+{
+    if (comm_init(&argc, &argv, &world) != 0) {
+        fprintf(stderr, "test_comm: %s\n", comm_error());
+        return 1;
+    }
+    rank = comm_rank(world);
+    size = comm_size(world);
+    if (rank == 0) printf("# %d ranks, %s\n", size, comm_backend());
+    TEST(test_allreduce_rank_order);
+    TEST(test_allreduce_max);
+    TEST(test_reduce_scatter_allgather);
+    TEST(test_broadcast_barrier);
+    TEST(test_sendrecv_ring);
+    TEST(test_split_and_stats);
+    int rc = harness_report();
+    comm_free(world);
+    comm_finalize();
+    return rc;
+}
