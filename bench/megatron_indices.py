@@ -23,7 +23,10 @@ Usage:
       [--train-data-path ...] [--valid-data-path ...] [--test-data-path ...]
       [--vocab-file F] [--merge-file F] [--seed N]
       --seq-length L --sizes TRAIN,VALID,TEST [--data-path W1 P1 ...]
---no-save turns numpy.save into a no-op inside gpt_dataset/blended_dataset
+--export DIR writes every array as DIR/{name}-{split}-{array}.npy (name: the
+prefix's base name without "_text_document"; "blend" for a BlendedDataset)
+with its description, and DIR/train-first5-samples.json: the fixture layout
+of tests/data/indices.  --no-save turns numpy.save into a no-op inside gpt_dataset/blended_dataset
 (the index arrays are still computed, nothing is written: Megatron's compute
 alone).  Sizes may be "None".  Prints "build_s X", "peak_rss_mb Y" and, per
 top-level dataset, its class and length.
@@ -78,6 +81,50 @@ def blend_from_list(tokens):
     return ([t.strip() for t in tokens[1::2]], weights)
 
 
+def export(a, datasets):
+    import json
+    import numpy
+    os.makedirs(a.export, exist_ok=True)
+
+    def put(name, split, arrays, desc):
+        for k, v in arrays.items():
+            numpy.save(os.path.join(a.export, "%s-%s-%s.npy" % (name, split, k)), v, allow_pickle=False)
+        with open(os.path.join(a.export, "%s-%s-description.txt" % (name, split)), "w") as f:
+            f.write(desc)
+
+    def put_gpt(ds, split):
+        name = os.path.basename(ds.dataset_path).replace("_text_document", "")
+        put(name, split, {"document_index": ds.document_index, "sample_index": ds.sample_index,
+                          "shuffle_index": ds.shuffle_index}, ds.unique_description)
+
+    for split, ds in zip(("train", "valid", "test"), datasets):
+        if ds is None:
+            continue
+        if hasattr(ds, "dataset_index"):
+            for sub in ds.datasets:
+                put_gpt(sub, split)
+            put("blend", split, {"dataset_index": ds.dataset_index,
+                                 "dataset_sample_index": ds.dataset_sample_index}, ds.unique_description)
+        else:
+            put_gpt(ds, split)
+    samples = []
+    train = datasets[0]
+    for k in range(min(5, len(train)) if train is not None else 0):
+        item = train[k]
+        text = [int(x) for x in item["tokens"]] + [int(item["labels"][-1])]
+        entry = {"index": k}
+        if "dataset_id" in item:
+            entry["dataset_id"] = int(item["dataset_id"])
+        entry["text"] = text
+        samples.append(entry)
+    import importlib.metadata
+    with open(os.path.join(a.export, "train-first5-samples.json"), "w") as f:
+        json.dump({"config": os.path.basename(os.path.normpath(a.export)),
+                   "impl": "megatron-core " + importlib.metadata.version("megatron-core"),
+                   "seq_length": a.seq_length, "argv": sys.argv[1:], "samples": samples}, f)
+        f.write("\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data-path", nargs="*")
@@ -91,6 +138,7 @@ def main():
     ap.add_argument("--cache", default=None)
     ap.add_argument("--no-save", action="store_true")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--export", default=None)
     ap.add_argument("--vocab-file", default="gpt2-vocab.json")
     ap.add_argument("--merge-file", default="gpt2-merges.txt")
     if sys.argv[1:] == ["--check"]:
@@ -134,6 +182,8 @@ def main():
     for name, ds in zip(("train", "valid", "test"), datasets):
         print("%s %s %s" % (name, type(ds).__name__ if ds is not None else "None",
                             len(ds) if ds is not None else 0))
+    if a.export:
+        export(a, datasets)
     if a.cache:
         torch.distributed.destroy_process_group()
         try:
