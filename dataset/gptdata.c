@@ -71,7 +71,9 @@ static void mt_generate(ds_random_state *rs)
     rs->pos = 0;
 }
 
-uint32_t ds_random_next32(ds_random_state *rs)
+/* The draws are inlined into the shuffle loops below (a call per draw
+   was a tenth of the index build); the exported functions wrap them. */
+static inline uint32_t mt_next32(ds_random_state *rs)
 {
     if (rs->pos >= MT_N)
         mt_generate(rs);
@@ -83,10 +85,12 @@ uint32_t ds_random_next32(ds_random_state *rs)
     return y;
 }
 
-uint64_t ds_random_interval(ds_random_state *rs, uint64_t max)
+/* numpy's mask: the smallest 2^k - 1 >= max (max > 0) */
+static inline uint64_t interval_mask(uint64_t max)
 {
-    if (max == 0)
-        return 0;
+#if defined(__GNUC__)
+    return UINT64_MAX >> __builtin_clzll(max);
+#else
     uint64_t mask = max;
     mask |= mask >> 1;
     mask |= mask >> 2;
@@ -94,17 +98,35 @@ uint64_t ds_random_interval(ds_random_state *rs, uint64_t max)
     mask |= mask >> 8;
     mask |= mask >> 16;
     mask |= mask >> 32;
-    uint64_t v;
+    return mask;
+#endif
+}
+
+static inline uint64_t mt_interval(ds_random_state *rs, uint64_t max)
+{
+    if (max == 0)
+        return 0;
+    uint64_t mask = interval_mask(max), v;
     if (max <= 0xffffffffu) {
-        while ((v = ds_random_next32(rs) & mask) > max)
+        while ((v = mt_next32(rs) & mask) > max)
             ;
     } else {
         do {
-            uint64_t hi = ds_random_next32(rs);
-            v = ((hi << 32) | ds_random_next32(rs)) & mask;
+            uint64_t hi = mt_next32(rs);
+            v = ((hi << 32) | mt_next32(rs)) & mask;
         } while (v > max);
     }
     return v;
+}
+
+uint32_t ds_random_next32(ds_random_state *rs)
+{
+    return mt_next32(rs);
+}
+
+uint64_t ds_random_interval(ds_random_state *rs, uint64_t max)
+{
+    return mt_interval(rs, max);
 }
 
 /*
@@ -125,13 +147,13 @@ void ds_random_shuffle(ds_random_state *rs, void *x, size_t n, size_t elsize)
         size_t ring[SHUFFLE_AHEAD];
         size_t next = n - 1;           /* the next i to draw a partner for */
         for (size_t k = 0; k < SHUFFLE_AHEAD && next > 0; k++, next--) {
-            ring[next % SHUFFLE_AHEAD] = (size_t)ds_random_interval(rs, next);
+            ring[next % SHUFFLE_AHEAD] = (size_t)mt_interval(rs, next);
             PREFETCH_W(&a[ring[next % SHUFFLE_AHEAD]]);
         }
         for (size_t i = n - 1; i > 0; i--) {
             size_t j = ring[i % SHUFFLE_AHEAD];
             if (next > 0) {
-                size_t jj = (size_t)ds_random_interval(rs, next);
+                size_t jj = (size_t)mt_interval(rs, next);
                 ring[next % SHUFFLE_AHEAD] = jj;
                 PREFETCH_W(&a[jj]);
                 next--;
@@ -143,7 +165,7 @@ void ds_random_shuffle(ds_random_state *rs, void *x, size_t n, size_t elsize)
     } else {
         uint64_t *a = x;
         for (size_t i = n - 1; i > 0; i--) {
-            size_t j = (size_t)ds_random_interval(rs, i);
+            size_t j = (size_t)mt_interval(rs, i);
             uint64_t t = a[i];
             a[i] = a[j];
             a[j] = t;
@@ -1330,11 +1352,39 @@ static int gpt_compute(const ds_pipeline *p, gpt_ds *g, const int32_t *sizes, in
    (size None, weights = integer lengths), Megatron's helpers.cpp: each
    sample goes to the dataset furthest behind its target share, the lowest
    index winning ties. */
+/* Up to BLEND_SMALL datasets, the counts are also kept as doubles (exact
+   below 2^53) so that no integer conversion sits in the chain from one
+   sample's choice to the next; same arithmetic, same choices. */
+#define BLEND_SMALL 16
+
 void ds_build_blending_indices(int16_t *di, int64_t *dsi, uint64_t size, const double *w,
                                 size_t K, int64_t *count)
 {
     for (size_t d = 0; d < K; d++)
         count[d] = 0;
+    if (K <= BLEND_SMALL) {
+        double c[BLEND_SMALL];
+        for (size_t d = 0; d < K; d++)
+            c[d] = 0.0;
+        for (uint64_t s = 0; s < size; s++) {
+            double x = (double)s > 1.0 ? (double)s : 1.0;
+            size_t best = 0;
+            double best_err = w[0] * x - c[0];
+            for (size_t d = 1; d < K; d++) {
+                double err = w[d] * x - c[d];
+                if (err > best_err) {
+                    best_err = err;
+                    best = d;
+                }
+            }
+            di[s] = (int16_t)best;
+            dsi[s] = (int64_t)c[best];
+            c[best] += 1.0;
+        }
+        for (size_t d = 0; d < K; d++)
+            count[d] = (int64_t)c[d];
+        return;
+    }
     for (uint64_t s = 0; s < size; s++) {
         double x = (double)s > 1.0 ? (double)s : 1.0;
         size_t best = 0;
