@@ -61,6 +61,8 @@ SIZES=$(for sp in train valid test; do sed -n "s/^$sp: \([0-9]*\) samples asked.
 set -- $(best3 "$I" samples $ARGS)
 BUILD_S=$1
 echo "   build, in memory:        $1 s   peak RSS $(($2 / 1024)) MB   (best of 3)"
+BUILD1_S=$(OMP_NUM_THREADS=1 best3 "$I" samples $ARGS | cut -d' ' -f1)
+echo "   build, one thread:       $BUILD1_S s"
 best=""
 for i in 1 2 3; do   # each into an empty cache directory
     rm -rf cache
@@ -101,6 +103,9 @@ if mcore_ok; then
     set -- $(best_meg --no-save)
     MEG_MEM=$1
     echo "   Megatron-Core, computing only:   $1 s   peak RSS $2 MB   (np.save patched out; best of 3)"
+    set -- $(best_meg --no-save --threads 1)
+    MEG_MEM1=$1
+    echo "   Megatron-Core, one thread:       $1 s   (np.save patched out; best of 3)"
     set -- $(best_meg --cache meg)
     MEG_CACHE=$1
     echo "   Megatron-Core, writing the cache: $1 s   peak RSS $2 MB   (best of 3)"
@@ -115,6 +120,7 @@ if mcore_ok; then
         echo "   cache files: DIFFER between Megatron-Core and mds:"; diff meg.sha ours.sha | head -5
     fi
     echo "   Megatron / mds, computing:       $(echo "$MEG_MEM $BUILD_S" | awk '{printf "%.1f", $1 / $2}')x   (target >= 3x)"
+    echo "   Megatron / mds, one thread each: $(echo "$MEG_MEM1 $BUILD1_S" | awk '{printf "%.1f", $1 / $2}')x"
     echo "   Megatron / mds, with the cache:  $(echo "$MEG_CACHE $OURS_CACHE_S" | awk '{printf "%.1f", $1 / $2}')x"
     exit 0
 fi
