@@ -5,24 +5,29 @@
 # 0.5/0.3/0.2 at seq-length 2048, 9M training samples (about two epochs of
 # each prefix's train split) with Megatron's eval counts for a 512 batch.
 #
-# Prints the build time and peak RSS, the time with the .npy cache written,
-# the cached start-up time, and an estimate of Megatron-Core's time for the
-# same configuration: its numpy part (document index via mgrid/astype,
-# RandomState.shuffle of the document and shuffle indices, np.sum of the
-# lengths) re-run with numpy on the same .idx files, compared with our
-# in-memory build.  Writing the cache is left out of the comparison on both
-# sides: np.save and our writer copy the same bytes into the page cache, and
-# on this VM that copy runs at a few hundred MB/s and varies from run to run.  Its two C++ helpers (build_sample_idx,
-# build_blending_indices) are not run and count as free, so the estimate is
-# a lower bound and the ratio printed is too.  Needs python3 with numpy for
-# that part (Debian: apt-get install python3-numpy); skipped otherwise.
+# Prints our build time and peak RSS (in memory, and writing the .npy
+# cache) and the cached start-up time; then the same configuration built by
+# Megatron-Core itself (bench/megatron_indices.py: its
+# BlendedMegatronDatasetBuilder, GPTDataset, C++ helpers and np.save), the
+# ratios, and whether both tools wrote byte-identical cache files (sha256 of
+# every .npy).  Megatron-Core comes from PyPI into a throwaway venv
+# ($MCORE_VENV, default $TMPDIR/mds-mcore-venv, made once with
+# --system-site-packages on /usr/bin/python3 for numpy and torch; wheel
+# megatron-core==$MCORE_VERSION with its prebuilt helpers_cpp, --no-deps).
+# When that cannot be set up (no network, no torch), it falls back to an
+# estimate: Megatron's numpy steps re-run with numpy, its C++ helpers counted
+# free, which is a lower bound.  The output says which baseline was used.
 #
 # Only the .idx files are real (100 MB); each .bin is a sparse file of the
-# right size.  Everything lives in a temporary directory removed at exit.
-# Run from the repository root with BUILD set (make bench does).
+# right size.  Everything but the venv lives in a temporary directory
+# removed at exit.  Run from the repository root with BUILD set (make bench
+# does).
 BUILD=${BUILD:-build}
 I=$(pwd)/$BUILD/mdsinspect
+SRC=$(pwd)
 T=$(mktemp -d "${TMPDIR:-/tmp}/mds-indices.XXXXXX"); trap 'rm -rf "$T"' EXIT
+MCORE_VENV=${MCORE_VENV:-${TMPDIR:-/tmp}/mds-mcore-venv}
+MCORE_VERSION=${MCORE_VERSION:-0.16.1}
 PY=python3
 for c in /usr/bin/python3 python3; do
     if $c -c 'import numpy' 2>/dev/null; then PY=$c; break; fi
@@ -52,14 +57,73 @@ best3() {   # best wall time of 3 runs, and the peak RSS of the best
 }
 "$I" samples $ARGS > plan.txt 2>&1 || { cat plan.txt; exit 1; }
 sed -n '/^train:/,/blend/p' plan.txt | sed 's/^/   /'
+SIZES=$(for sp in train valid test; do sed -n "s/^$sp: \([0-9]*\) samples asked.*/\1/p" plan.txt; done | paste -sd,)
 set -- $(best3 "$I" samples $ARGS)
 BUILD_S=$1
 echo "   build, in memory:        $1 s   peak RSS $(($2 / 1024)) MB   (best of 3)"
-set -- $(timed "$I" samples $ARGS --cache cache)
-echo "   build + write the cache: $1 s   peak RSS $(($2 / 1024)) MB   ($(du -sm cache | cut -f1) MB of .npy)"
+BUILD1_S=$(OMP_NUM_THREADS=1 best3 "$I" samples $ARGS | cut -d' ' -f1)
+echo "   build, one thread:       $BUILD1_S s"
+best=""
+for i in 1 2 3; do   # each into an empty cache directory
+    rm -rf cache
+    r=$(timed "$I" samples $ARGS --cache cache)
+    best=$(echo "$r $best" | awk '{if ($3 == "" || $1 < $3) print $1, $2; else print $3, $4}')
+done
+set -- $best
+OURS_CACHE_S=$1
+echo "   build + write the cache: $1 s   peak RSS $(($2 / 1024)) MB   ($(du -sm cache | cut -f1) MB of .npy; best of 3)"
 CACHED=$(best3 "$I" samples $ARGS --cache cache | awk '{printf "%.0f", $1 * 1000}')
 "$I" samples $ARGS --cache cache > plan2.txt 2>&1
 echo "   cached start-up:         $CACHED ms   (whole process, best of 3; $(grep -c ' cached$' plan2.txt) of 9 datasets mapped; target < 100 ms)"
+
+# ---- the baseline: Megatron-Core itself when it can be had ----
+VPY=$MCORE_VENV/bin/python
+mcore_ok() { [ -x "$VPY" ] && [ "$("$VPY" "$SRC/bench/megatron_indices.py" --check 2>/dev/null)" = "$MCORE_VERSION" ]; }
+if ! mcore_ok && /usr/bin/python3 -c 'import numpy, torch' 2>/dev/null; then
+    echo "   setting up megatron-core $MCORE_VERSION in $MCORE_VENV (once)"
+    { [ -x "$VPY" ] || /usr/bin/python3 -m venv --system-site-packages "$MCORE_VENV"; } &&
+        timeout 300 "$MCORE_VENV/bin/pip" install -q --disable-pip-version-check --no-deps \
+            "megatron-core==$MCORE_VERSION" > "$T/pip.log" 2>&1 ||
+        echo "   megatron-core setup failed: $(tail -n 1 "$T/pip.log" 2>/dev/null)"
+fi
+if mcore_ok; then
+    MEG="$VPY $SRC/bench/megatron_indices.py --data-path 0.5 a 0.3 b 0.2 c --seq-length 2048 --sizes $SIZES --threads $(nproc)"
+    # in-process build seconds of one run (the import of torch and megatron is not counted)
+    meg() { $MEG "$@" 2>/dev/null | awk '/^build_s/ {s = $2} /^peak_rss_mb/ {m = $2} END {print s, m}'; }
+    best_meg() {   # best of 3, each from a fresh start: no cache anywhere
+        best=""
+        for i in 1 2 3; do
+            rm -rf a b c meg meg.pg
+            r=$(meg "$@")
+            best=$(echo "$r $best" | awk '{if ($3 == "" || $1 < $3) print $1, $2; else print $3, $4}')
+        done
+        echo "$best"
+    }
+    echo "   baseline: megatron-core $MCORE_VERSION from PyPI, run as pretrain_gpt.py builds (BlendedMegatronDatasetBuilder + GPTDatasetConfig, $(nproc) builder threads)"
+    set -- $(best_meg --no-save)
+    MEG_MEM=$1
+    echo "   Megatron-Core, computing only:   $1 s   peak RSS $2 MB   (np.save patched out; best of 3)"
+    set -- $(best_meg --no-save --threads 1)
+    MEG_MEM1=$1
+    echo "   Megatron-Core, one thread:       $1 s   (np.save patched out; best of 3)"
+    set -- $(best_meg --cache meg)
+    MEG_CACHE=$1
+    echo "   Megatron-Core, writing the cache: $1 s   peak RSS $2 MB   (best of 3)"
+    set -- $(timed $MEG --cache meg)
+    MEG_WARM=$(meg --cache meg | awk '{printf "%.0f", $1 * 1000}')
+    echo "   Megatron-Core, cached start-up:  $MEG_WARM ms in the builder, $1 s whole process (importing torch + megatron)"
+    (cd meg && sha256sum *.npy) | sort > meg.sha
+    (cd cache && sha256sum *.npy) | sort > ours.sha
+    if cmp -s meg.sha ours.sha; then
+        echo "   cache files: all $(wc -l < ours.sha) .npy byte-identical (sha256) between Megatron-Core and mds, same names"
+    else
+        echo "   cache files: DIFFER between Megatron-Core and mds:"; diff meg.sha ours.sha | head -5
+    fi
+    echo "   Megatron / mds, computing:       $(echo "$MEG_MEM $BUILD_S" | awk '{printf "%.1f", $1 / $2}')x   (target >= 3x)"
+    echo "   Megatron / mds, one thread each: $(echo "$MEG_MEM1 $BUILD1_S" | awk '{printf "%.1f", $1 / $2}')x"
+    echo "   Megatron / mds, with the cache:  $(echo "$MEG_CACHE $OURS_CACHE_S" | awk '{printf "%.1f", $1 / $2}')x"
+    exit 0
+fi
 
 if $PY -c 'import numpy' 2>/dev/null; then
     cat > megatron_numpy.py <<'PYEOF'
@@ -104,9 +168,10 @@ PYEOF
     best=""
     for i in 1 2 3; do
         rm -rf np; mkdir np
-        r=$($PY megatron_numpy.py 2048 9000000,97280,5120 np 0.5 a 0.3 b 0.2 c) || break
+        r=$($PY megatron_numpy.py 2048 $SIZES np 0.5 a 0.3 b 0.2 c) || break
         best=$(echo "$r $best" | awk '{if ($2 == "" || $1 < $2) print $1; else print $2}')
     done
+    echo "   baseline: ESTIMATE (megatron-core could not be set up; see above)"
     echo "   Megatron-Core estimate:  >= $best s   (numpy $($PY -c 'import numpy; print(numpy.__version__)') part measured, C++ helpers counted free; best of 3)"
     echo "   Megatron / mds:          >= $(echo "$best $BUILD_S" | awk '{printf "%.1f", $1 / $2}')x   (both in memory; target >= 3x)"
 else

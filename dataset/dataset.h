@@ -493,7 +493,14 @@ enum ds_tokenizer_ids { DS_TOKENIZER_IDS_LEGACY = 0, DS_TOKENIZER_IDS_MAIN = 1 }
 typedef struct ds_gpt_config {
     const char *const *data_path;  /* (n_data_path) --data-path tokens: "P..." or "w1 P1 w2 P2..." */
     size_t n_data_path;
-    const char *split;             /* default "969, 30, 1" (Megatron's legacy default, spaces kept) */
+    const char *split;             /* default "969, 30, 1" (Megatron's legacy default, spaces kept);
+                                      not looked at with split_data_path */
+    const char *const *split_data_path[3]; /* (n_split_data_path[s]) --train-data-path,
+                                      --valid-data-path, --test-data-path tokens, each "P..." or
+                                      "w1 P1 ...": a blend per split (Megatron's blend_per_split),
+                                      each prefix used whole; exclusive with data_path; a split
+                                      without tokens is not built */
+    size_t n_split_data_path[3];
     uint64_t seq_length;           /* L, > 1 */
     uint32_t seed;                 /* default 1234 */
     int64_t num_samples[3];        /* [train, valid, test]; DS_NUM_SAMPLES_NONE = None */
@@ -535,6 +542,12 @@ typedef struct ds_pipeline ds_pipeline;
  *     dtype=int32), sequence i = 1, 2, ..., len-1 mod vocab_size, then EOD),
  *     split forced to "1,1,1", class "MockGPTDataset" and dataset_path null
  *     in the descriptions; data_path is not looked at.
+ *   - cfg->split_data_path (blend_per_split): split s alone is built from
+ *     its own list, every prefix of it whole (Megatron's spoofed split
+ *     matrix: sequences [0, N), "split" and "split_matrix" null in the
+ *     descriptions); one prefix, weighted or not, is a plain GPTDataset
+ *     with num_samples = S; several follow the rules above with that
+ *     split's size alone; a split without a list is absent.
  * With cfg->cache_dir, each array set is looked up as
  * {md5}-GPTDataset-{split}-*.npy / {md5}-BlendedDataset-{split}-*.npy, named
  * and described exactly as Megatron names them, so either tool reuses the
@@ -547,8 +560,9 @@ typedef struct ds_pipeline ds_pipeline;
  *        ds_pipeline_error() and ds_pipeline_close()), NULL only on
  *        DS_ERR_NOMEM or a NULL out.
  * @return : 0, or
- *   DS_ERR_ARG        bad config (no data path, L < 2, bad split, negative or
- *                     non-finite weight, a weighted blend with a None size);
+ *   DS_ERR_ARG        bad config (no data path, data_path together with
+ *                     split_data_path, mock with either, L < 2, bad split,
+ *                     negative or non-finite weight, weights with a None size);
  *   DS_ERR_EMPTY      a split of some prefix holds no tokens while samples
  *                     are asked of it (Megatron loops forever there);
  *   DS_ERR_OVERSAMPLE a blend needs more samples of a dataset than it has;
@@ -564,16 +578,25 @@ const char *ds_pipeline_error(const ds_pipeline *p);
 
 /*
  * Plan accessors.  A split is absent when Megatron builds None for it (a zero
- * split weight); then its length is 0 and ds_pipeline_dataset() fails.
- *   ds_pipeline_num_datasets()  number of prefixes
- *   ds_pipeline_weight(d)       normalized weight of prefix d (1.0 unblended;
- *                               for an unweighted blend, its share of the
- *                               train split)
- *   ds_pipeline_is_blend()      1 when the top level is a BlendedDataset
+ * split weight, or no list for it with split_data_path); then its length is
+ * 0 and ds_pipeline_dataset() fails.
+ *   ds_pipeline_num_datasets()  number of prefixes (with split_data_path,
+ *                               the train list, then valid's, then test's;
+ *                               a prefix in two lists counts twice)
+ *   ds_pipeline_dataset_split(d) the split prefix d belongs to with
+ *                               split_data_path, -1 when it serves every
+ *                               split (data_path, mock) or d is out of range
+ *   ds_pipeline_weight(d)       normalized weight of prefix d in its blend
+ *                               (1.0 unblended; for an unweighted blend, its
+ *                               share of the train split, or of its own)
+ *   ds_pipeline_is_blend()      1 when the top level of some split is a
+ *                               BlendedDataset (ds_pipeline_blend() says
+ *                               which)
  *   ds_pipeline_has_split(s)    1 when split s was built
  *   ds_pipeline_length(s)       len() of the top-level dataset of split s
  */
 size_t   ds_pipeline_num_datasets(const ds_pipeline *p);
+int      ds_pipeline_dataset_split(const ds_pipeline *p, size_t d);
 double   ds_pipeline_weight(const ds_pipeline *p, size_t d);
 int      ds_pipeline_is_blend(const ds_pipeline *p);
 int      ds_pipeline_has_split(const ds_pipeline *p, int split);
@@ -611,8 +634,8 @@ typedef struct ds_gpt_info {
 /*
  * ds_pipeline_dataset() - fill *info for prefix d in split s.  The strings and
  * arrays belong to the handle (valid until close).
- * @return : 0, or DS_ERR_ARG (NULL), DS_ERR_RANGE (d or s out of range, or
- *           split absent).  Thread safe.
+ * @return : 0, or DS_ERR_ARG (NULL), DS_ERR_RANGE (d or s out of range,
+ *           split absent, or prefix d not part of split s).  Thread safe.
  */
 int ds_pipeline_dataset(const ds_pipeline *p, int split, size_t d, ds_gpt_info *info);
 

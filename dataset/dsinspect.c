@@ -155,7 +155,8 @@ enum opt_id {
     O_DATA_PATH, O_SPLIT, O_SEQ_LENGTH, O_SEED, O_TRAIN_SAMPLES, O_TRAIN_ITERS, O_GBS,
     O_EVAL_ITERS, O_EVAL_INTERVAL, O_SKIP_TRAIN, O_VALID_SAMPLES, O_TEST_SAMPLES, O_SHOW,
     O_SHOW_SPLIT, O_CACHE, O_MEGATRON_VERSION, O_TOKENIZER_IDS, O_MOCK_DATA, O_VOCAB_SIZE,
-    O_EOD_MASK_LOSS, O_RESET_POSITION_IDS, O_RESET_ATTENTION_MASK, O_SHOW_MASKS
+    O_EOD_MASK_LOSS, O_RESET_POSITION_IDS, O_RESET_ATTENTION_MASK, O_SHOW_MASKS,
+    O_TRAIN_DATA_PATH, O_VALID_DATA_PATH, O_TEST_DATA_PATH   /* in split order */
 };
 
 enum { ARG_NONE, ARG_ONE, ARG_MANY };
@@ -184,6 +185,8 @@ struct args {
     int have_valid, have_test, have_show, skip_train, megatron_version, tokenizer_ids;
     int mock, eod_mask_loss, reset_position_ids, reset_attention_mask, show_masks;
     uint64_t vocab_size;
+    const char **split_path[3];   /* --train/valid/test-data-path tokens */
+    size_t nsplit_path[3], split_path_cap[3];
 };
 
 struct command;
@@ -248,6 +251,9 @@ static const struct opt diff_opts[] = {
 static const struct opt samples_opts[] = {
     {"data-path", 0, ARG_MANY, O_DATA_PATH, "P... | W1 P1 W2 P2...", "dataset prefixes, optionally weighted (Megatron's --data-path)"},
     {"split", 0, ARG_ONE, O_SPLIT, "S", "train,valid,test weights (default \"969, 30, 1\")"},
+    {"train-data-path", 0, ARG_MANY, O_TRAIN_DATA_PATH, "[W1] P1 [W2 P2...]", "the train split's own blend, each prefix whole (instead of --data-path/--split)"},
+    {"valid-data-path", 0, ARG_MANY, O_VALID_DATA_PATH, "[W1] P1 [W2 P2...]", "the valid split's own blend"},
+    {"test-data-path", 0, ARG_MANY, O_TEST_DATA_PATH, "[W1] P1 [W2 P2...]", "the test split's own blend"},
     {"seq-length", 0, ARG_ONE, O_SEQ_LENGTH, "L", "sequence length (required)"},
     {"seed", 0, ARG_ONE, O_SEED, "N", "random seed (default 1234)"},
     {"train-samples", 0, ARG_ONE, O_TRAIN_SAMPLES, "N", "training samples"},
@@ -520,6 +526,20 @@ static void parse_args(const struct command *cmd, int argc, char **argv, struct 
             else if (strcmp(val, "main") == 0) a->tokenizer_ids = DS_TOKENIZER_IDS_MAIN;
             else usage_error(cmd, "option '--tokenizer-identifiers' needs 'legacy' or 'main', got '%s'", val);
             break;
+        case O_TRAIN_DATA_PATH:
+        case O_VALID_DATA_PATH:
+        case O_TEST_DATA_PATH: {
+            int sp = o->id - O_TRAIN_DATA_PATH;
+            a->nsplit_path[sp] = 0;    /* argparse: the last occurrence wins */
+            while (val || (i + 1 < argc && !looks_like_option(argv[i + 1]))) {
+                GROW(a->split_path[sp], a->split_path_cap[sp], a->nsplit_path[sp] + 1);
+                a->split_path[sp][a->nsplit_path[sp]++] = val ? val : argv[++i];
+                val = NULL;
+            }
+            if (a->nsplit_path[sp] == 0)
+                usage_error(cmd, "option '--%s' needs at least one path", o->lng);
+            break;
+        }
         case O_DATA_PATH:
         case O_INPUT: {
             size_t before = a->npos;
@@ -1758,10 +1778,15 @@ static void print_masks(const ds_pipeline *p, int split, uint64_t k, uint64_t L)
 
 static int cmd_samples(const struct command *cmd, struct args *a)
 {
-    if (a->npos == 0 && !a->mock)
-        usage_error(cmd, "'samples' needs --data-path or --mock-data");
+    int per_split = a->nsplit_path[0] || a->nsplit_path[1] || a->nsplit_path[2];
+    if (a->npos == 0 && !a->mock && !per_split)
+        usage_error(cmd, "'samples' needs --data-path, --train-data-path/--valid-data-path/--test-data-path or --mock-data");
     if (a->npos != 0 && a->mock)
         usage_error(cmd, "'samples' takes --data-path or --mock-data, not both");
+    if (per_split && (a->npos || a->mock))
+        usage_error(cmd, "--train-data-path/--valid-data-path/--test-data-path replace %s", a->mock ? "--mock-data" : "--data-path");
+    if (per_split && a->split)
+        usage_error(cmd, "--split does not apply to --train-data-path/--valid-data-path/--test-data-path (each prefix is used whole)");
     if (!a->seq_length)
         usage_error(cmd, "'samples' needs --seq-length");
     if (!a->train_samples && !a->train_iters)
@@ -1788,6 +1813,10 @@ static int cmd_samples(const struct command *cmd, struct args *a)
     ds_gpt_config_init(&c);
     c.data_path = a->pos;
     c.n_data_path = a->npos;
+    for (int s = 0; s < 3; s++) {
+        c.split_data_path[s] = a->split_path[s];
+        c.n_split_data_path[s] = a->nsplit_path[s];
+    }
     if (a->split)
         c.split = a->split;
     c.seq_length = a->seq_length;
@@ -1820,7 +1849,7 @@ static int cmd_samples(const struct command *cmd, struct args *a)
     if (!(a->have_show && a->quiet)) {
         printf("datasets: %zu%s, seq_length %llu, seed %llu, split \"%s\", megatron %s\n", nd,
                ds_pipeline_is_mock(p) ? " (mock)" : ds_pipeline_is_blend(p) ? " (blended)" : "",
-               (ull)a->seq_length, (ull)a->seed, a->mock ? "1,1,1" : c.split,
+               (ull)a->seq_length, (ull)a->seed, a->mock ? "1,1,1" : per_split ? "none, a blend per split" : c.split,
                a->megatron_version == DS_MEGATRON_0_8 ? "0.8" : "main");
         for (size_t d = 0; d < nd; d++) {
             const char *path = "?";
@@ -1830,12 +1859,13 @@ static int cmd_samples(const struct command *cmd, struct args *a)
                     path = g.path;
                     break;
                 }
-            printf("  [%zu] weight %.17g  %s  (%llu sequences)\n", d, ds_pipeline_weight(p, d), path,
-                   (ull)ds_pipeline_num_sequences(p, d));
+            int ds = ds_pipeline_dataset_split(p, d);
+            printf("  [%zu] weight %.17g  %s  (%llu sequences)%s%s\n", d, ds_pipeline_weight(p, d), path,
+                   (ull)ds_pipeline_num_sequences(p, d), ds >= 0 ? "  " : "", ds >= 0 ? split_label[ds] : "");
         }
         for (int s = 0; s < 3; s++) {
             if (!ds_pipeline_has_split(p, s)) {
-                printf("%s: none (zero split weight)\n", split_label[s]);
+                printf("%s: none (%s)\n", split_label[s], per_split ? "no data path" : "zero split weight");
                 continue;
             }
             printf("%s: %lld samples asked, length %llu\n", split_label[s], (sll)counts[s],
@@ -1956,5 +1986,7 @@ int main(int argc, char **argv)
     parse_args(cmd, argc - 2, argv + 2, &a);
     int rc = cmd->run(cmd, &a);
     free(a.pos);
+    for (int s = 0; s < 3; s++)
+        free(a.split_path[s]);
     return rc;
 }

@@ -10,10 +10,13 @@
  * sequence lengths come from numpy's default_rng(0) (PCG64, SeedSequence,
  * Lemire bounded integers) and its tokens are computed, not read.
  *
- * What it deliberately does not do: tokenize, per-split blends
- * (--train-data-path ...), distributed building (one
- * process builds, the others would mmap the cache), or the pre-core
- * "indexmap" cache names.  It never prints and never exits.
+ * Per-split data paths (--train-data-path ..., Megatron's blend_per_split)
+ * put every split's prefixes in one list, each tagged with its split, so
+ * that one GPTDataset table serves both ways of configuring.
+ *
+ * What it deliberately does not do: tokenize, --multiple-validation-sets,
+ * distributed building (one process builds, the others would mmap the
+ * cache), or the pre-core "indexmap" cache names.  It never prints and never exits.
  */
 #include "dataset_internal.h"
 
@@ -68,7 +71,9 @@ static void mt_generate(ds_random_state *rs)
     rs->pos = 0;
 }
 
-uint32_t ds_random_next32(ds_random_state *rs)
+/* The draws are inlined into the shuffle loops below (a call per draw
+   was a tenth of the index build); the exported functions wrap them. */
+static inline uint32_t mt_next32(ds_random_state *rs)
 {
     if (rs->pos >= MT_N)
         mt_generate(rs);
@@ -80,10 +85,12 @@ uint32_t ds_random_next32(ds_random_state *rs)
     return y;
 }
 
-uint64_t ds_random_interval(ds_random_state *rs, uint64_t max)
+/* numpy's mask: the smallest 2^k - 1 >= max (max > 0) */
+static inline uint64_t interval_mask(uint64_t max)
 {
-    if (max == 0)
-        return 0;
+#if defined(__GNUC__)
+    return UINT64_MAX >> __builtin_clzll(max);
+#else
     uint64_t mask = max;
     mask |= mask >> 1;
     mask |= mask >> 2;
@@ -91,17 +98,35 @@ uint64_t ds_random_interval(ds_random_state *rs, uint64_t max)
     mask |= mask >> 8;
     mask |= mask >> 16;
     mask |= mask >> 32;
-    uint64_t v;
+    return mask;
+#endif
+}
+
+static inline uint64_t mt_interval(ds_random_state *rs, uint64_t max)
+{
+    if (max == 0)
+        return 0;
+    uint64_t mask = interval_mask(max), v;
     if (max <= 0xffffffffu) {
-        while ((v = ds_random_next32(rs) & mask) > max)
+        while ((v = mt_next32(rs) & mask) > max)
             ;
     } else {
         do {
-            uint64_t hi = ds_random_next32(rs);
-            v = ((hi << 32) | ds_random_next32(rs)) & mask;
+            uint64_t hi = mt_next32(rs);
+            v = ((hi << 32) | mt_next32(rs)) & mask;
         } while (v > max);
     }
     return v;
+}
+
+uint32_t ds_random_next32(ds_random_state *rs)
+{
+    return mt_next32(rs);
+}
+
+uint64_t ds_random_interval(ds_random_state *rs, uint64_t max)
+{
+    return mt_interval(rs, max);
 }
 
 /*
@@ -122,13 +147,13 @@ void ds_random_shuffle(ds_random_state *rs, void *x, size_t n, size_t elsize)
         size_t ring[SHUFFLE_AHEAD];
         size_t next = n - 1;           /* the next i to draw a partner for */
         for (size_t k = 0; k < SHUFFLE_AHEAD && next > 0; k++, next--) {
-            ring[next % SHUFFLE_AHEAD] = (size_t)ds_random_interval(rs, next);
+            ring[next % SHUFFLE_AHEAD] = (size_t)mt_interval(rs, next);
             PREFETCH_W(&a[ring[next % SHUFFLE_AHEAD]]);
         }
         for (size_t i = n - 1; i > 0; i--) {
             size_t j = ring[i % SHUFFLE_AHEAD];
             if (next > 0) {
-                size_t jj = (size_t)ds_random_interval(rs, next);
+                size_t jj = (size_t)mt_interval(rs, next);
                 ring[next % SHUFFLE_AHEAD] = jj;
                 PREFETCH_W(&a[jj]);
                 next--;
@@ -140,7 +165,7 @@ void ds_random_shuffle(ds_random_state *rs, void *x, size_t n, size_t elsize)
     } else {
         uint64_t *a = x;
         for (size_t i = n - 1; i > 0; i--) {
-            size_t j = (size_t)ds_random_interval(rs, i);
+            size_t j = (size_t)mt_interval(rs, i);
             uint64_t t = a[i];
             a[i] = a[j];
             a[j] = t;
@@ -658,6 +683,7 @@ typedef struct gpt_ds {
 
 typedef struct blend_ds {
     int built;
+    size_t first, K;                /* its datasets: prefixes [first, first + K) */
     int64_t size;                   /* DS_NUM_SAMPLES_NONE for the exhaustive blend */
     uint64_t n;                     /* its length */
     const double *w;                /* (nd) weights, borrowed while building */
@@ -675,8 +701,12 @@ struct ds_pipeline {
     size_t nd;
     char **paths;                   /* (nd) */
     ds_reader **readers;            /* (nd) */
-    double *weights;                /* (nd) as finally normalized */
-    int weighted, blend;
+    double *weights;                /* (nd) as finally normalized, within each prefix's blend */
+    int weighted;                   /* data_path is "w1 P1 ..." (shared lists only) */
+    int per_split;                  /* split_data_path: each split has its own list */
+    int *owner;                     /* (nd) the split of each prefix with per_split, else -1 */
+    size_t first[3], count[3];      /* split s uses prefixes [first, first + count) */
+    int blend_s[3], weighted_s[3];  /* split s's top level is a blend; a weighted one */
     int present[3];
     double bookends[4];
     gpt_ds *gpt;                    /* (3, nd) */
@@ -746,6 +776,7 @@ void ds_pipeline_close(ds_pipeline *p)
             free(p->paths[d]);
     }
     free(p->readers);
+    free(p->owner);
     free(p->mock_lengths);
     free(p->paths);
     free(p->weights);
@@ -842,6 +873,13 @@ static void describe_gpt(sbuf *b, const ds_pipeline *p, const gpt_ds *g, int lvl
     sb_printf(b, "\"sequence_length\": %llu,", (unsigned long long)p->cfg.seq_length);
     sb_indent(b, lvl + 1);
     sb_printf(b, "\"split\": ");
+    if (p->per_split) {
+        /* blend_per_split: the config has neither split nor split_matrix */
+        sb_printf(b, "null,");
+        sb_indent(b, lvl + 1);
+        sb_printf(b, "\"split_matrix\": null,");
+        goto tokenizer;
+    }
     sb_json_string(b, p->split_str);
     sb_printf(b, ",");
     sb_indent(b, lvl + 1);
@@ -868,6 +906,7 @@ static void describe_gpt(sbuf *b, const ds_pipeline *p, const gpt_ds *g, int lvl
     }
     sb_indent(b, lvl + 1);
     sb_printf(b, "],");
+tokenizer:
     sb_indent(b, lvl + 1);
     sb_printf(b, "\"tokenizer\": ");
     describe_tokenizer(b, p, lvl + 1);
@@ -883,10 +922,10 @@ static void describe_blend(sbuf *b, const ds_pipeline *p, int split, const blend
     sb_printf(b, "\"class\": \"BlendedDataset\",");
     sb_indent(b, 1);
     sb_printf(b, "\"datasets\": [");
-    for (size_t d = 0; d < p->nd; d++) {
+    for (size_t d = 0; d < bl->K; d++) {
         sb_indent(b, 2);
-        describe_gpt(b, p, &p->gpt[(size_t)split * p->nd + d], 2);
-        if (d + 1 < p->nd)
+        describe_gpt(b, p, &p->gpt[(size_t)split * p->nd + bl->first + d], 2);
+        if (d + 1 < bl->K)
             sb_printf(b, ",");
     }
     sb_indent(b, 1);
@@ -895,13 +934,13 @@ static void describe_blend(sbuf *b, const ds_pipeline *p, int split, const blend
     sb_printf(b, "\"split\": \"%s\",", split_names[split]);
     sb_indent(b, 1);
     sb_printf(b, "\"weights\": [");
-    for (size_t d = 0; d < p->nd; d++) {
+    for (size_t d = 0; d < bl->K; d++) {
         sb_indent(b, 2);
         if (lengths)
             sb_printf(b, "%llu", (unsigned long long)lengths[d]);
         else
             sb_py_float(b, weights[d]);
-        if (d + 1 < p->nd)
+        if (d + 1 < bl->K)
             sb_printf(b, ",");
     }
     sb_indent(b, 1);
@@ -1175,9 +1214,10 @@ static int gpt_prepare(ds_pipeline *p, gpt_ds *g)
     g->tokens = T;
     RETURN_ERROR_IF(T == 0, DS_ERR_EMPTY,
                     "the %s split of '%s' holds no tokens (sequences [%llu, %llu) of %llu) but a "
-                    "dataset is built on it; Megatron would loop forever here: change --split",
+                    "dataset is built on it; Megatron would loop forever here%s",
                     sname, path, (unsigned long long)g->seq_begin, (unsigned long long)g->seq_end,
-                    (unsigned long long)src_num_sequences(p, g->prefix));
+                    (unsigned long long)src_num_sequences(p, g->prefix),
+                    p->per_split ? "" : ": change --split");
     RETURN_ERROR_IF(T > (uint64_t)INT64_MAX / 2, DS_ERR_RANGE, "'%s' holds too many tokens", path);
 
     /* Epochs: the smallest e >= 1 with e·T >= num_samples·L + E1, which is
@@ -1312,11 +1352,39 @@ static int gpt_compute(const ds_pipeline *p, gpt_ds *g, const int32_t *sizes, in
    (size None, weights = integer lengths), Megatron's helpers.cpp: each
    sample goes to the dataset furthest behind its target share, the lowest
    index winning ties. */
+/* Up to BLEND_SMALL datasets, the counts are also kept as doubles (exact
+   below 2^53) so that no integer conversion sits in the chain from one
+   sample's choice to the next; same arithmetic, same choices. */
+#define BLEND_SMALL 16
+
 void ds_build_blending_indices(int16_t *di, int64_t *dsi, uint64_t size, const double *w,
                                 size_t K, int64_t *count)
 {
     for (size_t d = 0; d < K; d++)
         count[d] = 0;
+    if (K <= BLEND_SMALL) {
+        double c[BLEND_SMALL];
+        for (size_t d = 0; d < K; d++)
+            c[d] = 0.0;
+        for (uint64_t s = 0; s < size; s++) {
+            double x = (double)s > 1.0 ? (double)s : 1.0;
+            size_t best = 0;
+            double best_err = w[0] * x - c[0];
+            for (size_t d = 1; d < K; d++) {
+                double err = w[d] * x - c[d];
+                if (err > best_err) {
+                    best_err = err;
+                    best = d;
+                }
+            }
+            di[s] = (int16_t)best;
+            dsi[s] = (int64_t)c[best];
+            c[best] += 1.0;
+        }
+        for (size_t d = 0; d < K; d++)
+            count[d] = (int64_t)c[d];
+        return;
+    }
     for (uint64_t s = 0; s < size; s++) {
         double x = (double)s > 1.0 ? (double)s : 1.0;
         size_t best = 0;
@@ -1359,13 +1427,16 @@ void ds_build_exhaustive_blending_indices(int16_t *di, int64_t *dsi, const uint6
     }
 }
 
-/* First half of a BlendedDataset: description and cache lookup.  Returns
-   1 when the arrays must be built (blend_compute), 0 on a cache hit. */
+/* First half of a BlendedDataset: description and cache lookup.  w and
+   lens are the split's (count[split]).  Returns 1 when the arrays must be
+   built (blend_compute), 0 on a cache hit. */
 static int blend_prepare(ds_pipeline *p, int split, int64_t size, const double *w, const uint64_t *lens)
 {
     char *errbuf = p->err;
     blend_ds *bl = &p->blends[split];
-    size_t K = p->nd;
+    size_t K = p->count[split];
+    bl->first = p->first[split];
+    bl->K = K;
     bl->size = size;
     bl->w = w;
     uint64_t n = 0;
@@ -1405,7 +1476,8 @@ static int blend_prepare(ds_pipeline *p, int split, int64_t size, const double *
    may run in parallel with the GPTDatasets. */
 static int blend_compute(const ds_pipeline *p, blend_ds *bl, const uint64_t *lens, char *errbuf)
 {
-    size_t K = p->nd;
+    size_t K = bl->K;
+    (void)p;
     uint64_t n = bl->n;
     int16_t *di = malloc((n ? n : 1) * sizeof *di);
     int64_t *dsi = malloc((n ? n : 1) * sizeof *dsi);
@@ -1431,10 +1503,10 @@ static int blend_finish(ds_pipeline *p, int split, const uint64_t *lens)
 {
     char *errbuf = p->err;
     blend_ds *bl = &p->blends[split];
-    for (size_t d = 0; d < p->nd; d++) {
+    for (size_t d = 0; d < bl->K; d++) {
         if ((uint64_t)bl->count[d] > lens[d]) {
             RETURN_ERROR(DS_ERR_OVERSAMPLE, "the %s blend asks '%s' for %lld samples but it has "
-                         "%llu; raise --mid-level-dataset-surplus", split_names[split], p->paths[d],
+                         "%llu; raise --mid-level-dataset-surplus", split_names[split], p->paths[bl->first + d],
                          (long long)bl->count[d], (unsigned long long)lens[d]);
         }
     }
@@ -1545,49 +1617,76 @@ static int parse_weight(const char *s, double *out)
     return 0;
 }
 
-/* get_blend_from_list: an even token count whose even positions all parse
-   as floats is "w1 P1 w2 P2 ...", anything else is a list of prefixes. */
-static int parse_data_path(ds_pipeline *p, const ds_gpt_config *cfg)
+/* get_blend_from_list on tok[0..n): an even token count whose even
+   positions all parse as floats is "w1 P1 w2 P2 ...", anything else is a
+   list of prefixes.  Appends the prefixes to p->paths and their weights as
+   given (1.0 without) to p->weights; opt names the flag in messages. */
+static int parse_blend(ds_pipeline *p, const char *const *tok, size_t n, const char *opt,
+                       int *weighted_out)
 {
     char *errbuf = p->err;
-    size_t n = cfg->n_data_path;
-    RETURN_ERROR_IF(n == 0 || !cfg->data_path, DS_ERR_ARG, "no --data-path given");
     int weighted = n % 2 == 0;
-    double *w = calloc(n, sizeof *w);
+    double *w = calloc(n ? n : 1, sizeof *w);
     RETURN_ERROR_IF(!w, DS_ERR_NOMEM, "out of memory");
     for (size_t i = 0; weighted && i < n; i += 2)
-        if (!cfg->data_path[i] || parse_weight(cfg->data_path[i], &w[i / 2]) != 0)
+        if (!tok[i] || parse_weight(tok[i], &w[i / 2]) != 0)
             weighted = 0;
-    p->weighted = weighted;
-    p->nd = weighted ? n / 2 : n;
-    p->paths = calloc(p->nd, sizeof *p->paths);
-    p->readers = calloc(p->nd, sizeof *p->readers);
-    p->weights = calloc(p->nd, sizeof *p->weights);
-    if (!p->paths || !p->readers || !p->weights) {
-        free(w);
-        RETURN_ERROR(DS_ERR_NOMEM, "out of memory");
-    }
-    for (size_t d = 0; d < p->nd; d++) {
-        const char *tok = cfg->data_path[weighted ? 2 * d + 1 : d];
-        if (!tok) {
+    *weighted_out = weighted;
+    size_t k = weighted ? n / 2 : n;
+    for (size_t j = 0; j < k; j++) {
+        const char *t = tok[weighted ? 2 * j + 1 : j];
+        size_t d = p->nd;
+        if (!t) {
             free(w);
-            RETURN_ERROR(DS_ERR_ARG, "--data-path token %zu is NULL", weighted ? 2 * d + 1 : d);
+            RETURN_ERROR(DS_ERR_ARG, "%s token %zu is NULL", opt, weighted ? 2 * j + 1 : j);
         }
-        p->paths[d] = strip_dup(tok);
-        p->weights[d] = weighted ? w[d] : 1.0;
+        p->paths[d] = strip_dup(t);
+        p->weights[d] = weighted ? w[j] : 1.0;
         if (!p->paths[d]) {
             free(w);
             RETURN_ERROR(DS_ERR_NOMEM, "out of memory");
         }
-        if (weighted && !(w[d] > 0 && isfinite(w[d]))) {
-            DS_SET_ERROR("blend weight '%s' of '%s' is not a positive number", cfg->data_path[2 * d],
+        p->nd++;
+        if (weighted && !(w[j] > 0 && isfinite(w[j]))) {
+            DS_SET_ERROR("blend weight '%s' of '%s' is not a positive number", tok[2 * j],
                          p->paths[d]);
             free(w);
             return DS_ERR_ARG;
         }
     }
     free(w);
-    RETURN_ERROR_IF(p->nd >= 32767, DS_ERR_ARG, "%zu datasets: a blend holds at most 32766", p->nd);
+    RETURN_ERROR_IF(k >= 32767, DS_ERR_ARG, "%zu datasets in %s: a blend holds at most 32766", k, opt);
+    return 0;
+}
+
+/* The prefixes: data_path's, serving every split, or with per-split paths
+   the train list, then valid's, then test's, each serving its own split. */
+static int parse_data_paths(ds_pipeline *p, const ds_gpt_config *cfg)
+{
+    static const char *const opts[3] = {"--train-data-path", "--valid-data-path", "--test-data-path"};
+    char *errbuf = p->err;
+    size_t ntok = p->per_split ? 0 : cfg->n_data_path;
+    for (int s = 0; s < 3 && p->per_split; s++) {
+        RETURN_ERROR_IF(!cfg->split_data_path[s] && cfg->n_split_data_path[s], DS_ERR_ARG,
+                        "%s tokens are NULL", opts[s]);
+        ntok += cfg->n_split_data_path[s];
+    }
+    RETURN_ERROR_IF(ntok == 0 || (!p->per_split && !cfg->data_path), DS_ERR_ARG, "no --data-path given");
+    p->paths = calloc(ntok, sizeof *p->paths);
+    p->readers = calloc(ntok, sizeof *p->readers);
+    p->weights = calloc(ntok, sizeof *p->weights);
+    p->owner = calloc(ntok, sizeof *p->owner);
+    RETURN_ERROR_IF(!p->paths || !p->readers || !p->weights || !p->owner, DS_ERR_NOMEM, "out of memory");
+    if (!p->per_split)
+        return parse_blend(p, cfg->data_path, cfg->n_data_path, "--data-path", &p->weighted);
+    for (int s = 0; s < 3; s++) {
+        p->first[s] = p->nd;
+        FORWARD_IF_ERROR(parse_blend(p, cfg->split_data_path[s], cfg->n_split_data_path[s], opts[s],
+                                     &p->weighted_s[s]));
+        p->count[s] = p->nd - p->first[s];
+        for (size_t d = p->first[s]; d < p->nd; d++)
+            p->owner[d] = s;
+    }
     return 0;
 }
 
@@ -1601,8 +1700,9 @@ static int mock_open(ds_pipeline *p)
     p->paths = calloc(1, sizeof *p->paths);
     p->readers = calloc(1, sizeof *p->readers);
     p->weights = calloc(1, sizeof *p->weights);
+    p->owner = calloc(1, sizeof *p->owner);
     p->mock_lengths = malloc(DS_MOCK_SEQUENCES * sizeof *p->mock_lengths);
-    RETURN_ERROR_IF(!p->paths || !p->readers || !p->weights || !p->mock_lengths, DS_ERR_NOMEM,
+    RETURN_ERROR_IF(!p->paths || !p->readers || !p->weights || !p->owner || !p->mock_lengths, DS_ERR_NOMEM,
                     "out of memory");
     p->paths[0] = xstrdup0("(mock data)");
     RETURN_ERROR_IF(!p->paths[0], DS_ERR_NOMEM, "out of memory");
@@ -1611,6 +1711,12 @@ static int mock_open(ds_pipeline *p)
     ds_pcg64_seed(&g, 0);
     ds_pcg64_integers_i32(&g, p->mock_lengths, DS_MOCK_SEQUENCES, 1, DS_MOCK_MAX_LENGTH);
     return 0;
+}
+
+/* 1 when split s is built and prefix d is one of its datasets. */
+static int uses(const ds_pipeline *p, int s, size_t d)
+{
+    return p->present[s] && d >= p->first[s] && d < p->first[s] + p->count[s];
 }
 
 int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
@@ -1627,21 +1733,34 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
     p->cfg.data_path = NULL;
     p->cfg.split = p->cfg.vocab_file = p->cfg.merge_file = NULL;
     p->cfg.cache_dir = NULL;
+    for (int s = 0; s < 3; s++) {
+        p->cfg.split_data_path[s] = NULL;
+        p->per_split |= cfg->n_split_data_path[s] != 0;
+    }
     RETURN_ERROR_IF(cfg->seq_length < 2 || cfg->seq_length > INT32_MAX / 2, DS_ERR_ARG,
                     "sequence length %llu is out of range [2, %d]", (unsigned long long)cfg->seq_length,
                     INT32_MAX / 2);
-    /* MockGPTDataset forces the split */
-    const char *split = cfg->mock ? DS_MOCK_SPLIT : cfg->split;
-    RETURN_ERROR_IF(!split, DS_ERR_ARG, "no split given");
+    RETURN_ERROR_IF(p->per_split && cfg->n_data_path, DS_ERR_ARG,
+                    "--data-path and --train-data-path/--valid-data-path/--test-data-path are exclusive");
+    RETURN_ERROR_IF(p->per_split && cfg->mock, DS_ERR_ARG, "--mock-data takes no data path");
+    /* MockGPTDataset forces the split; blend_per_split has none */
+    const char *split = cfg->mock ? DS_MOCK_SPLIT : p->per_split ? NULL : cfg->split;
+    RETURN_ERROR_IF(!split && !p->per_split, DS_ERR_ARG, "no split given");
     RETURN_ERROR_IF(cfg->mock && cfg->vocab_size <= 0, DS_ERR_ARG,
                     "mock data needs a positive vocabulary size, not %lld", (long long)cfg->vocab_size);
-    p->split_str = xstrdup0(split);
+    p->split_str = xstrdup0(split ? split : "");
     p->vocab_file = xstrdup0(cfg->vocab_file ? cfg->vocab_file : "");
     p->merge_file = xstrdup0(cfg->merge_file ? cfg->merge_file : "");
     char *cache_dir = cfg->cache_dir ? xstrdup0(cfg->cache_dir) : NULL;
     RETURN_ERROR_IF(!p->split_str || !p->vocab_file || !p->merge_file || (cfg->cache_dir && !cache_dir),
                     DS_ERR_NOMEM, "out of memory");
-    int rc = split_matrix(split, p->bookends, p->present);
+    int rc = 0;
+    if (p->per_split) {
+        for (int s = 0; s < 3; s++)
+            p->present[s] = cfg->n_split_data_path[s] != 0;
+    } else {
+        rc = split_matrix(split, p->bookends, p->present);
+    }
     if (rc < 0) {
         free(cache_dir);
         RETURN_ERROR(rc, "bad split '%s': expected up to three non-negative numbers, not all zero",
@@ -1656,9 +1775,22 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
     build_job *jobs = NULL;
     size_t nj = 0;
 
-    rc = cfg->mock ? mock_open(p) : parse_data_path(p, cfg);
+    rc = cfg->mock ? mock_open(p) : parse_data_paths(p, cfg);
     if (rc < 0)
         goto cleanup;
+    for (int s = 0; s < 3; s++) {
+        if (!p->per_split) {
+            p->first[s] = 0;
+            p->count[s] = p->nd;
+            p->weighted_s[s] = p->weighted;
+            p->blend_s[s] = p->weighted || p->nd > 1;
+        } else {
+            /* one prefix is a plain GPTDataset, weighted or not */
+            p->blend_s[s] = p->count[s] > 1;
+        }
+    }
+    for (size_t d = 0; d < p->nd && !p->per_split; d++)
+        p->owner[d] = -1;
     for (size_t d = 0; d < p->nd && !p->mock_lengths; d++) {
         ds_reader *r = NULL;
         rc = ds_reader_open(p->paths[d], &r);
@@ -1669,7 +1801,6 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
         }
         p->readers[d] = r;
     }
-    p->blend = p->weighted || p->nd > 1;
     p->gpt = calloc(3 * p->nd, sizeof *p->gpt);
     sizes = calloc(p->nd, sizeof *sizes);
     max_size = calloc(p->nd, sizeof *max_size);
@@ -1680,16 +1811,18 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
         DS_SET_ERROR("out of memory");
         goto cleanup;
     }
-    if (p->weighted) {
-        /* the builder's normalize(); BlendedDataset normalizes again below */
-        memcpy(w, p->weights, p->nd * sizeof *w);
-        ds_normalize_weights(w, p->nd);
-        for (int s = 0; s < 3; s++) {
-            if (p->present[s] && cfg->num_samples[s] == DS_NUM_SAMPLES_NONE) {
-                rc = DS_ERR_ARG;
-                DS_SET_ERROR("a weighted blend needs a sample count for the %s split", split_names[s]);
-                goto cleanup;
-            }
+    /* the builder's normalize() of each weighted list; BlendedDataset
+       normalizes again below */
+    memcpy(w, p->weights, p->nd * sizeof *w);
+    for (int s = 0; s < 3; s++) {
+        if (!p->weighted_s[s] || !p->count[s])
+            continue;
+        if (p->per_split || s == 0)
+            ds_normalize_weights(w + p->first[s], p->count[s]);
+        if (p->present[s] && cfg->num_samples[s] == DS_NUM_SAMPLES_NONE) {
+            rc = DS_ERR_ARG;
+            DS_SET_ERROR("a weighted blend needs a sample count for the %s split", split_names[s]);
+            goto cleanup;
         }
     }
 
@@ -1707,14 +1840,20 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
             gpt_ds *g = &p->gpt[(size_t)s * p->nd + d];
             g->prefix = d;
             g->split = s;
-            if (!p->present[s])
+            if (!uses(p, s, d))
                 continue;
-            g->seq_begin = (uint64_t)round_half_even(p->bookends[s] * (double)N);
-            g->seq_end = (uint64_t)round_half_even(p->bookends[s + 1] * (double)N);
+            if (p->per_split) {
+                /* the spoofed split matrix (0.0, 1.0): the whole prefix */
+                g->seq_begin = 0;
+                g->seq_end = N;
+            } else {
+                g->seq_begin = (uint64_t)round_half_even(p->bookends[s] * (double)N);
+                g->seq_end = (uint64_t)round_half_even(p->bookends[s + 1] * (double)N);
+            }
             int64_t S = cfg->num_samples[s];
-            if (!p->blend) {
+            if (!p->blend_s[s]) {
                 g->num_samples = S;
-            } else if (!p->weighted) {
+            } else if (!p->weighted_s[s]) {
                 g->num_samples = DS_NUM_SAMPLES_NONE;
             } else if (cfg->megatron_version == DS_MEGATRON_0_8) {
                 g->num_samples = (int64_t)ceil((double)S * w[d] * 1.005);
@@ -1740,25 +1879,24 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
 
     /* A weighted blend needs nothing of its datasets but their descriptions
        until its final check, so it is built alongside them. */
-    if (p->weighted) {
-        for (int s = 0; s < 3; s++) {
-            if (!p->present[s])
-                continue;
-            int64_t S = cfg->num_samples[s], size = 0;
-            for (size_t d = 0; d < p->nd; d++)
-                size += cfg->megatron_version == DS_MEGATRON_0_8
-                            ? (int64_t)ceil((double)S * w[d] * 1.005)
-                            : (int64_t)ceil((double)S * w[d]);
-            memcpy(p->weights, w, p->nd * sizeof *p->weights);
-            ds_normalize_weights(p->weights, p->nd);
-            rc = blend_prepare(p, s, size, p->weights, lens);
-            if (rc < 0)
-                goto cleanup;
-            if (rc == 1) {
-                jobs[nj].bl = &p->blends[s];
-                jobs[nj].cost = p->blends[s].n;
-                nj++;
-            }
+    for (int s = 0; s < 3; s++) {
+        if (!p->present[s] || !p->blend_s[s] || !p->weighted_s[s])
+            continue;
+        size_t f = p->first[s], K = p->count[s];
+        int64_t S = cfg->num_samples[s], size = 0;
+        for (size_t d = f; d < f + K; d++)
+            size += cfg->megatron_version == DS_MEGATRON_0_8
+                        ? (int64_t)ceil((double)S * w[d] * 1.005)
+                        : (int64_t)ceil((double)S * w[d]);
+        memcpy(p->weights + f, w + f, K * sizeof *p->weights);
+        ds_normalize_weights(p->weights + f, K);
+        rc = blend_prepare(p, s, size, p->weights + f, lens + f);
+        if (rc < 0)
+            goto cleanup;
+        if (rc == 1) {
+            jobs[nj].bl = &p->blends[s];
+            jobs[nj].cost = p->blends[s].n;
+            nj++;
         }
     }
     rc = run_jobs(p, jobs, nj, (const int32_t *const *)sizes, max_size);
@@ -1766,17 +1904,17 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
         goto cleanup;
     for (size_t i = 0; i < 3 * p->nd; i++) {
         gpt_ds *g = &p->gpt[i];
-        if (!p->present[g->split])
+        if (!uses(p, g->split, g->prefix))
             continue;
         g->built = 1;
-        if (!p->blend)
+        if (!p->blend_s[g->split])
             p->length[g->split] = g->shuffle.view.n;
     }
     /* the cache in the builder's order */
     for (size_t d = 0; d < p->nd && p->cfg.cache_dir; d++) {
         for (int s = 0; s < 3; s++) {
             gpt_ds *g = &p->gpt[(size_t)s * p->nd + d];
-            if (!p->present[s] || g->from_cache)
+            if (!uses(p, s, d) || g->from_cache)
                 continue;
             arr arrs[3] = {g->doc, g->sample, g->shuffle};
             rc = cache_store(p, g->description, g->md5, gpt_class(p), s, gpt_names, arrs, 3);
@@ -1784,56 +1922,55 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
                 goto cleanup;
         }
     }
-    if (p->weighted) {
-        for (int s = 0; s < 3; s++) {
-            if (!p->present[s])
-                continue;
-            for (size_t d = 0; d < p->nd; d++)
-                lens[d] = p->gpt[(size_t)s * p->nd + d].shuffle.view.n;
-            if (p->blends[s].count) {
-                rc = blend_finish(p, s, lens);
-                if (rc < 0)
-                    goto cleanup;
-            }
-            p->length[s] = p->blends[s].dataset_index.view.n;
+    for (int s = 0; s < 3; s++) {
+        if (!p->present[s] || !p->blend_s[s] || !p->weighted_s[s])
+            continue;
+        size_t f = p->first[s];
+        for (size_t d = f; d < f + p->count[s]; d++)
+            lens[d] = p->gpt[(size_t)s * p->nd + d].shuffle.view.n;
+        if (p->blends[s].count) {
+            rc = blend_finish(p, s, lens + f);
+            if (rc < 0)
+                goto cleanup;
         }
+        p->length[s] = p->blends[s].dataset_index.view.n;
     }
 
     /* Unweighted BlendedDatasets: sized and weighted by their datasets'
        lengths, so built after them. */
-    if (p->blend && !p->weighted) {
-        for (int s = 0; s < 3; s++) {
-            if (!p->present[s])
-                continue;
-            int64_t S = cfg->num_samples[s], size;
-            uint64_t tot = 0;
-            for (size_t d = 0; d < p->nd; d++) {
-                lens[d] = p->gpt[(size_t)s * p->nd + d].shuffle.view.n;
-                tot += lens[d];
-            }
-            size = S == DS_NUM_SAMPLES_NONE ? DS_NUM_SAMPLES_NONE
-                   : (uint64_t)S < tot      ? S
-                                            : (int64_t)tot;
-            for (size_t d = 0; d < p->nd; d++) {
-                if (lens[d] == 0) {
-                    rc = DS_ERR_EMPTY;
-                    DS_SET_ERROR("the %s split of '%s' holds no sample of %llu tokens, and an "
-                                 "unweighted blend would give it weight 0", split_names[s],
-                                 p->paths[d], (unsigned long long)cfg->seq_length + (cfg->add_extra_token != 0));
-                    goto cleanup;
-                }
-                w[d] = (double)lens[d];
-            }
-            ds_normalize_weights(w, p->nd);
-            /* the weights shown are the train split's shares */
-            if (s == DS_SPLIT_TRAIN || !p->present[DS_SPLIT_TRAIN])
-                memcpy(p->weights, w, p->nd * sizeof *p->weights);
-            rc = build_blend(p, s, size, w, lens);
-            p->blends[s].w = NULL;
-            if (rc < 0)
-                goto cleanup;
-            p->length[s] = p->blends[s].dataset_index.view.n;
+    for (int s = 0; s < 3; s++) {
+        if (!p->present[s] || !p->blend_s[s] || p->weighted_s[s])
+            continue;
+        size_t f = p->first[s], K = p->count[s];
+        int64_t S = cfg->num_samples[s], size;
+        uint64_t tot = 0;
+        for (size_t d = f; d < f + K; d++) {
+            lens[d] = p->gpt[(size_t)s * p->nd + d].shuffle.view.n;
+            tot += lens[d];
         }
+        size = S == DS_NUM_SAMPLES_NONE ? DS_NUM_SAMPLES_NONE
+               : (uint64_t)S < tot      ? S
+                                        : (int64_t)tot;
+        for (size_t d = f; d < f + K; d++) {
+            if (lens[d] == 0) {
+                rc = DS_ERR_EMPTY;
+                DS_SET_ERROR("the %s split of '%s' holds no sample of %llu tokens, and an "
+                             "unweighted blend would give it weight 0", split_names[s],
+                             p->paths[d], (unsigned long long)cfg->seq_length + (cfg->add_extra_token != 0));
+                goto cleanup;
+            }
+            w[d] = (double)lens[d];
+        }
+        ds_normalize_weights(w + f, K);
+        /* the weights shown are the train split's shares (each split's own
+           with per-split lists) */
+        if (p->per_split || s == DS_SPLIT_TRAIN || !p->present[DS_SPLIT_TRAIN])
+            memcpy(p->weights + f, w + f, K * sizeof *p->weights);
+        rc = build_blend(p, s, size, w + f, lens + f);
+        p->blends[s].w = NULL;
+        if (rc < 0)
+            goto cleanup;
+        p->length[s] = p->blends[s].dataset_index.view.n;
     }
     rc = 0;
 cleanup:
@@ -1855,13 +1992,23 @@ cleanup:
 /* ------------------------------------------------------------------------ */
 
 size_t ds_pipeline_num_datasets(const ds_pipeline *p) { return p ? p->nd : 0; }
-int ds_pipeline_is_blend(const ds_pipeline *p) { return p ? p->blend : 0; }
+int ds_pipeline_is_blend(const ds_pipeline *p)
+{
+    return p && (p->blend_s[0] || p->blend_s[1] || p->blend_s[2]);
+}
+
+int ds_pipeline_dataset_split(const ds_pipeline *p, size_t d)
+{
+    return p && d < p->nd && p->owner ? p->owner[d] : -1;
+}
 uint64_t ds_pipeline_seq_length(const ds_pipeline *p) { return p ? p->cfg.seq_length : 0; }
 unsigned ds_pipeline_extra_token(const ds_pipeline *p) { return p && p->cfg.add_extra_token ? 1 : 0; }
 
 double ds_pipeline_weight(const ds_pipeline *p, size_t d)
 {
-    return p && d < p->nd && p->weights ? (p->blend ? p->weights[d] : 1.0) : 0.0;
+    if (!p || d >= p->nd || !p->weights || !p->owner)
+        return 0.0;
+    return p->blend_s[p->owner[d] >= 0 ? p->owner[d] : 0] ? p->weights[d] : 1.0;
 }
 
 int ds_pipeline_has_split(const ds_pipeline *p, int split)
@@ -1890,7 +2037,8 @@ int ds_pipeline_dataset(const ds_pipeline *p, int split, size_t d, ds_gpt_info *
 {
     if (!p || !info)
         return DS_ERR_ARG;
-    if (!ds_pipeline_has_split(p, split) || d >= p->nd || !p->gpt[(size_t)split * p->nd + d].built)
+    if (!ds_pipeline_has_split(p, split) || !uses(p, split, d) ||
+        !p->gpt[(size_t)split * p->nd + d].built)
         return DS_ERR_RANGE;
     const gpt_ds *g = &p->gpt[(size_t)split * p->nd + d];
     info->path = p->paths[d];
@@ -1915,7 +2063,7 @@ int ds_pipeline_blend(const ds_pipeline *p, int split, ds_array *dataset_index,
 {
     if (!p)
         return DS_ERR_ARG;
-    if (!p->blend || !ds_pipeline_has_split(p, split) || !p->blends[split].built)
+    if (!ds_pipeline_has_split(p, split) || !p->blend_s[split] || !p->blends[split].built)
         return DS_ERR_RANGE;
     const blend_ds *bl = &p->blends[split];
     if (dataset_index)
@@ -1973,15 +2121,15 @@ int ds_pipeline_text(const ds_pipeline *p, int split, uint64_t k, int64_t *text,
         return DS_ERR_ARG;
     if (!ds_pipeline_has_split(p, split) || k >= p->length[split])
         return DS_ERR_RANGE;
-    size_t d = 0;
+    size_t d = p->first[split];
     uint64_t kk = k;
-    if (p->blend) {
+    if (p->blend_s[split]) {
         const blend_ds *bl = &p->blends[split];
         int64_t di = arr_get(&bl->dataset_index.view, k, 0);
         int64_t dsi = arr_get(&bl->dataset_sample_index.view, k, 0);
-        if (di < 0 || (uint64_t)di >= p->nd || dsi < 0)
+        if (di < 0 || (uint64_t)di >= p->count[split] || dsi < 0)
             return DS_ERR_CORRUPT;
-        d = (size_t)di;
+        d += (size_t)di;
         kk = (uint64_t)dsi;
     }
     const gpt_ds *g = &p->gpt[(size_t)split * p->nd + d];

@@ -123,7 +123,8 @@ enum {
     O_DATA_PATH, O_SPLIT, O_MOCK, O_CACHE, O_VOCAB_FILE, O_MERGE_FILE, O_TOKENIZER, O_VOCAB_SIZE,
     O_TP, O_PP, O_EOD_MASK, O_VOCAB_DIV, O_INIT_STD, O_UNTIE, O_NORM_EPS, O_HIDDEN_DROPOUT,
     O_ATTN_DROPOUT, O_DIST_OPT, O_LOG_THROUGHPUT, O_QUIET, O_VERBOSE, O_HELP, O_VERSION,
-    O_NOT_YET, O_SAVE, O_SAVE_INTERVAL, O_LOAD
+    O_NOT_YET, O_SAVE, O_SAVE_INTERVAL, O_LOAD,
+    O_TRAIN_DATA_PATH, O_VALID_DATA_PATH, O_TEST_DATA_PATH   /* in split order */
 };
 
 static const struct cli_option options[] = {
@@ -200,9 +201,9 @@ static const struct cli_option options[] = {
     {"normalization", 0, CLI_ARG_ONE, O_NOT_YET, NULL, NULL},
     {"position-embedding-type", 0, CLI_ARG_ONE, O_NOT_YET, NULL, NULL},
     {"group-query-attention", 0, CLI_ARG_NONE, O_NOT_YET, NULL, NULL},
-    {"train-data-path", 0, CLI_ARG_MANY, O_NOT_YET, NULL, NULL},
-    {"valid-data-path", 0, CLI_ARG_MANY, O_NOT_YET, NULL, NULL},
-    {"test-data-path", 0, CLI_ARG_MANY, O_NOT_YET, NULL, NULL},
+    {"train-data-path", 0, CLI_ARG_MANY, O_TRAIN_DATA_PATH, "[W] PREFIX...", "the train split's own blend, each prefix whole (replaces --data-path/--split)"},
+    {"valid-data-path", 0, CLI_ARG_MANY, O_VALID_DATA_PATH, "[W] PREFIX...", "the validation split's own blend"},
+    {"test-data-path", 0, CLI_ARG_MANY, O_TEST_DATA_PATH, "[W] PREFIX...", "the test split's own blend"},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
@@ -222,6 +223,10 @@ struct config {
     uint64_t log_interval, eval_interval, eval_iters;
     const char **data_path;
     size_t n_data_path;
+    const char *const *split_data_path[3];   /* --train/valid/test-data-path: runs of argv */
+    size_t n_split_data_path[3];
+    const char *split_data_eq[3];           /* the one token of --train-data-path=P */
+    int have_split;
     const char *split, *cache, *vocab_file, *merge_file;
     const char *save, *load;
     uint64_t save_interval;
@@ -365,7 +370,19 @@ static void parse_args(int argc, char **argv, struct config *c)
                 while (i + 1 < argc && !cli_looks_like_option(argv[i + 1]))
                     c->data_path[c->n_data_path++] = argv[++i];
             break;
-        case O_SPLIT: c->split = val; break;
+        case O_TRAIN_DATA_PATH: case O_VALID_DATA_PATH: case O_TEST_DATA_PATH: {
+            /* nargs='*' too; the tokens are consecutive in argv */
+            int sp = o->id - O_TRAIN_DATA_PATH;
+            c->split_data_eq[sp] = val;
+            c->split_data_path[sp] = val ? &c->split_data_eq[sp] : (const char *const *)&argv[i + 1];
+            c->n_split_data_path[sp] = val ? 1 : 0;
+            while (!val && i + 1 < argc && !cli_looks_like_option(argv[i + 1])) {
+                c->n_split_data_path[sp]++;
+                i++;
+            }
+            break;
+        }
+        case O_SPLIT: c->split = val; c->have_split = 1; break;
         case O_SAVE: c->save = val; break;
         case O_LOAD: c->load = val; break;
         case O_SAVE_INTERVAL: c->save_interval = opt_u64(n, val, 1, 1ull << 40); break;
@@ -424,8 +441,13 @@ static void parse_args(int argc, char **argv, struct config *c)
     if (c->train_samples && (c->have_decay_iters || c->have_warmup_iters))
         usage_error("--lr-decay-iters and --lr-warmup-iters need --train-iters");
     if (c->min_lr > c->lr) usage_error("--min-lr %g is above --lr %g", c->min_lr, c->lr);
+    int per_split = c->n_split_data_path[0] || c->n_split_data_path[1] || c->n_split_data_path[2];
     if (c->mock && c->n_data_path) usage_error("--mock-data and --data-path are exclusive");
-    if (!c->mock && !c->n_data_path) usage_error("missing --data-path (or --mock-data)");
+    if (per_split && (c->mock || c->n_data_path))
+        usage_error("--train-data-path/--valid-data-path/--test-data-path and %s are exclusive", c->mock ? "--mock-data" : "--data-path");
+    if (per_split && c->have_split) usage_error("--split does not apply to --train-data-path/--valid-data-path/--test-data-path");
+    if (per_split && !c->n_split_data_path[0]) usage_error("missing --train-data-path (the valid and test paths do not train)");
+    if (!c->mock && !c->n_data_path && !per_split) usage_error("missing --data-path (or --mock-data, or --train-data-path)");
     if (c->tokenizer == TOK_NULL && !c->vocab_size_arg) usage_error("NullTokenizer needs --vocab-size");
     if (c->tokenizer == TOK_GPT2 && c->vocab_size_arg) usage_error("--vocab-size goes with --tokenizer-type NullTokenizer");
     if (c->train_samples) {
@@ -826,6 +848,15 @@ static void print_config(const struct config *c, const gpt_model *m, const struc
         size_t l = strlen(data);
         snprintf(data + l, sizeof data - l, "%s%s", i ? " " : "", c->data_path[i]);
     }
+    for (int s = 0; s < 3; s++) {
+        size_t l = strlen(data);
+        if (c->n_split_data_path[s])
+            snprintf(data + l, sizeof data - l, "%s%s:", l ? "; " : "", s == 0 ? "train" : s == 1 ? "valid" : "test");
+        for (size_t i = 0; i < c->n_split_data_path[s]; i++) {
+            l = strlen(data);
+            snprintf(data + l, sizeof data - l, " %s", c->split_data_path[s][i]);
+        }
+    }
     static const char *styles[] = {"constant", "linear", "cosine"};
     int threads = 1;
 #ifdef _OPENMP
@@ -849,7 +880,7 @@ static void print_config(const struct config *c, const gpt_model *m, const struc
     ROW("weight decay / clip grad", "%g / %g", c->wd, c->clip);
     ROW("init std / seed", "%g / %" PRIu64, c->init_std, c->seed);
     ROW("data", "%s", data);
-    ROW("split", "%s", c->mock ? "1,1,1 (mock)" : c->split);
+    ROW("split", "%s", c->mock ? "1,1,1 (mock)" : c->n_data_path ? c->split : "none (a data path per split)");
     ROW("tokenizer", "%s", vocab);
     ROW("eod mask loss", "%s", c->eod_mask ? "yes" : "no");
     ROW("log, eval interval / iters", "%" PRIu64 " / %" PRIu64 ", %" PRIu64, c->log_interval, c->eval_interval, c->eval_iters);
@@ -1087,6 +1118,10 @@ int main(int argc, char **argv)
     ds_gpt_config_init(&dc);
     dc.data_path = c.data_path;
     dc.n_data_path = c.n_data_path;
+    for (int s = 0; s < 3; s++) {
+        dc.split_data_path[s] = c.split_data_path[s];
+        dc.n_split_data_path[s] = c.n_split_data_path[s];
+    }
     dc.split = c.split;
     dc.seq_length = (uint64_t)c.seq;
     dc.seed = (uint32_t)c.seed;

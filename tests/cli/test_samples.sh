@@ -6,7 +6,8 @@
 # writes under Megatron's names; cache reuse; a sample shown as ids; the
 # empty-split guard (Megatron loops forever there); usage errors;
 # --mock-data against numpy-made reference values; --show-masks with the
-# EOD mask/reset flags.
+# EOD mask/reset flags; per-split data paths (--train-data-path ...)
+# against config E, written by Megatron-Core itself.
 #
 # The dev .bin is not in tests/data: a sparse file of Σ lengths × 2 bytes
 # stands next to a link to the .idx (building indices reads only the .idx).
@@ -132,4 +133,54 @@ check masks-reset-pos grep -qx 'position_ids: 0 1 2 3 0 1 2 3 4 5 6 7 8 9 10 11 
 check masks-reset-att grep -qx 'attention_start: 0 0 0 0 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4' out
 $I samples $S --reset-position-ids >out 2>err
 check masks-only-pos grep -qx 'attention_start: 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0' out
+# Per-split data paths (Megatron's blend_per_split) against config E, which
+# Megatron-Core 0.16.1 wrote (tests/data/README.md): every cache file of
+# ours, named by the md5 of its description, holds E's bytes
+E=$ROOT/tests/data/indices/E
+PS="--train-data-path 0.7 golden/tiny_text_document 0.3 golden/edge_text_document
+    --valid-data-path golden/edge_text_document
+    --test-data-path golden/tiny_text_document golden/edge_text_document
+    --seq-length 256 --train-samples 3000 --valid-samples 200 --test-samples 50
+    --vocab-file vocab/gpt2-vocab.json --merge-file vocab/gpt2-merges.txt"
+$I samples $PS --cache c-e >out 2>err
+check per-split-runs [ $? -eq 0 ]
+check per-split-plan grep -q '^valid: 200 samples asked, length 5786' out
+check per-split-owner grep -q '^  \[2\] weight 1  golden/edge_text_document  (65 sequences)  valid$' out
+# same_as_e: each E/{name}-{split}-description.txt, found in c-e by its md5,
+# with the same bytes in every array next to it
+same_as_e() {
+    bad=0 n=0
+    for d in "$E"/*-description.txt; do
+        base=$(basename "$d" -description.txt); split=${base#*-}; name=${base%%-*}
+        cls=GPTDataset; [ "$name" = blend ] && cls=BlendedDataset
+        h=$(md5sum <"$d" | cut -d' ' -f1)
+        for f in "$E/$base"-*; do
+            got=c-e/$h-$cls-$split-${f#"$E/$base"-}
+            cmp -s "$f" "$got" || { echo "    $f != $got" >&2; bad=1; }
+            n=$((n + 1))
+        done
+    done
+    [ $bad -eq 0 ] && [ $n -eq 26 ] && [ "$(ls c-e | wc -l)" -eq 26 ]
+}
+check per-split-megatron-bytes same_as_e
+$I samples $PS >out2 2>err
+check per-split-deterministic sh -c "sed 's/built+cached/built/' out | diff - out2"
+# the lone valid prefix is, sample for sample, --data-path P --split 0,1,0
+V="--seq-length 256 --train-samples 3000 --valid-samples 200 --test-samples 50 --show-split valid -q"
+same_samples=1
+for k in 0 1 57 199; do
+    a=$($I samples --valid-data-path golden/edge_text_document $V --show $k 2>&1)
+    b=$($I samples --data-path golden/edge_text_document --split 0,1,0 $V --show $k 2>&1)
+    [ -n "$a" ] && [ "$a" = "$b" ] || same_samples=0
+done
+check per-split-valid-equals-split-010 [ $same_samples -eq 1 ]
+run_expect per-split-with-data-path 2 "replace --data-path" $I samples --data-path golden/tiny_text_document \
+    --train-data-path golden/tiny_text_document --seq-length 8 --train-samples 10
+run_expect per-split-with-split 2 "--split does not apply" $I samples --train-data-path golden/tiny_text_document \
+    --split 1,0,0 --seq-length 8 --train-samples 10
+run_expect per-split-with-mock 2 "replace --mock-data" $I samples --mock-data \
+    --valid-data-path golden/tiny_text_document --seq-length 8 --train-samples 10
+run_expect per-split-no-path 2 "needs at least one path" $I samples --train-data-path --seq-length 8 --train-samples 10
+run_expect per-split-show-absent 1 "out of range: the train split has 0" $I samples \
+    --valid-data-path golden/tiny_text_document --seq-length 8 --train-samples 10 --show 0
 finish

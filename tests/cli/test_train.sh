@@ -3,8 +3,9 @@
 # tests/data/golden/tiny_text_document (GPT-2 ids) and on mock data: Megatron's
 # log line field for field, the learning-rate schedule at exact values, the
 # validation lines, falling loss, thread-count independence of the losses,
-# checkpoints (bitwise resume, corrupt and mismatched files refused), and
-# the refusals (exit 2) and runtime failures (exit 1).  About 5 s
+# checkpoints (bitwise resume, corrupt and mismatched files refused),
+# per-split data paths (--train-data-path P trains as --data-path P
+# --split 1,0,0), and the refusals (exit 2) and runtime failures (exit 1).  About 5 s
 # (about 15 s under ASan).
 . tests/cli/lib.sh
 MDSTRAIN=${MDSTRAIN:-$BUILD/mdstrain}
@@ -47,6 +48,23 @@ OMP_NUM_THREADS=1 "$MDSTRAIN" -q --data-path "$DATA" --split 90,10,0 $TINY --tra
     --lr-warmup-iters 2 --log-interval 1 --eval-iters 0 >"$T/log1" 2>"$T/err1"
 losses "$T/log" >"$T/l0"; losses "$T/log1" >"$T/l1"
 check same_losses_one_thread cmp -s "$T/l0" "$T/l1"
+# per-split data paths: training on --train-data-path P alone is training on
+# --data-path P --split 1,0,0 (the same sample order); --valid-data-path
+# gives the validation lines
+# shellcheck disable=SC2086
+"$MDSTRAIN" -q --train-data-path "$DATA" $TINY --train-iters 4 --lr 1e-2 --log-interval 1 \
+    --eval-iters 0 >"$T/logps" 2>"$T/errps"
+check per_split_train_exit0 test $? -eq 0
+# shellcheck disable=SC2086
+"$MDSTRAIN" -q --data-path "$DATA" --split 1,0,0 $TINY --train-iters 4 --lr 1e-2 --log-interval 1 \
+    --eval-iters 0 >"$T/log100" 2>"$T/err100"
+losses "$T/logps" >"$T/lps"; losses "$T/log100" >"$T/l100"
+check per_split_same_losses_as_split_100 sh -c "[ -s '$T/lps' ] && cmp -s '$T/lps' '$T/l100'"
+# shellcheck disable=SC2086
+"$MDSTRAIN" -q --train-data-path 1 "$DATA" --valid-data-path "$DATA" $TINY --train-iters 4 --lr 1e-2 \
+    --log-interval 1 --eval-interval 2 --eval-iters 1 >"$T/logpv" 2>"$T/errpv"
+check per_split_valid_exit0 test $? -eq 0
+check per_split_validation_lines test "$(grep -c '^ validation loss at iteration [24] | ' "$T/logpv")" -eq 2
 
 # mock data with the null tokenizer, --train-samples and a cosine schedule
 # (warmup 2 of 8 samples): lr at sample 4 = 1e-3 + 9e-3 * (cos(pi/3) + 1) / 2
@@ -126,6 +144,13 @@ run_expect heads 2 "not a multiple of --num-attention-heads" "$MDSTRAIN" $BASE -
 run_expect warmup_too_long 2 "not shorter than the decay" "$MDSTRAIN" $BASE --lr-warmup-iters 1
 run_expect dropout 2 "no dropout" "$MDSTRAIN" $BASE --hidden-dropout 0.1
 run_expect bad_style 2 "constant, linear or cosine" "$MDSTRAIN" $BASE --lr-decay-style wsd
+run_expect per_split_and_mock 2 "--mock-data are exclusive" "$MDSTRAIN" $BASE --train-data-path "$DATA"
+run_expect per_split_and_data_path 2 "--data-path are exclusive" "$MDSTRAIN" $TINY --train-iters 1 --lr 1e-3 \
+    --data-path "$DATA" --train-data-path "$DATA"
+run_expect per_split_and_split 2 "--split does not apply" "$MDSTRAIN" $TINY --train-iters 1 --lr 1e-3 \
+    --train-data-path "$DATA" --split 1,0,0
+run_expect per_split_no_train 2 "missing --train-data-path" "$MDSTRAIN" $TINY --train-iters 1 --lr 1e-3 \
+    --valid-data-path "$DATA"
 }
 check hint_line grep -q "^hint: see 'mdstrain --help'" "$T/err"
 # runtime failures: exit 1

@@ -3,8 +3,9 @@
  * dataset/npy.c): numpy RandomState, MD5, .npy headers, split rounding,
  * weight normalization, blending, the spec's worked GPTDataset example, and
  * the golden index arrays Megatron-Core itself wrote (tests/data/indices/,
- * configs A, C, D in both v0.8.0 and main flavours) reproduced element for
- * element, plus the cache (Megatron's names, mmap reuse, rebuild on a
+ * configs A, C, D in both v0.8.0 and main flavours, and the per-split
+ * config E that Megatron-Core 0.16.1 wrote) reproduced element for element,
+ * per-split data paths against --split builds and their errors, plus the cache (Megatron's names, mmap reuse, rebuild on a
  * mismatching description) and property tests (coverage, split boundaries,
  * blend ratios), and MockGPTDataset: numpy's PCG64/SeedSequence/Lemire
  * integers, and the mock pipeline against tests/data/mock/reference.txt.
@@ -520,6 +521,8 @@ static void check_first5(const char *cfg, const ds_pipeline *p)
    the datasets are built in parallel and must not depend on it. */
 static int g_threads;
 
+static void check_golden(const char *cfg, const ds_gpt_config *c);
+
 static void run_golden(const char *cfg, int version, const char *const *dp, size_t ndp, uint64_t L,
                        uint32_t seed, const char *split, int64_t s0, int64_t s1, int64_t s2)
 {
@@ -537,18 +540,28 @@ static void run_golden(const char *cfg, int version, const char *const *dp, size
     c.megatron_version = version;
     c.vocab_file = "vocab/gpt2-vocab.json";
     c.merge_file = "vocab/gpt2-merges.txt";
+    check_golden(cfg, &c);
+}
+
+/* Builds c and compares every dataset of every split with the golden files
+   of cfg; a split has a blend exactly when the golden set has one. */
+static void check_golden(const char *cfg, const ds_gpt_config *c)
+{
     ds_pipeline *p = NULL;
-    int rc = ds_pipeline_open(&c, &p);
+    int rc = ds_pipeline_open(c, &p);
     CHECK(rc == 0);
     if (rc != 0) {
         fprintf(stderr, "  %s: %s\n", cfg, ds_pipeline_error(p));
         ds_pipeline_close(p);
         return;
     }
-    int mainf = version == DS_MEGATRON_MAIN;
+    int mainf = c->megatron_version == DS_MEGATRON_MAIN;
     for (int s = 0; s < 3; s++) {
         static const char *const sn[3] = {"train", "valid", "test"};
         for (size_t d = 0; d < ds_pipeline_num_datasets(p); d++) {
+            int owner = ds_pipeline_dataset_split(p, d);
+            if (owner >= 0 && owner != s)
+                continue;
             ds_gpt_info g;
             CHECK(ds_pipeline_dataset(p, s, d, &g) == 0);
             char f[128];
@@ -562,10 +575,13 @@ static void run_golden(const char *cfg, int version, const char *const *dp, size
             snprintf(f, sizeof f, "%s-%s-description.txt", nm, sn[s]);
             CHECK(same_text(cfg, mainf, f, g.description));
         }
-        if (ds_pipeline_is_blend(p)) {
-            ds_array di, dsi;
-            const char *desc;
-            CHECK(ds_pipeline_blend(p, s, &di, &dsi, &desc, NULL) == 0);
+        char gold[PATH_MAX * 2];
+        snprintf(gold, sizeof gold, "%s/tests/data/indices/%s/blend-%s-dataset_index.npy", g_root, cfg, sn[s]);
+        int want_blend = access(gold, R_OK) == 0;
+        ds_array di, dsi;
+        const char *desc;
+        CHECK((ds_pipeline_blend(p, s, &di, &dsi, &desc, NULL) == 0) == want_blend);
+        if (want_blend) {
             char f[128];
             snprintf(f, sizeof f, "blend-%s-dataset_index.npy", sn[s]);
             CHECK(same_as_golden(cfg, mainf, f, &di));
@@ -609,6 +625,160 @@ static void test_golden_d(void)
         run_golden("D", DS_MEGATRON_MAIN, dp_d, 6, 2048, 1234, "90,5,5", 5000, 100, 10);
     }
     g_threads = 0;
+}
+
+/* ---- per-split data paths (--train-data-path ...) ---- */
+
+static const char *const sp_e_train[] = {"0.7", "golden/tiny_text_document", "0.3", "golden/edge_text_document"};
+static const char *const sp_e_valid[] = {"golden/edge_text_document"};
+static const char *const sp_e_test[] = {"golden/tiny_text_document", "golden/edge_text_document"};
+
+static void config_e(ds_gpt_config *c)
+{
+    ds_gpt_config_init(c);
+    c->split_data_path[0] = sp_e_train;
+    c->n_split_data_path[0] = 4;
+    c->split_data_path[1] = sp_e_valid;
+    c->n_split_data_path[1] = 1;
+    c->split_data_path[2] = sp_e_test;
+    c->n_split_data_path[2] = 2;
+    c->seq_length = 256;
+    c->num_samples[0] = 3000;
+    c->num_samples[1] = 200;
+    c->num_samples[2] = 50;
+    c->vocab_file = "vocab/gpt2-vocab.json";
+    c->merge_file = "vocab/gpt2-merges.txt";
+}
+
+/* Config E, written by Megatron-Core 0.16.1 itself (tests/data/README.md):
+   a weighted train blend, a lone valid prefix (a plain GPTDataset), an
+   unweighted test blend, each prefix whole, "split" null. */
+static void test_golden_per_split(void)
+{
+    for (g_threads = 0; g_threads <= 2; g_threads++) {
+        ds_gpt_config c;
+        config_e(&c);
+        c.num_threads = g_threads;
+        check_golden("E", &c);
+    }
+    g_threads = 0;
+    ds_gpt_config c;
+    config_e(&c);
+    ds_pipeline *p = NULL;
+    CHECK(ds_pipeline_open(&c, &p) == 0);
+    CHECK(ds_pipeline_num_datasets(p) == 5 && ds_pipeline_is_blend(p));
+    static const int owner[5] = {0, 0, 1, 2, 2};
+    for (size_t d = 0; d < 5; d++)
+        CHECK(ds_pipeline_dataset_split(p, d) == owner[d]);
+    CHECK(ds_pipeline_dataset_split(p, 5) == -1);
+    ds_gpt_info g;
+    CHECK(ds_pipeline_dataset(p, DS_SPLIT_VALID, 0, &g) == DS_ERR_RANGE);   /* a train prefix */
+    CHECK(ds_pipeline_dataset(p, DS_SPLIT_VALID, 2, &g) == 0);
+    CHECK(g.seq_begin == 0 && g.seq_end == ds_pipeline_num_sequences(p, 2) && g.num_samples == 200);
+    CHECK(ds_pipeline_length(p, DS_SPLIT_VALID) == g.length);
+    CHECK(ds_pipeline_weight(p, 2) == 1.0 && ds_pipeline_weight(p, 0) == 0.7);
+    /* a sample of the lone valid prefix and of the test blend read fine */
+    int64_t text[257];
+    ds_sample_origin o;
+    CHECK(ds_pipeline_text(p, DS_SPLIT_VALID, 7, text, &o) == 0 && o.dataset == 2);
+    for (uint64_t k = 0; k < ds_pipeline_length(p, DS_SPLIT_TEST); k++) {
+        CHECK(ds_pipeline_text(p, DS_SPLIT_TEST, k, text, &o) == 0);
+        CHECK(o.dataset == 3 || o.dataset == 4);
+    }
+    ds_pipeline_close(p);
+}
+
+/* The valid split built from a prefix alone is, array for array, the
+   valid split of --data-path P --split 0,1,0 (Megatron's spoofed matrix
+   (0.0, 1.0) is that split's entry; checked with Megatron-Core 0.16.1);
+   only the descriptions differ ("split" and "split_matrix" null), and so
+   the cache names.  Likewise train with --split 1,0,0. */
+static void test_per_split_equivalence(void)
+{
+    static const char *const one[] = {"golden/tiny_text_document"};
+    for (int s = 0; s < 2; s++) {
+        ds_gpt_config a, b;
+        ds_gpt_config_init(&a);
+        a.split_data_path[s] = one;
+        a.n_split_data_path[s] = 1;
+        a.seq_length = 128;
+        a.num_samples[0] = 4000;
+        a.num_samples[1] = 300;
+        a.num_samples[2] = 10;
+        b = a;
+        b.n_split_data_path[s] = 0;
+        b.split_data_path[s] = NULL;
+        b.data_path = one;
+        b.n_data_path = 1;
+        b.split = s == 0 ? "1,0,0" : "0,1,0";
+        ds_pipeline *pa = NULL, *pb = NULL;
+        CHECK(ds_pipeline_open(&a, &pa) == 0 && ds_pipeline_open(&b, &pb) == 0);
+        for (int t = 0; t < 3; t++) {
+            CHECK(ds_pipeline_has_split(pa, t) == (t == s));
+            CHECK(ds_pipeline_has_split(pb, t) == (t == s));
+        }
+        ds_gpt_info ga, gb;
+        CHECK(ds_pipeline_dataset(pa, s, 0, &ga) == 0 && ds_pipeline_dataset(pb, s, 0, &gb) == 0);
+        CHECK(ga.seq_begin == gb.seq_begin && ga.seq_end == gb.seq_end && ga.num_epochs == gb.num_epochs);
+        const ds_array *xa[3] = {&ga.document_index, &ga.sample_index, &ga.shuffle_index};
+        const ds_array *xb[3] = {&gb.document_index, &gb.sample_index, &gb.shuffle_index};
+        for (int k = 0; k < 3; k++) {
+            size_t item = (size_t)(xa[k]->descr[2] - '0');
+            CHECK(xa[k]->n == xb[k]->n && !strcmp(xa[k]->descr, xb[k]->descr) &&
+                  memcmp(xa[k]->data, xb[k]->data, xa[k]->n * xa[k]->cols * item) == 0);
+        }
+        CHECK(strcmp(ga.md5, gb.md5) != 0);
+        CHECK(strstr(ga.description, "\"split\": null,\n    \"split_matrix\": null,") != NULL);
+        ds_pipeline_close(pa);
+        ds_pipeline_close(pb);
+    }
+}
+
+/* Bad per-split configurations fail with DS_ERR_ARG; a weighted lone prefix
+   is a plain GPTDataset (unlike --data-path 1 P, a one-dataset blend). */
+static void test_per_split_errors(void)
+{
+    static const char *const one[] = {"golden/tiny_text_document"};
+    static const char *const w1[] = {"1", "golden/tiny_text_document"};
+    ds_gpt_config c;
+    ds_pipeline *p = NULL;
+    config_e(&c);
+    c.data_path = one;
+    c.n_data_path = 1;
+    CHECK(ds_pipeline_open(&c, &p) == DS_ERR_ARG && strstr(ds_pipeline_error(p), "exclusive"));
+    ds_pipeline_close(p);
+    config_e(&c);
+    c.mock = 1;
+    CHECK(ds_pipeline_open(&c, &p) == DS_ERR_ARG);
+    ds_pipeline_close(p);
+    config_e(&c);
+    c.num_samples[0] = DS_NUM_SAMPLES_NONE;   /* weights need a size */
+    CHECK(ds_pipeline_open(&c, &p) == DS_ERR_ARG);
+    ds_pipeline_close(p);
+    config_e(&c);
+    c.split_data_path[1] = NULL;
+    CHECK(ds_pipeline_open(&c, &p) == DS_ERR_ARG);
+    ds_pipeline_close(p);
+    /* valid alone; the unweighted test blend without a size is exhaustive */
+    config_e(&c);
+    c.n_split_data_path[0] = 0;
+    c.split_data_path[0] = NULL;
+    c.num_samples[2] = DS_NUM_SAMPLES_NONE;
+    CHECK(ds_pipeline_open(&c, &p) == 0);
+    CHECK(!ds_pipeline_has_split(p, DS_SPLIT_TRAIN) && ds_pipeline_length(p, DS_SPLIT_TRAIN) == 0);
+    ds_gpt_info a, b;
+    CHECK(ds_pipeline_dataset(p, DS_SPLIT_TEST, 1, &a) == 0 && ds_pipeline_dataset(p, DS_SPLIT_TEST, 2, &b) == 0);
+    CHECK(ds_pipeline_length(p, DS_SPLIT_TEST) == a.length + b.length);
+    ds_pipeline_close(p);
+    ds_gpt_config_init(&c);
+    c.split_data_path[0] = w1;
+    c.n_split_data_path[0] = 2;
+    c.seq_length = 128;
+    c.num_samples[0] = 100;
+    CHECK(ds_pipeline_open(&c, &p) == 0);
+    CHECK(!ds_pipeline_is_blend(p) && ds_pipeline_length(p, DS_SPLIT_TRAIN) >= 100);
+    CHECK(ds_pipeline_dataset(p, DS_SPLIT_TRAIN, 0, &a) == 0 && a.num_samples == 100);
+    ds_pipeline_close(p);
 }
 
 /* ---- cache ---- */
@@ -928,6 +1098,9 @@ int main(void)
     RUN(test_golden_a);
     RUN(test_golden_c);
     RUN(test_golden_d);
+    RUN(test_golden_per_split);
+    RUN(test_per_split_equivalence);
+    RUN(test_per_split_errors);
     RUN(test_cache);
     RUN(test_coverage);
     RUN(test_pcg64);
