@@ -504,16 +504,21 @@ int gpt_param_counts_in_norm(const gpt_model *m, int id)
     }
 }
 
+/* The part [*b, *e) of tensor id (whose flat elements start at off) inside
+ * [lo, hi); returns 0 when empty. */
+static int tensor_in_range(const gpt_model *m, int id, size_t off, size_t lo, size_t hi, size_t *b, size_t *e)
+{
+    *b = off > lo ? off : lo;
+    *e = off + m->param_sizes[id] < hi ? off + m->param_sizes[id] : hi;
+    return *b < *e;
+}
+
 double gpt_grad_sq_range(const gpt_model *m, const float *g, size_t lo, size_t hi)
 {
     double total = 0.0;
-    size_t off = 0;
-    for (int i = 0; i < GPT_NUM_PARAMS; i++) {
-        size_t b = off, e = off + m->param_sizes[i];
-        off = e;
-        if (b < lo) b = lo;
-        if (e > hi) e = hi;
-        if (b >= e || !gpt_param_counts_in_norm(m, i))
+    size_t off = 0, b, e;
+    for (int i = 0; i < GPT_NUM_PARAMS; off += m->param_sizes[i], i++) {
+        if (!tensor_in_range(m, i, off, lo, hi, &b, &e) || !gpt_param_counts_in_norm(m, i))
             continue;
         double s;
         global_norm_squared_cpu(&s, g + (b - lo), e - b);
@@ -541,13 +546,9 @@ void gpt_update_range(gpt_model *m, size_t lo, size_t hi, const float *g, float 
                       float beta1, float beta2, float eps, float weight_decay, float grad_scale)
 {
     m->step++;
-    size_t off = 0;
-    for (int i = 0; i < GPT_NUM_PARAMS; i++) {
-        size_t b = off, e = off + m->param_sizes[i];
-        off = e;
-        if (b < lo) b = lo;
-        if (e > hi) e = hi;
-        if (b >= e)
+    size_t off = 0, b, e;
+    for (int i = 0; i < GPT_NUM_PARAMS; off += m->param_sizes[i], i++) {
+        if (!tensor_in_range(m, i, off, lo, hi, &b, &e))
             continue;
         adamw_update_cpu(m->params_memory + b, mo + (b - lo), vo + (b - lo), g + (b - lo), e - b, m->step, lr,
                          beta1, beta2, eps, gpt_param_decays(i) ? weight_decay : 0.0f, grad_scale);
