@@ -351,8 +351,9 @@ static int join(const char *master, int mport, int lfd, int lport, double deadli
     size_t tlen = 16 + (size_t)W.size * (4 + HOSTLEN);
     unsigned char *t = malloc(tlen);
     if (!t) return comm_fail("out of memory");
-    if (io_full(fd, t, 16, 0, deadline) || get32(t) != TABLE_MAGIC || (int)get32(t + 4) != W.size ||
-        io_full(fd, t + 16, tlen - 16, 0, deadline)) {
+    /* a little longer than rank 0 waits, so that its message, the clearer, decides */
+    if (io_full(fd, t, 16, 0, deadline + 2) || get32(t) != TABLE_MAGIC || (int)get32(t + 4) != W.size ||
+        io_full(fd, t + 16, tlen - 16, 0, deadline + 2)) {
         int e = errno;
         free(t);
         if (e == ETIMEDOUT)
@@ -438,7 +439,7 @@ static void op_init(struct xop *o, const struct tcp_group *g, int member, int se
 
 static int lost(int peer, int e)
 {
-    return comm_fail("rank %d: lost the connection to rank %d (%s): %s", W.rank, peer, W.host[peer], why(e));
+    return comm_fail("lost the connection to rank %d (%s): %s", peer, W.host[peer], why(e));
 }
 
 /* Progress o without blocking: 1 when complete, 0 when it would block, -1 on failure. */
@@ -476,11 +477,10 @@ static int check_header(const struct xop *o, const unsigned char *want)
 {
     if (memcmp(o->hdr, want, HDR) == 0) return 0;
     if (get32(o->hdr) != MSG_MAGIC)
-        return comm_fail("rank %d: garbage from rank %d (%s) where a message was expected", W.rank, o->peer,
-                         W.host[o->peer]);
-    return comm_fail("rank %d: from rank %d came message %u of group %016llx (%llu bytes) where message %u of group "
+        return comm_fail("garbage from rank %d (%s) where a message was expected", o->peer, W.host[o->peer]);
+    return comm_fail("from rank %d came message %u of group %016llx (%llu bytes) where message %u of group "
                      "%016llx (%llu bytes) was expected (the ranks disagree on the order of collectives)",
-                     W.rank, o->peer, get32(o->hdr + 4), (unsigned long long)get64(o->hdr + 8),
+                     o->peer, get32(o->hdr + 4), (unsigned long long)get64(o->hdr + 8),
                      (unsigned long long)get64(o->hdr + 16), get32(want + 4), (unsigned long long)get64(want + 8),
                      (unsigned long long)get64(want + 16));
 }
@@ -544,7 +544,7 @@ static int xfer(struct xop *ops, int n)
         if (!np) break;
         int k = poll(pf, (nfds_t)np, -1);
         if (k < 0 && errno != EINTR) {
-            rc = comm_fail("rank %d: poll failed: %s", W.rank, strerror(errno));
+            rc = comm_fail("poll failed: %s", strerror(errno));
             goto cleanup;
         }
     }

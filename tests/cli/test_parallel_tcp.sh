@@ -128,7 +128,7 @@ next_port
 # shellcheck disable=SC2086
 launch kill 4 slurm $TINY --train-iters 1000000 --log-interval 100
 n=0
-while [ "$n" -lt 300 ] && ! grep -q '] iteration ' "$T/kill.3.log"; do sleep 0.1; n=$((n + 1)); done
+while [ "$n" -lt 300 ] && ! grep -q '] iteration ' "$T/kill.3.log" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
 check tcp_kill_training_started grep -q '] iteration ' "$T/kill.3.log"
 victim=$(echo "$pids" | awk '{print $2}')   # timeout(1) of rank 1, and its mdstrain:
 child=$(for s in /proc/[0-9]*/stat; do awk -v p="$victim" '$4 == p { print $1 }' "$s" 2>/dev/null; done | head -n 1)
@@ -138,7 +138,7 @@ reap
 t1=$(date +%s)
 check tcp_kill_others_fail test "$rc" -ne 0
 check tcp_kill_fast test $((t1 - t0)) -lt 15
-check tcp_kill_message grep -q 'rank [023]: .*lost the connection to rank [0-9] (127.0.0.1): connection closed\|Connection reset' \
+check tcp_kill_message grep -q 'rank [023]: .*: lost the connection to rank [0-9] (127.0.0.1): \(connection closed\|Connection reset by peer\)$' \
     "$T/kill.0.err" "$T/kill.2.err" "$T/kill.3.err"
 
 # A task count that does not match the tasks started: rank 0 gives up after
@@ -154,7 +154,7 @@ t1=$(date +%s)
 check tcp_wrong_ntasks_exit1 test "$rc" -eq 1
 check tcp_wrong_ntasks_message grep -q "^mdstrain: cannot start the communication: rank 0: 1 of 2 ranks did not reach 127.0.0.1:$PORT within 2 s (rank 2 missing" "$T/short.0.err"
 check tcp_wrong_ntasks_one_line test "$(wc -l <"$T/short.0.err")" -eq 1
-check tcp_wrong_ntasks_rank1_exit1 grep -q "rank 1: the master at 127.0.0.1:$PORT ended the rendezvous" "$T/short.1.err"
+check tcp_wrong_ntasks_rank1_message grep -Eq "rank 1: the master at 127.0.0.1:$PORT (ended the rendezvous|did not gather all 3 ranks)" "$T/short.1.err"
 check tcp_wrong_ntasks_bounded test $((t1 - t0)) -lt 15
 
 # No master: rank 1 alone retries until the timeout, then one line, exit 1.
