@@ -20,7 +20,9 @@
 static char last_error[512];
 static int local_rank_value;
 static const struct comm_ops *active;   /* the world's transport */
+#ifdef MDS_HAVE_MPI
 static int mpi_idle;                     /* MPI initialised but unused: finalize it */
+#endif
 
 int comm_fail(const char *fmt, ...)
 {
