@@ -496,9 +496,8 @@ static int xfer(struct xop *ops, int n)
     unsigned char stackwant[16][HDR];
     struct pollfd *pf = n <= 16 ? stackpf : malloc((size_t)n * sizeof *pf);
     unsigned char (*want)[HDR] = n <= 16 ? stackwant : malloc((size_t)n * sizeof *want);
-    int *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
     int rc = 0;
-    if (!pf || !want || !idx) {
+    if (!pf || !want) {
         rc = comm_fail("out of memory");
         goto cleanup;
     }
@@ -522,8 +521,7 @@ static int xfer(struct xop *ops, int n)
                     goto cleanup;
                 }
                 if (!k) {
-                    pf[np] = (struct pollfd){W.fd[o->peer], POLLIN, 0};
-                    idx[np++] = i;
+                    pf[np++] = (struct pollfd){W.fd[o->peer], POLLIN, 0};
                     continue;
                 }
                 if (check_header(o, want[i])) {
@@ -537,8 +535,7 @@ static int xfer(struct xop *ops, int n)
                 goto cleanup;
             }
             if (!k) {
-                pf[np] = (struct pollfd){W.fd[o->peer], (short)(o->sending ? POLLOUT : POLLIN), 0};
-                idx[np++] = i;
+                pf[np++] = (struct pollfd){W.fd[o->peer], (short)(o->sending ? POLLOUT : POLLIN), 0};
             }
         }
         if (!np) break;
@@ -551,7 +548,6 @@ static int xfer(struct xop *ops, int n)
 cleanup:
     if (pf != stackpf) free(pf);
     if (want != stackwant) free(want);
-    free(idx);
     return rc;
 }
 
