@@ -179,7 +179,9 @@ static int master_endpoint(char *host, size_t cap, int *port)
 static const char *none_name(void)
 {
 #ifdef MDS_HAVE_MPI
-    return "none (one process)";
+    static char name[320];
+    if (!name[0]) snprintf(name, sizeof name, "none (one process, built with %s)", comm_mpi_library());
+    return name;
 #else
     return "none (one process, built without MPI)";
 #endif
@@ -194,10 +196,11 @@ int comm_init(int *argc, char ***argv, mds_comm **world)
     if (env_world(&rank, &size)) return -1;
     local_rank_value = env_local_rank();
 #ifdef MDS_HAVE_MPI
-    /* MPI when a launcher set MPI up (mpirun, srun --mpi=pmix) or for one
-     * process; a world of one MPI process while the environment announces
-     * several tasks is srun without PMI: the tasks meet over TCP. */
-    if (comm_mpi_launched() || size == 1) {
+    /* MPI when a launcher set MPI up (mpirun, srun --mpi=pmix); a world of
+     * one MPI process while the environment announces several tasks is srun
+     * without PMI: the tasks meet over TCP.  One process needs no MPI (and
+     * its runtime's start-up and allocations). */
+    if (comm_mpi_launched()) {
         if (comm_mpi_init(argc, argv, world)) return -1;
         if ((*world)->size > 1 || size == 1) {
             active = (*world)->ops;

@@ -58,7 +58,7 @@ typedef struct comm_stats {
  * (with SLURM_PROCID), TCP: the ranks meet at MASTER_ADDR:MASTER_PORT (by
  * default Slurm's first node and 10000 + the job id's last 4 digits) within
  * MDS_RENDEZVOUS_TIMEOUT seconds (300), so srun without PMI never gives N
- * separate trainings.  Otherwise one process (an MPI singleton with MPI).
+ * separate trainings.  Otherwise one process (MPI is not initialised).
  * The local rank comes from the launcher's environment
  * (OMPI_COMM_WORLD_LOCAL_RANK, LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID,
  * PMI_LOCAL_RANK) or else from MPI's shared-memory split, or is 0.
@@ -76,7 +76,8 @@ void comm_abort(int code) __attribute__((noreturn));
 int comm_rank(const mds_comm *c);
 int comm_size(const mds_comm *c);
 int comm_local_rank(void);             /* the rank within the node; 0 without a launcher */
-const char *comm_backend(void);        /* "MPI (Open MPI 4.1.4)", "TCP (host:port)", "none (one process)" */
+const char *comm_backend(void);        /* "MPI (Open MPI 4.1.4)", "TCP (host:port)",
+                                          "none (one process, built with MPI (Open MPI v4.1.4))" */
 const char *comm_error(void);          /* the last failure's message */
 
 /*

@@ -65,6 +65,8 @@ int comm_mpi_launched(void);
 void comm_mpi_finalize(void);
 /* The rank within the node from MPI's shared-memory split (-1 on failure). */
 int comm_mpi_node_rank(void);
+/* "MPI (Open MPI v4.1.4)": the library's name, without MPI_Init. */
+const char *comm_mpi_library(void);
 #endif
 
 /*

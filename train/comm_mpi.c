@@ -131,6 +131,18 @@ static void mpi_abort(int code)
 
 static const char *mpi_name(void) { return backend_name; }
 
+/* MPI_Get_library_version may be called before MPI_Init. */
+const char *comm_mpi_library(void)
+{
+    static char name[MPI_MAX_LIBRARY_VERSION_STRING + 16];
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (MPI_Get_library_version(lib, &len) != MPI_SUCCESS) return "MPI";
+    lib[strcspn(lib, ",\n")] = 0;
+    snprintf(name, sizeof name, "MPI (%s)", lib);
+    return name;
+}
+
 static const struct comm_ops mpi_ops = {
     mpi_split, mpi_release, mpi_alltoall, mpi_allgather, mpi_max, mpi_broadcast, mpi_barrier, mpi_sendrecv,
     comm_mpi_finalize, mpi_abort, mpi_name,
