@@ -88,7 +88,7 @@ DEB_PACKAGES := gcc make libc6-dev liblzma-dev libzstd-dev libpcre2-dev zlib1g-d
                 unicode-data xz-utils zstd gzip time openmpi-bin libopenmpi-dev
 
 # ---- sources ------------------------------------------------------------
-LIB_SRCS  := $(filter-out preprocess/preprocess.c dataset/dsinspect.c preprocess/gen_% train/train.c train/comm.c, \
+LIB_SRCS  := $(filter-out preprocess/preprocess.c dataset/dsinspect.c preprocess/gen_% train/train.c train/comm%.c, \
                $(wildcard dataset/*.c preprocess/*.c kernels/cpu/*.c train/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB       := $(BUILD)/libmds.a
@@ -130,23 +130,28 @@ $(BUILD)/bench_tokenize: bench/bench_tokenize.c $(LIB) $(BUILD)/CONFIG
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
-# The communicator (train/comm.c) is the only MPI code: with MPI it is
-# compiled, and mdstrain linked, by mpicc; libmds and the other tools never
-# need MPI.
+# The communicator (train/comm*.c) is not part of libmds: comm.c (the
+# collectives and the choice of transport) and comm_tcp.c (TCP) are plain C;
+# comm_mpi.c is the only MPI code: with MPI it is compiled, and mdstrain
+# linked, by mpicc; libmds and the other tools never need MPI.
+COMM_OBJS := $(BUILD)/train/comm.o $(BUILD)/train/comm_tcp.o
 ifeq ($(HAVE_MPI),1)
 COMM_CC   := $(MPICC)
 COMM_DEFS := -DMDS_HAVE_MPI
+COMM_OBJS += $(BUILD)/train/comm_mpi.o
 else
 COMM_CC   := $(CC)
 COMM_DEFS :=
 endif
 
-$(BUILD)/train/comm.o: train/comm.c $(BUILD)/CONFIG
+$(BUILD)/train/comm.o: CPPFLAGS += $(COMM_DEFS)
+
+$(BUILD)/train/comm_mpi.o: train/comm_mpi.c $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
-	@$(if $(Q),echo "  CC      $< ($(if $(COMM_DEFS),MPI,one process))")
+	@$(if $(Q),echo "  MPICC   $<")
 	$(Q)$(COMM_CC) $(CPPFLAGS) $(CFLAGS) $(COMM_DEFS) -c $< -o $@
 
-$(BUILD)/mdstrain: $(BUILD)/train/train.o $(BUILD)/train/comm.o $(LIB)
+$(BUILD)/mdstrain: $(BUILD)/train/train.o $(COMM_OBJS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(COMM_CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
@@ -232,4 +237,4 @@ FORCE:
 .DELETE_ON_ERROR:
 
 -include $(LIB_OBJS:.o=.d) $(BUILD)/preprocess/preprocess.d $(BUILD)/dataset/dsinspect.d $(BUILD)/train/train.d \
-         $(BUILD)/train/comm.d
+         $(BUILD)/train/comm.d $(BUILD)/train/comm_tcp.d $(BUILD)/train/comm_mpi.d

@@ -1,25 +1,30 @@
 /*
- * comm.c - the communicator of comm.h: MPI when built with MDS_HAVE_MPI
- * (the Makefile compiles this file with mpicc when MPI is found), otherwise
- * one process.  Rank-ordered sums are an all-to-all of chunks, a sum of the
- * received chunks in rank order, and an all-gather of the sums.
+ * comm.c - the communicator of comm.h, above the transports: the choice of
+ * transport (MPI, TCP or one process), the rank-ordered sums, the pieces
+ * and the counters.  The transports (comm_mpi.c, comm_tcp.c) only move
+ * bytes, so the sums are the same code, hence the same bits, over each.
+ * A rank-ordered sum is an all-to-all of chunks, a sum of the received
+ * chunks in rank order, and an all-gather of the sums.
+ *
+ * Not here: sockets (comm_tcp.c) and anything that needs mpi.h (comm_mpi.c);
+ * this file is plain C whatever the build.
  */
-#include "comm.h"
+#include "comm_internal.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef MDS_HAVE_MPI
-#include <mpi.h>
-#endif
-
 static char last_error[512];
 static int local_rank_value;
+static const struct comm_ops *active;   /* the world's transport */
+#ifdef MDS_HAVE_MPI
+static int mpi_idle;                     /* MPI initialised but unused: finalize it */
+#endif
 
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
+int comm_fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -30,47 +35,14 @@ static int fail(const char *fmt, ...)
 
 const char *comm_error(void) { return last_error[0] ? last_error : "no error"; }
 int comm_local_rank(void) { return local_rank_value; }
-
-/* The launcher's local rank, or -1. */
-static int env_local_rank(void)
-{
-    static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID",
-                                        "PMI_LOCAL_RANK"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const char *v = getenv(names[i]);
-        if (v && *v) {
-            char *end;
-            long x = strtol(v, &end, 10);
-            if (!*end && x >= 0 && x < (1L << 30)) return (int)x;
-        }
-    }
-    return -1;
-}
-
-static int slurm_ntasks(void)
-{
-    const char *v = getenv("SLURM_NTASKS");
-    if (!v || !*v) return 1;
-    long x = strtol(v, NULL, 10);
-    return x > 0 && x < (1L << 30) ? (int)x : 1;
-}
-
-struct mds_comm {
-    int rank, size;
-    comm_stats st;
-    unsigned char *scratch;   /* grown on demand */
-    size_t scratch_cap;
-#ifdef MDS_HAVE_MPI
-    MPI_Comm mc;
-#endif
-};
+size_t comm_dtype_size(enum comm_dtype dt) { return dt == COMM_F32 ? 4 : 8; }
 
 void comm_get_stats(const mds_comm *c, comm_stats *s) { *s = c->st; }
 void comm_reset_stats(mds_comm *c) { memset(&c->st, 0, sizeof c->st); }
 int comm_rank(const mds_comm *c) { return c->rank; }
 int comm_size(const mds_comm *c) { return c->size; }
 
-static __attribute__((unused)) void *scratch(mds_comm *c, size_t bytes)
+void *comm_scratch(mds_comm *c, size_t bytes)
 {
     if (bytes > c->scratch_cap) {
         free(c->scratch);
@@ -80,18 +52,20 @@ static __attribute__((unused)) void *scratch(mds_comm *c, size_t bytes)
     return c->scratch;
 }
 
-static __attribute__((unused)) void count(mds_comm *c, int kind, size_t bytes)
+static void count(mds_comm *c, int kind, size_t bytes)
 {
     c->st.calls[kind]++;
     c->st.bytes_sent[kind] += bytes;
 }
 
-static mds_comm *new_comm(int rank, int size)
+mds_comm *comm_new(int rank, int size, const struct comm_ops *ops, void *impl)
 {
     mds_comm *c = calloc(1, sizeof *c);
     if (c) {
         c->rank = rank;
         c->size = size;
+        c->ops = ops;
+        c->impl = impl;
     }
     return c;
 }
@@ -99,16 +73,207 @@ static mds_comm *new_comm(int rank, int size)
 void comm_free(mds_comm *c)
 {
     if (!c) return;
-#ifdef MDS_HAVE_MPI
-    if (c->mc != MPI_COMM_WORLD && c->mc != MPI_COMM_NULL) MPI_Comm_free(&c->mc);
-#endif
+    if (c->ops && c->ops->release) c->ops->release(c);
     free(c->scratch);
     free(c);
 }
 
+/* ---- the launcher's environment ---------------------------------------- */
+
+/* A decimal integer in [lo, hi] from variable name; -1 when unset, -2 when malformed. */
+static long env_long(const char *name, long lo, long hi)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return -1;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || x < lo || x > hi) return -2;
+    return x;
+}
+
+/* The launcher's local rank, or -1. */
+static int env_local_rank(void)
+{
+    static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "SLURM_LOCALID",
+                                        "MPI_LOCALRANKID", "PMI_LOCAL_RANK"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        long x = env_long(names[i], 0, (1L << 30) - 1);
+        if (x >= 0) return (int)x;
+    }
+    return -1;
+}
+
+/*
+ * The rank and world size a launcher announces without MPI: torchrun's and
+ * Megatron's RANK/WORLD_SIZE when WORLD_SIZE is set, else Slurm's
+ * SLURM_PROCID/SLURM_NTASKS.  *size 1 when neither says more.
+ */
+static int env_world(int *rank, int *size)
+{
+    const char *rn = "RANK", *sn = "WORLD_SIZE";
+    if (env_long(sn, 0, 0) == -1) rn = "SLURM_PROCID", sn = "SLURM_NTASKS";
+    *rank = 0;
+    *size = 1;
+    long s = env_long(sn, 1, 1L << 20);
+    if (s == -2) return comm_fail("%s='%s' is not a task count", sn, getenv(sn));
+    if (s <= 1) return 0;
+    long r = env_long(rn, 0, s - 1);
+    if (r == -1) return comm_fail("%s=%ld but %s is unset (start the tasks with srun, torchrun or mpirun)", sn, s, rn);
+    if (r == -2) return comm_fail("%s='%s' is not a rank below %s=%ld", rn, getenv(rn), sn, s);
+    *rank = (int)r;
+    *size = (int)s;
+    return 0;
+}
+
+/*
+ * The first host of a Slurm node list into out: "node[01-04,07]" gives
+ * "node01", "a1,b2" gives "a1", "r[1-2]-n[3,5]" gives "r1-n3".  Brackets do
+ * not nest in Slurm's syntax; anything else is copied as written.
+ */
+static int first_host(char *out, size_t cap, const char *list)
+{
+    size_t n = 0;
+    for (const char *p = list; *p && *p != ','; p++) {
+        if (*p == '[') {
+            for (p++; *p && *p != ',' && *p != '-' && *p != ']'; p++)
+                if (n + 1 < cap) out[n++] = *p;
+            while (*p && *p != ']') p++;
+            if (!*p) break;
+            continue;
+        }
+        if (n + 1 < cap) out[n++] = *p;
+    }
+    out[n] = 0;
+    return n > 0 && n + 1 < cap ? 0 : -1;
+}
+
+/* MASTER_ADDR and MASTER_PORT, or Slurm's first node and 10000 + the job id's last 4 digits. */
+static int master_endpoint(char *host, size_t cap, int *port)
+{
+    const char *a = getenv("MASTER_ADDR");
+    if (a && *a) {
+        snprintf(host, cap, "%s", a);
+    } else {
+        const char *list = getenv("SLURM_JOB_NODELIST");
+        if (!list || !*list) list = getenv("SLURM_NODELIST");
+        if (!list || !*list)
+            return comm_fail("MASTER_ADDR is unset and so are SLURM_JOB_NODELIST and SLURM_NODELIST "
+                             "(export MASTER_ADDR=<host of rank 0>)");
+        if (first_host(host, cap, list))
+            return comm_fail("cannot take the first host of SLURM_JOB_NODELIST='%s' (export MASTER_ADDR)", list);
+    }
+    long p = env_long("MASTER_PORT", 1, 65535);
+    if (p == -2) return comm_fail("MASTER_PORT='%s' is not a port number", getenv("MASTER_PORT"));
+    if (p == -1) {
+        long job = env_long("SLURM_JOB_ID", 0, 0x7fffffffL);
+        if (job < 0) return comm_fail("MASTER_PORT is unset and so is SLURM_JOB_ID (export MASTER_PORT)");
+        p = 10000 + job % 10000;
+    }
+    *port = (int)p;
+    return 0;
+}
+
+/* ---- choice of transport ----------------------------------------------- */
+
+static const char *none_name(void)
+{
+#ifdef MDS_HAVE_MPI
+    static char name[320];
+    if (!name[0]) snprintf(name, sizeof name, "none (one process, built with %s)", comm_mpi_library());
+    return name;
+#else
+    return "none (one process, built without MPI)";
+#endif
+}
+
+static int one_process(mds_comm **world);
+
+int comm_init(int *argc, char ***argv, mds_comm **world)
+{
+    *world = NULL;
+    int rank, size;
+    if (env_world(&rank, &size)) return -1;
+    local_rank_value = env_local_rank();
+#ifdef MDS_HAVE_MPI
+    /* MPI when a launcher set MPI up (mpirun, srun --mpi=pmix); a world of
+     * one MPI process while the environment announces several tasks is srun
+     * without PMI: the tasks meet over TCP.  One process needs no MPI (and
+     * its runtime's start-up and allocations). */
+    if (comm_mpi_launched()) {
+        if (comm_mpi_init(argc, argv, world)) return -1;
+        if ((*world)->size > 1 || size == 1) {
+            active = (*world)->ops;
+            if (local_rank_value < 0) local_rank_value = comm_mpi_node_rank();
+            if (local_rank_value < 0) local_rank_value = 0;
+            return 0;
+        }
+        comm_free(*world);
+        *world = NULL;
+        mpi_idle = 1;
+    }
+#else
+    (void)argc;
+    (void)argv;
+#endif
+    if (local_rank_value < 0) local_rank_value = 0;
+    if (size == 1) return one_process(world);
+    char host[256];
+    int port = 0;
+    if (master_endpoint(host, sizeof host, &port)) return -1;
+    double timeout = 300;
+    const char *t = getenv("MDS_RENDEZVOUS_TIMEOUT");
+    if (t && *t) {
+        char *end;
+        timeout = strtod(t, &end);
+        if (*end || !(timeout > 0 && timeout < 1e7))
+            return comm_fail("MDS_RENDEZVOUS_TIMEOUT='%s' is not a number of seconds", t);
+    }
+    if (comm_tcp_init(rank, size, host, port, timeout, world)) return -1;
+    active = (*world)->ops;
+    return 0;
+}
+
+void comm_finalize(void)
+{
+    if (active && active->finalize) active->finalize();
+    active = NULL;
+#ifdef MDS_HAVE_MPI
+    if (mpi_idle) comm_mpi_finalize();
+    mpi_idle = 0;
+#endif
+}
+
+void comm_abort(int code)
+{
+    fflush(stdout);
+    fflush(stderr);
+    if (active && active->abort) active->abort(code);
+    exit(code);
+}
+
+const char *comm_backend(void) { return active ? active->name() : none_name(); }
+
+/* ---- the collectives ----------------------------------------------------- */
+
+/* Pieces of at most this many bytes per block keep every count an int. */
+#define PIECE ((size_t)1 << 30)
+
+int comm_split(mds_comm *c, int color, int key, mds_comm **out)
+{
+    *out = comm_new(0, 1, c->ops, NULL);
+    if (!*out) return comm_fail("out of memory");
+    if (c->ops && c->ops->split(c, color, key, *out)) {
+        free(*out);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 /* Sum p blocks of `chunk` elements (block k at src + k*chunk) in block
  * order into dst. */
-static __attribute__((unused)) void ordered_sum(void *dst, const void *src, size_t chunk, int p, enum comm_dtype dt)
+static void ordered_sum(void *dst, const void *src, size_t chunk, int p, enum comm_dtype dt)
 {
     if (dt == COMM_F32) {
         float *d = dst;
@@ -125,120 +290,19 @@ static __attribute__((unused)) void ordered_sum(void *dst, const void *src, size
     }
 }
 
-#ifdef MDS_HAVE_MPI
-
-static char backend_name[MPI_MAX_LIBRARY_VERSION_STRING + 16] = "MPI";
-
-/* MPI calls return a code; turn a failure into our message. */
-static int mpi_check(int rc, const char *what)
-{
-    if (rc == MPI_SUCCESS) return 0;
-    char s[MPI_MAX_ERROR_STRING];
-    int n = 0;
-    if (MPI_Error_string(rc, s, &n) != MPI_SUCCESS) snprintf(s, sizeof s, "error %d", rc);
-    return fail("%s failed: %s", what, s);
-}
-
-/* Messages are cut into pieces of at most this many bytes (MPI counts are int). */
-#define PIECE ((size_t)1 << 30)
-
-int comm_init(int *argc, char ***argv, mds_comm **world)
-{
-    *world = NULL;
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited && mpi_check(MPI_Init(argc, argv), "MPI_Init")) return -1;
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size == 1 && slurm_ntasks() > 1)
-        return fail("Slurm started %d tasks but MPI sees a world of one process (srun could not wire MPI up; "
-                    "launch with 'srun --mpi=pmix' or 'mpirun')", slurm_ntasks());
-    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-    if (MPI_Get_library_version(lib, &len) == MPI_SUCCESS) {
-        lib[strcspn(lib, ",\n")] = 0;
-        snprintf(backend_name, sizeof backend_name, "MPI (%s)", lib);
-    }
-    local_rank_value = env_local_rank();
-    if (local_rank_value < 0) {
-        MPI_Comm node;
-        local_rank_value = 0;
-        if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-            MPI_Comm_rank(node, &local_rank_value);
-            MPI_Comm_free(&node);
-        }
-    }
-    mds_comm *c = new_comm(rank, size);
-    if (!c) return fail("out of memory");
-    c->mc = MPI_COMM_WORLD;
-    *world = c;
-    return 0;
-}
-
-void comm_finalize(void)
-{
-    int fin = 0;
-    MPI_Finalized(&fin);
-    if (!fin) MPI_Finalize();
-}
-
-void comm_abort(int code)
-{
-    fflush(stdout);
-    fflush(stderr);
-    int inited = 0, fin = 0, size = 1;
-    MPI_Initialized(&inited);
-    MPI_Finalized(&fin);
-    if (inited && !fin) {
-        MPI_Comm_size(MPI_COMM_WORLD, &size);
-        if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
-    }
-    exit(code);
-}
-
-const char *comm_backend(void) { return backend_name; }
-
-int comm_split(mds_comm *c, int color, int key, mds_comm **out)
-{
-    *out = NULL;
-    MPI_Comm nc;
-    if (mpi_check(MPI_Comm_split(c->mc, color, key, &nc), "MPI_Comm_split")) return -1;
-    MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
-    int r, s;
-    MPI_Comm_rank(nc, &r);
-    MPI_Comm_size(nc, &s);
-    mds_comm *g = new_comm(r, s);
-    if (!g) {
-        MPI_Comm_free(&nc);
-        return fail("out of memory");
-    }
-    g->mc = nc;
-    *out = g;
-    return 0;
-}
-
-static MPI_Datatype mpi_type(enum comm_dtype dt) { return dt == COMM_F32 ? MPI_FLOAT : MPI_DOUBLE; }
-static size_t dt_size(enum comm_dtype dt) { return dt == COMM_F32 ? 4 : 8; }
-
-/* Rank-ordered sum of n elements in place, n*p*elsize small enough for int counts. */
+/* Rank-ordered sum of n elements in place, n*p*elsize below PIECE. */
 static int ordered_allreduce(mds_comm *c, unsigned char *buf, size_t n, enum comm_dtype dt)
 {
     int p = c->size;
-    size_t es = dt_size(dt), chunk = (n + (size_t)p - 1) / (size_t)p;
-    unsigned char *sbuf = scratch(c, 3 * (size_t)p * chunk * es);
-    if (!sbuf) return fail("out of memory for a %zu-element all-reduce", n);
+    size_t es = comm_dtype_size(dt), chunk = (n + (size_t)p - 1) / (size_t)p;
+    unsigned char *sbuf = comm_scratch(c, 3 * (size_t)p * chunk * es);
+    if (!sbuf) return comm_fail("out of memory for a %zu-element all-reduce", n);
     unsigned char *rbuf = sbuf + (size_t)p * chunk * es, *share = rbuf + (size_t)p * chunk * es;
     memcpy(sbuf, buf, n * es);
     memset(sbuf + n * es, 0, ((size_t)p * chunk - n) * es);
-    if (mpi_check(MPI_Alltoall(sbuf, (int)chunk, mpi_type(dt), rbuf, (int)chunk, mpi_type(dt), c->mc),
-                  "MPI_Alltoall"))
-        return -1;
+    if (c->ops->alltoall(c, sbuf, rbuf, chunk * es)) return -1;
     ordered_sum(share, rbuf, chunk, p, dt);
-    if (mpi_check(MPI_Allgather(share, (int)chunk, mpi_type(dt), sbuf, (int)chunk, mpi_type(dt), c->mc),
-                  "MPI_Allgather"))
-        return -1;
+    if (c->ops->allgather(c, share, sbuf, chunk * es)) return -1;
     memcpy(buf, sbuf, n * es);
     count(c, COMM_K_ALLREDUCE, 2 * (size_t)(p - 1) * chunk * es);
     return 0;
@@ -247,13 +311,11 @@ static int ordered_allreduce(mds_comm *c, unsigned char *buf, size_t n, enum com
 int comm_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op)
 {
     if (c->size == 1 || n == 0) return 0;
-    size_t es = dt_size(dt);
+    size_t es = comm_dtype_size(dt);
     if (op == COMM_MAX) {   /* the maximum is exact in any order */
         for (size_t off = 0; off < n;) {
             size_t k = n - off < PIECE / es ? n - off : PIECE / es;
-            if (mpi_check(MPI_Allreduce(MPI_IN_PLACE, (unsigned char *)buf + off * es, (int)k, mpi_type(dt),
-                                        MPI_MAX, c->mc), "MPI_Allreduce"))
-                return -1;
+            if (c->ops->max(c, (unsigned char *)buf + off * es, k, dt)) return -1;
             count(c, COMM_K_ALLREDUCE, 2 * (size_t)(c->size - 1) * ((k + c->size - 1) / c->size) * es);
             off += k;
         }
@@ -272,11 +334,10 @@ int comm_reduce_scatter(mds_comm *c, float *out, const float *in, size_t chunk)
         if (out != in) memmove(out, in, chunk * sizeof *out);
         return 0;
     }
-    if (chunk * sizeof(float) > PIECE / 4) return fail("reduce-scatter of %zu floats per rank is too large", chunk);
-    float *rbuf = scratch(c, (size_t)p * chunk * sizeof(float));
-    if (!rbuf) return fail("out of memory for a reduce-scatter");
-    if (mpi_check(MPI_Alltoall(in, (int)chunk, MPI_FLOAT, rbuf, (int)chunk, MPI_FLOAT, c->mc), "MPI_Alltoall"))
-        return -1;
+    if (chunk * sizeof(float) > PIECE / 4) return comm_fail("reduce-scatter of %zu floats per rank is too large", chunk);
+    float *rbuf = comm_scratch(c, (size_t)p * chunk * sizeof(float));
+    if (!rbuf) return comm_fail("out of memory for a reduce-scatter");
+    if (c->ops->alltoall(c, in, rbuf, chunk * sizeof(float))) return -1;
     ordered_sum(out, rbuf, chunk, p, COMM_F32);
     count(c, COMM_K_REDUCE_SCATTER, (size_t)(p - 1) * chunk * sizeof(float));
     return 0;
@@ -289,20 +350,20 @@ int comm_allgather(mds_comm *c, float *out, const float *in, size_t chunk)
         if (out != in) memmove(out, in, chunk * sizeof *out);
         return 0;
     }
-    if (chunk * sizeof(float) > PIECE / 4) return fail("all-gather of %zu floats per rank is too large", chunk);
-    const void *src = in == out + (size_t)c->rank * chunk ? MPI_IN_PLACE : (const void *)in;
-    if (mpi_check(MPI_Allgather(src, (int)chunk, MPI_FLOAT, out, (int)chunk, MPI_FLOAT, c->mc), "MPI_Allgather"))
-        return -1;
+    if (chunk * sizeof(float) > PIECE / 4) return comm_fail("all-gather of %zu floats per rank is too large", chunk);
+    const void *src = in == out + (size_t)c->rank * chunk ? NULL : (const void *)in;
+    if (c->ops->allgather(c, src, out, chunk * sizeof(float))) return -1;
     count(c, COMM_K_ALLGATHER, (size_t)(p - 1) * chunk * sizeof(float));
     return 0;
 }
 
 int comm_broadcast(mds_comm *c, void *buf, size_t bytes, int root)
 {
+    if (root < 0 || root >= c->size) return comm_fail("broadcast root %d out of range", root);
     if (c->size == 1) return 0;
     for (size_t off = 0; off < bytes; off += PIECE) {
         size_t k = bytes - off < PIECE ? bytes - off : PIECE;
-        if (mpi_check(MPI_Bcast((unsigned char *)buf + off, (int)k, MPI_BYTE, root, c->mc), "MPI_Bcast")) return -1;
+        if (c->ops->broadcast(c, (unsigned char *)buf + off, k, root)) return -1;
     }
     count(c, COMM_K_BROADCAST, c->rank == root ? bytes : 0);
     return 0;
@@ -311,108 +372,41 @@ int comm_broadcast(mds_comm *c, void *buf, size_t bytes, int root)
 int comm_barrier(mds_comm *c)
 {
     if (c->size == 1) return 0;
-    return mpi_check(MPI_Barrier(c->mc), "MPI_Barrier");
+    return c->ops->barrier(c);
 }
 
 int comm_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void *rbuf, size_t rbytes, int rpeer)
 {
-    size_t soff = 0, roff = 0;
-    if (speer >= c->size || rpeer >= c->size) return fail("send/receive peer out of range");
-    do {
-        MPI_Request req[2];
-        int nreq = 0;
-        size_t sk = 0, rk = 0;
-        if (rpeer >= 0 && roff < rbytes) {
-            rk = rbytes - roff < PIECE ? rbytes - roff : PIECE;
-            if (mpi_check(MPI_Irecv((unsigned char *)rbuf + roff, (int)rk, MPI_BYTE, rpeer, 7, c->mc, &req[nreq++]),
-                          "MPI_Irecv"))
-                return -1;
-        }
-        if (speer >= 0 && soff < sbytes) {
-            sk = sbytes - soff < PIECE ? sbytes - soff : PIECE;
-            if (mpi_check(MPI_Isend((const unsigned char *)sbuf + soff, (int)sk, MPI_BYTE, speer, 7, c->mc,
-                                    &req[nreq++]), "MPI_Isend"))
-                return -1;
-        }
-        if (nreq && mpi_check(MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE), "MPI_Waitall")) return -1;
-        soff += sk;
-        roff += rk;
-    } while ((speer >= 0 && soff < sbytes) || (rpeer >= 0 && roff < rbytes));
+    if (speer >= c->size || rpeer >= c->size) return comm_fail("send/receive peer out of range");
+    if (speer < 0 && rpeer < 0) return 0;
+    if (c->size == 1) {   /* to and from itself */
+        if (speer != rpeer || sbytes != rbytes) return comm_fail("send/receive in a one-process group");
+        if (rbuf != sbuf) memmove(rbuf, sbuf, sbytes);
+        return 0;
+    }
+    if (c->ops->sendrecv(c, sbuf, sbytes, speer, rbuf, rbytes, rpeer)) return -1;
     if (speer >= 0) count(c, COMM_K_P2P, sbytes);
     return 0;
 }
 
-#else /* one process */
+/* ---- one process ------------------------------------------------------- */
 
-int comm_init(int *argc, char ***argv, mds_comm **world)
+/* Groups of one rank: the collectives above return before any of these is
+ * called, except split. */
+static int none_split(mds_comm *c, int color, int key, mds_comm *g)
 {
-    (void)argc;
-    (void)argv;
-    *world = NULL;
-    if (slurm_ntasks() > 1)
-        return fail("Slurm started %d tasks but this mdstrain was built without MPI (install libopenmpi-dev and "
-                    "rebuild)", slurm_ntasks());
-    local_rank_value = env_local_rank() > 0 ? env_local_rank() : 0;
-    *world = new_comm(0, 1);
-    return *world ? 0 : fail("out of memory");
-}
-
-void comm_finalize(void) {}
-
-void comm_abort(int code)
-{
-    fflush(stdout);
-    fflush(stderr);
-    exit(code);
-}
-
-const char *comm_backend(void) { return "none (one process, built without MPI)"; }
-
-int comm_split(mds_comm *c, int color, int key, mds_comm **out)
-{
-    (void)color;
-    (void)key;
-    *out = new_comm(0, c->size);
-    return *out ? 0 : fail("out of memory");
-}
-
-int comm_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op)
-{
-    (void)c; (void)buf; (void)n; (void)dt; (void)op;
+    (void)c; (void)color; (void)key;
+    g->rank = 0;
+    g->size = 1;
     return 0;
 }
 
-int comm_reduce_scatter(mds_comm *c, float *out, const float *in, size_t chunk)
+static const struct comm_ops none_ops = {none_split, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, none_name};
+
+static int one_process(mds_comm **world)
 {
-    (void)c;
-    if (out != in) memmove(out, in, chunk * sizeof *out);
+    *world = comm_new(0, 1, &none_ops, NULL);
+    if (!*world) return comm_fail("out of memory");
+    active = &none_ops;
     return 0;
 }
-
-int comm_allgather(mds_comm *c, float *out, const float *in, size_t chunk)
-{
-    (void)c;
-    if (out != in) memmove(out, in, chunk * sizeof *out);
-    return 0;
-}
-
-int comm_broadcast(mds_comm *c, void *buf, size_t bytes, int root)
-{
-    (void)c; (void)buf; (void)bytes;
-    return root == 0 ? 0 : fail("broadcast root %d out of range", root);
-}
-
-int comm_barrier(mds_comm *c)
-{
-    (void)c;
-    return 0;
-}
-
-int comm_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void *rbuf, size_t rbytes, int rpeer)
-{
-    (void)c; (void)sbuf; (void)sbytes; (void)rbuf; (void)rbytes;
-    if (speer >= 0 || rpeer >= 0) return fail("send/receive in a one-process build");
-    return 0;
-}
-
-#endif

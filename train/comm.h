@@ -1,11 +1,12 @@
 /*
  * comm.h - the trainer's communicator: one interface for every collective the
  * parallel trainer needs (all-reduce, reduce-scatter, all-gather, broadcast,
- * point-to-point send/receive, splitting into groups).  This file has an MPI
- * implementation (train/comm.c built with mpicc, MDS_HAVE_MPI) and a
- * one-process implementation (the same file without MPI) in which every
- * group has one rank; the NCCL implementation of the CUDA backend goes
- * behind the same declarations.
+ * point-to-point send/receive, splitting into groups).  train/comm.c
+ * implements it above three transports: MPI (train/comm_mpi.c, built with
+ * mpicc when MPI is found, MDS_HAVE_MPI), TCP (train/comm_tcp.c, plain
+ * sockets, every build) and one process, in which every group has one rank;
+ * the NCCL implementation of the CUDA backend goes behind the same
+ * declarations.
  *
  * Determinism.  Every SUM is computed in rank order: a rank's share of the
  * result is the sum, in the order rank 0, 1, ..., p-1, of every rank's
@@ -18,7 +19,8 @@
  * Failure.  A function that fails returns a negative value and leaves a
  * one-line message in comm_error(); the trainer then calls comm_abort(),
  * which ends every rank of the job (MPI_Abort): a failing rank never leaves
- * the others waiting in a collective.
+ * the others waiting in a collective.  Over TCP the failing rank exits and
+ * the others see its connections close, fail and exit in turn.
  *
  * Counters.  Each communicator counts the calls and the bytes this rank
  * sent per kind of operation (comm_stats), for `make bench` and -v.
@@ -51,18 +53,21 @@ typedef struct comm_stats {
 
 /*
  * comm_init() - start the transport and return the world communicator.
- * With MPI: MPI_Init (when a launcher, mpirun or srun with PMI, started the
- * job the world has its ranks).  The local rank comes from the launcher's
- * environment (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID,
- * PMI_LOCAL_RANK) or else from MPI's shared-memory split.  Without MPI the
- * world has one rank.  A world of one rank while Slurm announces several
- * tasks (SLURM_NTASKS > 1) means srun could not wire MPI up: that is an
- * error, not N separate trainings.
- * @return : 0, or -1 with a message in comm_error().
+ * MPI when a launcher set it up (mpirun, srun with PMI/PMIx: the world has
+ * its ranks).  Otherwise, when WORLD_SIZE > 1 (with RANK) or SLURM_NTASKS > 1
+ * (with SLURM_PROCID), TCP: the ranks meet at MASTER_ADDR:MASTER_PORT (by
+ * default Slurm's first node and 10000 + the job id's last 4 digits) within
+ * MDS_RENDEZVOUS_TIMEOUT seconds (300), so srun without PMI never gives N
+ * separate trainings.  Otherwise one process (MPI is not initialised).
+ * The local rank comes from the launcher's environment
+ * (OMPI_COMM_WORLD_LOCAL_RANK, LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID,
+ * PMI_LOCAL_RANK) or else from MPI's shared-memory split, or is 0.
+ * @return : 0, or -1 with a one-line message in comm_error() (a bad
+ *           variable, an unreachable master, a wrong task count).
  */
 int comm_init(int *argc, char ***argv, mds_comm **world);
 
-/* End the transport (MPI_Finalize); the world and every group must be freed. */
+/* End the transport (MPI_Finalize, closing the connections); the world and every group must be freed. */
 void comm_finalize(void);
 
 /* End every rank of the job with exit status code (after flushing stdio). */
@@ -71,7 +76,8 @@ void comm_abort(int code) __attribute__((noreturn));
 int comm_rank(const mds_comm *c);
 int comm_size(const mds_comm *c);
 int comm_local_rank(void);             /* the rank within the node; 0 without a launcher */
-const char *comm_backend(void);        /* "MPI (Open MPI 4.1.4)", "none (one process)" */
+const char *comm_backend(void);        /* "MPI (Open MPI 4.1.4)", "TCP (host:port)",
+                                          "none (one process, built with MPI (Open MPI v4.1.4))" */
 const char *comm_error(void);          /* the last failure's message */
 
 /*

@@ -1,0 +1,177 @@
+#!/bin/sh
+# test_parallel_tcp.sh - mdstrain over the TCP transport: 2, 4 and 8 local
+# processes started by hand as srun would start them (SLURM_PROCID,
+# SLURM_NTASKS, SLURM_LOCALID) or as torchrun does (RANK, WORLD_SIZE,
+# LOCAL_RANK), meeting at MASTER_ADDR:MASTER_PORT on the loopback.
+#
+# The losses and norms printed by -v -v are bitwise those of mpirun with the
+# same layout (both transports run the same rank-ordered sums) and within
+# test_parallel.sh's tolerance of one process; a rank killed with SIGKILL
+# ends the others within seconds; a wrong task count, an unreachable master
+# and a Slurm node list without MASTER_ADDR give one clear line and exit 1
+# within MDS_RENDEZVOUS_TIMEOUT.  Every process is waited for (each runs
+# under timeout(1)); none is left behind.  About 30 s.
+. tests/cli/lib.sh
+MDSTRAIN=${MDSTRAIN:-$BUILD/mdstrain}
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_hwloc_base_binding_policy=none
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+MPIRUN=${MPIRUN:-mpirun}
+# nothing of an outer launcher may leak into the ranks started here
+unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK SLURM_JOB_NODELIST SLURM_NODELIST SLURM_JOB_ID \
+      SLURM_PROCID SLURM_NTASKS SLURM_LOCALID OMPI_COMM_WORLD_SIZE PMIX_RANK PMI_RANK PMI_SIZE PMI_FD
+
+check sbatch_example_parses sh -n examples/2.train.sbatch
+
+have_mpi=0
+if command -v "$MPIRUN" >/dev/null 2>&1 && "$MDSTRAIN" --version | grep -q 'MPI ('; then have_mpi=1; fi
+
+# Ports: from a per-process start in 15000-29999 (below the ephemeral
+# range), skipping those /proc/net/tcp* shows in use.
+PORT=$((15000 + $$ % 15000))
+next_port() {
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        PORT=$((PORT + 1))
+        [ "$PORT" -gt 29999 ] && PORT=15000
+        hex=$(printf '%04X' "$PORT")
+        cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '{print $2}' | grep -qi ":$hex\$" || return 0
+    done
+}
+
+# launch NAME NP ENVSTYLE FLAGS...: NP ranks in the background, each under
+# timeout(1); pids in $pids, output in $T/NAME.RANK.{log,err}
+launch() {
+    name=$1 np=$2 style=$3; shift 3
+    pids=""
+    i=0
+    while [ "$i" -lt "$np" ]; do
+        if [ "$style" = torch ]; then
+            RANK=$i WORLD_SIZE=$np LOCAL_RANK=$i MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT \
+                MDS_RENDEZVOUS_TIMEOUT=${RDV:-20} timeout -s KILL 120 "$MDSTRAIN" "$@" \
+                >"$T/$name.$i.log" 2>"$T/$name.$i.err" &
+        else
+            SLURM_PROCID=$i SLURM_NTASKS=${NTASKS:-$np} SLURM_LOCALID=$i MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT \
+                MDS_RENDEZVOUS_TIMEOUT=${RDV:-20} timeout -s KILL 120 "$MDSTRAIN" "$@" \
+                >"$T/$name.$i.log" 2>"$T/$name.$i.err" &
+        fi
+        pids="$pids $!"
+        i=$((i + 1))
+    done
+}
+# reap: wait for every pid; rc = the largest exit status
+reap() {
+    rc=0
+    for p in $pids; do
+        wait "$p"
+        r=$?
+        [ "$r" -gt "$rc" ] && rc=$r
+    done
+    pids=""
+}
+# tcp NAME NP STYLE FLAGS...: launch and reap, on another port if rank 0's was taken
+tcp() {
+    for _ in 1 2 3; do
+        next_port
+        launch "$@"
+        reap
+        grep -q 'cannot listen at' "$T/$1.0.err" || break
+    done
+}
+
+TINY="--mock-data --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 8
+      --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --max-position-embeddings 16
+      --micro-batch-size 1 --global-batch-size 8 --train-iters 5 --lr 1e-2 --lr-warmup-iters 1
+      --log-interval 1 --eval-iters 0 -q -v -v"
+exact() { cat "$@" | sed -n 's/^ \[rank [0-9]*\] lm loss \([^ ]*\) grad norm \([^ ]*\)$/\1 \2/p'; }
+# shellcheck disable=SC2086
+"$MDSTRAIN" $TINY >"$T/ref.log" 2>"$T/err"
+exact "$T/ref.log" >"$T/ref"
+check single_5_iters test "$(wc -l <"$T/ref")" -eq 5
+close() {
+    test "$(wc -l <"$1")" -eq 5 && paste -d' ' "$T/ref" "$1" | awk '
+        function rel(a, b) { d = a - b; if (d < 0) d = -d; return d / (a < 0 ? -a : a) }
+        { if (rel($1, $3) > 2e-7 || rel($2, $4) > 1e-5) { print "  differs: " $0 > "/dev/stderr"; bad = 1 } }
+        END { exit bad }'
+}
+
+# par NAME NP FLAGS...: TCP run close to one process, bitwise equal to mpirun's
+par() {
+    name=$1 np=$2; shift 2
+    # shellcheck disable=SC2086
+    tcp "$name" "$np" slurm $TINY "$@"
+    exact "$T/$name".*.log >"$T/$name"
+    if [ "$rc" -eq 0 ] && close "$T/$name"; then ok "tcp_$name"
+    else fail "tcp_$name (exit $rc)"; tail -n 3 "$T/$name".*.err >&2; fi
+    [ "$have_mpi" -eq 1 ] || return 0
+    # shellcheck disable=SC2086
+    timeout -s KILL 120 "$MPIRUN" -np "$np" "$MDSTRAIN" $TINY "$@" >"$T/$name.mpi" 2>"$T/$name.mpierr"
+    exact "$T/$name.mpi" >"$T/$name.m"
+    check "tcp_${name}_bitwise_as_mpi" cmp -s "$T/$name" "$T/$name.m"
+}
+par tp2 2 --tensor-model-parallel-size 2
+par dp2_pp2 4 --pipeline-model-parallel-size 2
+par dp4_distopt 4 --use-distributed-optimizer
+par tp2_pp2_dp2 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --use-distributed-optimizer
+check tcp_backend_named grep -q "| communication  *| TCP (127.0.0.1:$PORT) " "$T/tp2_pp2_dp2.0.err"
+
+# torchrun's variables instead of Slurm's: the same numbers
+# shellcheck disable=SC2086
+tcp torch 2 torch $TINY --tensor-model-parallel-size 2
+exact "$T/torch".*.log >"$T/torch"
+check tcp_torchrun_variables_exit0 test "$rc" -eq 0
+check tcp_torchrun_variables_same cmp -s "$T/torch" "$T/tp2"
+
+# A rank killed with SIGKILL in the middle of training ends the others
+# within seconds: they see the connection close and exit 1 with a message.
+next_port
+# shellcheck disable=SC2086
+launch kill 4 slurm $TINY --train-iters 1000000 --log-interval 100
+n=0
+while [ "$n" -lt 300 ] && ! grep -q '] iteration ' "$T/kill.3.log" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
+check tcp_kill_training_started grep -q '] iteration ' "$T/kill.3.log"
+victim=$(echo "$pids" | awk '{print $2}')   # timeout(1) of rank 1, and its mdstrain:
+child=$(for s in /proc/[0-9]*/stat; do awk -v p="$victim" '$4 == p { print $1 }' "$s" 2>/dev/null; done | head -n 1)
+kill -9 "${child:-$victim}" 2>/dev/null
+t0=$(date +%s)
+reap
+t1=$(date +%s)
+check tcp_kill_others_fail test "$rc" -ne 0
+check tcp_kill_fast test $((t1 - t0)) -lt 15
+check tcp_kill_message grep -q 'rank [023]: .*: lost the connection to rank [0-9] (127.0.0.1): \(connection closed\|Connection reset by peer\)$' \
+    "$T/kill.0.err" "$T/kill.2.err" "$T/kill.3.err"
+
+# A task count that does not match the tasks started: rank 0 gives up after
+# MDS_RENDEZVOUS_TIMEOUT naming the address; every rank exits 1.
+next_port
+t0=$(date +%s)
+# shellcheck disable=SC2086
+RDV=2; NTASKS=3
+launch short 2 slurm $TINY
+reap
+unset RDV NTASKS
+t1=$(date +%s)
+check tcp_wrong_ntasks_exit1 test "$rc" -eq 1
+check tcp_wrong_ntasks_message grep -q "^mdstrain: cannot start the communication: rank 0: 1 of 2 ranks did not reach 127.0.0.1:$PORT within 2 s (rank 2 missing" "$T/short.0.err"
+check tcp_wrong_ntasks_one_line test "$(wc -l <"$T/short.0.err")" -eq 1
+check tcp_wrong_ntasks_rank1_message grep -Eq "rank 1: the master at 127.0.0.1:$PORT (ended the rendezvous|did not gather all 3 ranks)" "$T/short.1.err"
+check tcp_wrong_ntasks_bounded test $((t1 - t0)) -lt 15
+
+# No master: rank 1 alone retries until the timeout, then one line, exit 1.
+next_port
+# shellcheck disable=SC2086
+run_expect tcp_no_master 1 "^mdstrain: cannot start the communication: rank 1: cannot reach the master at 127.0.0.1:$PORT within 1 s: Connection refused\$" \
+    env SLURM_PROCID=1 SLURM_NTASKS=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT MDS_RENDEZVOUS_TIMEOUT=1 \
+    timeout -s KILL 30 "$MDSTRAIN" $TINY
+check tcp_no_master_one_line test "$(wc -l <"$T/err")" -eq 1
+
+# Under Slurm without MASTER_ADDR/MASTER_PORT: the first node of the list
+# and 10000 + the job id's last 4 digits
+# shellcheck disable=SC2086
+run_expect tcp_slurm_nodelist 1 "rank 1: cannot (resolve|reach) the master (at )?mds-no-such-node07:13456" \
+    env SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_JOB_NODELIST='mds-no-such-node[07-09,12],other[1-2]' \
+    SLURM_JOB_ID=123456 MDS_RENDEZVOUS_TIMEOUT=1 timeout -s KILL 30 "$MDSTRAIN" $TINY
+# shellcheck disable=SC2086
+run_expect tcp_bad_rank 1 "SLURM_PROCID='5' is not a rank below SLURM_NTASKS=2" \
+    env SLURM_PROCID=5 SLURM_NTASKS=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 timeout -s KILL 30 "$MDSTRAIN" $TINY
+finish

@@ -1,0 +1,83 @@
+/*
+ * comm_internal.h - what the transports of comm.h share: the communicator
+ * structure, the table of a transport's primitives and the error helper.
+ * train/comm.c holds everything that does not depend on the transport (the
+ * rank-ordered sums, the counters, the choice of transport and the
+ * one-process world); train/comm_mpi.c (MPI, built by mpicc only when MPI is
+ * found) and train/comm_tcp.c (plain POSIX sockets, always built) move the
+ * bytes.  Not a public interface: only the comm*.c files include it.
+ */
+#ifndef MDS_COMM_INTERNAL_H
+#define MDS_COMM_INTERNAL_H
+
+#include "comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * A transport's primitives.  Every one is collective over the communicator
+ * except sendrecv, moves bytes exactly (no arithmetic but max, which is
+ * exact in any order), and returns 0 or -1 with comm_fail()'s message.
+ *   alltoall:  block i of s (bytes each) goes to rank i, block i of r comes from rank i
+ *   allgather: r (size blocks of bytes) = every rank's s; s NULL: this rank's block is already in r
+ *   max:       in-place element-wise maximum of n elements
+ *   split:     fills g's rank, size and impl (see comm_split)
+ * Sizes are the generic layer's pieces: below 2^31 bytes per block.
+ */
+struct comm_ops {
+    int (*split)(mds_comm *c, int color, int key, mds_comm *g);
+    void (*release)(mds_comm *c);   /* frees c->impl */
+    int (*alltoall)(mds_comm *c, const void *s, void *r, size_t bytes);
+    int (*allgather)(mds_comm *c, const void *s, void *r, size_t bytes);
+    int (*max)(mds_comm *c, void *buf, size_t n, enum comm_dtype dt);
+    int (*broadcast)(mds_comm *c, void *buf, size_t bytes, int root);
+    int (*barrier)(mds_comm *c);
+    int (*sendrecv)(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void *rbuf, size_t rbytes, int rpeer);
+    void (*finalize)(void);
+    void (*abort)(int code);        /* may return: comm_abort then exits */
+    const char *(*name)(void);
+};
+
+struct mds_comm {
+    int rank, size;
+    comm_stats st;
+    unsigned char *scratch;   /* grown on demand by comm_scratch */
+    size_t scratch_cap;
+    const struct comm_ops *ops;
+    void *impl;               /* the transport's own state */
+};
+
+/* Sets comm_error()'s message; returns -1. */
+int comm_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* c's scratch buffer of at least bytes bytes (NULL when out of memory). */
+void *comm_scratch(mds_comm *c, size_t bytes);
+mds_comm *comm_new(int rank, int size, const struct comm_ops *ops, void *impl);
+size_t comm_dtype_size(enum comm_dtype dt);
+
+#ifdef MDS_HAVE_MPI
+/* MPI_Init (when not done) and MPI_COMM_WORLD; *world NULL on failure. */
+int comm_mpi_init(int *argc, char ***argv, mds_comm **world);
+/* The launcher's environment says an MPI job (mpirun, srun with PMI/PMIx). */
+int comm_mpi_launched(void);
+/* MPI_Finalize when MPI was initialised but another transport is used. */
+void comm_mpi_finalize(void);
+/* The rank within the node from MPI's shared-memory split (-1 on failure). */
+int comm_mpi_node_rank(void);
+/* "MPI (Open MPI v4.1.4)": the library's name, without MPI_Init. */
+const char *comm_mpi_library(void);
+#endif
+
+/*
+ * comm_tcp_init() - the world of size ranks over TCP, this process being
+ * rank.  Rendezvous at master:port (rank 0 listens there), then a full mesh
+ * of connections; gives up after timeout_s seconds naming master:port.
+ */
+int comm_tcp_init(int rank, int size, const char *master, int port, double timeout_s, mds_comm **world);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MDS_COMM_INTERNAL_H */

@@ -1,0 +1,796 @@
+/*
+ * comm_tcp.c - the TCP transport of comm.h: N processes started by any
+ * launcher (srun without PMI, torchrun-style scripts, a shell loop) that
+ * know their rank and the world size form the world themselves, with plain
+ * POSIX sockets.
+ *
+ * Rendezvous.  Rank 0 listens at MASTER_PORT; every other rank opens its own
+ * listening socket (any port), connects to MASTER_ADDR:MASTER_PORT and says
+ * hello (rank, world size, its port).  When all have come, rank 0 sends each
+ * the table of every rank's address (as rank 0 saw it) and port and a
+ * random job token.  Then rank j connects to every rank 0 < i < j and accepts
+ * from every rank above it; the connection to rank 0 is the rendezvous one.
+ * A full mesh: one connection per pair, carrying every group's messages.
+ *
+ * Messages.  Each has a 24-byte header (magic, the group's sequence number
+ * for this pair and direction, the group id, the length), checked on
+ * arrival: the trainer uses groups in the same order on both sides of a
+ * pair, and a message of another group, out of sequence or of another
+ * length is an error, never a silent mix-up.  Sockets stay blocking; the
+ * transfers of one collective all progress together through poll() with
+ * MSG_DONTWAIT, so two ranks sending to each other at once never deadlock.
+ *
+ * Failure.  A peer that closes its connection (it ended, or it failed and
+ * exited) is an error; the trainer then exits, closing its own connections,
+ * so a failing rank brings the others down within the time the connections
+ * take to report it.  No timeouts after the rendezvous: a training step may
+ * take any time.
+ *
+ * Not done: several connections per pair, shared memory between ranks of a
+ * node, IPv6 link-local addresses with scope ids, a step timeout.
+ */
+#include "comm_internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HELLO_MAGIC 0x4d445348u   /* "MDSH" */
+#define TABLE_MAGIC 0x4d445354u   /* "MDST" */
+#define MESH_MAGIC  0x4d44534du   /* "MDSM" */
+#define MSG_MAGIC   0x4d445347u   /* "MDSG" */
+#define PROTO_VERSION 1u
+#define HOSTLEN 64                /* a numeric IPv4 or IPv6 address */
+#define HDR 24
+
+struct tcp_world {
+    int rank, size;
+    int *fd;                  /* (size) connection to each rank, -1 for this one */
+    char (*host)[HOSTLEN];    /* (size) each rank's address, for messages */
+    int *port;                /* (size) each rank's listening port */
+    char master[300];         /* "host:port" */
+    char name[320];
+    uint64_t token;
+};
+static struct tcp_world W;
+
+struct tcp_group {
+    uint64_t id;
+    int *ranks;               /* (size) world rank of each member */
+    uint32_t *sseq, *rseq;    /* (size) messages sent to / received from each member */
+    uint32_t nsplit;          /* splits of this group so far (the same on every member) */
+};
+
+static void put32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> 8 * i); }
+static void put64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> 8 * i); }
+static uint32_t get32(const unsigned char *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+static uint64_t get64(const unsigned char *p) { return (uint64_t)get32(p + 4) << 32 | get32(p); }
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int ms_left(double deadline)
+{
+    double s = deadline - now();
+    return s <= 0 ? 0 : s > 1e6 ? 1000000000 : (int)(s * 1000) + 1;
+}
+
+static void tune(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+}
+
+/* Read or write exactly n bytes before the deadline (rendezvous only).
+ * 0, or -1 with errno (ETIMEDOUT, ECONNRESET for end of file). */
+static int io_full(int fd, void *buf, size_t n, int writing, double deadline)
+{
+    unsigned char *p = buf;
+    while (n) {
+        struct pollfd pf = {fd, (short)(writing ? POLLOUT : POLLIN), 0};
+        int k = poll(&pf, 1, ms_left(deadline));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return -1;
+        if (k == 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        ssize_t m = writing ? send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL) : recv(fd, p, n, MSG_DONTWAIT);
+        if (m < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+        if (m < 0) return -1;
+        if (m == 0) {
+            errno = ECONNRESET;
+            return -1;
+        }
+        p += m;
+        n -= (size_t)m;
+    }
+    return 0;
+}
+
+static const char *why(int e) { return e == ECONNRESET ? "connection closed" : strerror(e); }
+
+/* The numeric address of a connected socket's peer. */
+static void peer_host(int fd, char *host)
+{
+    struct sockaddr_storage a;
+    socklen_t len = sizeof a;
+    if (getpeername(fd, (struct sockaddr *)&a, &len) ||
+        getnameinfo((struct sockaddr *)&a, len, host, HOSTLEN, NULL, 0, NI_NUMERICHOST))
+        snprintf(host, HOSTLEN, "?");
+}
+
+/* A listening socket of family fam on port (0: any); its port in *bound. */
+static int listen_on(int fam, int port, int *bound)
+{
+    int fd = socket(fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_storage a;
+    memset(&a, 0, sizeof a);
+    socklen_t len;
+    if (fam == AF_INET6) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&a;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_addr = in6addr_any;
+        s6->sin6_port = htons((uint16_t)port);
+        len = sizeof *s6;
+    } else {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&a;
+        s4->sin_family = AF_INET;
+        s4->sin_addr.s_addr = htonl(INADDR_ANY);
+        s4->sin_port = htons((uint16_t)port);
+        len = sizeof *s4;
+    }
+    if (bind(fd, (struct sockaddr *)&a, len) || listen(fd, SOMAXCONN)) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    len = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    *bound = ntohs(fam == AF_INET6 ? ((struct sockaddr_in6 *)&a)->sin6_port : ((struct sockaddr_in *)&a)->sin_port);
+    return fd;
+}
+
+static int resolve(const char *host, int port, struct addrinfo **res)
+{
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    return getaddrinfo(host, ps, &hints, res);
+}
+
+/* Connect to host:port, retrying refusals until the deadline.  fd or -1 (errno). */
+static int connect_to(const char *host, int port, double deadline, int *gai)
+{
+    *gai = 0;
+    for (;;) {
+        struct addrinfo *res;
+        int rc = resolve(host, port, &res);
+        if (rc) {
+            if (rc != EAI_AGAIN || now() >= deadline) {
+                *gai = rc;
+                return -1;
+            }
+        } else {
+            int e = ECONNREFUSED;
+            for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+                int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                if (fd < 0) {
+                    e = errno;
+                    continue;
+                }
+                int ok = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+                if (!ok && errno == EINPROGRESS) {
+                    struct pollfd pf = {fd, POLLOUT, 0};
+                    int ms = ms_left(deadline);
+                    if (poll(&pf, 1, ms > 2000 ? 2000 : ms) == 1) {
+                        socklen_t len = sizeof e;
+                        getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len);
+                        ok = e == 0;
+                    } else {
+                        e = ETIMEDOUT;
+                    }
+                } else if (!ok) {
+                    e = errno;
+                }
+                if (ok) {
+                    freeaddrinfo(res);
+                    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+                    tune(fd);
+                    return fd;
+                }
+                close(fd);
+            }
+            freeaddrinfo(res);
+            errno = e;
+        }
+        if (now() >= deadline) {
+            if (!rc) errno = errno ? errno : ETIMEDOUT;
+            return -1;
+        }
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Accept one connection before the deadline: fd, or -1 with errno. */
+static int accept_by(int lfd, double deadline)
+{
+    for (;;) {
+        struct pollfd pf = {lfd, POLLIN, 0};
+        int k = poll(&pf, 1, ms_left(deadline));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return -1;
+        if (k == 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0) {
+            tune(fd);
+            return fd;
+        }
+        if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN) return -1;
+    }
+}
+
+static uint64_t random_token(void)
+{
+    uint64_t t = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, &t, sizeof t) != (ssize_t)sizeof t) t = 0;
+        close(fd);
+    }
+    return t ^ (uint64_t)getpid() << 32 ^ (uint64_t)(now() * 1e9);
+}
+
+/* Rank 0: accept every rank's hello, then send each the table. */
+static int master_gather(int lfd, double deadline, double timeout)
+{
+    int missing = W.size - 1;
+    unsigned char h[20];
+    while (missing) {
+        int fd = accept_by(lfd, deadline);
+        if (fd < 0) {
+            if (errno != ETIMEDOUT) return comm_fail("rank 0: accept at %s failed: %s", W.master, strerror(errno));
+            int first = 1;
+            while (W.fd[first] >= 0) first++;
+            return comm_fail("rank 0: %d of %d ranks did not reach %s within %g s (rank %d missing; do all tasks "
+                             "have the same SLURM_NTASKS/WORLD_SIZE?)", missing, W.size - 1, W.master, timeout, first);
+        }
+        /* a stranger (or a port scanner) that says nothing useful is dropped */
+        if (io_full(fd, h, sizeof h, 0, now() + 10 < deadline ? now() + 10 : deadline) ||
+            get32(h) != HELLO_MAGIC || get32(h + 4) != PROTO_VERSION) {
+            close(fd);
+            continue;
+        }
+        int r = (int)get32(h + 8), s = (int)get32(h + 12), port = (int)get32(h + 16);
+        if (s != W.size) {
+            close(fd);
+            return comm_fail("rank 0: rank %d announces a world of %d ranks, rank 0 one of %d (SLURM_NTASKS/WORLD_SIZE "
+                             "differ between tasks)", r, s, W.size);
+        }
+        if (r <= 0 || r >= W.size || W.fd[r] >= 0) {
+            close(fd);
+            return comm_fail("rank 0: a second process claims rank %d at %s (SLURM_PROCID/RANK repeated?)", r, W.master);
+        }
+        W.fd[r] = fd;
+        W.port[r] = port;
+        peer_host(fd, W.host[r]);
+        missing--;
+    }
+    size_t tlen = 16 + (size_t)W.size * (4 + HOSTLEN);
+    unsigned char *t = calloc(1, tlen);
+    if (!t) return comm_fail("out of memory");
+    put32(t, TABLE_MAGIC);
+    put32(t + 4, (uint32_t)W.size);
+    put64(t + 8, W.token);
+    for (int r = 0; r < W.size; r++) {
+        put32(t + 16 + (size_t)r * (4 + HOSTLEN), (uint32_t)W.port[r]);
+        memcpy(t + 20 + (size_t)r * (4 + HOSTLEN), W.host[r], HOSTLEN);
+    }
+    for (int r = 1; r < W.size; r++)
+        if (io_full(W.fd[r], t, tlen, 1, deadline)) {
+            free(t);
+            return comm_fail("rank 0: cannot send the rank table to rank %d (%s): %s", r, W.host[r], why(errno));
+        }
+    free(t);
+    return 0;
+}
+
+/* Rank > 0: hello to rank 0, read the table, connect to the ranks below
+ * and accept those above. */
+static int join(const char *master, int mport, int lfd, int lport, double deadline, double timeout)
+{
+    int gai;
+    int fd = connect_to(master, mport, deadline, &gai);
+    if (fd < 0) {
+        if (gai) return comm_fail("rank %d: cannot resolve the master %s: %s", W.rank, W.master, gai_strerror(gai));
+        return comm_fail("rank %d: cannot reach the master at %s within %g s: %s", W.rank, W.master, timeout,
+                         strerror(errno));
+    }
+    W.fd[0] = fd;
+    snprintf(W.host[0], HOSTLEN, "%s", master);
+    W.port[0] = mport;
+    unsigned char h[20];
+    put32(h, HELLO_MAGIC);
+    put32(h + 4, PROTO_VERSION);
+    put32(h + 8, (uint32_t)W.rank);
+    put32(h + 12, (uint32_t)W.size);
+    put32(h + 16, (uint32_t)lport);
+    if (io_full(fd, h, sizeof h, 1, deadline))
+        return comm_fail("rank %d: cannot say hello to the master at %s: %s", W.rank, W.master, why(errno));
+    size_t tlen = 16 + (size_t)W.size * (4 + HOSTLEN);
+    unsigned char *t = malloc(tlen);
+    if (!t) return comm_fail("out of memory");
+    /* a little longer than rank 0 waits, so that its message, the clearer, decides */
+    if (io_full(fd, t, 16, 0, deadline + 2) || get32(t) != TABLE_MAGIC || (int)get32(t + 4) != W.size ||
+        io_full(fd, t + 16, tlen - 16, 0, deadline + 2)) {
+        int e = errno;
+        free(t);
+        if (e == ETIMEDOUT)
+            return comm_fail("rank %d: the master at %s did not gather all %d ranks within %g s", W.rank, W.master,
+                             W.size, timeout);
+        return comm_fail("rank %d: the master at %s ended the rendezvous (%s; see rank 0's message)", W.rank,
+                         W.master, why(e));
+    }
+    W.token = get64(t + 8);
+    for (int r = 1; r < W.size; r++) {
+        W.port[r] = (int)get32(t + 16 + (size_t)r * (4 + HOSTLEN));
+        memcpy(W.host[r], t + 20 + (size_t)r * (4 + HOSTLEN), HOSTLEN);
+        W.host[r][HOSTLEN - 1] = 0;
+    }
+    free(t);
+    unsigned char m[16];
+    for (int r = 1; r < W.rank; r++) {
+        int c = connect_to(W.host[r], W.port[r], deadline, &gai);
+        if (c < 0)
+            return comm_fail("rank %d: cannot connect to rank %d at %s:%d: %s", W.rank, r, W.host[r], W.port[r],
+                             gai ? gai_strerror(gai) : strerror(errno));
+        W.fd[r] = c;
+        put32(m, MESH_MAGIC);
+        put32(m + 4, (uint32_t)W.rank);
+        put64(m + 8, W.token);
+        if (io_full(c, m, sizeof m, 1, deadline))
+            return comm_fail("rank %d: cannot say hello to rank %d at %s:%d: %s", W.rank, r, W.host[r], W.port[r],
+                             why(errno));
+    }
+    for (int missing = W.size - 1 - W.rank; missing > 0;) {
+        int c = accept_by(lfd, deadline);
+        if (c < 0)
+            return comm_fail("rank %d: %d higher ranks did not connect within %g s: %s", W.rank, missing, timeout,
+                             strerror(errno));
+        int r;
+        if (io_full(c, m, sizeof m, 0, deadline) || get32(m) != MESH_MAGIC || get64(m + 8) != W.token ||
+            (r = (int)get32(m + 4)) <= W.rank || r >= W.size || W.fd[r] >= 0) {
+            close(c);   /* not of this job */
+            continue;
+        }
+        W.fd[r] = c;
+        missing--;
+    }
+    return 0;
+}
+
+static void world_close(void)
+{
+    if (W.fd)
+        for (int r = 0; r < W.size; r++)
+            if (W.fd[r] >= 0) close(W.fd[r]);
+    free(W.fd);
+    free(W.host);
+    free(W.port);
+    W.fd = NULL;
+    W.host = NULL;
+    W.port = NULL;
+}
+
+/* ---- transfers ----------------------------------------------------------- */
+
+/* One send or receive of a collective: header then payload. */
+struct xop {
+    int peer;                 /* world rank */
+    int sending;
+    unsigned char *buf;
+    size_t len, done;         /* done counts the header's bytes too */
+    unsigned char hdr[HDR];
+};
+
+static void op_init(struct xop *o, const struct tcp_group *g, int member, int sending, const void *buf, size_t len)
+{
+    o->peer = g->ranks[member];
+    o->sending = sending;
+    o->buf = (unsigned char *)buf;
+    o->len = len;
+    o->done = 0;
+    put32(o->hdr, MSG_MAGIC);
+    put32(o->hdr + 4, sending ? g->sseq[member]++ : g->rseq[member]++);
+    put64(o->hdr + 8, g->id);
+    put64(o->hdr + 16, len);
+}
+
+static int lost(int peer, int e)
+{
+    return comm_fail("lost the connection to rank %d (%s): %s", peer, W.host[peer], why(e));
+}
+
+/* Progress o without blocking: 1 when complete, 0 when it would block, -1 on failure. */
+static int op_step(struct xop *o)
+{
+    int fd = W.fd[o->peer];
+    while (o->done < HDR + o->len) {
+        ssize_t m;
+        if (o->sending) {
+            struct iovec v[2];
+            int nv = 0;
+            if (o->done < HDR) v[nv++] = (struct iovec){o->hdr + o->done, HDR - o->done};
+            size_t off = o->done < HDR ? 0 : o->done - HDR;
+            if (o->len > off) v[nv++] = (struct iovec){o->buf + off, o->len - off};
+            struct msghdr mh;
+            memset(&mh, 0, sizeof mh);
+            mh.msg_iov = v;
+            mh.msg_iovlen = (size_t)nv;
+            m = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+        } else if (o->done < HDR) {
+            m = recv(fd, o->hdr + o->done, HDR - o->done, MSG_DONTWAIT);
+        } else {
+            m = recv(fd, o->buf + (o->done - HDR), o->len - (o->done - HDR), MSG_DONTWAIT);
+        }
+        if (m < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        if (m < 0 && errno == EINTR) continue;
+        if (m <= 0) return lost(o->peer, m < 0 ? errno : ECONNRESET);
+        o->done += (size_t)m;
+    }
+    return 1;
+}
+
+/* Check a received header against what this receive expects. */
+static int check_header(const struct xop *o, const unsigned char *want)
+{
+    if (memcmp(o->hdr, want, HDR) == 0) return 0;
+    if (get32(o->hdr) != MSG_MAGIC)
+        return comm_fail("garbage from rank %d (%s) where a message was expected", o->peer, W.host[o->peer]);
+    return comm_fail("from rank %d came message %u of group %016llx (%llu bytes) where message %u of group "
+                     "%016llx (%llu bytes) was expected (the ranks disagree on the order of collectives)",
+                     o->peer, get32(o->hdr + 4), (unsigned long long)get64(o->hdr + 8),
+                     (unsigned long long)get64(o->hdr + 16), get32(want + 4), (unsigned long long)get64(want + 8),
+                     (unsigned long long)get64(want + 16));
+}
+
+/*
+ * Run n transfers to completion, all at once.  A receive reads its header
+ * first and checks it before reading the payload.  At most 2 per peer
+ * (one each way), so the byte streams stay in order.
+ */
+static int xfer(struct xop *ops, int n)
+{
+    struct pollfd stackpf[16];
+    unsigned char stackwant[16][HDR];
+    struct pollfd *pf = n <= 16 ? stackpf : malloc((size_t)n * sizeof *pf);
+    unsigned char (*want)[HDR] = n <= 16 ? stackwant : malloc((size_t)n * sizeof *want);
+    int rc = 0;
+    if (!pf || !want) {
+        rc = comm_fail("out of memory");
+        goto cleanup;
+    }
+    for (int i = 0; i < n; i++) {
+        memcpy(want[i], ops[i].hdr, HDR);
+        if (!ops[i].sending) ops[i].done = 0;
+    }
+    for (;;) {
+        int np = 0;
+        for (int i = 0; i < n; i++) {
+            struct xop *o = &ops[i];
+            if (o->done >= HDR + o->len) continue;
+            /* receive the header alone, check it, then the payload */
+            if (!o->sending && o->done < HDR) {
+                size_t saved_len = o->len;
+                o->len = 0;
+                int k = op_step(o);
+                o->len = saved_len;
+                if (k < 0) {
+                    rc = -1;
+                    goto cleanup;
+                }
+                if (!k) {
+                    pf[np++] = (struct pollfd){W.fd[o->peer], POLLIN, 0};
+                    continue;
+                }
+                if (check_header(o, want[i])) {
+                    rc = -1;
+                    goto cleanup;
+                }
+            }
+            int k = op_step(o);
+            if (k < 0) {
+                rc = -1;
+                goto cleanup;
+            }
+            if (!k) {
+                pf[np++] = (struct pollfd){W.fd[o->peer], (short)(o->sending ? POLLOUT : POLLIN), 0};
+            }
+        }
+        if (!np) break;
+        int k = poll(pf, (nfds_t)np, -1);
+        if (k < 0 && errno != EINTR) {
+            rc = comm_fail("poll failed: %s", strerror(errno));
+            goto cleanup;
+        }
+    }
+cleanup:
+    if (pf != stackpf) free(pf);
+    if (want != stackwant) free(want);
+    return rc;
+}
+
+/* ---- groups and collectives ------------------------------------------- */
+
+static struct tcp_group *G(const mds_comm *c) { return c->impl; }
+
+static struct tcp_group *group_new(uint64_t id, int size)
+{
+    struct tcp_group *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->id = id;
+    g->ranks = calloc((size_t)size, sizeof *g->ranks);
+    g->sseq = calloc((size_t)size, sizeof *g->sseq);
+    g->rseq = calloc((size_t)size, sizeof *g->rseq);
+    if (!g->ranks || !g->sseq || !g->rseq) {
+        free(g->ranks); free(g->sseq); free(g->rseq); free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static void tcp_release(mds_comm *c)
+{
+    struct tcp_group *g = G(c);
+    if (!g) return;
+    free(g->ranks); free(g->sseq); free(g->rseq); free(g);
+}
+
+/* The ops of a collective: up to one send and one receive per other member. */
+static struct xop *ops_alloc(const mds_comm *c)
+{
+    struct xop *o = malloc(2 * (size_t)c->size * sizeof *o);
+    if (!o) comm_fail("out of memory");
+    return o;
+}
+
+static int run_ops(struct xop *o, int n)
+{
+    int rc = xfer(o, n);
+    free(o);
+    return rc;
+}
+
+static int tcp_alltoall(mds_comm *c, const void *s, void *r, size_t bytes)
+{
+    struct xop *o = ops_alloc(c);
+    if (!o) return -1;
+    int n = 0;
+    for (int i = 0; i < c->size; i++) {
+        if (i == c->rank) continue;
+        op_init(&o[n++], G(c), i, 0, (unsigned char *)r + (size_t)i * bytes, bytes);
+        op_init(&o[n++], G(c), i, 1, (const unsigned char *)s + (size_t)i * bytes, bytes);
+    }
+    memcpy((unsigned char *)r + (size_t)c->rank * bytes, (const unsigned char *)s + (size_t)c->rank * bytes, bytes);
+    return run_ops(o, n);
+}
+
+static int tcp_allgather(mds_comm *c, const void *s, void *r, size_t bytes)
+{
+    unsigned char *mine = (unsigned char *)r + (size_t)c->rank * bytes;
+    if (s && bytes) memmove(mine, s, bytes);
+    struct xop *o = ops_alloc(c);
+    if (!o) return -1;
+    int n = 0;
+    for (int i = 0; i < c->size; i++) {
+        if (i == c->rank) continue;
+        op_init(&o[n++], G(c), i, 0, (unsigned char *)r + (size_t)i * bytes, bytes);
+        op_init(&o[n++], G(c), i, 1, mine, bytes);
+    }
+    return run_ops(o, n);
+}
+
+/* Every rank's elements, then the maximum in rank order (exact in any order). */
+static int tcp_max(mds_comm *c, void *buf, size_t n, enum comm_dtype dt)
+{
+    size_t es = comm_dtype_size(dt);
+    unsigned char *all = comm_scratch(c, (size_t)c->size * n * es);
+    if (!all) return comm_fail("out of memory for a %zu-element all-reduce", n);
+    if (tcp_allgather(c, buf, all, n * es)) return -1;
+    for (int k = 0; k < c->size; k++)
+        for (size_t i = 0; i < n; i++) {
+            if (dt == COMM_F32) {
+                float *d = buf, v = ((const float *)all)[(size_t)k * n + i];
+                if (k == 0 || v > d[i]) d[i] = v;
+            } else {
+                double *d = buf, v = ((const double *)all)[(size_t)k * n + i];
+                if (k == 0 || v > d[i]) d[i] = v;
+            }
+        }
+    return 0;
+}
+
+static int tcp_broadcast(mds_comm *c, void *buf, size_t bytes, int root)
+{
+    struct xop *o = ops_alloc(c);
+    if (!o) return -1;
+    int n = 0;
+    if (c->rank == root) {
+        for (int i = 0; i < c->size; i++)
+            if (i != root) op_init(&o[n++], G(c), i, 1, buf, bytes);
+    } else {
+        op_init(&o[n++], G(c), root, 0, buf, bytes);
+    }
+    return run_ops(o, n);
+}
+
+static int tcp_barrier(mds_comm *c)
+{
+    unsigned char none[1];   /* messages of no bytes */
+    return tcp_allgather(c, NULL, none, 0);
+}
+
+static int tcp_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void *rbuf, size_t rbytes, int rpeer)
+{
+    struct xop o[2];
+    int n = 0;
+    if (speer == c->rank || rpeer == c->rank) {   /* to and from itself */
+        if (speer != rpeer || sbytes != rbytes) return comm_fail("send/receive to itself of unequal sizes");
+        if (rbuf != sbuf) memmove(rbuf, sbuf, sbytes);
+        return 0;
+    }
+    if (rpeer >= 0) op_init(&o[n++], G(c), rpeer, 0, rbuf, rbytes);
+    if (speer >= 0) op_init(&o[n++], G(c), speer, 1, sbuf, sbytes);
+    return xfer(o, n);
+}
+
+/* FNV-1a over the parent's id, its split count and the color: the same on
+ * every member of the new group, different from its other groups. */
+static uint64_t group_id(uint64_t parent, uint32_t nsplit, int color)
+{
+    unsigned char b[16];
+    put64(b, parent);
+    put32(b + 8, nsplit);
+    put32(b + 12, (uint32_t)color);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < 16; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h ? h : 1;   /* 0 is the world */
+}
+
+static int tcp_split(mds_comm *c, int color, int key, mds_comm *out)
+{
+    struct tcp_group *pg = G(c);
+    int32_t *ck = malloc(2 * (size_t)c->size * sizeof *ck);
+    if (!ck) return comm_fail("out of memory");
+    ck[2 * c->rank] = color;
+    ck[2 * c->rank + 1] = key;
+    if (tcp_allgather(c, NULL, ck, 2 * sizeof *ck)) {
+        free(ck);
+        return -1;
+    }
+    int size = 0, rank = 0;
+    for (int i = 0; i < c->size; i++) size += ck[2 * i] == color;
+    struct tcp_group *g = group_new(group_id(pg->id, pg->nsplit++, color), size);
+    if (!g) {
+        free(ck);
+        return comm_fail("out of memory");
+    }
+    /* members ordered by key, ties by rank in c (insertion sort: groups are small) */
+    int n = 0;
+    for (int i = 0; i < c->size; i++) {
+        if (ck[2 * i] != color) continue;
+        int j = n++;
+        while (j > 0 && ck[2 * g->ranks[j - 1] + 1] > ck[2 * i + 1]) {
+            g->ranks[j] = g->ranks[j - 1];
+            j--;
+        }
+        g->ranks[j] = i;   /* rank in c for now */
+    }
+    for (int j = 0; j < size; j++) {
+        if (g->ranks[j] == c->rank) rank = j;
+        g->ranks[j] = pg->ranks[g->ranks[j]];
+    }
+    free(ck);
+    out->rank = rank;
+    out->size = size;
+    out->impl = g;
+    return 0;
+}
+
+static void tcp_finalize(void) { world_close(); }
+
+static const char *tcp_name(void) { return W.name; }
+
+static const struct comm_ops tcp_ops = {
+    tcp_split, tcp_release, tcp_alltoall, tcp_allgather, tcp_max, tcp_broadcast, tcp_barrier, tcp_sendrecv,
+    tcp_finalize, NULL, tcp_name,
+};
+
+int comm_tcp_init(int rank, int size, const char *master, int port, double timeout_s, mds_comm **world)
+{
+    *world = NULL;
+    memset(&W, 0, sizeof W);
+    W.rank = rank;
+    W.size = size;
+    snprintf(W.master, sizeof W.master, strchr(master, ':') ? "[%s]:%d" : "%s:%d", master, port);
+    snprintf(W.name, sizeof W.name, "TCP (%s)", W.master);
+    W.fd = malloc((size_t)size * sizeof *W.fd);
+    W.host = calloc((size_t)size, sizeof *W.host);
+    W.port = calloc((size_t)size, sizeof *W.port);
+    if (!W.fd || !W.host || !W.port) {
+        world_close();
+        return comm_fail("out of memory");
+    }
+    for (int r = 0; r < size; r++) W.fd[r] = -1;
+    double deadline = now() + timeout_s;
+    /* listen in the family of the master's address */
+    struct addrinfo *res;
+    int rc = resolve(master, port, &res);
+    if (rc) {
+        world_close();
+        return comm_fail("rank %d: cannot resolve the master %s: %s", rank, W.master, gai_strerror(rc));
+    }
+    int fam = res->ai_family;
+    freeaddrinfo(res);
+    int lport = 0, lfd = listen_on(fam, rank == 0 ? port : 0, &lport);
+    if (lfd < 0) {
+        world_close();
+        if (rank == 0) return comm_fail("rank 0: cannot listen at %s: %s", W.master, strerror(errno));
+        return comm_fail("rank %d: cannot open a listening socket: %s", rank, strerror(errno));
+    }
+    if (rank == 0) {
+        W.token = random_token();
+        rc = master_gather(lfd, deadline, timeout_s);
+    } else {
+        rc = join(master, port, lfd, lport, deadline, timeout_s);
+    }
+    close(lfd);
+    if (rc) {
+        world_close();
+        return -1;
+    }
+    struct tcp_group *g = group_new(0, size);
+    if (!g) {
+        world_close();
+        return comm_fail("out of memory");
+    }
+    for (int r = 0; r < size; r++) g->ranks[r] = r;
+    *world = comm_new(rank, size, &tcp_ops, g);
+    if (!*world) {
+        free(g->ranks); free(g->sseq); free(g->rseq); free(g);
+        world_close();
+        return comm_fail("out of memory");
+    }
+    return 0;
+}
