@@ -160,12 +160,12 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(BUILD)/CONFIG
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
-# The communicator's test links comm.o like mdstrain (run alone by tests/run.sh
-# and under mpirun by tests/cli/test_parallel.sh).
-$(BUILD)/tests/test_comm: tests/mpi/test_comm.c $(BUILD)/train/comm.o $(BUILD)/CONFIG
+# The communicator's test links the communicator like mdstrain (run alone by
+# tests/run.sh and under mpirun by tests/cli/test_parallel.sh).
+$(BUILD)/tests/test_comm: tests/mpi/test_comm.c $(COMM_OBJS) $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(BUILD)/train/comm.o $(LDFLAGS) $(LDLIBS) -o $@
+	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(COMM_OBJS) $(LDFLAGS) $(LDLIBS) -o $@
 
 # Fuzz targets build against a standalone driver that replays a corpus.
 $(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/driver.c $(LIB) $(BUILD)/CONFIG
