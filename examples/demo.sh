@@ -32,5 +32,17 @@ if [ -x "$BUILD/mdstrain" ]; then
         --micro-batch-size 2 --global-batch-size 4 --train-iters 5 --lr 1e-3 --log-interval 1 \
         --eval-interval 5 --eval-iters 1
     { set +x; } 2>/dev/null
+    if command -v mpirun >/dev/null 2>&1 && "$BUILD/mdstrain" --version | grep -q 'MPI ('; then
+        echo "== mdstrain on 4 MPI ranks: tensor parallel 2 x pipeline parallel 2 (1F1B), same steps"
+        export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+        export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_hwloc_base_binding_policy=none
+        set -x
+        OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive mpirun -np 4 "$BUILD/mdstrain" -q \
+            --data-path "$OUT/sample_text_document" --split 949,50,0 \
+            --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64 \
+            --micro-batch-size 2 --global-batch-size 4 --train-iters 5 --lr 1e-3 --log-interval 1 \
+            --eval-interval 5 --eval-iters 1 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+        { set +x; } 2>/dev/null
+    fi
 fi
 echo "== demo done"
