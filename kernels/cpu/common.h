@@ -18,4 +18,9 @@
 #define OMP(x)
 #endif
 
+/* Instruction-set levels, ordered: a kernel may use any level <= the one
+ * mds_cpu_isa() returns (cpu.c). */
+enum { MDS_ISA_GENERIC = 0, MDS_ISA_AVX2 = 1, MDS_ISA_AVX512 = 2 };
+int mds_cpu_isa(void);
+
 #endif
