@@ -190,6 +190,7 @@ bench: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/bench_tokenize
 	@BUILD=$(BUILD) sh bench/run.sh
 	@BUILD=$(BUILD) sh bench/indices.sh
+	@BUILD=$(BUILD) sh bench/train.sh
 
 ## install: install the tools and the GPT-2 vocab under PREFIX (default /usr/local)
 install: $(PROGS)
