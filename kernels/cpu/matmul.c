@@ -173,6 +173,33 @@ static void mm_pack(float *dst, struct mm_mat x, long i0, int m, long k0, int kc
     }
 }
 
+/*
+ * Scratch: each thread's A and B blocks are fixed-size thread-local arrays
+ * (1.3 MB per thread that runs a matmul), and the whole-operand pack (up to
+ * MM_PREPACK_MAX floats) is a thread-local buffer that grows and is kept.
+ * Nothing is mapped and unmapped per call (each munmap is a TLB shoot-down
+ * across the cores), concurrent calls from different threads stay safe, and
+ * a failed allocation only means the operand is not packed whole.
+ */
+#define MM_AP_SIZE ((MM_MC + MM_MR_MAX) * MM_KC)
+#define MM_BP_SIZE ((MM_NC + MM_NR_MAX) * MM_KC)
+static _Thread_local float mm_ap[MM_AP_SIZE] __attribute__((aligned(64)));
+static _Thread_local float mm_bp[MM_BP_SIZE] __attribute__((aligned(64)));
+static _Thread_local struct {
+    float *p;
+    size_t n;
+} mm_whole;
+
+static float *mm_whole_buffer(size_t n)
+{
+    if (mm_whole.n < n) {
+        free(mm_whole.p);
+        mm_whole.p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+        mm_whole.n = mm_whole.p ? n : 0;
+    }
+    return mm_whole.p;
+}
+
 static int mm_ceil(long a, long b)
 {
     return (int)((a + b - 1) / b);
@@ -213,6 +240,12 @@ static void mm_gemm(float *C, long ldc, struct mm_mat a, struct mm_mat bt, int M
     /* pre: 1 = A packed whole (tasks split columns), 2 = B packed whole
      * (tasks split rows), 0 = neither. */
     int pre = M <= N ? (Mp * K <= MM_PREPACK_MAX ? 1 : 0) : (Np * K <= MM_PREPACK_MAX ? 2 : 0);
+    float *whole = NULL;
+    if (pre && K > 0) {
+        whole = mm_whole_buffer((size_t)(pre == 1 ? Mp : Np) * K);
+        if (!whole)
+            pre = 0;
+    }
     int nmb = pre == 1 ? 1 : mm_ceil(M, MM_MC), nnb = pre == 2 ? 1 : mm_ceil(N, pre ? MM_NC / 2 : MM_NC);
     /* A task count that spreads evenly over the threads when tasks are few. */
     while ((nmb * nnb) % nth && nmb * nnb < 8 * nth) {
@@ -227,12 +260,6 @@ static void mm_gemm(float *C, long ldc, struct mm_mat a, struct mm_mat bt, int M
     nmb = mm_ceil(M, mc);
     nnb = mm_ceil(N, nc);
     long ntasks = (long)nmb * nnb;
-    float *whole = NULL;
-    if (pre && K > 0) {
-        whole = aligned_alloc(64, (size_t)(pre == 1 ? Mp : Np) * K * sizeof(float));
-        if (!whole)
-            pre = 0;
-    }
     int nkb = mm_ceil(K, MM_KC);
     OMP(parallel)
     {
@@ -251,8 +278,7 @@ static void mm_gemm(float *C, long ldc, struct mm_mat a, struct mm_mat bt, int M
                 mm_pack(whole + k0 * dimp + i0 * kc, x, i0, m, k0, kc, r);
             }
         }
-        float *Ap = pre == 1 ? NULL : aligned_alloc(64, (size_t)mc * MM_KC * sizeof(float));
-        float *Bp = pre == 2 ? NULL : aligned_alloc(64, (size_t)nc * MM_KC * sizeof(float));
+        float *Ap = mm_ap, *Bp = mm_bp;
         float tile[MM_MR_MAX * MM_NR_MAX];
         OMP(for schedule(dynamic, 1))
         for (long task = 0; task < ntasks; task++) {
@@ -304,10 +330,7 @@ static void mm_gemm(float *C, long ldc, struct mm_mat a, struct mm_mat bt, int M
                         c[j] += bias[j0 + j];
                 }
         }
-        free(Ap);
-        free(Bp);
     }
-    free(whole);
 }
 
 void matmul_forward_cpu(float *out, const float *inp, const float *weight, const float *bias,
