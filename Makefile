@@ -112,8 +112,10 @@ $(BUILD)/CONFIG: FORCE
 # The CPU kernels' inner loops are written to vectorize (elementwise, or
 # reductions split into explicit lanes), but GCC's -O2 cost model ("very
 # cheap") skips any loop that needs a remainder or an alias check.
-# Vectorising such loops never changes their results.
-KERNEL_CFLAGS := $(shell $(CC) -fvect-cost-model=dynamic -x c -c /dev/null -o /dev/null >/dev/null 2>&1 && echo -fvect-cost-model=dynamic)
+# Vectorising such loops never changes their results; nor does
+# -fno-math-errno (sqrtf stays the exact IEEE square root, it only stops
+# setting errno, which kept AdamW's loop scalar).
+KERNEL_CFLAGS := -fno-math-errno $(shell $(CC) -fvect-cost-model=dynamic -x c -c /dev/null -o /dev/null >/dev/null 2>&1 && echo -fvect-cost-model=dynamic)
 $(BUILD)/kernels/cpu/%.o: CFLAGS += $(KERNEL_CFLAGS)
 
 $(BUILD)/%.o: %.c $(BUILD)/CONFIG
