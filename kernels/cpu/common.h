@@ -4,9 +4,11 @@
  *
  * OMP(...) emits `#pragma omp ...` when OpenMP is on and nothing otherwise,
  * so a build without OpenMP stays free of -Wunknown-pragmas warnings.
- * Kernels use only `parallel for` with static schedules over independent
- * outputs, never reductions or atomics: that is what keeps results bitwise
- * independent of the thread count.
+ * Kernels use only `parallel for` (static or dynamic schedules) over
+ * independent outputs, never reductions or atomics: which thread computes an
+ * output never changes how it is computed, and that is what keeps results
+ * bitwise independent of the thread count.  Dynamic schedules only help when
+ * another process shares a core.
  */
 #ifndef MDS_KERNELS_CPU_COMMON_H
 #define MDS_KERNELS_CPU_COMMON_H

@@ -68,7 +68,7 @@ void crossentropy_forward_cpu(float *losses, float *maxes, float *sumexp, float 
                               const float *logits, const int *targets, const float *mask,
                               int B, int T, int V, int v_start)
 {
-    OMP(parallel for schedule(static))
+    OMP(parallel for schedule(dynamic, 8))
     for (long bt = 0; bt < (long)B * T; bt++) {
         const float *l = logits + (size_t)bt * V;
         float mx;
@@ -105,7 +105,7 @@ void crossentropy_backward_cpu(float *dlogits, const float *logits, const float 
                                const float *sumexp, const int *targets, const float *dlosses,
                                int B, int T, int V, int v_start)
 {
-    OMP(parallel for schedule(static))
+    OMP(parallel for schedule(dynamic, 8))
     for (long bt = 0; bt < (long)B * T; bt++) {
         const float *l = logits + (size_t)bt * V;
         float *dl = dlogits + (size_t)bt * V;

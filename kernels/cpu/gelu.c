@@ -56,7 +56,7 @@ static void gelu_backward_block(float *dinp, const float *inp, const float *dout
 void gelu_forward_cpu(float *out, const float *inp, size_t N)
 {
     size_t nb = (N + GELU_BLOCK - 1) / GELU_BLOCK;
-    OMP(parallel for schedule(static))
+    OMP(parallel for schedule(dynamic, 8))
     for (size_t b = 0; b < nb; b++) {
         size_t i0 = b * GELU_BLOCK;
         gelu_forward_block(out + i0, inp + i0, N - i0 < GELU_BLOCK ? N - i0 : GELU_BLOCK);
@@ -66,7 +66,7 @@ void gelu_forward_cpu(float *out, const float *inp, size_t N)
 void gelu_backward_cpu(float *dinp, const float *inp, const float *dout, size_t N)
 {
     size_t nb = (N + GELU_BLOCK - 1) / GELU_BLOCK;
-    OMP(parallel for schedule(static))
+    OMP(parallel for schedule(dynamic, 8))
     for (size_t b = 0; b < nb; b++) {
         size_t i0 = b * GELU_BLOCK;
         gelu_backward_block(dinp + i0, inp + i0, dout + i0, N - i0 < GELU_BLOCK ? N - i0 : GELU_BLOCK);

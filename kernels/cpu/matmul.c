@@ -270,7 +270,7 @@ static void mm_gemm(float *C, long ldc, struct mm_mat a, struct mm_mat bt, int M
             int dim = pre == 1 ? M : N, r = pre == 1 ? mr : nr;
             long dimp = pre == 1 ? Mp : Np, chunk = mm_roundup(256, r);
             long nchunks = mm_ceil(dim, chunk);
-            OMP(for schedule(static))
+            OMP(for schedule(dynamic, 1))
             for (long job = 0; job < nkb * nchunks; job++) {
                 long k0 = job / nchunks * MM_KC, i0 = job % nchunks * chunk;
                 int kc = (int)(K - k0 < MM_KC ? K - k0 : MM_KC);
