@@ -33,16 +33,37 @@ static void att_transpose(float *kT, const float *x, size_t stride, int T, int h
             kT[(size_t)i * T + s] = x[(size_t)s * stride + i];
 }
 
-/* sc[s] = q . k_s for s < n, each summed over i = 0..hs-1 in order. */
+/* 16 floats as one GCC vector (unaligned, may alias float): a plain
+ * multiply and add per lane, so any instruction set gives the same bits. */
+typedef float att_v16 __attribute__((vector_size(64), aligned(4), may_alias));
+
+/* sc[s] = q . k_s for s < n, each summed over i = 0..hs-1 in order, 64 keys
+ * at a time held in registers; the rest one key at a time, same order. */
 ATT_CLONES
 static void att_scores(float *sc, const float *q, const float *kT, int n, int T, int hs)
 {
-    for (int s = 0; s < n; s++)
+    int s0 = 0;
+    for (; s0 + 64 <= n; s0 += 64) {
+        att_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+        for (int i = 0; i < hs; i++) {
+            const float *k = kT + (size_t)i * T + s0;
+            float qi = q[i];
+            a0 = a0 + qi * *(const att_v16 *)k;
+            a1 = a1 + qi * *(const att_v16 *)(k + 16);
+            a2 = a2 + qi * *(const att_v16 *)(k + 32);
+            a3 = a3 + qi * *(const att_v16 *)(k + 48);
+        }
+        *(att_v16 *)(sc + s0) = a0;
+        *(att_v16 *)(sc + s0 + 16) = a1;
+        *(att_v16 *)(sc + s0 + 32) = a2;
+        *(att_v16 *)(sc + s0 + 48) = a3;
+    }
+    for (int s = s0; s < n; s++)
         sc[s] = 0.0f;
     for (int i = 0; i < hs; i++) {
         float qi = q[i];
         const float *k = kT + (size_t)i * T;
-        for (int s = 0; s < n; s++)
+        for (int s = s0; s < n; s++)
             sc[s] = sc[s] + qi * k[s];
     }
 }
@@ -69,10 +90,28 @@ static double att_exp(float *p, const float *sc, int n, float scale, float sub)
     return sum;
 }
 
-/* o[i] += w[s] * x_s[i] over s < n in order (x_s at x + s * stride). */
+/* o[i] += w[s] * x_s[i] over s < n in order (x_s at x + s * stride); a
+ * 64-wide head keeps o in registers across s. */
 ATT_CLONES
 static void att_axpys(float *o, const float *w, const float *x, size_t stride, int n, int hs)
 {
+    if (hs == 64) {
+        att_v16 o0 = *(att_v16 *)o, o1 = *(att_v16 *)(o + 16);
+        att_v16 o2 = *(att_v16 *)(o + 32), o3 = *(att_v16 *)(o + 48);
+        for (int s = 0; s < n; s++) {
+            const float *xs = x + (size_t)s * stride;
+            float ws = w[s];
+            o0 = o0 + ws * *(const att_v16 *)xs;
+            o1 = o1 + ws * *(const att_v16 *)(xs + 16);
+            o2 = o2 + ws * *(const att_v16 *)(xs + 32);
+            o3 = o3 + ws * *(const att_v16 *)(xs + 48);
+        }
+        *(att_v16 *)o = o0;
+        *(att_v16 *)(o + 16) = o1;
+        *(att_v16 *)(o + 32) = o2;
+        *(att_v16 *)(o + 48) = o3;
+        return;
+    }
     for (int s = 0; s < n; s++) {
         float ws = w[s];
         const float *xs = x + (size_t)s * stride;
@@ -81,17 +120,47 @@ static void att_axpys(float *o, const float *w, const float *x, size_t stride, i
     }
 }
 
-/* dx_s[i] += w[s] * y[i] for s < n (dx_s at dx + s * stride). */
+/*
+ * dx_s[i] += w_t[s] * y_t[i] for the queries t of one tile [t0, t1), t in
+ * order, and every key s <= t (w_t is row t - t0 of w, ld T; y_t at y + t *
+ * ystride).  The same per-element sequence as one rank-1 update per query,
+ * but each dx row is loaded and stored once per tile, not once per query.
+ */
 ATT_CLONES
-static void att_outer(float *dx, const float *w, const float *y, size_t stride, int n, int hs)
+static void att_outer_tile(float *dx, size_t dstride, const float *w, const float *y,
+                           size_t ystride, int t0, int t1, int T, int hs)
 {
-    for (int s = 0; s < n; s++) {
-        float ws = w[s];
-        float *d = dx + (size_t)s * stride;
-        for (int i = 0; i < hs; i++)
-            d[i] = d[i] + ws * y[i];
+    for (int s = 0; s < t1; s++) {
+        float *d = dx + (size_t)s * dstride;
+        int tb = s > t0 ? s : t0;
+        if (hs == 64) {
+            att_v16 d0 = *(att_v16 *)d, d1 = *(att_v16 *)(d + 16);
+            att_v16 d2 = *(att_v16 *)(d + 32), d3 = *(att_v16 *)(d + 48);
+            for (int t = tb; t < t1; t++) {
+                float ws = w[(size_t)(t - t0) * T + s];
+                const float *yt = y + (size_t)t * ystride;
+                d0 = d0 + ws * *(const att_v16 *)yt;
+                d1 = d1 + ws * *(const att_v16 *)(yt + 16);
+                d2 = d2 + ws * *(const att_v16 *)(yt + 32);
+                d3 = d3 + ws * *(const att_v16 *)(yt + 48);
+            }
+            *(att_v16 *)d = d0;
+            *(att_v16 *)(d + 16) = d1;
+            *(att_v16 *)(d + 32) = d2;
+            *(att_v16 *)(d + 48) = d3;
+            continue;
+        }
+        for (int t = tb; t < t1; t++) {
+            float ws = w[(size_t)(t - t0) * T + s];
+            const float *yt = y + (size_t)t * ystride;
+            for (int i = 0; i < hs; i++)
+                d[i] = d[i] + ws * yt[i];
+        }
     }
 }
+
+/* Queries per tile in the backward (att_outer_tile). */
+#define ATT_TQ 16
 
 /*
  * Each task owns one (b, h) head and keeps its keys and values transposed
@@ -156,33 +225,39 @@ void attention_backward_cpu(float *dqkv, const float *dout, const float *qkv, co
     float scale = 1.0f / sqrtf((float)hs);
     OMP(parallel)
     {
-        float *kT = malloc((2 * (size_t)hs * T + 3 * (size_t)T) * sizeof(float));
-        float *vT = kT + (size_t)hs * T, *sc = vT + (size_t)hs * T, *p = sc + T, *ds = p + T;
+        float *kT = malloc((2 * (size_t)hs * T + (1 + 2 * (size_t)ATT_TQ) * T) * sizeof(float));
+        float *vT = kT + (size_t)hs * T, *sc = vT + (size_t)hs * T;
+        float *P = sc + T, *DS = P + (size_t)ATT_TQ * T;
         OMP(for collapse(2) schedule(dynamic, 1))
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++) {
                 const float *base = qkv + (size_t)b * T * C3;
                 float *dbase = dqkv + (size_t)b * T * C3;
+                const float *dbO = dout + (size_t)b * T * C + (size_t)h * hs;
                 size_t koff = C + (size_t)h * hs, voff = 2 * (size_t)C + (size_t)h * hs;
                 att_transpose(kT, base + koff, C3, T, hs);
                 att_transpose(vT, base + voff, C3, T, hs);
-                for (int t = 0; t < T; t++) {
-                    const float *q = base + (size_t)t * C3 + (size_t)h * hs;
-                    float *dq = dbase + (size_t)t * C3 + (size_t)h * hs;
-                    const float *dO = dout + ((size_t)b * T + t) * C + (size_t)h * hs;
-                    const float *O = out + ((size_t)b * T + t) * C + (size_t)h * hs;
-                    float D = 0.0f;
-                    for (int i = 0; i < hs; i++)
-                        D += dO[i] * O[i];
-                    float l = lse[((size_t)b * NH + h) * T + t];
-                    att_scores(sc, q, kT, t + 1, T, hs);
-                    att_exp(p, sc, t + 1, scale, l);
-                    att_scores(ds, dO, vT, t + 1, T, hs);
-                    for (int s = 0; s <= t; s++)
-                        ds[s] = p[s] * (ds[s] - D) * scale;
-                    att_axpys(dq, ds, base + koff, C3, t + 1, hs);
-                    att_outer(dbase + koff, ds, q, C3, t + 1, hs);
-                    att_outer(dbase + voff, p, dO, C3, t + 1, hs);
+                for (int t0 = 0; t0 < T; t0 += ATT_TQ) {
+                    int t1 = t0 + ATT_TQ < T ? t0 + ATT_TQ : T;
+                    for (int t = t0; t < t1; t++) {
+                        const float *q = base + (size_t)t * C3 + (size_t)h * hs;
+                        float *dq = dbase + (size_t)t * C3 + (size_t)h * hs;
+                        const float *dO = dbO + (size_t)t * C;
+                        const float *O = out + ((size_t)b * T + t) * C + (size_t)h * hs;
+                        float *p = P + (size_t)(t - t0) * T, *ds = DS + (size_t)(t - t0) * T;
+                        float D = 0.0f;
+                        for (int i = 0; i < hs; i++)
+                            D += dO[i] * O[i];
+                        float l = lse[((size_t)b * NH + h) * T + t];
+                        att_scores(sc, q, kT, t + 1, T, hs);
+                        att_exp(p, sc, t + 1, scale, l);
+                        att_scores(ds, dO, vT, t + 1, T, hs);
+                        for (int s = 0; s <= t; s++)
+                            ds[s] = p[s] * (ds[s] - D) * scale;
+                        att_axpys(dq, ds, base + koff, C3, t + 1, hs);
+                    }
+                    att_outer_tile(dbase + koff, C3, DS, base + (size_t)h * hs, C3, t0, t1, T, hs);
+                    att_outer_tile(dbase + voff, C3, P, dbO, C, t0, t1, T, hs);
                 }
             }
         free(kT);

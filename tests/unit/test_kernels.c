@@ -615,7 +615,8 @@ static double att_loss(void *p)
 static void test_attention(void)
 {
     static const int shapes[][4] = { { 1, 1, 4, 1 }, { 2, 4, 8, 2 }, { 1, 7, 12, 3 },
-                                     { 2, 5, 16, 4 }, { 1, 9, 6, 1 } };
+                                     { 2, 5, 16, 4 }, { 1, 9, 6, 1 },
+                                     { 1, 70, 128, 2 } };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int B = shapes[s][0], T = shapes[s][1], C = shapes[s][2], NH = shapes[s][3];
         size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
