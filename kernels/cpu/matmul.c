@@ -164,6 +164,9 @@ static void mm_pack(float *dst, struct mm_mat x, long i0, int m, long k0, int kc
             for (int i = 0; i < mm; i++)
                 for (int k = 0; k < kc; k++)
                     d[(size_t)k * mr + i] = s[i * x.rs + k];
+        } else if (x.rs == 1) {
+            for (int k = 0; k < kc; k++)
+                memcpy(d + (size_t)k * mr, s + k * x.cs, (size_t)mm * sizeof(float));
         } else {
             for (int k = 0; k < kc; k++)
                 for (int i = 0; i < mm; i++)
