@@ -71,3 +71,8 @@ BLAS=$(awk '{for (i = 1; i < NF; i++) if ($i == "blas") print $(i + 1)}' "$TMP/t
 printf '   %-24s%s ms/iter   %s tokens/s   %s TFLOP/s\n' "torch $VER" "$TORCH" "$(tok_s "$TORCH")" "$(tflops "$TORCH")"
 echo "   mdstrain / torch = $(echo "$TORCH $MDS" | awk '{printf "%.2f", $1 / $2}')x   (target >= 1.5x)"
 echo "   torch's BLAS: $BLAS"
+case "$BLAS" in
+*openblas*|*mkl*|*blis*) ;;
+*) echo "   note: that is not an optimised BLAS (Debian's default is the netlib reference, about 40x slower here);"
+   echo "         'apt-get install libopenblas0-pthread' gives torch a fair one (for the benchmark only, mds does not use it)" ;;
+esac
