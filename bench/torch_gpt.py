@@ -71,13 +71,15 @@ class GPT(nn.Module):
 
 
 def blas_library():
-    """The BLAS shared object this process mapped (torch's 'generic' BLAS)."""
+    """The BLAS this process resolves its BLAS calls to (torch's 'generic'
+    BLAS is whatever libblas.so.3 the system selects)."""
     try:
         with open("/proc/self/maps") as f:
-            libs = {line.split()[-1] for line in f if "blas" in line.lower() and "/" in line and "lapack" not in line}
-        return ",".join(sorted(os.path.realpath(x) for x in libs)) or "none mapped"
+            libs = {os.path.realpath(line.split()[-1]) for line in f if "/" in line}
     except OSError:
         return "unknown"
+    first = sorted(x for x in libs if os.path.basename(x).startswith(("libblas", "libmkl", "libblis")))
+    return ",".join(first) or ",".join(sorted(x for x in libs if "blas" in x.lower())) or "none mapped"
 
 
 def main():
