@@ -180,7 +180,7 @@ static void mm_pack(float *dst, struct mm_mat x, long i0, int m, long k0, int kc
 
 /*
  * Scratch: each thread's A and B blocks are fixed-size thread-local arrays
- * (1.3 MB per thread that runs a matmul), and the whole-operand pack (up to
+ * (about 1.6 MB per thread that runs a matmul), and the whole-operand pack (up to
  * MM_PREPACK_MAX floats) is a thread-local buffer that grows and is kept.
  * Nothing is mapped and unmapped per call (each munmap is a TLB shoot-down
  * across the cores), concurrent calls from different threads stay safe, and
