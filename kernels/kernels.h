@@ -2,7 +2,11 @@
  * kernels.h - the trainer's kernel interface: one signature per op.
  *
  * Each op has a CPU reference, `<op>_forward_cpu` / `<op>_backward_cpu` in
- * kernels/cpu/<op>.c (plain fp32 loops plus OpenMP, built without fast-math).
+ * kernels/cpu/<op>.c (fp32 loops plus OpenMP, built without fast-math and
+ * with -ffp-contract=off; matmul is a blocked GEMM with AVX-512 / AVX2+FMA
+ * micro-kernels picked at run time, the exponentials are a vectorisable
+ * polynomial within 2 ulp of expf).  Bits may differ between a CPU with FMA
+ * and one without, never between thread counts or runs.
  * It is the oracle: a CUDA backend adds `<op>_forward_cuda` with identical
  * arguments (device pointers, same shapes, same accumulate/overwrite rules)
  * and is held to the CPU result by a parity test at `atol + rtol*|ref|`.
@@ -131,8 +135,15 @@ void layernorm_backward_cpu(float *dinp,          // (B, T, C)
 /*
  * out = inp @ weight^T + bias, with weight stored (OC, C) as in Megatron and
  * torch.nn.Linear.  bias may be NULL.  See "Tensor-parallel shards" for
- * column- and row-parallel use.  Each output is a dot product over C summed
- * in a fixed order (8 interleaved partial sums, then bias).
+ * column- and row-parallel use.  Each output is ONE fp32 accumulator run
+ * over c = 0, 1, ..., C-1 in order (a fused multiply-add per term on CPUs
+ * with FMA, a multiply then an add on the portable path), then + bias.
+ * The backward's dinp and dweight continue from their current values, over
+ * o in order and over the rows (b, t) in order respectively; dbias sums the
+ * rows in order in double.  The tiling, the packing and the thread that
+ * computes an output never enter that order, so results do not depend on
+ * the thread count, and a column-parallel shard equals its slice of the
+ * TP=1 result bitwise.
  */
 void matmul_forward_cpu(float *out,          // (B, T, OC)
                         const float *inp,    // (B, T, C)
@@ -156,6 +167,8 @@ void matmul_backward_cpu(float *dinp,         // (B, T, C)
  * Only the row log-sum-exp of the scaled scores is saved (lse, as flash
  * attention does), not the (T, T) probabilities: the backward recomputes
  * them, so activation memory stays O(T).  No dropout (attention-dropout 0).
+ * Dot products over the head dimension run in order; the softmax sum is in
+ * double (16 interleaved partial sums over the keys, combined in order).
  * C and NH are the rank's local values (C = NH * hs).
  */
 void attention_forward_cpu(float *out,       // (B, T, C)
@@ -211,7 +224,8 @@ void residual_backward_cpu(float *dinp1,      // (N)
  * Per token, over this rank's logit columns (vocabulary ids
  * [v_start, v_start + V)):
  *   maxes   = max_v logits,
- *   sumexp  = sum_v exp(logits - maxes)                (accumulated in double),
+ *   sumexp  = sum_v exp(logits - maxes)                (accumulated in double:
+ *             16 interleaved partial sums over v, combined in order),
  *   tlogits = logits[target - v_start] when the target is in the shard, else 0,
  *   losses  = log(sumexp) + maxes - tlogits,  or 0 where mask == 0.
  * Megatron applies the softmax over the whole padded vocabulary (padding

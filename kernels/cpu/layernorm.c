@@ -15,7 +15,7 @@
 void layernorm_forward_cpu(float *out, float *mean, float *rstd, const float *inp,
                            const float *weight, const float *bias, int B, int T, int C, float eps)
 {
-    OMP(parallel for schedule(static))
+    OMP(parallel for schedule(dynamic, 16))
     for (long bt = 0; bt < (long)B * T; bt++) {
         const float *x = inp + (size_t)bt * C;
         float *o = out + (size_t)bt * C;
@@ -52,7 +52,7 @@ void layernorm_backward_cpu(float *dinp, float *dweight, float *dbias, const flo
                             const float *rstd, int B, int T, int C)
 {
     long N = (long)B * T;
-    OMP(parallel for schedule(static))
+    OMP(parallel for schedule(dynamic, 16))
     for (long bt = 0; bt < N; bt++) {
         const float *x = inp + (size_t)bt * C;
         const float *d = dout + (size_t)bt * C;

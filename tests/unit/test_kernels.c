@@ -15,7 +15,9 @@
  *    protocol) agree within tolerance;
  *  - AdamW against a step worked out by hand and 5 steps of a double loop;
  *  - global norm against a double sum, and the clipping factor;
- *  - determinism: every op is bitwise identical with 1 and 3 OpenMP threads.
+ *  - the blocked matmul on odd shapes against a double loop, within the
+ *    error bound of its summation order, on every instruction-set path;
+ *  - determinism: every op is bitwise identical with 1, 2 and 3 OpenMP threads.
  *
  * Randomised: prints its seed, `-s SEED` replays one.  Finite differences
  * check at most FD_MAX coordinates per tensor (a random sample beyond that).
@@ -426,6 +428,136 @@ static void test_matmul(void)
     }
 }
 
+/*
+ * The blocked GEMM behind matmul (kernels/cpu/matmul.c) against a plain
+ * double loop, on shapes that are not multiples of its tiles or blocks
+ * (1 row, 1 output, K past the 256-wide K block, rows past the 256-row
+ * block, one shape big enough that neither operand is packed whole), for
+ * each instruction-set path (MDS_CPU_ISA).  Each output is one float
+ * accumulator over k in order (plus the starting gradient, plus the bias),
+ * so the error is bounded by (K + 2) u sum_k |a_k b_k| (+ |start| + |bias|),
+ * u = 2^-24: the tolerance is that bound, times 1.01.  The AVX2 and AVX-512
+ * paths, both fused multiply-add in the same order, must agree bitwise, and
+ * every path must give the same bits with 1, 2 and 3 threads.
+ */
+struct mm_odd_run {
+    float *out, *dinp, *dw, *db;
+};
+
+static void mm_odd_once(struct mm_odd_run *r, const float *inp, const float *w, const float *b,
+                        const float *dout, const float *dinp0, const float *dw0, int M, int C, int OC)
+{
+    size_t ni = (size_t)M * C, nw = (size_t)OC * C;
+    matmul_forward_cpu(r->out, inp, w, b, 1, M, C, OC);
+    memcpy(r->dinp, dinp0, ni * sizeof(float));
+    memcpy(r->dw, dw0, nw * sizeof(float));
+    memset(r->db, 0, (size_t)OC * sizeof(float));
+    matmul_backward_cpu(r->dinp, r->dw, r->db, dout, inp, w, 1, M, C, OC);
+}
+
+/* |got - ref| <= 1.01 (K + 2) u (sum |terms|); returns mismatches. */
+static int mm_within(const char *what, const float *got, const double *ref, const double *mag,
+                     size_t n, int K)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double lim = 1.01 * (K + 2) * 5.9604644775390625e-8 * mag[i];
+        double err = fabs((double)got[i] - ref[i]);
+        if (lim > 0 && err / lim > worst_fwd)
+            worst_fwd = err / lim;
+        if (!(err <= lim)) {
+            if (bad < 5)
+                fprintf(stderr, "  %s[%zu] (K %d): got %.9g, want %.9g (err %.3g, bound %.3g)\n",
+                        what, i, K, (double)got[i], ref[i], err, lim);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+static void test_matmul_blocked(void)
+{
+    /* rows M, C, OC */
+    static const int shapes[][3] = { { 1, 1, 1 }, { 1, 300, 50 }, { 13, 7, 33 }, { 37, 257, 45 },
+                                     { 300, 40, 1 }, { 29, 513, 70 }, { 260, 33, 601 },
+                                     { 64, 66000, 64 } };
+    static const char *isas[] = { "avx512", "avx2", "generic" };
+    const char *saved_env = getenv("MDS_CPU_ISA");
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int M = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
+        size_t ni = (size_t)M * C, no = (size_t)M * OC, nw = (size_t)OC * C;
+        float *inp = frandv(ni, 1.0f), *w = frandv(nw, 1.0f), *b = frandv((size_t)OC, 1.0f);
+        float *dout = frandv(no, 1.0f), *dinp0 = frandv(ni, 1.0f), *dw0 = frandv(nw, 1.0f);
+        double *ref = malloc(no * sizeof *ref), *mag = malloc(no * sizeof *mag);
+        double *rdi = malloc(ni * sizeof *rdi), *mdi = malloc(ni * sizeof *mdi);
+        double *rdw = malloc(nw * sizeof *rdw), *mdw = malloc(nw * sizeof *mdw);
+        for (int r = 0; r < M; r++)
+            for (int o = 0; o < OC; o++) {
+                double acc = b[o], m = fabs(b[o]);
+                for (int c = 0; c < C; c++) {
+                    double t = (double)inp[(size_t)r * C + c] * w[(size_t)o * C + c];
+                    acc += t, m += fabs(t);
+                }
+                ref[(size_t)r * OC + o] = acc, mag[(size_t)r * OC + o] = m;
+            }
+        for (int r = 0; r < M; r++)
+            for (int c = 0; c < C; c++) {
+                double acc = dinp0[(size_t)r * C + c], m = fabs(acc);
+                for (int o = 0; o < OC; o++) {
+                    double t = (double)dout[(size_t)r * OC + o] * w[(size_t)o * C + c];
+                    acc += t, m += fabs(t);
+                }
+                rdi[(size_t)r * C + c] = acc, mdi[(size_t)r * C + c] = m;
+            }
+        for (int o = 0; o < OC; o++)
+            for (int c = 0; c < C; c++) {
+                double acc = dw0[(size_t)o * C + c], m = fabs(acc);
+                for (int r = 0; r < M; r++) {
+                    double t = (double)dout[(size_t)r * OC + o] * inp[(size_t)r * C + c];
+                    acc += t, m += fabs(t);
+                }
+                rdw[(size_t)o * C + c] = acc, mdw[(size_t)o * C + c] = m;
+            }
+        struct mm_odd_run runs[3];
+        for (int k = 0; k < 3; k++) {
+            struct mm_odd_run *r = &runs[k];
+            r->out = fzeros(no), r->dinp = fzeros(ni), r->dw = fzeros(nw), r->db = fzeros((size_t)OC);
+            setenv("MDS_CPU_ISA", isas[k], 1);
+            mm_odd_once(r, inp, w, b, dout, dinp0, dw0, M, C, OC);
+            CHECK(mm_within("matmul.out", r->out, ref, mag, no, C) == 0);
+            CHECK(mm_within("matmul.dinp", r->dinp, rdi, mdi, ni, OC) == 0);
+            CHECK(mm_within("matmul.dweight", r->dw, rdw, mdw, nw, M) == 0);
+#ifdef _OPENMP
+            /* Bitwise the same with 1, 2 and 3 threads. */
+            int saved = omp_get_max_threads();
+            for (int nt = 1; nt <= 3; nt++) {
+                struct mm_odd_run t = { fzeros(no), fzeros(ni), fzeros(nw), fzeros((size_t)OC) };
+                omp_set_num_threads(nt);
+                mm_odd_once(&t, inp, w, b, dout, dinp0, dw0, M, C, OC);
+                CHECK(bitwise_equal("matmul.threads.out", t.out, r->out, no));
+                CHECK(bitwise_equal("matmul.threads.dinp", t.dinp, r->dinp, ni));
+                CHECK(bitwise_equal("matmul.threads.dweight", t.dw, r->dw, nw));
+                CHECK(bitwise_equal("matmul.threads.dbias", t.db, r->db, (size_t)OC));
+                free(t.out), free(t.dinp), free(t.dw), free(t.db);
+            }
+            omp_set_num_threads(saved);
+#endif
+        }
+        /* Both FMA paths: the same bits (equal trivially on a CPU without AVX-512). */
+        CHECK(bitwise_equal("matmul.avx512_vs_avx2", runs[0].out, runs[1].out, no));
+        CHECK(bitwise_equal("matmul.avx512_vs_avx2.dinp", runs[0].dinp, runs[1].dinp, ni));
+        CHECK(bitwise_equal("matmul.avx512_vs_avx2.dweight", runs[0].dw, runs[1].dw, nw));
+        for (int k = 0; k < 3; k++)
+            free(runs[k].out), free(runs[k].dinp), free(runs[k].dw), free(runs[k].db);
+        free(inp), free(w), free(b), free(dout), free(dinp0), free(dw0);
+        free(ref), free(mag), free(rdi), free(mdi), free(rdw), free(mdw);
+    }
+    if (saved_env)
+        setenv("MDS_CPU_ISA", saved_env, 1);
+    else
+        unsetenv("MDS_CPU_ISA");
+}
+
 /* ---- attention ----------------------------------------------------------- */
 
 struct att_ctx {
@@ -483,7 +615,8 @@ static double att_loss(void *p)
 static void test_attention(void)
 {
     static const int shapes[][4] = { { 1, 1, 4, 1 }, { 2, 4, 8, 2 }, { 1, 7, 12, 3 },
-                                     { 2, 5, 16, 4 }, { 1, 9, 6, 1 } };
+                                     { 2, 5, 16, 4 }, { 1, 9, 6, 1 },
+                                     { 1, 70, 128, 2 } };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int B = shapes[s][0], T = shapes[s][1], C = shapes[s][2], NH = shapes[s][3];
         size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
@@ -834,10 +967,12 @@ static void test_threads_deterministic(void)
     int saved = omp_get_max_threads();
     omp_set_num_threads(1);
     det_all(r1, tok, wte, wpe, x, w, b, qkv, logits, dout);
-    omp_set_num_threads(3);
-    det_all(r3, tok, wte, wpe, x, w, b, qkv, logits, dout);
+    for (int nt = 2; nt <= 3; nt++) {
+        omp_set_num_threads(nt);
+        det_all(r3, tok, wte, wpe, x, w, b, qkv, logits, dout);
+        CHECK(memcmp(r1, r3, sizeof *r1) == 0);
+    }
     omp_set_num_threads(saved);
-    CHECK(memcmp(r1, r3, sizeof *r1) == 0);
     free(tok), free(wte), free(wpe), free(x), free(w), free(b), free(qkv), free(logits), free(dout);
     free(r1), free(r3);
 #else
@@ -861,6 +996,7 @@ int main(int argc, char **argv)
     RUN(test_encoder);
     RUN(test_layernorm);
     RUN(test_matmul);
+    RUN(test_matmul_blocked);
     RUN(test_attention);
     RUN(test_gelu);
     RUN(test_residual);
