@@ -90,7 +90,7 @@ exact "$T/ref3.log" >"$T/ref"
 par untied_tp2_pp2 4 --untie-embeddings-and-output-weights --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
 
 # Real data, DP2 x PP2, with validation: the log and validation lines on the
-# last rank, the same validation losses as one process (printed to 7 digits).
+# last rank, the same validation losses as one process (to the printed 7 digits).
 DATA=tests/data/golden/tiny_text_document
 REAL="--data-path $DATA --split 90,10,0 --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32
       --max-position-embeddings 32 --micro-batch-size 1 --global-batch-size 4 --train-iters 4 --lr 1e-2
@@ -104,7 +104,14 @@ check real_log_lines test "$(grep -c '] iteration ' "$T/real4")" -eq 4
 vals() { sed -n 's/^ validation loss at \(.*\) | lm loss value: \([^ ]*\) .*/\1 \2/p' "$1"; }
 vals "$T/real1" >"$T/v1"; vals "$T/real4" >"$T/v4"
 check real_validation_lines test "$(wc -l <"$T/v4")" -eq 3
-check real_same_validation cmp -s "$T/v1" "$T/v4"
+# the same to the printed 7 digits (up to a unit of the last one)
+same_vals() {
+    test "$(wc -l <"$T/v1")" -eq "$(wc -l <"$T/v4")" && paste -d'|' "$T/v1" "$T/v4" | awk -F'|' '
+        { split($1, a, " "); split($2, b, " "); d = a[length(a)] - b[length(b)]; if (d < 0) d = -d
+          if (d > 2e-6 * a[length(a)]) bad = 1 }
+        END { exit bad }'
+}
+check real_same_validation same_vals
 
 # Checkpoints of TP2 x PP2 x DP2 with the distributed optimizer: 6 straight
 # (saving at 3) equal 3 + save + load + 3, bit for bit.
