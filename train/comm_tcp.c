@@ -101,13 +101,12 @@ static void tune(int fd)
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
 }
 
-/* Read or write exactly n bytes before the deadline (rendezvous only).
- * 0, or -1 with errno (ETIMEDOUT, ECONNRESET for end of file). */
-static int io_full(int fd, void *buf, size_t n, int writing, double deadline)
+/* Wait until fd is ready for events or the deadline passes: 0, or -1 with
+ * errno (ETIMEDOUT at the deadline). */
+static int wait_ready(int fd, short events, double deadline)
 {
-    unsigned char *p = buf;
-    while (n) {
-        struct pollfd pf = {fd, (short)(writing ? POLLOUT : POLLIN), 0};
+    for (;;) {
+        struct pollfd pf = {fd, events, 0};
         int k = poll(&pf, 1, ms_left(deadline));
         if (k < 0 && errno == EINTR) continue;
         if (k < 0) return -1;
@@ -115,6 +114,17 @@ static int io_full(int fd, void *buf, size_t n, int writing, double deadline)
             errno = ETIMEDOUT;
             return -1;
         }
+        return 0;
+    }
+}
+
+/* Read or write exactly n bytes before the deadline (rendezvous only).
+ * 0, or -1 with errno (ETIMEDOUT, ECONNRESET for end of file). */
+static int io_full(int fd, void *buf, size_t n, int writing, double deadline)
+{
+    unsigned char *p = buf;
+    while (n) {
+        if (wait_ready(fd, (short)(writing ? POLLOUT : POLLIN), deadline)) return -1;
         ssize_t m = writing ? send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL) : recv(fd, p, n, MSG_DONTWAIT);
         if (m < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
         if (m < 0) return -1;
@@ -244,14 +254,7 @@ static int connect_to(const char *host, int port, double deadline, int *gai)
 static int accept_by(int lfd, double deadline)
 {
     for (;;) {
-        struct pollfd pf = {lfd, POLLIN, 0};
-        int k = poll(&pf, 1, ms_left(deadline));
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) return -1;
-        if (k == 0) {
-            errno = ETIMEDOUT;
-            return -1;
-        }
+        if (wait_ready(lfd, POLLIN, deadline)) return -1;
         int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd >= 0) {
             tune(fd);
