@@ -33,7 +33,8 @@ if [ -x "$BUILD/mdstrain" ]; then
         --eval-interval 5 --eval-iters 1
     { set +x; } 2>/dev/null
     if command -v mpirun >/dev/null 2>&1 && "$BUILD/mdstrain" --version | grep -q 'MPI ('; then
-        echo "== mdstrain on 4 MPI ranks: tensor parallel 2 x pipeline parallel 2 (1F1B), same steps"
+        echo "== mdstrain on 4 MPI ranks: tensor parallel 2 x pipeline parallel 2 (1F1B), the same steps"
+        echo "   (TP2 pads the vocabulary to a multiple of 128 x 2 = 50432, as Megatron does, so the losses differ a little)"
         export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
         export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_hwloc_base_binding_policy=none
         set -x
