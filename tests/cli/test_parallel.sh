@@ -12,15 +12,7 @@
 # norm is summed per rank), so agreement is to fp32 rounding, not bitwise;
 # what is seen is about 1e-8 on losses and 1e-6 on norms.  About 20 s.
 . tests/cli/lib.sh
-MDSTRAIN=${MDSTRAIN:-$BUILD/mdstrain}
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-# Open MPI: run as root in CI containers, more ranks than cores, and no
-# cross-memory attach (often forbidden in containers)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_hwloc_base_binding_policy=none
-# Open MPI's own allocations outlive MPI_Finalize: no leak report under ASan
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-MPIRUN=${MPIRUN:-mpirun}
+. tests/cli/parallel_lib.sh
 
 if ! command -v "$MPIRUN" >/dev/null 2>&1; then
     fail "mpirun_present (install openmpi-bin: make deps)"; finish
@@ -37,29 +29,12 @@ for np in 3 4; do
     else fail "comm_np$np (exit $rc)"; cat "$T/comm" >&2; fi
 done
 
-# 4 layers (PP4 gets one each), 4 heads (TP4 gets one each), vocabulary
-# 127 + EOD padded to 8 x TP; 8 micro-batches of 1 per iteration so the
-# 1F1B schedule has warm-up, steady and cool-down phases.
-TINY="--mock-data --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 8
-      --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --max-position-embeddings 16
-      --micro-batch-size 1 --global-batch-size 8 --train-iters 5 --lr 1e-2 --lr-warmup-iters 1
-      --log-interval 1 --eval-iters 0 -q -v -v"
-# the exact loss and norm lines that -v -v adds on the logging rank
-exact() { sed -n 's/^ \[rank [0-9]*\] lm loss \([^ ]*\) grad norm \([^ ]*\)$/\1 \2/p' "$1"; }
-
 # shellcheck disable=SC2086
 "$MDSTRAIN" $TINY >"$T/ref.log" 2>"$T/err"
 check single_exit0 test $? -eq 0
 exact "$T/ref.log" >"$T/ref"
 check single_5_iters test "$(wc -l <"$T/ref")" -eq 5
 
-# close FILE: every line's loss within 2e-7 and norm within 1e-5 (relative) of ref
-close() {
-    test "$(wc -l <"$1")" -eq 5 && paste -d' ' "$T/ref" "$1" | awk '
-        function rel(a, b) { d = a - b; if (d < 0) d = -d; return d / (a < 0 ? -a : a) }
-        { if (rel($1, $3) > 2e-7 || rel($2, $4) > 1e-5) { print "  differs: " $0 > "/dev/stderr"; bad = 1 } }
-        END { exit bad }'
-}
 # par NAME RANKS FLAGS...: a parallel run of TINY compared with the single one
 par() {
     name=$1 np=$2; shift 2

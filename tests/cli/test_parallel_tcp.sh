@@ -12,12 +12,7 @@
 # within MDS_RENDEZVOUS_TIMEOUT.  Every process is waited for (each runs
 # under timeout(1)); none is left behind.  About 30 s.
 . tests/cli/lib.sh
-MDSTRAIN=${MDSTRAIN:-$BUILD/mdstrain}
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_hwloc_base_binding_policy=none
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-MPIRUN=${MPIRUN:-mpirun}
+. tests/cli/parallel_lib.sh
 # nothing of an outer launcher may leak into the ranks started here
 unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK SLURM_JOB_NODELIST SLURM_NODELIST SLURM_JOB_ID \
       SLURM_PROCID SLURM_NTASKS SLURM_LOCALID OMPI_COMM_WORLD_SIZE PMIX_RANK PMI_RANK PMI_SIZE PMI_FD
@@ -79,21 +74,10 @@ tcp() {
     done
 }
 
-TINY="--mock-data --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 8
-      --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --max-position-embeddings 16
-      --micro-batch-size 1 --global-batch-size 8 --train-iters 5 --lr 1e-2 --lr-warmup-iters 1
-      --log-interval 1 --eval-iters 0 -q -v -v"
-exact() { cat "$@" | sed -n 's/^ \[rank [0-9]*\] lm loss \([^ ]*\) grad norm \([^ ]*\)$/\1 \2/p'; }
 # shellcheck disable=SC2086
 "$MDSTRAIN" $TINY >"$T/ref.log" 2>"$T/err"
 exact "$T/ref.log" >"$T/ref"
 check single_5_iters test "$(wc -l <"$T/ref")" -eq 5
-close() {
-    test "$(wc -l <"$1")" -eq 5 && paste -d' ' "$T/ref" "$1" | awk '
-        function rel(a, b) { d = a - b; if (d < 0) d = -d; return d / (a < 0 ? -a : a) }
-        { if (rel($1, $3) > 2e-7 || rel($2, $4) > 1e-5) { print "  differs: " $0 > "/dev/stderr"; bad = 1 } }
-        END { exit bad }'
-}
 
 # par NAME NP FLAGS...: TCP run close to one process, bitwise equal to mpirun's
 par() {

@@ -1,0 +1,32 @@
+# parallel_lib.sh - what the parallel trainer tests share (sourced after
+# lib.sh by test_parallel.sh and test_parallel_tcp.sh): the Open MPI
+# environment, the tiny model, and the comparison with one process.
+MDSTRAIN=${MDSTRAIN:-$BUILD/mdstrain}
+MPIRUN=${MPIRUN:-mpirun}
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+# Open MPI: run as root in CI containers, more ranks than cores, and no
+# cross-memory attach (often forbidden in containers)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_hwloc_base_binding_policy=none
+# Open MPI's own allocations outlive MPI_Finalize: no leak report under ASan
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+
+# 4 layers (PP4 gets one each), 4 heads (TP4 gets one each), vocabulary
+# 127 + EOD padded to 8 x TP; 8 micro-batches of 1 per iteration so the
+# 1F1B schedule has warm-up, steady and cool-down phases.
+TINY="--mock-data --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 8
+      --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --max-position-embeddings 16
+      --micro-batch-size 1 --global-batch-size 8 --train-iters 5 --lr 1e-2 --lr-warmup-iters 1
+      --log-interval 1 --eval-iters 0 -q -v -v"
+
+# exact FILE...: "loss norm" of each line -v -v adds on the logging rank
+exact() { cat "$@" | sed -n 's/^ \[rank [0-9]*\] lm loss \([^ ]*\) grad norm \([^ ]*\)$/\1 \2/p'; }
+
+# close FILE: 5 lines, each loss within 2e-7 and norm within 1e-5
+# (relative) of $T/ref, the one-process run's exact lines
+close() {
+    test "$(wc -l <"$1")" -eq 5 && paste -d' ' "$T/ref" "$1" | awk '
+        function rel(a, b) { d = a - b; if (d < 0) d = -d; return d / (a < 0 ? -a : a) }
+        { if (rel($1, $3) > 2e-7 || rel($2, $4) > 1e-5) { print "  differs: " $0 > "/dev/stderr"; bad = 1 } }
+        END { exit bad }'
+}
