@@ -652,6 +652,17 @@ static void p2p(const struct step *st, const void *sbuf, int to_next, void *rbuf
     commCheck(comm_sendrecv(P->pp, sbuf, n, speer, rbuf, n, rpeer), "pipeline send/receive");
 }
 
+/* Receive micro-batch j's input from the previous stage (unless first),
+ * forward it, send its output to the next stage (unless last): a warm-up
+ * step of 1F1B and each step of evaluation. */
+static void forward_in_chain(struct step *st, uint64_t j)
+{
+    const struct par *P = st->P;
+    if (P->pp_rank > 0) p2p(st, NULL, 0, slot_input(st->m, j), 0);
+    step_forward(st, j);
+    if (P->pp_rank < P->pp_size - 1) p2p(st, slot_output(st->m, j), 1, NULL, 0);
+}
+
 /*
  * Forward and backward of every micro-batch of one global batch.  PP = 1:
  * Megatron's forward_backward_no_pipelining (forward j, backward j).  PP > 1:
@@ -671,11 +682,8 @@ static void run_schedule(struct step *st)
     uint64_t warmup = (uint64_t)(P->pp_size - P->pp_rank - 1);
     if (warmup > n) warmup = n;
     uint64_t steady = n - warmup;
-    for (uint64_t i = 0; i < warmup; i++) {
-        if (!first) p2p(st, NULL, 0, slot_input(m, i), 0);
-        step_forward(st, i);
-        if (!last) p2p(st, slot_output(m, i), 1, NULL, 0);
-    }
+    for (uint64_t i = 0; i < warmup; i++)
+        forward_in_chain(st, i);
     if (steady && !first) p2p(st, NULL, 0, slot_input(m, warmup), 0);
     for (uint64_t i = 0; i < steady; i++) {
         uint64_t jf = warmup + i, jb = i;
@@ -699,23 +707,11 @@ static void run_schedule(struct step *st)
     }
 }
 
-/* Forward only (evaluation): the stages in a chain, one slot. */
+/* Forward only (evaluation): the stages in a chain. */
 static void run_forward_only(struct step *st)
 {
-    gpt_model *m = st->m;
-    const struct par *P = st->P;
-    for (uint64_t j = 0; j < st->nmicro; j++) {
-        if (P->pp_rank > 0) p2p(st, NULL, 0, slot_input(m, 0), 0);
-        gpt_set_slot(m, 0);
-        uint64_t first = st->base + j * (uint64_t)m->B * (uint64_t)P->dp_size + (uint64_t)P->dp_rank * (uint64_t)m->B;
-        load_micro_batch(st->data, st->split, first, m->B, m->T, st->V, st->b);
-        double ls, nt;
-        if (gpt_forward(m, st->b->inputs, st->b->targets, st->b->mask, &ls, &nt) != GPT_OK)
-            die(1, "rank %d: the model refused an evaluation micro-batch", world_rank);
-        st->ls += ls;
-        st->nt += nt;
-        if (P->pp_rank < P->pp_size - 1) p2p(st, slot_output(m, 0), 1, NULL, 0);
-    }
+    for (uint64_t j = 0; j < st->nmicro; j++)
+        forward_in_chain(st, j);
 }
 
 /* Σ loss / Σ mask of a schedule over the data-parallel ranks; meaningful on
