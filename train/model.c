@@ -529,17 +529,7 @@ double gpt_grad_sq_range(const gpt_model *m, const float *g, size_t lo, size_t h
 
 double gpt_grad_norm(const gpt_model *m)
 {
-    double total = 0.0;
-    const float *g = m->grads_memory;
-    for (int i = 0; i < GPT_NUM_PARAMS; i++) {
-        if (m->param_sizes[i]) {
-            double s;
-            global_norm_squared_cpu(&s, g, m->param_sizes[i]);
-            total += s;
-        }
-        g += m->param_sizes[i];
-    }
-    return sqrt(total);
+    return sqrt(gpt_grad_sq_range(m, m->grads_memory, 0, m->num_params));
 }
 
 void gpt_update_range(gpt_model *m, size_t lo, size_t hi, const float *g, float *mo, float *vo, float lr,

@@ -273,8 +273,9 @@ void gpt_zero_grad(gpt_model *m);
  */
 void gpt_backward(gpt_model *m, float scale);
 
-/* The L2 norm of this rank's gradients, summed in double in tensor order.
- * With TP = PP = 1 that is the global norm; otherwise see below. */
+/* The L2 norm of this rank's counted gradients (gpt_grad_sq_range over the
+ * whole buffer, then the square root).  With TP = PP = 1 every tensor
+ * counts and that is the global norm; otherwise see below. */
 double gpt_grad_norm(const gpt_model *m);
 
 /*
