@@ -19,7 +19,8 @@
  * Memory follows llm.c (STYLE 18): parameters, gradients, AdamW state (m and
  * v together) and activations (with the backward's scratch) are each ONE
  * allocation, addressed through a table of pointers.  Activations are sized
- * for one micro-batch of B sequences of T tokens; gradient accumulation runs
+ * for act_slots micro-batches of B sequences of T tokens (one unless a
+ * pipeline keeps several in flight); gradient accumulation runs
  * micro-batches one after another into the same gradients.
  *
  * What it deliberately does not do: read data, open communicators, print, exit,
