@@ -32,7 +32,7 @@ WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wpointer-arith -Wundef -
 OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 CFLAGS   += -std=c11 -ffp-contract=off -D_GNU_SOURCE -pthread $(WARN) -MMD -MP
-CPPFLAGS += -Idataset -Ipreprocess -Ikernels -Itrain -DMDS_VOCAB_DIR='"$(PREFIX)/share/mds/vocab"'
+CPPFLAGS += -Idataset -Ipreprocess -Ikernels -Itrain -Iprograms -DMDS_VOCAB_DIR='"$(PREFIX)/share/mds/vocab"'
 LDFLAGS  += -pthread
 ifneq ($(SAN),)
 CFLAGS   += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -88,12 +88,13 @@ DEB_PACKAGES := gcc make libc6-dev liblzma-dev libzstd-dev libpcre2-dev zlib1g-d
                 unicode-data xz-utils zstd gzip time openmpi-bin libopenmpi-dev
 
 # ---- sources ------------------------------------------------------------
-LIB_SRCS  := $(filter-out preprocess/preprocess.c dataset/dsinspect.c preprocess/gen_% train/train.c train/comm%.c, \
-               $(wildcard dataset/*.c preprocess/*.c kernels/cpu/*.c train/*.c))
+LIB_SRCS  := $(filter-out train/comm%.c, $(wildcard dataset/*.c preprocess/*.c kernels/*.c kernels/cpu/*.c train/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 LIB       := $(BUILD)/libmds.a
-PROGS     := $(BUILD)/mdsprep $(if $(wildcard dataset/dsinspect.c),$(BUILD)/mdsinspect) \
-             $(if $(wildcard train/train.c),$(BUILD)/mdstrain)
+# programs/: the three mains and their shared command-line code
+CLI_OBJS  := $(BUILD)/programs/cli.o $(BUILD)/programs/dataflags.o
+INSPECT_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard programs/inspect_*.c))
+PROGS     := $(BUILD)/mdsprep $(BUILD)/mdsinspect $(BUILD)/mdstrain
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%) $(BUILD)/tests/test_comm
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
@@ -127,11 +128,11 @@ $(LIB): $(LIB_OBJS)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/mdsprep: $(BUILD)/preprocess/preprocess.o $(LIB)
+$(BUILD)/mdsprep: $(BUILD)/programs/mdsprep.o $(CLI_OBJS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/mdsinspect: $(BUILD)/dataset/dsinspect.o $(LIB)
+$(BUILD)/mdsinspect: $(BUILD)/programs/mdsinspect.o $(INSPECT_OBJS) $(CLI_OBJS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
@@ -160,7 +161,7 @@ $(BUILD)/train/comm_mpi.o: train/comm_mpi.c $(BUILD)/CONFIG
 	@$(if $(Q),echo "  MPICC   $<")
 	$(Q)$(COMM_CC) $(CPPFLAGS) $(CFLAGS) $(COMM_DEFS) -c $< -o $@
 
-$(BUILD)/mdstrain: $(BUILD)/train/train.o $(COMM_OBJS) $(LIB)
+$(BUILD)/mdstrain: $(BUILD)/programs/mdstrain.o $(COMM_OBJS) $(CLI_OBJS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(COMM_CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
@@ -246,5 +247,6 @@ FORCE:
 .PHONY: all deps test test-run check-golden demo bench install config clean help FORCE
 .DELETE_ON_ERROR:
 
--include $(LIB_OBJS:.o=.d) $(BUILD)/preprocess/preprocess.d $(BUILD)/dataset/dsinspect.d $(BUILD)/train/train.d \
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(INSPECT_OBJS:.o=.d) $(BUILD)/programs/mdsprep.d \
+         $(BUILD)/programs/mdsinspect.d $(BUILD)/programs/mdstrain.d \
          $(BUILD)/train/comm.d $(BUILD)/train/comm_tcp.d $(BUILD)/train/comm_mpi.d

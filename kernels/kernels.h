@@ -283,6 +283,31 @@ void crossentropy_backward_cpu(float *dlogits,       // (B, T, V)
                                const float *dlosses, // (B, T)
                                int B, int T, int V, int v_start);
 
+/* ---- loss: the masked-mean reduction and its gradient ------------------- */
+
+/*
+ * out[0] = sum of losses[i], out[1] = sum of mask[i] (mask NULL: N), each a
+ * double accumulated in index order (one sum, not blocked: the oracle's
+ * order).  losses may be NULL (out[0] = 0): a pipeline stage without the
+ * loss still counts the mask.  out is two doubles in the backend's memory.
+ * Megatron's micro-batch loss is out[0] / out[1] (losses are 0 where the
+ * mask is, crossentropy_forward_cpu makes them so).
+ */
+void loss_reduce_cpu(double *out,           // (2)
+                     const float *losses,   // (N) or NULL
+                     const float *mask,     // (N) or NULL
+                     size_t N);
+
+/*
+ * dlosses = mask * inv, the gradient of inv * sum(mask * losses): with
+ * inv = scale / sum(mask) it seeds the backward of Megatron's masked mean
+ * (scale = 1 / micro-batches under accumulation).  Overwrites dlosses.
+ */
+void loss_grad_cpu(float *dlosses,      // (N)
+                   const float *mask,   // (N)
+                   float inv,
+                   size_t N);
+
 /* ---- adamw ----------------------------------------------------------------- */
 
 /*

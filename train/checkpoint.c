@@ -1,8 +1,10 @@
 /*
  * checkpoint.c - mdstrain's checkpoint files; see checkpoint.h and the byte
  * layout in docs/formats.md.  Integers and floats are little-endian; the
- * header is packed field by field, the tensor sections are the in-memory
- * fp32 arrays (so a big-endian host is refused at compile time).
+ * header is packed field by field, the tensor sections are fp32 arrays moved
+ * in chunks through the model's state interface (gpt_state_read/write), so
+ * the tensors may live on any backend (a big-endian host is refused at
+ * compile time).
  *
  * It does not print, exit, or keep anything between calls.
  */
@@ -28,20 +30,6 @@
 #define NSECTIONS 3
 
 static const char *const section_names[NSECTIONS] = {"weights", "adam m", "adam v"};
-
-const char *ckpt_strerror(int code)
-{
-    switch (code) {
-    case CKPT_OK: return "success";
-    case CKPT_ERR_IO: return "i/o error";
-    case CKPT_ERR_FORMAT: return "not a valid checkpoint";
-    case CKPT_ERR_CHECKSUM: return "checksum mismatch";
-    case CKPT_ERR_MISMATCH: return "model mismatch";
-    case CKPT_ERR_NOT_FOUND: return "no checkpoint";
-    case CKPT_ERR_ARG: return "bad argument";
-    default: return "unknown error";
-    }
-}
 
 #define FAIL(code, ...) do { if (err && errlen) snprintf(err, errlen, __VA_ARGS__); rc = (code); goto cleanup; } while (0)
 
@@ -184,9 +172,11 @@ static void fsync_dir(const char *path)
     }
 }
 
-/* Write n chunks to path.tmp, fsync, rename over path, fsync the directory. */
-static int write_atomic(const char *dirpath, const char *path, const void *const *chunks, const size_t *sizes,
-                        int n, char *err, size_t errlen)
+/* Write path.tmp through emit(), fsync, rename over path, fsync the
+ * directory; path.tmp is removed on failure. */
+static int write_atomic(const char *dirpath, const char *path,
+                        int (*emit)(FILE *f, const char *tmp, void *ctx, char *err, size_t errlen), void *ctx,
+                        char *err, size_t errlen)
 {
     int rc = 0;
     char tmp[4200];
@@ -194,9 +184,7 @@ static int write_atomic(const char *dirpath, const char *path, const void *const
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) FAIL(CKPT_ERR_ARG, "path too long: '%s'", path);
     f = fopen(tmp, "wb");
     if (!f) FAIL(CKPT_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
-    for (int i = 0; i < n; i++)
-        if (sizes[i] && fwrite(chunks[i], 1, sizes[i], f) != sizes[i])
-            FAIL(CKPT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    if ((rc = emit(f, tmp, ctx, err, errlen)) != 0) goto cleanup;
     if (fflush(f) != 0 || fsync(fileno(f)) != 0)
         FAIL(CKPT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
     int cr = fclose(f);
@@ -212,7 +200,60 @@ cleanup:
     return rc;
 }
 
-int ckpt_save_rank(const char *dir, const gpt_model *m, const ckpt_state *st, char *err, size_t errlen)
+/* The tensor sections move through a host buffer of this many floats. */
+#define CHUNK_FLOATS ((size_t)1 << 20)
+
+struct rank_file {
+    const gpt_model *m;
+    const ckpt_state *st;
+    const float *adam[2];   /* the caller's full AdamW state, or NULL: the model's */
+};
+
+/* Elements [off, off + n) of section s as host floats: the caller's array,
+ * or read from the model into buf. */
+static const float *section_chunk(const struct rank_file *rf, int s, size_t off, size_t n, float *buf)
+{
+    if (s > 0 && rf->adam[s - 1])
+        return rf->adam[s - 1] + off;
+    return gpt_state_read(rf->m, s == 0 ? GPT_STATE_WEIGHTS : s == 1 ? GPT_STATE_ADAM_M : GPT_STATE_ADAM_V,
+                          off, buf, n) == 0 ? buf : NULL;
+}
+
+/* Header placeholder, the three sections streamed with their checksums,
+ * then the real header over the placeholder. */
+static int emit_rank_file(FILE *f, const char *tmp, void *ctx, char *err, size_t errlen)
+{
+    const struct rank_file *rf = ctx;
+    int rc = 0;
+    unsigned char header[HEADER_BYTES] = {0};
+    float *buf = malloc(CHUNK_FLOATS * sizeof(float));
+    uint64_t sums[NSECTIONS];
+    if (!buf) FAIL(CKPT_ERR_IO, "cannot write '%s': out of memory", tmp);
+    if (fwrite(header, 1, HEADER_BYTES, f) != HEADER_BYTES)
+        FAIL(CKPT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    for (int s = 0; s < NSECTIONS; s++) {
+        sums[s] = CKPT_FNV_INIT;
+        for (size_t off = 0; off < rf->m->num_params; off += CHUNK_FLOATS) {
+            size_t n = rf->m->num_params - off < CHUNK_FLOATS ? rf->m->num_params - off : CHUNK_FLOATS;
+            const float *x = section_chunk(rf, s, off, n, buf);
+            if (!x)
+                FAIL(CKPT_ERR_ARG, "cannot write '%s': the model does not hold the whole %s section", tmp,
+                     section_names[s]);
+            sums[s] = ckpt_fnv1a64(sums[s], x, n * sizeof(float));
+            if (fwrite(x, sizeof(float), n, f) != n)
+                FAIL(CKPT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+        }
+    }
+    pack_header(header, rf->m, rf->st, sums);
+    if (fseek(f, 0, SEEK_SET) != 0 || fwrite(header, 1, HEADER_BYTES, f) != HEADER_BYTES)
+        FAIL(CKPT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+cleanup:
+    free(buf);
+    return rc;
+}
+
+int ckpt_save_rank(const char *dir, const gpt_model *m, const float *adam_m, const float *adam_v,
+                   const ckpt_state *st, char *err, size_t errlen)
 {
     int rc = 0;
     char rdir[4096], path[4160];
@@ -220,15 +261,20 @@ int ckpt_save_rank(const char *dir, const gpt_model *m, const ckpt_state *st, ch
         FAIL(CKPT_ERR_ARG, "checkpoint directory name too long: '%s'", dir);
     snprintf(path, sizeof path, "%s/" CKPT_FILE_NAME, rdir);
     if ((rc = make_dirs(rdir, err, errlen)) != 0) goto cleanup;
-    size_t bytes = m->num_params * sizeof(float);
-    const void *chunks[4] = {NULL, m->params_memory, m->m, m->v};
-    size_t sizes[4] = {HEADER_BYTES, bytes, bytes, bytes};
-    uint64_t sums[NSECTIONS];
-    for (int s = 0; s < NSECTIONS; s++) sums[s] = ckpt_fnv1a64(CKPT_FNV_INIT, chunks[s + 1], bytes);
-    unsigned char header[HEADER_BYTES];
-    pack_header(header, m, st, sums);
-    chunks[0] = header;
-    rc = write_atomic(rdir, path, chunks, sizes, 4, err, errlen);
+    struct rank_file rf = { m, st, { adam_m, adam_v } };
+    rc = write_atomic(rdir, path, emit_rank_file, &rf, err, errlen);
+cleanup:
+    return rc;
+}
+
+struct text_file { const char *text; };
+
+static int emit_text(FILE *f, const char *tmp, void *ctx, char *err, size_t errlen)
+{
+    int rc = 0;
+    const char *text = ((const struct text_file *)ctx)->text;
+    if (fwrite(text, 1, strlen(text), f) != strlen(text))
+        FAIL(CKPT_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
 cleanup:
     return rc;
 }
@@ -240,10 +286,9 @@ int ckpt_write_latest(const char *dir, uint64_t iteration, char *err, size_t err
     if (snprintf(path, sizeof path, "%s/" CKPT_LATEST_NAME, dir) >= (int)sizeof path)
         FAIL(CKPT_ERR_ARG, "checkpoint directory name too long: '%s'", dir);
     if ((rc = make_dirs(dir, err, errlen)) != 0) goto cleanup;
-    int n = snprintf(text, sizeof text, "%" PRIu64, iteration);
-    const void *chunks[1] = {text};
-    size_t sizes[1] = {(size_t)n};
-    rc = write_atomic(dir, path, chunks, sizes, 1, err, errlen);
+    snprintf(text, sizeof text, "%" PRIu64, iteration);
+    struct text_file tf = { text };
+    rc = write_atomic(dir, path, emit_text, &tf, err, errlen);
 cleanup:
     return rc;
 }
@@ -276,11 +321,13 @@ cleanup:
 
 /* ---- load ------------------------------------------------------------------ */
 
-int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, ckpt_state *st, char *err, size_t errlen)
+int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, float *adam_m, float *adam_v,
+                   ckpt_state *st, char *err, size_t errlen)
 {
     int rc = 0;
     char rdir[4096], path[4160];
     FILE *f = NULL;
+    float *buf = NULL;
     unsigned char h[HEADER_BYTES];
     if (ckpt_rank_dir(rdir, sizeof rdir, dir, iteration, &m->cfg) != 0)
         FAIL(CKPT_ERR_ARG, "checkpoint directory name too long: '%s'", dir);
@@ -323,16 +370,27 @@ int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, ckpt_state
     if ((uint64_t)sb.st_size != HEADER_BYTES + NSECTIONS * bytes)
         FAIL(CKPT_ERR_FORMAT, "'%s': file size is %lld bytes, expected %" PRIu64, path, (long long)sb.st_size,
              HEADER_BYTES + NSECTIONS * bytes);
-    float *dst[NSECTIONS] = {m->params_memory, m->m, m->v};
+    buf = malloc(CHUNK_FLOATS * sizeof(float));
+    if (!buf) FAIL(CKPT_ERR_IO, "cannot read '%s': out of memory", path);
+    float *host[NSECTIONS] = {NULL, adam_m, adam_v};
+    static const int which[NSECTIONS] = {GPT_STATE_WEIGHTS, GPT_STATE_ADAM_M, GPT_STATE_ADAM_V};
     for (int s = 0; s < NSECTIONS; s++) {
         const unsigned char *e = h + SECTIONS_AT + 24 * s;
         if (get64(e) != HEADER_BYTES + (uint64_t)s * bytes || get64(e + 8) != bytes)
             FAIL(CKPT_ERR_FORMAT, "'%s': %s section at offset %" PRIu64 " size %" PRIu64 ", expected %" PRIu64
                  " and %" PRIu64, path, section_names[s], get64(e), get64(e + 8),
                  HEADER_BYTES + (uint64_t)s * bytes, bytes);
-        if (fread(dst[s], 1, (size_t)bytes, f) != (size_t)bytes)
-            FAIL(CKPT_ERR_IO, "cannot read the %s section of '%s'", section_names[s], path);
-        uint64_t sum = ckpt_fnv1a64(CKPT_FNV_INIT, dst[s], (size_t)bytes);
+        uint64_t sum = CKPT_FNV_INIT;
+        for (size_t off = 0; off < m->num_params; off += CHUNK_FLOATS) {
+            size_t n = m->num_params - off < CHUNK_FLOATS ? m->num_params - off : CHUNK_FLOATS;
+            float *x = host[s] ? host[s] + off : buf;
+            if (fread(x, sizeof(float), n, f) != n)
+                FAIL(CKPT_ERR_IO, "cannot read the %s section of '%s'", section_names[s], path);
+            sum = ckpt_fnv1a64(sum, x, n * sizeof(float));
+            if (!host[s] && gpt_state_write(m, which[s], off, x, n) != 0)
+                FAIL(CKPT_ERR_ARG, "cannot load '%s': the model does not hold the whole %s section", path,
+                     section_names[s]);
+        }
         if (sum != get64(e + 16))
             FAIL(CKPT_ERR_CHECKSUM, "'%s': %s checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64 ")",
                  path, section_names[s], get64(e + 16), sum);
@@ -355,6 +413,7 @@ int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, ckpt_state
     st->num_steps = getf64(h + 304);
     st->decay_style = get32(h + 312);
 cleanup:
+    free(buf);
     if (f) fclose(f);
     return rc;
 }

@@ -47,9 +47,6 @@ enum ckpt_err {
     CKPT_ERR_ARG = -6        /* a path too long, or a bad argument */
 };
 
-/* A short name for an error code; never NULL. */
-const char *ckpt_strerror(int code);
-
 /*
  * ckpt_state - the training state besides the tensors.  There is no runtime
  * random state to keep: dropout is 0 and the data order is a function of the
@@ -74,11 +71,15 @@ int ckpt_rank_dir(char *out, size_t cap, const char *dir, uint64_t iteration, co
 
 /*
  * ckpt_save_rank() - write this rank's file of iteration st->iteration under
- * dir (created, with its parents, when missing), atomically.  The AdamW step
- * saved is m->step.
+ * dir (created, with its parents, when missing), atomically.  The weights
+ * are the model's fp32 masters, read through gpt_state_read; the AdamW
+ * moments are adam_m and adam_v (host arrays of num_params floats, e.g. a
+ * distributed optimizer's gathered shards) or, when NULL, the model's own
+ * (which must then cover every element).  The AdamW step saved is m->step.
  * @return : 0, CKPT_ERR_IO, CKPT_ERR_ARG.
  */
-int ckpt_save_rank(const char *dir, const gpt_model *m, const ckpt_state *st, char *err, size_t errlen);
+int ckpt_save_rank(const char *dir, const gpt_model *m, const float *adam_m, const float *adam_v,
+                   const ckpt_state *st, char *err, size_t errlen);
 
 /*
  * ckpt_write_latest() - replace dir/latest_checkpointed_iteration.txt with
@@ -97,7 +98,10 @@ int ckpt_read_latest(const char *dir, uint64_t *iteration, char *err, size_t err
 
 /*
  * ckpt_load_rank() - read this rank's file of `iteration` under dir into m
- * (weights, m, v, step) and *st.  m must come from gpt_model_init() with the
+ * (weights through gpt_state_write, the AdamW step) and *st; the AdamW
+ * moments go into adam_m and adam_v (host arrays of num_params floats) or,
+ * when NULL, into the model (which must then cover every element).  m must
+ * come from gpt_model_init() with the
  * same architecture: the layer count, hidden size, heads, FFN size,
  * positions, vocabulary (and its padding), tying and TP/PP grid are
  * checked field by field, then the sizes, then every checksum.  On failure
@@ -106,8 +110,8 @@ int ckpt_read_latest(const char *dir, uint64_t *iteration, char *err, size_t err
  * @return : 0, CKPT_ERR_IO, CKPT_ERR_FORMAT, CKPT_ERR_CHECKSUM,
  *           CKPT_ERR_MISMATCH, CKPT_ERR_ARG.
  */
-int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, ckpt_state *st, char *err,
-                   size_t errlen);
+int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, float *adam_m, float *adam_v,
+                   ckpt_state *st, char *err, size_t errlen);
 
 /* FNV-1a 64 of n bytes, continuing from h (start with CKPT_FNV_INIT). */
 #define CKPT_FNV_INIT 0xcbf29ce484222325ull

@@ -1,11 +1,14 @@
 /*
- * model.c - Megatron's GPT, per rank, on the CPU reference kernels; see
- * model.h.  The forward/backward are llm.c's train_gpt2.c sequence of ops
- * with Megatron's choices (pre-LN, learned absolute positions, biases,
- * tanh GELU, tied or untied output layer, masked-mean loss), per TP shard
- * and PP stage, with Megatron's TP collectives through model->tp.
+ * model.c - Megatron's GPT, per rank, on the ops of a backend; see model.h.
+ * The forward/backward are llm.c's train_gpt2.c sequence of ops with
+ * Megatron's choices (pre-LN, learned absolute positions, biases, tanh
+ * GELU, tied or untied output layer, masked-mean loss), per TP shard and PP
+ * stage, with Megatron's TP collectives through model->tp.
  *
- * It does not read data, print, or allocate outside gpt_model_init().
+ * Every tensor access goes through m->be (allocation, zeroing, copies, the
+ * op table); the host touches only its staging buffers.  It does not read
+ * data, print, or allocate outside gpt_model_init() and
+ * gpt_set_optimizer_shard().
  */
 #include "model.h"
 
@@ -15,6 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+const char *const gpt_param_names[GPT_NUM_PARAMS] = {
+    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "outw"};
 
 const char *gpt_strerror(int code)
 {
@@ -66,6 +73,8 @@ int gpt_config_check(const gpt_config *cfg, char *err, size_t errlen)
     if (cfg->pp_size <= 0 || cfg->pp_rank < 0 || cfg->pp_rank >= cfg->pp_size)
         FAIL("pipeline model parallel rank %d of %d is out of range", cfg->pp_rank, cfg->pp_size);
     if (cfg->act_slots < 0 || cfg->act_slots > 4096) FAIL("activation slots %d out of range", cfg->act_slots);
+    if (cfg->dtype != MDS_F32)
+        FAIL("working dtype %s is not implemented (fp32 only)", mds_dtype_name(cfg->dtype));
     int F = cfg->ffn_hidden_size ? cfg->ffn_hidden_size : 0;
     if (!F && cfg->hidden_size > 0x7fffffff / 4) FAIL("hidden size too large");
     if (gpt_padded_vocab_size(cfg) < 0) FAIL("padded vocabulary size overflows");
@@ -114,8 +123,9 @@ double gpt_init_normal(uint64_t seed, int tensor_id, int layer, uint64_t row, ui
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-/* Fill a local (rows, cols) block of a tensor whose global row index of local
- * row r is rowmap(r) and global column of local column c is col0 + c. */
+/* Fill a local (rows, cols) block (host memory) of a tensor whose global row
+ * index of local row r is rowmap(r) and global column of local column c is
+ * col0 + c. */
 static void init_block(float *w, int rows, int cols, double std, uint64_t seed, int id, int layer,
                        int part_rows, int part_stride, int row0, int col0, int ncols_global)
 {
@@ -168,9 +178,25 @@ static int sum_sizes(const size_t *s, int n, size_t *total)
     return 1;
 }
 
-static float *alloc_floats(size_t n)
+/* One zeroed backend allocation of n elements of size bytes each; on
+ * failure a message naming the buffer, the bytes and (when known) the free
+ * bytes. */
+static int alloc_buffer(const gpt_model *m, void **p, size_t n, size_t size, const char *what, char *err,
+                        size_t errlen)
 {
-    return (float *)calloc(n ? n : 1, sizeof(float));
+    *p = NULL;
+    if (n > ((size_t)-1) / size || m->be->alloc(p, n * size) != 0) {
+        size_t fr, tot;
+        if (err && errlen) {
+            if (m->be->mem_info && m->be->mem_info(&fr, &tot) == 0)
+                snprintf(err, errlen, "cannot allocate the %s on %s: %zu bytes asked, %zu of %zu free", what,
+                         m->be->name, n * size, fr, tot);
+            else
+                snprintf(err, errlen, "cannot allocate the %s on %s: %zu bytes asked", what, m->be->name, n * size);
+        }
+        return GPT_ERR_NOMEM;
+    }
+    return GPT_OK;
 }
 
 int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err, size_t errlen)
@@ -183,6 +209,7 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     if (T > cfg->max_position_embeddings)
         FAIL("sequence length %d exceeds max position embeddings %d", T, cfg->max_position_embeddings);
     m->cfg = *cfg;
+    m->be = cfg->backend ? cfg->backend : mds_backend_cpu();
     m->L = cfg->num_layers;
     m->C = cfg->hidden_size;
     m->NH = cfg->num_heads;
@@ -246,14 +273,30 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     if (!sum_sizes(as, GPT_NUM_ACTS, &m->num_acts) || m->num_acts > ((size_t)-1) / sizeof(float) / (size_t)m->slots)
         return GPT_ERR_NOMEM;
 
-    m->params_memory = alloc_floats(m->num_params);
-    m->grads_memory = alloc_floats(m->num_params);
-    m->opt_memory = alloc_floats(2 * m->num_params);
-    m->acts_memory = alloc_floats(m->num_acts * (size_t)m->slots);
-    m->tokens_memory = (int *)calloc(2 * BT * (size_t)m->slots, sizeof(int));
-    if (!m->params_memory || !m->grads_memory || !m->opt_memory || !m->acts_memory || !m->tokens_memory) {
+    m->opt_lo = 0;
+    m->opt_hi = m->num_params;
+    m->act_dtype = cfg->dtype;
+    for (int i = 0; i < GPT_NUM_PARAMS; i++)
+        m->param_dtype[i] = cfg->dtype;
+    void *pp = NULL, *gp = NULL, *op = NULL, *ap = NULL, *tp = NULL, *dp = NULL;
+    if ((rc = alloc_buffer(m, &pp, m->num_params, sizeof(float), "parameters", err, errlen)) ||
+        (rc = alloc_buffer(m, &gp, m->num_params, sizeof(float), "gradients", err, errlen)) ||
+        (rc = alloc_buffer(m, &op, 2 * m->num_params, sizeof(float), "AdamW state", err, errlen)) ||
+        (rc = alloc_buffer(m, &ap, m->num_acts * (size_t)m->slots, sizeof(float), "activations", err, errlen)) ||
+        (rc = alloc_buffer(m, &tp, 2 * BT * (size_t)m->slots, sizeof(int), "token ids", err, errlen)) ||
+        (rc = alloc_buffer(m, &dp, 2, sizeof(double), "reduction scratch", err, errlen))) {
+        m->params_memory = pp; m->grads_memory = gp; m->opt_memory = op;
+        m->acts_memory = ap; m->tokens_memory = tp; m->dsum = dp;
         gpt_model_free(m);
-        if (err && errlen) snprintf(err, errlen, "cannot allocate the model (%zu parameters)", m->num_params);
+        return rc;
+    }
+    m->params_memory = pp; m->grads_memory = gp; m->opt_memory = op;
+    m->acts_memory = ap; m->tokens_memory = tp; m->dsum = dp;
+    m->master_memory = m->params_memory;   /* fp32 working weights are their own master */
+    m->host_mask = malloc(BT * sizeof(float));
+    if (!m->host_mask) {
+        gpt_model_free(m);
+        if (err && errlen) snprintf(err, errlen, "cannot allocate the host staging buffers (%zu bytes)", BT * sizeof(float));
         return GPT_ERR_NOMEM;
     }
     point_params(&m->params, m->params_memory, ps);
@@ -262,41 +305,118 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     m->v = m->opt_memory + m->num_params;
     gpt_set_slot(m, 0);
 
-    /* Initialisation.  Global widths: qkv (3C, C), attproj (C, C), fc (F, C),
-       fcproj (C, F), embeddings (Vp, C) / (maxT, C). */
+    /* Initialisation, tensor by tensor on the host, copied into place.
+       Global widths: qkv (3C, C), attproj (C, C), fc (F, C), fcproj (C, F),
+       embeddings (Vp, C) / (maxT, C). */
+    size_t biggest = 0;
+    for (int i = 0; i < GPT_NUM_PARAMS; i++)
+        if (ps[i] > biggest) biggest = ps[i];
+    float *h = malloc((biggest ? biggest : 1) * sizeof(float));
+    if (!h) {
+        gpt_model_free(m);
+        if (err && errlen) snprintf(err, errlen, "cannot allocate the initialisation buffer (%zu bytes)", biggest * sizeof(float));
+        return GPT_ERR_NOMEM;
+    }
     gpt_params *p = &m->params;
     double std = cfg->init_method_std, ostd = std / sqrt(2.0 * m->L);
     int iC = m->C, iCl = m->Cl, iFl = m->Fl, iVl = m->Vl;
     uint64_t sd = cfg->seed;
     int tr = cfg->tp_rank;
-    if (p->wte) init_block(p->wte, iVl, iC, std, sd, GPT_WTE, 0, iVl, 0, m->v_start, 0, iC);
-    if (p->wpe) init_block(p->wpe, m->maxT, iC, std, sd, GPT_WPE, 0, m->maxT, 0, 0, 0, iC);
-    if (p->outw) init_block(p->outw, iVl, iC, std, sd, GPT_OUTW, 0, iVl, 0, m->v_start, 0, iC);
-    if (p->lnfw) fill(p->lnfw, C, 1.0f);
+#define PUT(dst, n) m->be->copy((dst), h, (n) * sizeof(float))
+    if (p->wte) { init_block(h, iVl, iC, std, sd, GPT_WTE, 0, iVl, 0, m->v_start, 0, iC); PUT(p->wte, ps[GPT_WTE]); }
+    if (p->wpe) { init_block(h, m->maxT, iC, std, sd, GPT_WPE, 0, m->maxT, 0, 0, 0, iC); PUT(p->wpe, ps[GPT_WPE]); }
+    if (p->outw) { init_block(h, iVl, iC, std, sd, GPT_OUTW, 0, iVl, 0, m->v_start, 0, iC); PUT(p->outw, ps[GPT_OUTW]); }
+    fill(h, Ll * C > C ? Ll * C : C, 1.0f);   /* LayerNorm weights; biases stay 0 */
+    if (p->lnfw) PUT(p->lnfw, C);
+    PUT(p->ln1w, Ll * C);
+    PUT(p->ln2w, Ll * C);
     for (int l = 0; l < m->Ll; l++) {
         int gl = m->layer_begin + l;
-        fill(p->ln1w + l * C, C, 1.0f);
-        fill(p->ln2w + l * C, C, 1.0f);
-        init_block(p->qkvw + l * 3 * Cl * C, 3 * iCl, iC, std, sd, GPT_QKVW, gl, iCl, iC, tr * iCl, 0, iC);
-        init_block(p->attprojw + l * C * Cl, iC, iCl, ostd, sd, GPT_ATTPROJW, gl, iC, 0, 0, tr * iCl, iC);
-        init_block(p->fcw + l * Fl * C, iFl, iC, std, sd, GPT_FCW, gl, iFl, 0, tr * iFl, 0, iC);
-        init_block(p->fcprojw + l * C * Fl, iC, iFl, ostd, sd, GPT_FCPROJW, gl, iC, 0, 0, tr * iFl, m->F);
+        init_block(h, 3 * iCl, iC, std, sd, GPT_QKVW, gl, iCl, iC, tr * iCl, 0, iC);
+        PUT(p->qkvw + l * 3 * Cl * C, 3 * Cl * C);
+        init_block(h, iC, iCl, ostd, sd, GPT_ATTPROJW, gl, iC, 0, 0, tr * iCl, iC);
+        PUT(p->attprojw + l * C * Cl, C * Cl);
+        init_block(h, iFl, iC, std, sd, GPT_FCW, gl, iFl, 0, tr * iFl, 0, iC);
+        PUT(p->fcw + l * Fl * C, Fl * C);
+        init_block(h, iC, iFl, ostd, sd, GPT_FCPROJW, gl, iC, 0, 0, tr * iFl, m->F);
+        PUT(p->fcprojw + l * C * Fl, C * Fl);
+    }
+#undef PUT
+    free(h);
+    if (m->be->sync() != 0) {
+        if (err && errlen) snprintf(err, errlen, "cannot initialise the model on %s: %s", m->be->name, m->be->error());
+        gpt_model_free(m);
+        return GPT_ERR_NOMEM;
     }
     return GPT_OK;
 }
 
 void gpt_model_free(gpt_model *m)
 {
-    if (!m)
+    if (!m || !m->be)
         return;
-    free(m->params_memory);
-    free(m->grads_memory);
-    free(m->opt_memory);
-    free(m->acts_memory);
-    free(m->tokens_memory);
-    m->params_memory = m->grads_memory = m->opt_memory = m->acts_memory = NULL;
+    m->be->free(m->params_memory);
+    m->be->free(m->grads_memory);
+    m->be->free(m->opt_memory);
+    m->be->free(m->acts_memory);
+    m->be->free(m->tokens_memory);
+    m->be->free(m->dsum);
+    free(m->host_mask);
+    m->params_memory = m->master_memory = m->grads_memory = m->opt_memory = m->acts_memory = NULL;
+    m->m = m->v = NULL;
     m->tokens_memory = NULL;
+    m->dsum = NULL;
+    m->host_mask = NULL;
     m->acts.inputs = m->acts.targets = NULL;
+}
+
+int gpt_set_optimizer_shard(gpt_model *m, size_t lo, size_t hi, char *err, size_t errlen)
+{
+    if (lo > hi || hi > m->num_params)
+        FAIL("optimizer shard [%zu, %zu) is outside the %zu parameters", lo, hi, m->num_params);
+    void *p;
+    int rc = alloc_buffer(m, &p, 2 * (hi - lo), sizeof(float), "AdamW shard", err, errlen);
+    if (rc)
+        return rc;
+    m->be->free(m->opt_memory);
+    m->opt_memory = p;
+    m->opt_lo = lo;
+    m->opt_hi = hi;
+    m->m = m->opt_memory;
+    m->v = m->opt_memory + (hi - lo);
+    return GPT_OK;
+}
+
+/* The backend buffer and flat range of a state section. */
+static float *state_section(const gpt_model *m, int which, size_t *lo, size_t *hi)
+{
+    switch (which) {
+    case GPT_STATE_WEIGHTS: *lo = 0; *hi = m->num_params; return m->master_memory;
+    case GPT_STATE_ADAM_M: *lo = m->opt_lo; *hi = m->opt_hi; return m->m;
+    case GPT_STATE_ADAM_V: *lo = m->opt_lo; *hi = m->opt_hi; return m->v;
+    default: return NULL;
+    }
+}
+
+int gpt_state_read(const gpt_model *m, int which, size_t off, float *dst, size_t n)
+{
+    size_t lo, hi;
+    float *base = state_section(m, which, &lo, &hi);
+    if (!base || off < lo || off > hi || n > hi - off)
+        return GPT_ERR_ARG;
+    m->be->copy(dst, base + (off - lo), n * sizeof(float));
+    return m->be->sync() == 0 ? GPT_OK : GPT_ERR_ARG;
+}
+
+int gpt_state_write(gpt_model *m, int which, size_t off, const float *src, size_t n)
+{
+    size_t lo, hi;
+    float *base = state_section(m, which, &lo, &hi);
+    if (!base || off < lo || off > hi || n > hi - off)
+        return GPT_ERR_ARG;
+    /* the weights: the master, which is the working copy while it is fp32 */
+    m->be->copy(base + (off - lo), src, n * sizeof(float));
+    return m->be->sync() == 0 ? GPT_OK : GPT_ERR_ARG;
 }
 
 void gpt_set_slot(gpt_model *m, int s)
@@ -344,24 +464,28 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
     size_t BT = (size_t)B * T, BTC = BT * (size_t)C;
     gpt_params *p = &m->params;
     gpt_acts *a = &m->acts;
+    const mds_ops *ops = &m->be->ops;
     float eps = m->cfg.layernorm_eps;
     int tp0 = m->cfg.tp_rank == 0;
     if (m->cfg.tp_size > 1 && !m->tp)
         return GPT_ERR_ARG;
-    for (size_t i = 0; i < BT; i++) {
-        if (m->first_stage && (inputs[i] < 0 || inputs[i] >= m->cfg.vocab_size))
+    for (size_t i = 0; m->first_stage && i < BT; i++)
+        if (inputs[i] < 0 || inputs[i] >= m->cfg.vocab_size)
             return GPT_ERR_ARG;
-        a->mask[i] = mask ? mask[i] : 1.0f;
-    }
+    /* host -> backend: the mask (ones when NULL), token ids, targets */
+    if (!mask)
+        for (size_t i = 0; i < BT; i++)
+            m->host_mask[i] = 1.0f;
+    m->be->copy(a->mask, mask ? mask : m->host_mask, BT * sizeof(float));
     if (m->first_stage)
-        memcpy(a->inputs, inputs, BT * sizeof(int));
+        m->be->copy(a->inputs, inputs, BT * sizeof(int));
     if (m->last_stage)
-        memcpy(a->targets, targets, BT * sizeof(int));
+        m->be->copy(a->targets, targets, BT * sizeof(int));
 
     if (m->first_stage) {
         /* Vocab-parallel embedding: each TP rank adds its vocabulary rows, the
            position term comes from TP rank 0, the all-reduce sums them. */
-        encoder_forward_cpu(a->encoded, inputs, p->wte, tp0 ? p->wpe : NULL, B, T, C, Vl, m->v_start);
+        ops->encoder_forward(a->encoded, a->inputs, p->wte, tp0 ? p->wpe : NULL, B, T, C, Vl, m->v_start);
         tp_sum(m, a->encoded, BTC);
     }
     /* else: the caller received `encoded` from the previous stage */
@@ -372,59 +496,62 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
         float *attproj = a->attproj + l * BTC, *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC;
         float *fch = a->fch + l * BT * Fl, *fchg = a->fch_gelu + l * BT * Fl;
         float *fcproj = a->fcproj + l * BTC, *res3 = a->residual3 + l * BTC;
-        layernorm_forward_cpu(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, residual,
+        ops->layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, residual,
                               p->ln1w + lC, p->ln1b + lC, B, T, C, eps);
         /* column-parallel QKV (Megatron's f: identity forward) */
-        matmul_forward_cpu(qkv, ln1, p->qkvw + (size_t)l * 3 * Cl * C, p->qkvb + (size_t)l * 3 * Cl,
+        ops->matmul_forward(qkv, ln1, p->qkvw + (size_t)l * 3 * Cl * C, p->qkvb + (size_t)l * 3 * Cl,
                            B, T, C, 3 * Cl);
-        attention_forward_cpu(atty, a->att_lse + (size_t)l * NHl * BT, qkv, B, T, Cl, NHl);
+        ops->attention_forward(atty, a->att_lse + (size_t)l * NHl * BT, qkv, B, T, Cl, NHl);
         /* row-parallel projection: partial sums, bias on TP rank 0, then g */
-        matmul_forward_cpu(attproj, atty, p->attprojw + (size_t)l * C * Cl, tp0 ? p->attprojb + lC : NULL,
+        ops->matmul_forward(attproj, atty, p->attprojw + (size_t)l * C * Cl, tp0 ? p->attprojb + lC : NULL,
                            B, T, Cl, C);
         tp_sum(m, attproj, BTC);
-        residual_forward_cpu(res2, residual, attproj, BTC);
-        layernorm_forward_cpu(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, res2,
+        ops->residual_forward(res2, residual, attproj, BTC);
+        ops->layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, res2,
                               p->ln2w + lC, p->ln2b + lC, B, T, C, eps);
-        matmul_forward_cpu(fch, ln2, p->fcw + (size_t)l * Fl * C, p->fcb + (size_t)l * Fl, B, T, C, Fl);
-        gelu_forward_cpu(fchg, fch, BT * Fl);
-        matmul_forward_cpu(fcproj, fchg, p->fcprojw + (size_t)l * C * Fl, tp0 ? p->fcprojb + lC : NULL,
+        ops->matmul_forward(fch, ln2, p->fcw + (size_t)l * Fl * C, p->fcb + (size_t)l * Fl, B, T, C, Fl);
+        ops->gelu_forward(fchg, fch, BT * Fl);
+        ops->matmul_forward(fcproj, fchg, p->fcprojw + (size_t)l * C * Fl, tp0 ? p->fcprojb + lC : NULL,
                            B, T, Fl, C);
         tp_sum(m, fcproj, BTC);
-        residual_forward_cpu(res3, res2, fcproj, BTC);
+        ops->residual_forward(res3, res2, fcproj, BTC);
         residual = res3;
     }
-    double ls = 0.0, nt = 0.0;
-    for (size_t i = 0; i < BT; i++)
-        nt += (double)a->mask[i];
-    m->num_tokens = (float)nt;
-    *num_tokens = nt;
-    *loss_sum = 0.0;
-    if (!m->last_stage)
+    double sums[2];
+    if (!m->last_stage) {
+        ops->loss_reduce(m->dsum, NULL, a->mask, BT);
+        m->be->copy(sums, m->dsum, sizeof sums);
+        m->num_tokens = (float)sums[1];
+        *num_tokens = sums[1];
+        *loss_sum = 0.0;
         return GPT_OK;   /* the caller sends gpt_stage_output() on */
-    layernorm_forward_cpu(a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, B, T, C, eps);
+    }
+    ops->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, B, T, C, eps);
     const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
-    matmul_forward_cpu(a->logits, a->lnf, outw, NULL, B, T, C, Vl);
-    crossentropy_forward_cpu(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, targets,
+    ops->matmul_forward(a->logits, a->lnf, outw, NULL, B, T, C, Vl);
+    ops->crossentropy_forward(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, a->targets,
                              a->mask, B, T, Vl, m->v_start);
     if (m->cfg.tp_size > 1) {
         /* Megatron's _VocabParallelCrossEntropy: max, rescale, two sums
            (dlosses serves as the global-max scratch; backward refills it). */
-        memcpy(a->dlosses, a->maxes, BT * sizeof(float));
+        m->be->copy(a->dlosses, a->maxes, BT * sizeof(float));
         tp_max(m, a->dlosses, BT);
-        crossentropy_rescale_cpu(a->sumexp, a->maxes, a->dlosses, B, T);
+        ops->crossentropy_rescale(a->sumexp, a->maxes, a->dlosses, B, T);
         tp_sum(m, a->sumexp, BT);
         tp_sum(m, a->tlogits, BT);
-        crossentropy_loss_cpu(a->losses, a->maxes, a->sumexp, a->tlogits, a->mask, B, T);
+        ops->crossentropy_loss(a->losses, a->maxes, a->sumexp, a->tlogits, a->mask, B, T);
     }
-    for (size_t i = 0; i < BT; i++)
-        ls += (double)a->losses[i];   /* losses are 0 where mask is 0 */
-    *loss_sum = ls;
+    ops->loss_reduce(m->dsum, a->losses, a->mask, BT);   /* losses are 0 where mask is 0 */
+    m->be->copy(sums, m->dsum, sizeof sums);
+    m->num_tokens = (float)sums[1];
+    *num_tokens = sums[1];
+    *loss_sum = sums[0];
     return GPT_OK;
 }
 
 void gpt_zero_grad(gpt_model *m)
 {
-    memset(m->grads_memory, 0, m->num_params * sizeof(float));
+    m->be->zero(m->grads_memory, m->num_params * sizeof(float));
 }
 
 void gpt_backward(gpt_model *m, float scale)
@@ -433,20 +560,20 @@ void gpt_backward(gpt_model *m, float scale)
     size_t BT = (size_t)B * T, BTC = BT * (size_t)C;
     gpt_params *p = &m->params, *g = &m->grads;
     gpt_acts *a = &m->acts;
+    const mds_ops *ops = &m->be->ops;
     if (m->last_stage) {
         float inv = m->num_tokens > 0.0f ? scale / m->num_tokens : 0.0f;
-        for (size_t i = 0; i < BT; i++)
-            a->dlosses[i] = a->mask[i] * inv;
-        crossentropy_backward_cpu(a->logits, a->logits, a->maxes, a->sumexp, a->targets, a->dlosses,
+        ops->loss_grad(a->dlosses, a->mask, inv, BT);
+        ops->crossentropy_backward(a->logits, a->logits, a->maxes, a->sumexp, a->targets, a->dlosses,
                                   B, T, Vl, m->v_start);
         const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
         float *doutw = m->cfg.untie_embeddings ? g->outw : g->wte;
-        memset(a->dln, 0, BTC * sizeof(float));
-        matmul_backward_cpu(a->dln, doutw, NULL, a->logits, a->lnf, outw, B, T, C, Vl);
+        m->be->zero(a->dln, BTC * sizeof(float));
+        ops->matmul_backward(a->dln, doutw, NULL, a->logits, a->lnf, outw, B, T, C, Vl);
         tp_sum(m, a->dln, BTC);   /* the output layer is column-parallel */
         const float *last = a->residual3 + (size_t)(m->Ll - 1) * BTC;
-        memset(a->dresidual, 0, BTC * sizeof(float));
-        layernorm_backward_cpu(a->dresidual, g->lnfw, g->lnfb, a->dln, last, p->lnfw, a->lnf_mean,
+        m->be->zero(a->dresidual, BTC * sizeof(float));
+        ops->layernorm_backward(a->dresidual, g->lnfw, g->lnfb, a->dln, last, p->lnfw, a->lnf_mean,
                                a->lnf_rstd, B, T, C);
     }
     /* else: the caller put the next stage's gradient in dresidual */
@@ -459,29 +586,29 @@ void gpt_backward(gpt_model *m, float scale)
         /* dresidual is d(residual3[l]); the skip passes it to residual2 as is.
            Row-parallel biases: every TP rank sees the same dresidual, so each
            computes the same bias gradient and the replicas stay equal. */
-        memset(a->dfch_gelu, 0, BT * Fl * sizeof(float));
-        matmul_backward_cpu(a->dfch_gelu, g->fcprojw + (size_t)l * C * Fl, g->fcprojb + lC, a->dresidual, fchg,
+        m->be->zero(a->dfch_gelu, BT * Fl * sizeof(float));
+        ops->matmul_backward(a->dfch_gelu, g->fcprojw + (size_t)l * C * Fl, g->fcprojb + lC, a->dresidual, fchg,
                             p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
-        memset(a->dfch, 0, BT * Fl * sizeof(float));
-        gelu_backward_cpu(a->dfch, fch, a->dfch_gelu, BT * Fl);
-        memset(a->dln, 0, BTC * sizeof(float));
-        matmul_backward_cpu(a->dln, g->fcw + (size_t)l * Fl * C, g->fcb + (size_t)l * Fl, a->dfch, ln2,
+        m->be->zero(a->dfch, BT * Fl * sizeof(float));
+        ops->gelu_backward(a->dfch, fch, a->dfch_gelu, BT * Fl);
+        m->be->zero(a->dln, BTC * sizeof(float));
+        ops->matmul_backward(a->dln, g->fcw + (size_t)l * Fl * C, g->fcb + (size_t)l * Fl, a->dfch, ln2,
                             p->fcw + (size_t)l * Fl * C, B, T, C, Fl);
         tp_sum(m, a->dln, BTC);   /* f in backward */
-        layernorm_backward_cpu(a->dresidual, g->ln2w + lC, g->ln2b + lC, a->dln, res2, p->ln2w + lC,
+        ops->layernorm_backward(a->dresidual, g->ln2w + lC, g->ln2b + lC, a->dln, res2, p->ln2w + lC,
                                a->ln2_mean + l * BT, a->ln2_rstd + l * BT, B, T, C);
         /* now dresidual is d(residual2[l]) */
-        memset(a->datty, 0, BT * Cl * sizeof(float));
-        matmul_backward_cpu(a->datty, g->attprojw + (size_t)l * C * Cl, g->attprojb + lC, a->dresidual, atty,
+        m->be->zero(a->datty, BT * Cl * sizeof(float));
+        ops->matmul_backward(a->datty, g->attprojw + (size_t)l * C * Cl, g->attprojb + lC, a->dresidual, atty,
                             p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
-        memset(a->dqkv, 0, BT * 3 * Cl * sizeof(float));
-        attention_backward_cpu(a->dqkv, a->datty, qkv, atty, a->att_lse + (size_t)l * NHl * BT,
+        m->be->zero(a->dqkv, BT * 3 * Cl * sizeof(float));
+        ops->attention_backward(a->dqkv, a->datty, qkv, atty, a->att_lse + (size_t)l * NHl * BT,
                                B, T, Cl, NHl);
-        memset(a->dln, 0, BTC * sizeof(float));
-        matmul_backward_cpu(a->dln, g->qkvw + (size_t)l * 3 * Cl * C, g->qkvb + (size_t)l * 3 * Cl,
+        m->be->zero(a->dln, BTC * sizeof(float));
+        ops->matmul_backward(a->dln, g->qkvw + (size_t)l * 3 * Cl * C, g->qkvb + (size_t)l * 3 * Cl,
                             a->dqkv, ln1, p->qkvw + (size_t)l * 3 * Cl * C, B, T, C, 3 * Cl);
         tp_sum(m, a->dln, BTC);
-        layernorm_backward_cpu(a->dresidual, g->ln1w + lC, g->ln1b + lC, a->dln, residual,
+        ops->layernorm_backward(a->dresidual, g->ln1w + lC, g->ln1b + lC, a->dln, residual,
                                p->ln1w + lC, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, B, T, C);
     }
     /* dresidual is now d(stage input): sent back by the caller on later
@@ -489,7 +616,7 @@ void gpt_backward(gpt_model *m, float scale)
        PP: the caller all-reduces the wte gradients of the first and last
        stage. */
     if (m->first_stage)
-        encoder_backward_cpu(g->wte, g->wpe, a->dresidual, a->inputs, B, T, C, Vl, m->v_start);
+        ops->encoder_backward(g->wte, g->wpe, a->dresidual, a->inputs, B, T, C, Vl, m->v_start);
 }
 
 int gpt_param_counts_in_norm(const gpt_model *m, int id)
@@ -521,7 +648,8 @@ double gpt_grad_sq_range(const gpt_model *m, const float *g, size_t lo, size_t h
         if (!tensor_in_range(m, i, off, lo, hi, &b, &e) || !gpt_param_counts_in_norm(m, i))
             continue;
         double s;
-        global_norm_squared_cpu(&s, g + (b - lo), e - b);
+        m->be->ops.global_norm_squared(m->dsum, g + (b - lo), e - b);
+        m->be->copy(&s, m->dsum, sizeof s);
         total += s;
     }
     return total;
@@ -532,24 +660,25 @@ double gpt_grad_norm(const gpt_model *m)
     return sqrt(gpt_grad_sq_range(m, m->grads_memory, 0, m->num_params));
 }
 
-void gpt_update_range(gpt_model *m, size_t lo, size_t hi, const float *g, float *mo, float *vo, float lr,
-                      float beta1, float beta2, float eps, float weight_decay, float grad_scale)
+void gpt_update_shard(gpt_model *m, const float *g, float lr, float beta1, float beta2, float eps,
+                      float weight_decay, float grad_scale)
 {
     m->step++;
-    size_t off = 0, b, e;
+    size_t lo = m->opt_lo, hi = m->opt_hi, off = 0, b, e;
     for (int i = 0; i < GPT_NUM_PARAMS; off += m->param_sizes[i], i++) {
         if (!tensor_in_range(m, i, off, lo, hi, &b, &e))
             continue;
-        adamw_update_cpu(m->params_memory + b, mo + (b - lo), vo + (b - lo), g + (b - lo), e - b, m->step, lr,
-                         beta1, beta2, eps, gpt_param_decays(i) ? weight_decay : 0.0f, grad_scale);
+        m->be->ops.adamw_update(m->master_memory + b, m->m + (b - lo), m->v + (b - lo), g + (b - lo), e - b,
+                                m->step, lr, beta1, beta2, eps, gpt_param_decays(i) ? weight_decay : 0.0f,
+                                grad_scale);
     }
+    /* the working weights are the master while they are fp32: nothing to cast */
 }
 
 void gpt_update(gpt_model *m, float lr, float beta1, float beta2, float eps,
                 float weight_decay, float grad_scale)
 {
-    gpt_update_range(m, 0, m->num_params, m->grads_memory, m->m, m->v, lr, beta1, beta2, eps, weight_decay,
-                     grad_scale);
+    gpt_update_shard(m, m->grads_memory + m->opt_lo, lr, beta1, beta2, eps, weight_decay, grad_scale);
 }
 
 double gpt_flops_per_token(const gpt_model *m)

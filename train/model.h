@@ -16,16 +16,32 @@
  * cfg.act_slots micro-batches (1F1B keeps up to PP - pp_rank in flight);
  * gpt_set_slot() picks the one the next forward/backward uses.
  *
- * Memory follows llm.c (STYLE 18): parameters, gradients, AdamW state (m and
- * v together) and activations (with the backward's scratch) are each ONE
- * allocation, addressed through a table of pointers.  Activations are sized
- * for act_slots micro-batches of B sequences of T tokens (one unless a
- * pipeline keeps several in flight); gradient accumulation runs
+ * Backend.  Every buffer lives in the memory of cfg.backend (kernels/backend.h;
+ * the CPU when NULL) and every computation is an op of its table: the model
+ * allocates, zeroes and copies through it and never touches tensor memory
+ * with the host, except through gpt_state_read/gpt_state_write and the
+ * staging of token ids and masks.  With the CPU backend that memory is host
+ * memory and the tests read the tensors directly.
+ *
+ * Memory follows llm.c: parameters, gradients, AdamW state (m and v
+ * together) and activations (with the backward's scratch) are each ONE
+ * allocation, addressed through a table of pointers.  Each tensor has a
+ * dtype (param_dtype[], act_dtype) and an element count (param_sizes[],
+ * act_sizes[]); its bytes are the product with mds_dtype_size().  The fp32
+ * master weights (master_memory), which the optimizer updates and
+ * checkpoints save, are kept apart from the working weights the kernels read
+ * (params_memory); while the working dtype is fp32 — the only one so far —
+ * they are the same buffer.  Gradients are fp32 (Megatron's main grads).
+ * The AdamW state covers the flat elements [opt_lo, opt_hi): all of them, or
+ * one data-parallel shard (gpt_set_optimizer_shard, ZeRO-1).  Activations
+ * are sized for act_slots micro-batches of B sequences of T tokens (one
+ * unless a pipeline keeps several in flight); gradient accumulation runs
  * micro-batches one after another into the same gradients.
  *
  * What it deliberately does not do: read data, open communicators, print, exit,
  * dropout (Megatron's --hidden-dropout / --attention-dropout are 0 here),
- * mixed precision, checkpoints.
+ * bf16/fp16 working weights, checkpoint files (train/checkpoint.h reads and
+ * writes the state through gpt_state_read/gpt_state_write).
  *
  * Error handling: functions that can fail return 0 or a negative
  * enum gpt_err and write a one-line message into the caller's buffer.
@@ -34,6 +50,9 @@
  */
 #ifndef MDS_MODEL_H
 #define MDS_MODEL_H
+
+#include "backend.h"
+#include "dtype.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -71,6 +90,8 @@ typedef struct gpt_config {
     int tp_size, tp_rank;     /* default 1, 0 */
     int pp_size, pp_rank;     /* default 1, 0 */
     int act_slots;            /* micro-batches whose activations are kept; 0 or 1: one */
+    const mds_backend *backend; /* where tensors live and ops run; NULL: mds_backend_cpu() */
+    int dtype;                /* working weights and activations: MDS_F32 (default; the only one yet) */
 } gpt_config;
 
 /*
@@ -168,8 +189,12 @@ typedef struct gpt_acts {
 
 #define GPT_NUM_ACTS 32   /* float tensors in gpt_acts (inputs/targets apart) */
 
+/* Names of the parameter tensors ("wte", "wpe", "ln1w", ...), for messages. */
+extern const char *const gpt_param_names[GPT_NUM_PARAMS];
+
 typedef struct gpt_model {
     gpt_config cfg;
+    const mds_backend *be;        /* cfg.backend, or the CPU */
     /* local dimensions */
     int L, C, NH, F, maxT, Vp;    /* global: layers, hidden, heads, ffn, positions, padded vocab */
     int Ll, layer_begin;          /* this stage's layers [layer_begin, layer_begin + Ll) */
@@ -177,21 +202,29 @@ typedef struct gpt_model {
     int first_stage, last_stage;
     const gpt_tp_ops *tp;         /* the TP collectives; must be set when tp_size > 1 */
     /* parameters, gradients, optimizer state: one allocation each */
-    size_t param_sizes[GPT_NUM_PARAMS];
+    size_t param_sizes[GPT_NUM_PARAMS];   /* elements */
+    int param_dtype[GPT_NUM_PARAMS];      /* working dtype of each tensor (enum mds_dtype) */
     size_t num_params;            /* this rank's parameter count */
-    float *params_memory, *grads_memory, *opt_memory; /* opt: m then v, each num_params */
+    float *params_memory;         /* working weights, flat, in param_sizes order */
+    float *master_memory;         /* fp32 master weights (== params_memory while dtype is fp32) */
+    float *grads_memory;          /* fp32 gradients, flat */
+    float *opt_memory;            /* AdamW m then v, each opt_hi - opt_lo floats */
+    size_t opt_lo, opt_hi;        /* the flat elements whose AdamW state this rank keeps */
     gpt_params params, grads;
-    float *m, *v;
+    float *m, *v;                 /* AdamW state of element opt_lo onwards */
     /* activations for micro-batches of B x T */
     int B, T;
-    size_t act_sizes[GPT_NUM_ACTS];
-    size_t num_acts;              /* floats per slot */
+    size_t act_sizes[GPT_NUM_ACTS];   /* elements */
+    int act_dtype;                /* dtype of the activations (enum mds_dtype) */
+    size_t num_acts;              /* elements per slot */
     int slots, slot;              /* activation slots, the current one */
     float *acts_memory;           /* slots x num_acts floats */
     int *tokens_memory;           /* slots x (inputs, targets) */
     gpt_acts acts;                /* the current slot's tensors */
     float num_tokens;             /* sum of the mask in the last forward */
     int step;                     /* AdamW steps taken (t of the bias correction) */
+    double *dsum;                 /* backend scratch: the reductions' outputs (2 doubles) */
+    float *host_mask;             /* host staging: (B, T) loss mask */
 } gpt_model;
 
 /*
@@ -209,7 +242,7 @@ typedef struct gpt_model {
  */
 int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err, size_t errlen);
 
-/* Free the four allocations; accepts a zeroed or already freed model. */
+/* Free every allocation; accepts a zeroed or already freed model. */
 void gpt_model_free(gpt_model *m);
 
 /*
@@ -292,27 +325,49 @@ int gpt_param_counts_in_norm(const gpt_model *m, int id);
 /*
  * The sum of squares of the counted gradients whose flat index (in the
  * param_sizes order) lies in [lo, hi); g points at element lo of those
- * gradients (m->grads_memory + lo for the whole buffer, or a distributed
- * optimizer's shard).  Summed in double in index order.
+ * gradients in backend memory (m->grads_memory + lo for the whole buffer,
+ * or a distributed optimizer's shard).  Each tensor's part is one
+ * global_norm_squared op; the parts are added in tensor order.
  */
 double gpt_grad_sq_range(const gpt_model *m, const float *g, size_t lo, size_t hi);
 
 /*
- * gpt_update() - one AdamW step over every tensor, weight_decay applied only
- * to the decay group, gradients multiplied by grad_scale (the clipping
- * factor from global_norm_clip_scale()).  Increments m->step first.
+ * gpt_set_optimizer_shard() - keep the AdamW state of the flat elements
+ * [lo, hi) only (a distributed optimizer's shard; lo <= hi <= num_params),
+ * zeroed, instead of all of them.  Collective nothing; call before training.
+ * @return : 0, GPT_ERR_ARG (a bad range), GPT_ERR_NOMEM (message in err).
+ */
+int gpt_set_optimizer_shard(gpt_model *m, size_t lo, size_t hi, char *err, size_t errlen);
+
+/*
+ * gpt_update() - one AdamW step over the elements [opt_lo, opt_hi) of every
+ * tensor they touch, weight_decay applied only to the decay group,
+ * gradients multiplied by grad_scale (the clipping factor from
+ * global_norm_clip_scale()).  The gradients are the model's own
+ * (grads_memory + opt_lo).  Increments m->step first.
  */
 void gpt_update(gpt_model *m, float lr, float beta1, float beta2, float eps,
                 float weight_decay, float grad_scale);
 
 /*
- * gpt_update_range() - the same AdamW step over the flat elements [lo, hi)
- * only (a distributed optimizer's shard): params at m->params_memory + lo,
- * gradients at g, AdamW state at mo and vo (hi - lo floats each).
- * Increments m->step first.
+ * gpt_update_shard() - the same step with the gradients of [opt_lo, opt_hi)
+ * taken from g (backend memory; a reduce-scattered shard) instead.
  */
-void gpt_update_range(gpt_model *m, size_t lo, size_t hi, const float *g, float *mo, float *vo, float lr,
-                      float beta1, float beta2, float eps, float weight_decay, float grad_scale);
+void gpt_update_shard(gpt_model *m, const float *g, float lr, float beta1, float beta2, float eps,
+                      float weight_decay, float grad_scale);
+
+/* What gpt_state_read/gpt_state_write move: the sections of a checkpoint. */
+enum gpt_state { GPT_STATE_WEIGHTS, GPT_STATE_ADAM_M, GPT_STATE_ADAM_V };
+
+/*
+ * gpt_state_read() - copy n fp32 values of a state section, from flat
+ * element off, into dst (host memory): the master weights, or the AdamW
+ * moments (whose range is [opt_lo, opt_hi)).  gpt_state_write() is the
+ * reverse (writing the weights updates the master and the working copy).
+ * @return : 0, or GPT_ERR_ARG when [off, off + n) is outside the section.
+ */
+int gpt_state_read(const gpt_model *m, int which, size_t off, float *dst, size_t n);
+int gpt_state_write(gpt_model *m, int which, size_t off, const float *src, size_t n);
 
 /* Model FLOPs of one training step (forward + backward) per token, counted
  * as Megatron HEAD's num_floating_point_operations does for GELU MLP and MHA

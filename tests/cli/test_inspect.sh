@@ -262,7 +262,7 @@ run_expect "dump without a selector" 2 "exactly one of --doc, --seq and --range"
 run_expect "dump --doc and --seq" 2 "exactly one of" $I dump $EL --doc 1 --seq 2
 run_expect "dump --ids and --text" 2 "exclude each other" $I dump $EL --doc 1 --ids --text
 run_expect "dump bad number" 2 "'--doc' needs an integer" $I dump $EL --doc 1x
-run_expect "dump negative number" 2 "'--doc' needs a value" $I dump $EL --doc -1
+run_expect "dump negative number" 2 "'--doc' needs an integer" $I dump $EL --doc -1
 run_expect "dump bad range" 2 "'--range' needs A:B" $I dump $EL --range 3
 run_expect "dump missing value" 2 "'--doc' needs a value" $I dump $EL --doc
 run_expect "stats -j 0" 2 "'--threads' needs an integer in \[1, 1024\]" $I stats -j 0 $EL

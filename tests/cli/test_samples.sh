@@ -79,7 +79,7 @@ run_expect empty-split 1 "test split of 'golden/tiny_text_document' holds no tok
     $I samples --data-path 0.3 golden/dev_text_document 0.7 golden/tiny_text_document --seq-length 256 \
     --split 969,30,1 --train-samples 5000 --valid-samples 100 --test-samples 10
 run_expect no-seq-length 2 "needs --seq-length" $I samples --data-path golden/tiny_text_document --train-samples 10
-run_expect bad-version 2 "needs 'main' or '0.8'" $I samples --data-path golden/tiny_text_document \
+run_expect bad-version 2 "must be main or 0.8" $I samples --data-path golden/tiny_text_document \
     --seq-length 8 --train-samples 10 --megatron-version 0.9
 run_expect show-range 1 "out of range" $I samples --data-path golden/tiny_text_document --seq-length 64 \
     --split 1 --train-samples 10 --show 100000
@@ -116,7 +116,7 @@ for k in 0 1 2 3 4; do
     grep -q "^t1024 sample $k $got\$" "$REF" || { echo "    mock sample $k: $got" >&2; mock_ok=0; }
 done
 check mock-samples [ $mock_ok -eq 1 ]
-run_expect mock-and-path 2 "not both" $I samples --mock-data --data-path golden/tiny_text_document \
+run_expect mock-and-path 2 "--mock-data and --data-path are exclusive" $I samples --mock-data --data-path golden/tiny_text_document \
     --seq-length 8 --train-samples 10
 
 # --show-masks with Megatron's --eod-mask-loss / --reset-position-ids /
@@ -174,11 +174,11 @@ for k in 0 1 57 199; do
     [ -n "$a" ] && [ "$a" = "$b" ] || same_samples=0
 done
 check per-split-valid-equals-split-010 [ $same_samples -eq 1 ]
-run_expect per-split-with-data-path 2 "replace --data-path" $I samples --data-path golden/tiny_text_document \
+run_expect per-split-with-data-path 2 "and --data-path are exclusive" $I samples --data-path golden/tiny_text_document \
     --train-data-path golden/tiny_text_document --seq-length 8 --train-samples 10
 run_expect per-split-with-split 2 "--split does not apply" $I samples --train-data-path golden/tiny_text_document \
     --split 1,0,0 --seq-length 8 --train-samples 10
-run_expect per-split-with-mock 2 "replace --mock-data" $I samples --mock-data \
+run_expect per-split-with-mock 2 "and --mock-data are exclusive" $I samples --mock-data \
     --valid-data-path golden/tiny_text_document --seq-length 8 --train-samples 10
 run_expect per-split-no-path 2 "needs at least one path" $I samples --train-data-path --seq-length 8 --train-samples 10
 run_expect per-split-show-absent 1 "out of range: the train split has 0" $I samples \

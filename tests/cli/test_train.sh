@@ -153,6 +153,16 @@ run_expect per_split_no_train 2 "missing --train-data-path" "$MDSTRAIN" $TINY --
     --valid-data-path "$DATA"
 }
 check hint_line grep -q "^hint: see 'mdstrain --help'" "$T/err"
+# the one argv parser (programs/cli.c) serves mdstrain as it serves mdsprep:
+# repeated short flags, abbreviations, --flag=value, refused flags in --help
+# shellcheck disable=SC2086
+run_expect parser_vv_abbrev_eq 0 "" "$MDSTRAIN" --mock-data $TINY --train-it=1 --lr=1e-3 --eval-iters 0 -vv -qq -qq
+check parser_quiet_no_table sh -c "! grep -q '^| num layers' '$T/err'"
+"$MDSTRAIN" --help >"$T/help" 2>&1
+check help_lists_refused grep -q -- '--sequence-parallel' "$T/help"
+check help_refused_not_as_option sh -c "! grep -q '^  *--bf16 ' '$T/help'"
+# shellcheck disable=SC2086
+run_expect parser_ambiguous 2 "ambiguous option '--lr-warmup'" "$MDSTRAIN" $BASE --lr-warmup 1
 # runtime failures: exit 1
 # shellcheck disable=SC2086
 run_expect missing_data 1 "cannot build the training data" "$MDSTRAIN" --data-path "$T/nope" $TINY --train-iters 1 --lr 1e-3

@@ -345,7 +345,7 @@ static void test_checkpoint(void)
     st.decay_style = 2;
     uint64_t it = 0;
     CHECK(ckpt_read_latest(dir, &it, err, sizeof err) == CKPT_ERR_NOT_FOUND);
-    CHECK(ckpt_save_rank(dir, &a, &st, err, sizeof err) == 0);
+    CHECK(ckpt_save_rank(dir, &a, NULL, NULL, &st, err, sizeof err) == 0);
     CHECK(ckpt_write_latest(dir, 3, err, sizeof err) == 0);
     CHECK(ckpt_read_latest(dir, &it, err, sizeof err) == 0 && it == 3);
     CHECK(ckpt_rank_dir(rdir, sizeof rdir, dir, 3, &a.cfg) == 0);
@@ -360,7 +360,7 @@ static void test_checkpoint(void)
     CHECK(ckpt_rank_dir(rdir, sizeof rdir, "d", 100, &pc) == 0 && strcmp(rdir, "d/iter_0000100/mp_rank_01_002") == 0);
 
     /* round trip, then both continue bitwise alike */
-    CHECK(ckpt_load_rank(dir, 3, &b, &got, err, sizeof err) == 0);
+    CHECK(ckpt_load_rank(dir, 3, &b, NULL, NULL, &got, err, sizeof err) == 0);
     CHECK(got.iteration == 3 && got.consumed_train_samples == 6 && got.consumed_valid_samples == 2);
     CHECK(got.max_lr == 1e-2 && got.min_lr == 1e-3 && got.decay_steps == 20 && got.num_steps == 6 && got.decay_style == 2);
     CHECK(b.step == 3);
@@ -375,23 +375,23 @@ static void test_checkpoint(void)
 
     /* a different hidden size is refused by name */
     ckpt_model(&c, 8);
-    CHECK(ckpt_load_rank(dir, 3, &c, &got, err, sizeof err) == CKPT_ERR_MISMATCH && strstr(err, "hidden_size"));
+    CHECK(ckpt_load_rank(dir, 3, &c, NULL, NULL, &got, err, sizeof err) == CKPT_ERR_MISMATCH && strstr(err, "hidden_size"));
     gpt_model_free(&c);
     /* a flipped byte in the adam v section, then in the header */
     flip_byte(path, (long)(512 + 2 * bytes + 5));
-    CHECK(ckpt_load_rank(dir, 3, &b, &got, err, sizeof err) == CKPT_ERR_CHECKSUM && strstr(err, "adam v checksum"));
+    CHECK(ckpt_load_rank(dir, 3, &b, NULL, NULL, &got, err, sizeof err) == CKPT_ERR_CHECKSUM && strstr(err, "adam v checksum"));
     flip_byte(path, (long)(512 + 2 * bytes + 5));
-    CHECK(ckpt_load_rank(dir, 3, &b, &got, err, sizeof err) == 0);
+    CHECK(ckpt_load_rank(dir, 3, &b, NULL, NULL, &got, err, sizeof err) == 0);
     flip_byte(path, 20);
-    CHECK(ckpt_load_rank(dir, 3, &b, &got, err, sizeof err) == CKPT_ERR_CHECKSUM && strstr(err, "header"));
+    CHECK(ckpt_load_rank(dir, 3, &b, NULL, NULL, &got, err, sizeof err) == CKPT_ERR_CHECKSUM && strstr(err, "header"));
     flip_byte(path, 0);
-    CHECK(ckpt_load_rank(dir, 3, &b, &got, err, sizeof err) == CKPT_ERR_FORMAT && strstr(err, "magic"));
-    CHECK(ckpt_load_rank(dir, 4, &b, &got, err, sizeof err) == CKPT_ERR_IO);   /* no such iteration */
+    CHECK(ckpt_load_rank(dir, 3, &b, NULL, NULL, &got, err, sizeof err) == CKPT_ERR_FORMAT && strstr(err, "magic"));
+    CHECK(ckpt_load_rank(dir, 4, &b, NULL, NULL, &got, err, sizeof err) == CKPT_ERR_IO);   /* no such iteration */
     /* a truncated file */
     CHECK(truncate(path, 600) == 0);
     flip_byte(path, 0);   /* magic back; header checksum still broken by the byte at 20 */
     flip_byte(path, 20);
-    CHECK(ckpt_load_rank(dir, 3, &b, &got, err, sizeof err) == CKPT_ERR_FORMAT && strstr(err, "file size"));
+    CHECK(ckpt_load_rank(dir, 3, &b, NULL, NULL, &got, err, sizeof err) == CKPT_ERR_FORMAT && strstr(err, "file size"));
     /* a latest file that is not a number */
     snprintf(tmp, sizeof tmp, "%s/" CKPT_LATEST_NAME, dir);
     FILE *f = fopen(tmp, "wb");

@@ -1,5 +1,5 @@
 /*
- * preprocess.c - mdsprep: JSON lines in, Megatron MMIDIDX datasets out.
+ * mdsprep.c - mdsprep: JSON lines in, Megatron MMIDIDX datasets out.
  *
  * A drop-in for Megatron-LM's tools/preprocess_data.py with the GPT-2 BPE
  * tokenizer: the same flags, the same output bytes, many times faster.
@@ -19,7 +19,7 @@
  * tokenizers, the partition files of Megatron's --partitions mode (we keep
  * input order with any --partitions value; docs/cli.md says so).
  */
-#include "cliutil.h"
+#include "cli.h"
 #include "bpe.h"
 #include "dataset.h"
 #include "input.h"
@@ -43,61 +43,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PROG "mdsprep"
-#define MDS_VERSION "0.1.0"
 #define EOD_TOKEN "<|endoftext|>"
 #define MAX_KEYS 16
 #define CHUNK_BYTES (1u << 20)
 #define MAX_SKIP_NOTES 8
-
-/* ---- small utilities ---------------------------------------------------- */
-
-static int verbosity = 2;       /* 0 silent, 1 errors, 2 progress (default), 3 -v, 4 -vv */
-
-static void die(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
-static void warnx_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void cleanup_temps(void);
-
-static void die(int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (verbosity >= 1) {
-        fprintf(stderr, PROG ": ");
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
-    }
-    va_end(ap);
-    cleanup_temps();
-    exit(code);
-}
-
-static void warnx_(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, PROG ": ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
-static void *xrealloc(void *p, size_t n)
-{
-    p = realloc(p, n ? n : 1);
-    if (!p) die(1, "out of memory (%zu bytes)", n);
-    return p;
-}
-
-#define GROW(ptr, cap, need) do { \
-        if ((need) > (cap)) { \
-            size_t c_ = (cap) ? (cap) : 16; \
-            while (c_ < (need)) c_ *= 2; \
-            (ptr) = xrealloc((ptr), c_ * sizeof *(ptr)); \
-            (cap) = c_; \
-        } \
-    } while (0)
-
 
 /* Python's repr() of a float: the shortest digits that round-trip, fixed
  * notation for decimal exponents in [-4, 16), scientific otherwise.  Needed
@@ -183,10 +132,12 @@ enum opt_id {
     O_MERGE_FILE, O_WORKERS, O_PARTITIONS, O_LOG_INTERVAL, O_DATASET_IMPL, O_KEEP_SEQUENTIAL,
     O_KEEP_NEWLINES, O_LANG, O_VOCAB_EXTRA_IDS, O_MAKE_VOCAB_DIV, O_LEGACY_TOKENIZER,
     O_SKIP_INVALID, O_SPECIAL_TOKENS, O_PRETOKENIZER, O_SKIP_EMPTY, O_QUIET, O_VERBOSE,
-    O_HELP, O_VERSION, O_UNSUPPORTED
+    O_HELP, O_VERSION
 };
 
-/* One table drives both the parser and --help (STYLE 38). */
+#define REFUSED(name, arg) {name, 0, arg, CLI_REFUSED, NULL, "by mds (only GPT2BPETokenizer, one sequence per document)"}
+
+/* One table drives both the parser and --help (docs/cli.md lists it). */
 static const struct cli_option options[] = {
     {"input", 'i', CLI_ARG_ONE, O_INPUT, "PATH", "input JSON lines: plain, .gz, .xz or .zst (by content); '-' is stdin; repeat for several files; a glob pattern is expanded (sorted)"},
     {"output-prefix", 'o', CLI_ARG_ONE, O_OUTPUT_PREFIX, "PREFIX", "write PREFIX_{key}_document.bin/.idx"},
@@ -215,38 +166,39 @@ static const struct cli_option options[] = {
     {"make-vocab-size-divisible-by", 0, CLI_ARG_ONE, O_MAKE_VOCAB_DIV, NULL, NULL},
     {"legacy-tokenizer", 0, CLI_ARG_NONE, O_LEGACY_TOKENIZER, NULL, NULL},
     /* Megatron flags mds does not implement: refused by name, never ignored. */
-    {"split-sentences", 0, CLI_ARG_NONE, O_UNSUPPORTED, NULL, NULL},
-    {"tokenizer-model", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"tokenizer-metadata", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"tokenizer-special-tokens", 0, CLI_ARG_MANY, O_UNSUPPORTED, NULL, NULL},
-    {"tiktoken-pattern", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"tiktoken-num-special-tokens", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"tiktoken-special-tokens", 0, CLI_ARG_MANY, O_UNSUPPORTED, NULL, NULL},
-    {"vocab-size", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"padded-vocab-size", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"no-pad-vocab-size", 0, CLI_ARG_NONE, O_UNSUPPORTED, NULL, NULL},
-    {"tokenizer-sentencepiece-legacy", 0, CLI_ARG_NONE, O_UNSUPPORTED, NULL, NULL},
-    {"no-tokenizer-sentencepiece-ignore-extra-whitespaces", 0, CLI_ARG_NONE, O_UNSUPPORTED, NULL, NULL},
-    {"tokenizer-hf-no-use-fast", 0, CLI_ARG_NONE, O_UNSUPPORTED, NULL, NULL},
-    {"tokenizer-hf-no-include-special-tokens", 0, CLI_ARG_NONE, O_UNSUPPORTED, NULL, NULL},
-    {"trust-remote-code", 0, CLI_ARG_NONE, O_UNSUPPORTED, NULL, NULL},
-    {"null-tokenizer-eod-id", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"null-tokenizer-pad-id", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"chat-template", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"use-gigatoken", 0, CLI_ARG_NONE, O_UNSUPPORTED, NULL, NULL},
-    {"find-optimal-num-workers", 0, CLI_ARG_NONE, O_UNSUPPORTED, NULL, NULL},
-    {"workers-to-check", 0, CLI_ARG_MANY, O_UNSUPPORTED, NULL, NULL},
-    {"max-documents", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"seq-length", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"tokenizer-name-or-path", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
-    {"pad-vocab-size-to", 0, CLI_ARG_ONE, O_UNSUPPORTED, NULL, NULL},
+    REFUSED("split-sentences", CLI_ARG_NONE),
+    REFUSED("tokenizer-model", CLI_ARG_ONE),
+    REFUSED("tokenizer-metadata", CLI_ARG_ONE),
+    REFUSED("tokenizer-special-tokens", CLI_ARG_MANY),
+    REFUSED("tiktoken-pattern", CLI_ARG_ONE),
+    REFUSED("tiktoken-num-special-tokens", CLI_ARG_ONE),
+    REFUSED("tiktoken-special-tokens", CLI_ARG_MANY),
+    REFUSED("vocab-size", CLI_ARG_ONE),
+    REFUSED("padded-vocab-size", CLI_ARG_ONE),
+    REFUSED("no-pad-vocab-size", CLI_ARG_NONE),
+    REFUSED("tokenizer-sentencepiece-legacy", CLI_ARG_NONE),
+    REFUSED("no-tokenizer-sentencepiece-ignore-extra-whitespaces", CLI_ARG_NONE),
+    REFUSED("tokenizer-hf-no-use-fast", CLI_ARG_NONE),
+    REFUSED("tokenizer-hf-no-include-special-tokens", CLI_ARG_NONE),
+    REFUSED("trust-remote-code", CLI_ARG_NONE),
+    REFUSED("null-tokenizer-eod-id", CLI_ARG_ONE),
+    REFUSED("null-tokenizer-pad-id", CLI_ARG_ONE),
+    REFUSED("chat-template", CLI_ARG_ONE),
+    REFUSED("use-gigatoken", CLI_ARG_NONE),
+    REFUSED("find-optimal-num-workers", CLI_ARG_NONE),
+    REFUSED("workers-to-check", CLI_ARG_MANY),
+    REFUSED("max-documents", CLI_ARG_ONE),
+    REFUSED("seq-length", CLI_ARG_ONE),
+    REFUSED("tokenizer-name-or-path", CLI_ARG_ONE),
+    REFUSED("pad-vocab-size-to", CLI_ARG_ONE),
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
 struct config {
-    const char **inputs; size_t ninputs;
+    const char **inputs; size_t ninputs, incap;
     const char *output_prefix;
     const char *keys[MAX_KEYS]; size_t nkeys;
+    int keys_given;
     int append_eod;
     const char *vocab_file, *merge_file;
     int workers;
@@ -254,45 +206,15 @@ struct config {
     int skip_invalid, special_tokens, use_pcre2, skip_empty;
 };
 
-static void usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, PROG ": ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    fprintf(stderr, "hint: see '" PROG " --help'\n");
-    exit(2);
-}
+static const struct cli_table table = { NULL, options, NOPTIONS, NULL, NULL };
 
 static void print_help(void)
 {
-    printf("usage: " PROG " --input PATH [--input PATH...] --output-prefix PREFIX [options]\n\n"
+    printf("usage: %s --input PATH [--input PATH...] --output-prefix PREFIX [options]\n\n"
            "Tokenize JSON lines with GPT-2 BPE into Megatron's indexed dataset (.bin/.idx),\n"
-           "byte-identical to Megatron-LM's tools/preprocess_data.py.\n\n");
-    cli_print_options(options, NOPTIONS, 34);
-    printf("\nExit status: 0 success, 1 runtime failure (bad input, I/O), 2 bad usage.\n"
-           "Megatron flags for other tokenizers and --split-sentences are refused by name.\n");
-}
-
-/* argparse-compatible matching (cliutil); ambiguity is bad usage. */
-static const struct cli_option *find_long(const char *name, size_t len)
-{
-    int ambiguous;
-    const struct cli_option *o = cli_find_long(options, NOPTIONS, name, len, &ambiguous);
-    if (ambiguous) usage_error("ambiguous option '--%.*s'", (int)len, name);
-    return o;
-}
-
-static uint64_t opt_number(const char *name, const char *v, uint64_t lo, uint64_t hi)
-{
-    uint64_t x;
-    if (cli_parse_u64(v, &x) != 0 || x < lo || x > hi)
-        usage_error("option '--%s' needs an integer in [%llu, %llu], got '%s'", name,
-                    (unsigned long long)lo, (unsigned long long)hi, v);
-    return x;
+           "byte-identical to Megatron-LM's tools/preprocess_data.py.\n\n", cli.name);
+    cli_print_options(&table, 1, 34);
+    printf("\nExit status: 0 success, 1 runtime failure (bad input, I/O), 2 bad usage.\n");
 }
 
 static void free_inputs(struct config *c)
@@ -303,113 +225,70 @@ static void free_inputs(struct config *c)
     c->ninputs = 0;
 }
 
-static void add_input(struct config *c, const char *path, size_t *cap)
+static void handle_option(void *ctx, const struct cli_option *o, const char *const *vals, size_t nvals)
 {
-    GROW(c->inputs, *cap, c->ninputs + 1);
-    c->inputs[c->ninputs++] = path;
+    struct config *c = ctx;
+    const char *val = nvals ? vals[0] : NULL;
+    switch (o->id) {
+    case O_INPUT:
+        GROW(c->inputs, c->incap, c->ninputs + 1);
+        c->inputs[c->ninputs++] = val;
+        break;
+    case O_OUTPUT_PREFIX: c->output_prefix = val; break;
+    case O_JSON_KEYS:
+        /* argparse nargs='+': a repeated flag replaces the list */
+        if (nvals == 0) cli_usage("option '--json-keys' needs at least one key");
+        if (nvals > MAX_KEYS) cli_usage("too many --json-keys (at most %d)", MAX_KEYS);
+        c->keys_given = 1;
+        for (size_t k = 0; k < nvals; k++) c->keys[k] = vals[k];
+        c->nkeys = nvals;
+        break;
+    case O_APPEND_EOD: c->append_eod = 1; break;
+    case O_TOKENIZER_TYPE:
+        if (strcmp(val, "GPT2BPETokenizer") != 0)
+            cli_usage("tokenizer type '%s' is not supported (only GPT2BPETokenizer)", val);
+        break;
+    case O_VOCAB_FILE: c->vocab_file = val; break;
+    case O_MERGE_FILE: c->merge_file = val; break;
+    case O_WORKERS: c->workers = (int)cli_opt_u64(o, val, 1, 1024); break;
+    case O_PARTITIONS: (void)cli_opt_u64(o, val, 1, 1 << 20); break;
+    case O_LOG_INTERVAL: c->log_interval = cli_opt_u64(o, val, 1, UINT64_MAX >> 1); break;
+    case O_DATASET_IMPL:
+        if (strcmp(val, "mmap") != 0)
+            cli_usage("dataset implementation '%s' is not supported (only mmap)", val);
+        break;
+    case O_VOCAB_EXTRA_IDS:
+        if (cli_opt_u64(o, val, 0, 1 << 20) != 0)
+            cli_usage("option '--vocab-extra-ids' other than 0 is not supported");
+        break;
+    case O_MAKE_VOCAB_DIV: (void)cli_opt_u64(o, val, 1, 1 << 20); break;
+    case O_KEEP_SEQUENTIAL: case O_KEEP_NEWLINES: case O_LANG: case O_LEGACY_TOKENIZER: break;
+    case O_SKIP_INVALID: c->skip_invalid = 1; break;
+    case O_SPECIAL_TOKENS: c->special_tokens = 1; break;
+    case O_PRETOKENIZER: c->use_pcre2 = cli_opt_choice(o, val, (const char *const[]){"scan", "pcre2", NULL}); break;
+    case O_SKIP_EMPTY: c->skip_empty = 1; break;
+    case O_QUIET: if (cli.verbosity > 0) cli.verbosity--; break;
+    case O_VERBOSE: cli.verbosity++; break;
+    case O_HELP: print_help(); exit(0);
+    case O_VERSION: printf("%s %s (dataset library %s)\n", cli.name, MDS_VERSION, ds_version_string()); exit(0);
+    }
 }
 
 static void parse_args(int argc, char **argv, struct config *c)
 {
-    size_t incap = 0;
-    int keys_given = 0;
     c->workers = 0;
     c->log_interval = 1000;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const struct cli_option *o = NULL;
-        const char *val = NULL;
-        if (a[0] == '-' && a[1] == '-' && a[2]) {
-            const char *eq = strchr(a + 2, '=');
-            size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-            o = find_long(a + 2, len);
-            if (!o) usage_error("unknown option '%s'", a);
-            if (eq) val = eq + 1;
-        } else if (a[0] == '-' && a[1] && a[1] != '-') {
-            /* short options, argparse style: -j2, -qq, -vv */
-            for (size_t k = 0; k < NOPTIONS; k++)
-                if (options[k].shrt == a[1]) o = &options[k];
-            if (!o) usage_error("unknown option '%s'", a);
-            if (a[2] && o->arg != CLI_ARG_NONE) {
-                val = a + 2;
-            } else if (a[2]) {
-                for (const char *q = a + 2; *q; q++)
-                    if (*q != a[1]) usage_error("unknown option '%s'", a);
-                for (const char *q = a + 2; *q; q++)
-                    verbosity += o->id == O_VERBOSE ? 1 : o->id == O_QUIET && verbosity > 0 ? -1 : 0;
-                if (o->id != O_VERBOSE && o->id != O_QUIET) usage_error("unknown option '%s'", a);
-            }
-        } else if (strcmp(a, "-") == 0 || a[0] != '-') {
-            usage_error("unexpected argument '%s' (inputs are given with --input)", a);
-        } else {
-            usage_error("unknown option '%s'", a);
-        }
-        if (o->id == O_UNSUPPORTED)
-            usage_error("option '--%s' is not supported by mds (only GPT2BPETokenizer, one sequence per document)", o->lng);
-        if (o->arg == CLI_ARG_NONE && val) usage_error("option '--%s' takes no value", o->lng);
-        if (o->arg == CLI_ARG_ONE && !val) {
-            if (i + 1 >= argc || (cli_looks_like_option(argv[i + 1]) && strcmp(argv[i + 1], "-") != 0))
-                usage_error("option '--%s' needs a value", o->lng);
-            val = argv[++i];
-        }
-        switch (o->id) {
-        case O_INPUT: add_input(c, val, &incap); break;
-        case O_OUTPUT_PREFIX: c->output_prefix = val; break;
-        case O_JSON_KEYS:
-            /* argparse nargs='+': a repeated flag replaces the list; after
-             * "=" only that one value is taken. */
-            keys_given = 1;
-            c->nkeys = 0;
-            if (val) {
-                c->keys[c->nkeys++] = val;
-            } else {
-                while (i + 1 < argc && !cli_looks_like_option(argv[i + 1])) {
-                    if (c->nkeys == MAX_KEYS) usage_error("too many --json-keys (at most %d)", MAX_KEYS);
-                    c->keys[c->nkeys++] = argv[++i];
-                }
-            }
-            if (c->nkeys == 0) usage_error("option '--json-keys' needs at least one key");
-            break;
-        case O_APPEND_EOD: c->append_eod = 1; break;
-        case O_TOKENIZER_TYPE:
-            if (strcmp(val, "GPT2BPETokenizer") != 0)
-                usage_error("tokenizer type '%s' is not supported (only GPT2BPETokenizer)", val);
-            break;
-        case O_VOCAB_FILE: c->vocab_file = val; break;
-        case O_MERGE_FILE: c->merge_file = val; break;
-        case O_WORKERS: c->workers = (int)opt_number(o->lng, val, 1, 1024); break;
-        case O_PARTITIONS: (void)opt_number(o->lng, val, 1, 1 << 20); break;
-        case O_LOG_INTERVAL: c->log_interval = opt_number(o->lng, val, 1, UINT64_MAX >> 1); break;
-        case O_DATASET_IMPL:
-            if (strcmp(val, "mmap") != 0)
-                usage_error("dataset implementation '%s' is not supported (only mmap)", val);
-            break;
-        case O_VOCAB_EXTRA_IDS:
-            if (opt_number(o->lng, val, 0, 1 << 20) != 0)
-                usage_error("option '--vocab-extra-ids' other than 0 is not supported");
-            break;
-        case O_MAKE_VOCAB_DIV: (void)opt_number(o->lng, val, 1, 1 << 20); break;
-        case O_KEEP_SEQUENTIAL: case O_KEEP_NEWLINES: case O_LANG: case O_LEGACY_TOKENIZER: break;
-        case O_SKIP_INVALID: c->skip_invalid = 1; break;
-        case O_SPECIAL_TOKENS: c->special_tokens = 1; break;
-        case O_PRETOKENIZER:
-            if (strcmp(val, "pcre2") == 0) c->use_pcre2 = 1;
-            else if (strcmp(val, "scan") == 0) c->use_pcre2 = 0;
-            else usage_error("option '--pretokenizer' must be 'scan' or 'pcre2', got '%s'", val);
-            break;
-        case O_SKIP_EMPTY: c->skip_empty = 1; break;
-        case O_QUIET: verbosity = verbosity > 0 ? verbosity - 1 : 0; break;
-        case O_VERBOSE: verbosity++; break;
-        case O_HELP: print_help(); exit(0);
-        case O_VERSION: printf(PROG " %s (dataset library %s)\n", MDS_VERSION, ds_version_string()); exit(0);
-        }
-    }
-    if (!c->ninputs) usage_error("missing --input");
-    if (!c->output_prefix) usage_error("missing --output-prefix");
-    if (!keys_given) { c->keys[0] = "text"; c->nkeys = 1; }
+    struct cli_table t = table;
+    t.handle = handle_option;
+    t.ctx = c;
+    struct cli_parse_opts po = { .positional_hint = " (inputs are given with --input)" };
+    cli_parse(&t, 1, argc, argv, 1, &po);
+    if (!c->ninputs) cli_usage("missing --input");
+    if (!c->output_prefix) cli_usage("missing --output-prefix");
+    if (!c->keys_given) { c->keys[0] = "text"; c->nkeys = 1; }
     for (size_t k = 0; k < c->nkeys; k++)
         for (size_t j = 0; j < k; j++)
-            if (strcmp(c->keys[j], c->keys[k]) == 0) usage_error("key '%s' given twice in --json-keys", c->keys[k]);
+            if (strcmp(c->keys[j], c->keys[k]) == 0) cli_usage("key '%s' given twice in --json-keys", c->keys[k]);
     if (c->workers == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         c->workers = n > 0 ? (int)(n > 1024 ? 1024 : n) : 1;
@@ -436,12 +315,12 @@ static void expand_inputs(struct config *c)
                 globfree(&g);
                 continue;
             }
-            die(1, "no input matches '%s'", p);
+            cli_die(1, "no input matches '%s'", p);
         }
         GROW(out, cap, n + 1);
         out[n++] = strdup(p);
     }
-    for (size_t i = 0; i < n; i++) if (!out[i]) die(1, "out of memory");
+    for (size_t i = 0; i < n; i++) if (!out[i]) cli_die(1, "out of memory");
     free(c->inputs);
     c->inputs = out;
     c->ninputs = n;
@@ -449,10 +328,10 @@ static void expand_inputs(struct config *c)
     for (size_t i = 0; i < n; i++) {
         if (strcmp(out[i], "-") == 0) { stdin_count++; continue; }
         FILE *f = fopen(out[i], "rb");
-        if (!f) die(1, "cannot open '%s': %s", out[i], strerror(errno));
+        if (!f) cli_die(1, "cannot open '%s': %s", out[i], strerror(errno));
         fclose(f);
     }
-    if (stdin_count > 1) usage_error("stdin ('-') given more than once");
+    if (stdin_count > 1) cli_usage("stdin ('-') given more than once");
 }
 
 
@@ -681,7 +560,7 @@ static int process_line(struct worker *w, struct chunk *c, const char *line, siz
         mark_seq[k] = c->key[k].nseq;
     }
     int jrc = json_extract(&w->doc, line, len, cfg->keys, cfg->nkeys);
-    if (jrc == JSON_ERR_NOMEM) die(1, "out of memory parsing JSON");
+    if (jrc == JSON_ERR_NOMEM) cli_die(1, "out of memory parsing JSON");
     if (jrc != 0) {
         snprintf(msg, msgcap, "%s", w->doc.err);
         return -1;
@@ -814,8 +693,8 @@ static void *worker_main(void *arg)
 /* ---- progress ----------------------------------------------------------- */
 
 struct progress {
-    double start, last_bar;
-    int tty, bar_shown;
+    struct cli_bar bar;
+    double start;
     uint64_t docs;
     uint64_t pos, size; /* compressed position of the last chunk written, file size */
     size_t file;        /* its input */
@@ -829,23 +708,16 @@ static void human_bytes(double b, char *out, size_t cap)
     snprintf(out, cap, i ? "%.1f %s" : "%.0f %s", b, u[i]);
 }
 
-static void bar_clear(struct progress *pg)
+/* The live bar: input position, rate and ETA from the compressed position. */
+static void bar_draw(struct progress *pg, struct pipeline *p)
 {
-    if (pg->bar_shown) { fputs("\r\033[K", stderr); pg->bar_shown = 0; }
-}
-
-static void bar_draw(struct progress *pg, struct pipeline *p, int force)
-{
-    if (!pg->tty || verbosity < 2) return;
-    double t = cli_now();
-    if (!force && t - pg->last_bar < 1.0 / 6) return;   /* about 6 Hz */
-    pg->last_bar = t;
+    if (!cli_bar_due(&pg->bar)) return;
     pthread_mutex_lock(&p->mu);
     uint64_t pos = pg->pos, size = pg->size;
     size_t file = pg->file;
     if (pg->docs == 0 && size == 0) size = p->in_size;   /* nothing written yet */
     pthread_mutex_unlock(&p->mu);
-    double el = t - pg->start;
+    double el = cli_now() - pg->start;
     char done[32], rate[32], line[256];
     human_bytes((double)pos, done, sizeof done);
     human_bytes(el > 0 ? (double)pos / el : 0, rate, sizeof rate);
@@ -862,21 +734,19 @@ static void bar_draw(struct progress *pg, struct pipeline *p, int force)
     } else {
         snprintf(line + w, sizeof line - (size_t)w, "  %s/s", rate);
     }
-    fprintf(stderr, "\r\033[K%s", line);
-    fflush(stderr);
-    pg->bar_shown = 1;
+    cli_bar_draw(&pg->bar, "%s", line);
 }
 
 /* Megatron's line: Processed {i} documents ({i/elapsed} docs/s, {mbs} MB/s). */
 static void megatron_line(struct progress *pg, uint64_t docs, uint64_t chars)
 {
-    if (verbosity < 2) return;
+    if (cli.verbosity < 2) return;
     double el = cli_now() - pg->start;
     if (el <= 0) el = 1e-9;
     char a[40], b[40];
     py_repr((double)docs / el, a, sizeof a);
     py_repr((double)chars / el / 1024 / 1024, b, sizeof b);
-    bar_clear(pg);
+    cli_bar_clear(&pg->bar);
     fprintf(stderr, "Processed %" PRIu64 " documents (%s docs/s, %s MB/s).\n", docs, a, b);
 }
 
@@ -884,25 +754,25 @@ static void megatron_line(struct progress *pg, uint64_t docs, uint64_t chars)
 
 int main(int argc, char **argv)
 {
+    cli.name = "mdsprep";
+    cli.cleanup = cleanup_temps;
     static struct config cfg;
     parse_args(argc, argv, &cfg);
     expand_inputs(&cfg);
 
     double t0 = cli_now();
-    char *vocab = cfg.vocab_file ? strdup(cfg.vocab_file) : cli_find_vocab("gpt2-vocab.json");
-    char *merges = cfg.merge_file ? strdup(cfg.merge_file) : cli_find_vocab("gpt2-merges.txt");
-    if (!vocab) die(1, "cannot find the bundled 'gpt2-vocab.json'; give --vocab-file (hint: set MDS_VOCAB_DIR)");
-    if (!merges) die(1, "cannot find the bundled 'gpt2-merges.txt'; give --merge-file (hint: set MDS_VOCAB_DIR)");
+    char *vocab, *merges;
+    cli_gpt2_files(cfg.vocab_file, cfg.merge_file, 1, &vocab, &merges);
     bpe *tok = NULL;
     char err[512];
-    if (bpe_load(&tok, vocab, merges, err, sizeof err) != 0) die(1, "%s", err);
+    if (bpe_load(&tok, vocab, merges, err, sizeof err) != 0) cli_die(1, "%s", err);
     int32_t eod = bpe_token_id(tok, EOD_TOKEN, sizeof EOD_TOKEN - 1);
     if (eod < 0 && (cfg.append_eod || cfg.special_tokens))
-        die(1, "vocabulary '%s' has no '" EOD_TOKEN "' token", vocab);
+        cli_die(1, "vocabulary '%s' has no '" EOD_TOKEN "' token", vocab);
     pretok_init();
     if (cfg.use_pcre2) {
         pretok_pcre2 *probe;
-        if (pretok_pcre2_new(&probe, err, sizeof err) != 0) die(1, "%s", err);
+        if (pretok_pcre2_new(&probe, err, sizeof err) != 0) cli_die(1, "%s", err);
         pretok_pcre2_free(probe);
     }
 
@@ -925,12 +795,12 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     for (size_t k = 0; k < cfg.nkeys; k++) {
         int n = snprintf(names[k], PATH_MAX, "%s_%s_document", cfg.output_prefix, cfg.keys[k]);
-        if (n < 0 || n >= PATH_MAX) die(1, "output prefix too long");
+        if (n < 0 || n >= PATH_MAX) cli_die(1, "output prefix too long");
         if (ds_writer_open(names[k], dtype, &writers[k]) != 0)
-            die(1, "%s", writers[k] ? ds_writer_error(writers[k]) : "out of memory");
+            cli_die(1, "%s", writers[k] ? ds_writer_error(writers[k]) : "out of memory");
         register_temps(writers[k]);
     }
-    if (verbosity >= 3) {
+    if (cli.verbosity >= 3) {
         for (size_t i = 0; i < cfg.ninputs; i++) fprintf(stderr, "Opening %s\n", cfg.inputs[i]);
         fprintf(stderr, "Time to startup: %.3f\n", cli_now() - t0);
     }
@@ -945,26 +815,26 @@ int main(int argc, char **argv)
     pthread_cond_init(&p.cv_writer, NULL);
     p.nslots = (size_t)cfg.workers * 2 + 2;
     p.slots = calloc(p.nslots, sizeof *p.slots);
-    if (!p.slots) die(1, "out of memory");
+    if (!p.slots) cli_die(1, "out of memory");
 
     int nw = cfg.workers;
     struct worker *ws = calloc((size_t)nw, sizeof *ws);
     pthread_t *tids = calloc((size_t)nw, sizeof *tids);
-    if (!ws || !tids) die(1, "out of memory");
+    if (!ws || !tids) cli_die(1, "out of memory");
     for (int i = 0; i < nw; i++) {
         ws[i].p = &p;
         json_doc_init(&ws[i].doc);
-        if (bpe_cache_new(&ws[i].cache, 1u << 14) != 0) die(1, "out of memory");
-        if (cfg.use_pcre2 && pretok_pcre2_new(&ws[i].pcre, err, sizeof err) != 0) die(1, "%s", err);
+        if (bpe_cache_new(&ws[i].cache, 1u << 14) != 0) cli_die(1, "out of memory");
+        if (cfg.use_pcre2 && pretok_pcre2_new(&ws[i].pcre, err, sizeof err) != 0) cli_die(1, "%s", err);
     }
     struct progress pg = {0};
     pg.start = cli_now();
-    pg.tty = isatty(2);
+    cli_bar_init(&pg.bar, 1, 0.0);
 
     pthread_t rt;
-    if (pthread_create(&rt, NULL, reader_main, &p) != 0) die(1, "cannot start the reader thread");
+    if (pthread_create(&rt, NULL, reader_main, &p) != 0) cli_die(1, "cannot start the reader thread");
     for (int i = 0; i < nw; i++)
-        if (pthread_create(&tids[i], NULL, worker_main, &ws[i]) != 0) die(1, "cannot start worker threads");
+        if (pthread_create(&tids[i], NULL, worker_main, &ws[i]) != 0) cli_die(1, "cannot start worker threads");
 
     /* The writer: chunks in order. */
     uint64_t total_docs = 0, total_chars = 0, total_bytes = 0, blank = 0, skipped = 0, lines_before = 0;
@@ -982,19 +852,19 @@ int main(int argc, char **argv)
             ts.tv_nsec += 150000000;
             if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
             pthread_cond_timedwait(&p.cv_writer, &p.mu, &ts);
-            if (pg.tty) { pthread_mutex_unlock(&p.mu); bar_draw(&pg, &p, 0); pthread_mutex_lock(&p.mu); }
+            if (pg.bar.enabled) { pthread_mutex_unlock(&p.mu); bar_draw(&pg, &p); pthread_mutex_lock(&p.mu); }
         }
         if (!(c->state == CH_DONE && c->seq == p.next_write)) { pthread_mutex_unlock(&p.mu); break; }
         pthread_mutex_unlock(&p.mu);
 
         if (c->file != cur_file) { cur_file = c->file; lines_before = 0; }
         const char *fname = strcmp(cfg.inputs[c->file], "-") == 0 ? "<stdin>" : cfg.inputs[c->file];
-        for (int i = 0; i < c->nnotes && verbosity >= 3; i++) {
-            bar_clear(&pg);
-            warnx_("%s:%" PRIu64 ": skipped: %s", fname, lines_before + c->notes[i].line, c->notes[i].msg);
+        for (int i = 0; i < c->nnotes && cli.verbosity >= 3; i++) {
+            cli_bar_clear(&pg.bar);
+            cli_error("%s:%" PRIu64 ": skipped: %s", fname, lines_before + c->notes[i].line, c->notes[i].msg);
         }
-        if (verbosity >= 3 && c->skipped > (uint64_t)c->nnotes)
-            warnx_("%s: %" PRIu64 " more skipped lines up to line %" PRIu64 " not shown", fname,
+        if (cli.verbosity >= 3 && c->skipped > (uint64_t)c->nnotes)
+            cli_error("%s: %" PRIu64 " more skipped lines up to line %" PRIu64 " not shown", fname,
                    c->skipped - (uint64_t)c->nnotes, lines_before + c->lines);
         /* documents of this chunk, in order */
         size_t toff[MAX_KEYS] = {0}, soff[MAX_KEYS] = {0};
@@ -1032,9 +902,9 @@ int main(int argc, char **argv)
         if (!failed && c->eof_error) {
             if (cfg.skip_invalid) {
                 skipped++;
-                bar_clear(&pg);
-                if (verbosity >= 1)
-                    warnx_("%s:%" PRIu64 ": %s; the rest of this input is skipped", fname, lines_before + 1, c->reader_msg);
+                cli_bar_clear(&pg.bar);
+                if (cli.verbosity >= 1)
+                    cli_error("%s:%" PRIu64 ": %s; the rest of this input is skipped", fname, lines_before + 1, c->reader_msg);
             } else {
                 snprintf(fail_msg, sizeof fail_msg, "%s:%" PRIu64 ": %s", fname, lines_before + 1, c->reader_msg);
                 failed = 1;
@@ -1053,7 +923,7 @@ int main(int argc, char **argv)
         pthread_cond_broadcast(&p.cv_reader);
         pthread_mutex_unlock(&p.mu);
         pg.docs = total_docs;
-        bar_draw(&pg, &p, 0);
+        bar_draw(&pg, &p);
         if (failed) break;
     }
     /* After a failure the reader may be blocked reading a pipe that never
@@ -1061,7 +931,7 @@ int main(int argc, char **argv)
     if (!failed) pthread_join(rt, NULL);
     else pthread_detach(rt);
     for (int i = 0; i < nw; i++) pthread_join(tids[i], NULL);
-    bar_clear(&pg);
+    cli_bar_clear(&pg.bar);
 
     /* All keys or none: every dataset is completed under its temporary name
      * before the first is renamed into place. */
@@ -1079,23 +949,23 @@ int main(int argc, char **argv)
     }
     double el = cli_now() - pg.start;
     if (failed) {
-        if (verbosity >= 1) fprintf(stderr, PROG ": %s\n", fail_msg);
-    } else if (verbosity >= 2) {
+        cli_error("%s", fail_msg);
+    } else if (cli.verbosity >= 2) {
         uint64_t bytes_in = 0;
         for (size_t i = 0; i < cfg.ninputs; i++) {
             struct stat st;
             if (strcmp(cfg.inputs[i], "-") != 0 && stat(cfg.inputs[i], &st) == 0) bytes_in += (uint64_t)st.st_size;
         }
         for (size_t k = 0; k < cfg.nkeys; k++) {
-            fprintf(stderr, PROG ": %s_%s_document: %" PRIu64 " documents, %" PRIu64 " sequences, %" PRIu64 " tokens (%s)\n",
-                    cfg.output_prefix, cfg.keys[k], ds_writer_num_documents(writers[k]),
+            fprintf(stderr, "%s: %s_%s_document: %" PRIu64 " documents, %" PRIu64 " sequences, %" PRIu64 " tokens (%s)\n",
+                    cli.name, cfg.output_prefix, cfg.keys[k], ds_writer_num_documents(writers[k]),
                     ds_writer_num_sequences(writers[k]), ds_writer_num_tokens(writers[k]), ds_dtype_name(dtype));
         }
         char inb[32], jb[32];
         human_bytes((double)bytes_in, inb, sizeof inb);
         human_bytes((double)total_bytes, jb, sizeof jb);
-        fprintf(stderr, PROG ": %" PRIu64 " documents, %s in (%s of JSON), %.2f s, %.1f MB/s, %" PRIu64 " blank lines, %" PRIu64 " skipped\n",
-                total_docs, inb, jb, el, el > 0 ? (double)total_bytes / el / 1e6 : 0.0, blank, skipped);
+        fprintf(stderr, "%s: %" PRIu64 " documents, %s in (%s of JSON), %.2f s, %.1f MB/s, %" PRIu64 " blank lines, %" PRIu64 " skipped\n",
+                cli.name, total_docs, inb, jb, el, el > 0 ? (double)total_bytes / el / 1e6 : 0.0, blank, skipped);
     }
     /* Unfinalized writers (on failure) remove their temporaries here. */
     for (size_t k = 0; k < cfg.nkeys; k++) ds_writer_free(writers[k]);

@@ -1,0 +1,111 @@
+/*
+ * backend.c - the CPU backend (host memory, the reference kernels of
+ * kernels/cpu/) and the list of backends this build has; see backend.h.
+ *
+ * The CPU backend is the oracle: its op table is exactly the `<op>_cpu`
+ * functions, so what the trainer computes through it is what the kernels'
+ * own tests check.
+ */
+#include "backend.h"
+#include "kernels.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static char cpu_err[160];
+
+static int cpu_alloc(void **ptr, size_t bytes)
+{
+    *ptr = calloc(bytes ? bytes : 1, 1);
+    if (*ptr)
+        return 0;
+    snprintf(cpu_err, sizeof cpu_err, "out of host memory (%zu bytes asked)", bytes);
+    return -1;
+}
+
+static void cpu_free(void *ptr) { free(ptr); }
+static void cpu_zero(void *ptr, size_t bytes) { if (bytes) memset(ptr, 0, bytes); }
+static void cpu_copy(void *dst, const void *src, size_t bytes) { if (bytes && dst != src) memmove(dst, src, bytes); }
+static int cpu_sync(void) { return 0; }
+static const char *cpu_error(void) { return cpu_err; }
+
+static int cpu_mem_info(size_t *free_bytes, size_t *total_bytes)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES), ps = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || avail < 0 || ps <= 0)
+        return -1;
+    *free_bytes = (size_t)avail * (size_t)ps;
+    *total_bytes = (size_t)pages * (size_t)ps;
+    return 0;
+}
+
+static mds_backend cpu = {
+    .name = "cpu",
+    .device = "host",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .zero = cpu_zero,
+    .copy = cpu_copy,
+    .sync = cpu_sync,
+    .mem_info = cpu_mem_info,
+    .error = cpu_error,
+    .ops = {
+        .encoder_forward = encoder_forward_cpu,
+        .encoder_backward = encoder_backward_cpu,
+        .layernorm_forward = layernorm_forward_cpu,
+        .layernorm_backward = layernorm_backward_cpu,
+        .matmul_forward = matmul_forward_cpu,
+        .matmul_backward = matmul_backward_cpu,
+        .attention_forward = attention_forward_cpu,
+        .attention_backward = attention_backward_cpu,
+        .gelu_forward = gelu_forward_cpu,
+        .gelu_backward = gelu_backward_cpu,
+        .residual_forward = residual_forward_cpu,
+        .residual_backward = residual_backward_cpu,
+        .crossentropy_forward = crossentropy_forward_cpu,
+        .crossentropy_rescale = crossentropy_rescale_cpu,
+        .crossentropy_loss = crossentropy_loss_cpu,
+        .crossentropy_backward = crossentropy_backward_cpu,
+        .loss_reduce = loss_reduce_cpu,
+        .loss_grad = loss_grad_cpu,
+        .adamw_update = adamw_update_cpu,
+        .global_norm_squared = global_norm_squared_cpu,
+    },
+};
+
+const mds_backend *mds_backend_cpu(void)
+{
+    static char device[64];
+    if (!device[0]) {
+        int threads = 1;
+#ifdef _OPENMP
+        threads = omp_get_max_threads();
+#endif
+        snprintf(device, sizeof device, "host, %d OpenMP thread%s", threads, threads == 1 ? "" : "s");
+        cpu.device = device;
+    }
+    return &cpu;
+}
+
+size_t mds_backend_list(const mds_backend **out, size_t cap)
+{
+    size_t n = 0;
+    if (n < cap)
+        out[n++] = mds_backend_cpu();
+    return n;
+}
+
+const mds_backend *mds_backend_find(const char *name)
+{
+    const mds_backend *list[8];
+    size_t n = mds_backend_list(list, 8);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(list[i]->name, name) == 0)
+            return list[i];
+    return NULL;
+}

@@ -1,0 +1,99 @@
+/*
+ * backend.h - where the trainer's tensors live and its kernels run: memory
+ * (allocate, zero, copy, synchronise, free) and the op table of kernels.h,
+ * behind one struct per backend.  The model (train/model.c) calls nothing
+ * else, so adding a device means adding a backend, not touching the model.
+ *
+ * Backends today: "cpu", the reference kernels of kernels/cpu/ on host
+ * memory — the oracle every other backend is held to by
+ * tests/unit/test_backend_ops.c, which runs each op of this table on every
+ * backend present against the CPU functions.  A CUDA backend adds
+ * kernels/cuda/ and registers itself in mds_backend_list().
+ *
+ * Contract of the op table: the arguments, shapes, accumulate-or-overwrite
+ * rules and determinism promises of the `<op>_cpu` functions in kernels.h,
+ * with every pointer in the backend's memory (device pointers on a GPU),
+ * except the `double *out` of the reductions, which is also backend memory
+ * (copy it to the host to read it).  Ops are enqueued in order; sync() waits
+ * for all of them.
+ *
+ * Memory: alloc() returns zeroed memory or fails with a message (naming the
+ * bytes asked and, where the backend knows it, the bytes free) in error();
+ * copy() moves bytes between any two of host and backend memory (a GPU
+ * backend uses unified addressing).  What a backend deliberately does not
+ * do: communication (train/comm.h), printing, exiting.
+ *
+ * Thread safety: one thread drives a backend at a time.
+ */
+#ifndef MDS_BACKEND_H
+#define MDS_BACKEND_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mds_ops {
+    void (*encoder_forward)(float *out, const int *inp, const float *wte, const float *wpe,
+                            int B, int T, int C, int V, int v_start);
+    void (*encoder_backward)(float *dwte, float *dwpe, const float *dout, const int *inp,
+                             int B, int T, int C, int V, int v_start);
+    void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                              const float *bias, int B, int T, int C, float eps);
+    void (*layernorm_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                               const float *weight, const float *mean, const float *rstd, int B, int T, int C);
+    void (*matmul_forward)(float *out, const float *inp, const float *weight, const float *bias,
+                           int B, int T, int C, int OC);
+    void (*matmul_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                            const float *weight, int B, int T, int C, int OC);
+    void (*attention_forward)(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
+    void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
+                               const float *lse, int B, int T, int C, int NH);
+    void (*gelu_forward)(float *out, const float *inp, size_t N);
+    void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t N);
+    void (*residual_forward)(float *out, const float *inp1, const float *inp2, size_t N);
+    void (*residual_backward)(float *dinp1, float *dinp2, const float *dout, size_t N);
+    void (*crossentropy_forward)(float *losses, float *maxes, float *sumexp, float *tlogits, const float *logits,
+                                 const int *targets, const float *mask, int B, int T, int V, int v_start);
+    void (*crossentropy_rescale)(float *sumexp, float *maxes, const float *gmax, int B, int T);
+    void (*crossentropy_loss)(float *losses, const float *maxes, const float *sumexp, const float *tlogits,
+                              const float *mask, int B, int T);
+    void (*crossentropy_backward)(float *dlogits, const float *logits, const float *maxes, const float *sumexp,
+                                  const int *targets, const float *dlosses, int B, int T, int V, int v_start);
+    void (*loss_reduce)(double *out, const float *losses, const float *mask, size_t N);
+    void (*loss_grad)(float *dlosses, const float *mask, float inv, size_t N);
+    void (*adamw_update)(float *params, float *m, float *v, const float *grads, size_t N, int t, float lr,
+                         float beta1, float beta2, float eps, float weight_decay, float grad_scale);
+    void (*global_norm_squared)(double *out, const float *x, size_t N);
+} mds_ops;
+
+typedef struct mds_backend {
+    const char *name;          /* "cpu", "cuda" */
+    const char *device;        /* e.g. "2 OpenMP threads", "NVIDIA H100 80GB HBM3" */
+    /* memory */
+    int (*alloc)(void **ptr, size_t bytes);              /* zeroed; 0, or -1 with error() */
+    void (*free)(void *ptr);                             /* NULL is fine */
+    void (*zero)(void *ptr, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes);
+    int (*sync)(void);                                   /* 0, or -1 with error() */
+    int (*mem_info)(size_t *free_bytes, size_t *total_bytes);   /* -1: unknown */
+    const char *(*error)(void);                          /* the last failure's message */
+    mds_ops ops;
+} mds_backend;
+
+/* The CPU reference backend (always present). */
+const mds_backend *mds_backend_cpu(void);
+
+/* The backends of this build that can run here, the CPU first; returns how
+ * many were written into out (at most cap). */
+size_t mds_backend_list(const mds_backend **out, size_t cap);
+
+/* The backend called name, or NULL when this build or machine lacks it. */
+const mds_backend *mds_backend_find(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MDS_BACKEND_H */

@@ -1,0 +1,505 @@
+/*
+ * trainer.c - mdstrain's training engine: schedule, layout, 1F1B, gradient
+ * reduction, ZeRO-1 shards, update, evaluation, checkpoints; see trainer.h.
+ */
+#include "trainer.h"
+
+#include "kernels.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- Megatron's learning-rate schedule ---------------------------------------- */
+
+double train_schedule_lr(const train_schedule *s, double num_steps)
+{
+    if (s->warmup_steps > 0 && num_steps <= s->warmup_steps)
+        return s->init_lr + (s->max_lr - s->init_lr) * num_steps / s->warmup_steps;
+    if (s->style == TRAIN_DECAY_CONSTANT)
+        return s->max_lr;
+    if (num_steps > s->decay_steps)
+        return s->min_lr;
+    double ratio = (num_steps - s->warmup_steps) / (s->decay_steps - s->warmup_steps);
+    double delta = s->max_lr - s->min_lr, coeff;
+    if (s->style == TRAIN_DECAY_LINEAR)
+        coeff = 1.0 - ratio;
+    else
+        coeff = 0.5 * (cos(M_PI * ratio) + 1.0);
+    return s->min_lr + coeff * delta;
+}
+
+int train_schedule_init(train_schedule *s, const train_schedule_args *a, char *err, size_t errlen)
+{
+    s->max_lr = a->lr;
+    s->min_lr = a->min_lr;
+    s->init_lr = a->lr_warmup_init;
+    s->style = a->decay_style;
+    if (a->train_samples) {
+        s->decay_steps = (double)(a->have_decay_samples ? a->lr_decay_samples : a->train_samples);
+        s->warmup_steps = a->have_warmup_fraction ? a->lr_warmup_fraction * s->decay_steps
+                                                  : (double)a->lr_warmup_samples;
+    } else {
+        s->decay_steps = (double)(a->have_decay_iters ? a->lr_decay_iters : a->train_iters) *
+                         (double)a->global_batch_size;
+        s->warmup_steps = a->have_warmup_fraction ? a->lr_warmup_fraction * s->decay_steps
+                                                  : (double)a->lr_warmup_iters * (double)a->global_batch_size;
+    }
+    /* Megatron's asserts in OptimizerParamScheduler.__init__ */
+    if (!(s->decay_steps > 0)) {
+        snprintf(err, errlen, "the learning-rate decay length is 0");
+        return -1;
+    }
+    if (!(s->warmup_steps < s->decay_steps)) {
+        snprintf(err, errlen, "the warmup (%g samples) is not shorter than the decay (%g samples)", s->warmup_steps,
+                 s->decay_steps);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- errors ------------------------------------------------------------------------ */
+
+static int fail(trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(trainer *t, const char *fmt, ...)
+{
+    int n = snprintf(t->err, sizeof t->err, "rank %d: ", t->P->rank);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->err + n, sizeof t->err - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* A collective's result: -1 with "rank R: WHAT: cause" on failure. */
+#define COMM(t, expr, what) do { if ((expr) < 0) return fail((t), "%s: %s", (what), comm_error()); } while (0)
+#define TRY(expr) do { if ((expr) < 0) return -1; } while (0)
+
+/* ---- the parallel layout -------------------------------------------------------- */
+
+int train_layout_init(train_layout *P, mds_comm *world, int tp_size, int pp_size, char *err, size_t errlen)
+{
+    memset(P, 0, sizeof *P);
+    P->world = world;
+    P->rank = comm_rank(world);
+    P->size = comm_size(world);
+    P->tp_size = tp_size;
+    P->pp_size = pp_size;
+    P->dp_size = P->size / (tp_size * pp_size);
+    int tp = tp_size, dp = P->dp_size, r = P->rank;
+    P->tp_rank = r % tp;
+    P->dp_rank = r / tp % dp;
+    P->pp_rank = r / (tp * dp);
+    int ends = P->pp_rank == 0 || P->pp_rank == P->pp_size - 1;
+    const char *what = NULL;
+    if (comm_split(world, r / tp, P->tp_rank, &P->tp) < 0) what = "tensor-parallel";
+    else if (comm_split(world, P->tp_rank + tp * P->pp_rank, P->dp_rank, &P->dp) < 0) what = "data-parallel";
+    else if (comm_split(world, P->tp_rank + tp * P->dp_rank, P->pp_rank, &P->pp) < 0) what = "pipeline";
+    else if (comm_split(world, P->dp_rank, P->tp_rank + tp * P->pp_rank, &P->mp) < 0) what = "model-parallel";
+    else if (comm_split(world, ends ? P->tp_rank + tp * P->dp_rank : tp * dp + r, P->pp_rank, &P->emb) < 0)
+        what = "embedding";
+    if (what) {
+        snprintf(err, errlen, "rank %d: splitting the %s groups: %s", P->rank, what, comm_error());
+        return -1;
+    }
+    return 0;
+}
+
+void train_layout_release(train_layout *P)
+{
+    comm_free(P->tp);
+    comm_free(P->dp);
+    comm_free(P->pp);
+    comm_free(P->mp);
+    comm_free(P->emb);
+    P->tp = P->dp = P->pp = P->mp = P->emb = NULL;
+}
+
+void train_layout_reset_stats(train_layout *P)
+{
+    mds_comm *g[] = {P->world, P->tp, P->dp, P->pp, P->mp, P->emb};
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
+        comm_reset_stats(g[i]);
+}
+
+/* ---- set-up ----------------------------------------------------------------------- */
+
+/* The model's TP collectives: a failure cannot return through the model. */
+static void tp_collective(trainer *t, float *buf, size_t n, enum comm_op op)
+{
+    if (comm_allreduce(t->P->tp, buf, n, COMM_F32, op) < 0) {
+        fail(t, "tensor-parallel all-reduce%s: %s", op == COMM_MAX ? " (max)" : "", comm_error());
+        t->cfg.fatal(t->err);
+    }
+}
+static void tp_sum(void *ctx, float *buf, size_t n) { tp_collective(ctx, buf, n, COMM_SUM); }
+static void tp_max(void *ctx, float *buf, size_t n) { tp_collective(ctx, buf, n, COMM_MAX); }
+
+uint64_t trainer_micro_batches(uint64_t global_batch_size, int micro_batch_size, int dp_size)
+{
+    return global_batch_size / ((uint64_t)micro_batch_size * (uint64_t)dp_size);
+}
+
+int trainer_act_slots(const train_layout *P, uint64_t nmicro)
+{
+    uint64_t slots = (uint64_t)(P->pp_size - P->pp_rank);
+    return (int)(slots < nmicro ? slots : nmicro);
+}
+
+int trainer_init(trainer *t, gpt_model *m, const train_layout *P, const ds_pipeline *data,
+                 const trainer_config *cfg)
+{
+    memset(t, 0, sizeof *t);
+    t->m = m;
+    t->P = P;
+    t->data = data;
+    t->cfg = *cfg;
+    t->nmicro = trainer_micro_batches(cfg->global_batch_size, m->B, P->dp_size);
+    t->tp_ops = (gpt_tp_ops){ t, tp_sum, tp_max };
+    m->tp = &t->tp_ops;
+    size_t BT = (size_t)m->B * (size_t)m->T, T = (size_t)m->T;
+    t->inputs = malloc(BT * sizeof *t->inputs);
+    t->targets = malloc(BT * sizeof *t->targets);
+    t->mask = malloc(BT * sizeof *t->mask);
+    t->tok = malloc(T * sizeof *t->tok);
+    t->lab = malloc(T * sizeof *t->lab);
+    t->lm = malloc(T * sizeof *t->lm);
+    if (!t->inputs || !t->targets || !t->mask || !t->tok || !t->lab || !t->lm)
+        return fail(t, "out of memory for the batch buffers");
+    if (cfg->dist_opt) {
+        /* ZeRO-1: this rank keeps the AdamW state of [lo, hi) only */
+        size_t dp = (size_t)P->dp_size;
+        t->shard = (m->num_params + dp - 1) / dp;
+        t->lo = t->shard * (size_t)P->dp_rank;
+        t->hi = t->lo + t->shard < m->num_params ? t->lo + t->shard : m->num_params;
+        if (t->lo > t->hi) t->lo = t->hi;
+        void *pad, *gshard;
+        if (m->be->alloc(&pad, t->shard * dp * sizeof(float)) != 0 || (t->pad = pad,
+            m->be->alloc(&gshard, t->shard * sizeof(float)) != 0))
+            return fail(t, "distributed optimizer buffers (%zu parameters per shard): %s", t->shard, m->be->error());
+        t->gshard = gshard;
+        char err[256];
+        if (gpt_set_optimizer_shard(m, t->lo, t->hi, err, sizeof err) != 0)
+            return fail(t, "%s", err);
+    }
+    return 0;
+}
+
+void trainer_release(trainer *t)
+{
+    free(t->inputs);
+    free(t->targets);
+    free(t->mask);
+    free(t->tok);
+    free(t->lab);
+    free(t->lm);
+    if (t->m) {
+        t->m->be->free(t->pad);
+        t->m->be->free(t->gshard);
+        t->m->tp = NULL;
+    }
+    memset(t, 0, sizeof *t);
+}
+
+/* ---- one iteration's micro-batches: Megatron's schedules ------------------------- */
+
+/* Samples first .. first + B - 1 of split into the host batch, checked
+ * against the vocabulary. */
+static int load_micro_batch(trainer *t, int split, uint64_t first)
+{
+    const ds_pipeline *p = t->data;
+    int B = t->m->B, T = t->m->T, V = t->cfg.vocab_size;
+    static const char *const names[3] = {"train", "validation", "test"};
+    for (int i = 0; i < B; i++) {
+        uint64_t k = first + (uint64_t)i;
+        if (k >= ds_pipeline_length(p, split))
+            return fail(t, "sample %" PRIu64 " is past the end of the %s split (%" PRIu64 " samples)", k, names[split],
+                        ds_pipeline_length(p, split));
+        if (ds_pipeline_sample(p, split, k, t->tok, t->lab, t->lm, NULL, NULL) < 0)
+            return fail(t, "%s (the dataset or its cache is damaged; check it with 'mdsinspect verify')",
+                        ds_pipeline_error(p));
+        for (int s = 0; s < T; s++) {
+            if (t->tok[s] < 0 || t->tok[s] >= V || t->lab[s] < 0 || t->lab[s] >= V)
+                return fail(t, "token id %" PRId64 " in sample %" PRIu64 " is outside the vocabulary (%d ids); "
+                            "train with the tokenizer the data was made with",
+                            t->tok[s] < 0 || t->tok[s] >= V ? t->tok[s] : t->lab[s], k, V);
+            t->inputs[(size_t)i * T + s] = (int)t->tok[s];
+            t->targets[(size_t)i * T + s] = (int)t->lab[s];
+            t->mask[(size_t)i * T + s] = t->lm[s];
+        }
+    }
+    return 0;
+}
+
+/*
+ * Micro-batch j of an iteration on data-parallel rank d holds the samples
+ * base + j B DP + d B ... + B - 1 (Megatron's MegatronPretrainingSampler:
+ * each micro-batch step takes B x DP consecutive samples, rank d the d-th
+ * slice), so the ranks together consume the global batch in order.
+ */
+struct step {
+    trainer *t;
+    int split;
+    uint64_t base;      /* the first sample of this global batch */
+    float scale;        /* backward scale: 1 / (nmicro * DP) */
+};
+
+static void use_slot(gpt_model *m, uint64_t j) { gpt_set_slot(m, (int)(j % (uint64_t)m->slots)); }
+
+static int step_forward(struct step *st, uint64_t j)
+{
+    trainer *t = st->t;
+    gpt_model *m = t->m;
+    use_slot(m, j);
+    uint64_t first = st->base + j * (uint64_t)m->B * (uint64_t)t->P->dp_size + (uint64_t)t->P->dp_rank * (uint64_t)m->B;
+    TRY(load_micro_batch(t, st->split, first));
+    double ls, nt;
+    if (gpt_forward(m, t->inputs, t->targets, t->mask, &ls, &nt) != GPT_OK)
+        return fail(t, "the model refused micro-batch %" PRIu64, j);
+    t->ls += ls;
+    t->nt += nt;
+    return 0;
+}
+
+static void step_backward(struct step *st, uint64_t j)
+{
+    use_slot(st->t->m, j);
+    gpt_backward(st->t->m, st->scale);
+}
+
+/* Point-to-point between neighbouring stages of B T C floats; the buffers
+ * are slot j's. */
+static float *slot_input(gpt_model *m, uint64_t j) { use_slot(m, j); return gpt_stage_input(m); }
+static const float *slot_output(gpt_model *m, uint64_t j) { use_slot(m, j); return gpt_stage_output(m); }
+static float *slot_dgrad(gpt_model *m, uint64_t j) { use_slot(m, j); return gpt_stage_dgrad(m); }
+
+static int p2p(const struct step *st, const void *sbuf, int to_next, void *rbuf, int from_next)
+{
+    trainer *t = st->t;
+    const train_layout *P = t->P;
+    int prev = P->pp_rank - 1, next = P->pp_rank + 1 < P->pp_size ? P->pp_rank + 1 : -1;
+    size_t n = (size_t)t->m->B * (size_t)t->m->T * (size_t)t->m->C * sizeof(float);
+    int speer = sbuf ? (to_next ? next : prev) : -1, rpeer = rbuf ? (from_next ? next : prev) : -1;
+    COMM(t, comm_sendrecv(P->pp, sbuf, n, speer, rbuf, n, rpeer), "pipeline send/receive");
+    return 0;
+}
+
+/* Receive micro-batch j's input from the previous stage (unless first),
+ * forward it, send its output to the next stage (unless last): a warm-up
+ * step of 1F1B and each step of evaluation. */
+static int forward_in_chain(struct step *st, uint64_t j)
+{
+    const train_layout *P = st->t->P;
+    if (P->pp_rank > 0) TRY(p2p(st, NULL, 0, slot_input(st->t->m, j), 0));
+    TRY(step_forward(st, j));
+    if (P->pp_rank < P->pp_size - 1) TRY(p2p(st, slot_output(st->t->m, j), 1, NULL, 0));
+    return 0;
+}
+
+/*
+ * Forward and backward of every micro-batch of one global batch.  PP = 1:
+ * Megatron's forward_backward_no_pipelining (forward j, backward j).  PP > 1:
+ * forward_backward_pipelining_without_interleaving, the 1F1B schedule:
+ * PP - stage - 1 warm-up forwards, then one forward and one backward in
+ * turn, then the remaining backwards; neighbours exchange activations and
+ * gradients with paired send/receive calls in Megatron's order
+ * (send_forward_recv_backward, send_backward_recv_forward), which cannot
+ * deadlock.  Activations of up to PP - stage micro-batches are alive.
+ */
+static int run_schedule(struct step *st)
+{
+    trainer *t = st->t;
+    gpt_model *m = t->m;
+    const train_layout *P = t->P;
+    int first = P->pp_rank == 0, last = P->pp_rank == P->pp_size - 1;
+    uint64_t n = t->nmicro;
+    uint64_t warmup = (uint64_t)(P->pp_size - P->pp_rank - 1);
+    if (warmup > n) warmup = n;
+    uint64_t steady = n - warmup;
+    for (uint64_t i = 0; i < warmup; i++)
+        TRY(forward_in_chain(st, i));
+    if (steady && !first) TRY(p2p(st, NULL, 0, slot_input(m, warmup), 0));
+    for (uint64_t i = 0; i < steady; i++) {
+        uint64_t jf = warmup + i, jb = i;
+        TRY(step_forward(st, jf));
+        if (!last) {   /* send_forward_recv_backward */
+            const float *out = slot_output(m, jf);
+            TRY(p2p(st, out, 1, slot_dgrad(m, jb), 1));
+        }
+        step_backward(st, jb);
+        if (!first) {
+            const float *dgrad = slot_dgrad(m, jb);
+            if (i + 1 == steady) TRY(p2p(st, dgrad, 0, NULL, 0));   /* send_backward */
+            else TRY(p2p(st, dgrad, 0, slot_input(m, jf + 1), 0));  /* send_backward_recv_forward */
+        }
+    }
+    for (uint64_t i = 0; i < warmup; i++) {
+        uint64_t jb = steady + i;
+        if (!last) TRY(p2p(st, NULL, 0, slot_dgrad(m, jb), 1));
+        step_backward(st, jb);
+        if (!first) TRY(p2p(st, slot_dgrad(m, jb), 0, NULL, 0));
+    }
+    return 0;
+}
+
+/* Sum of losses / sum of the mask over the data-parallel ranks; meaningful
+ * on the last stage (where the losses are). */
+static int dp_mean_loss(trainer *t, double *loss)
+{
+    double v[2] = {t->ls, t->nt};
+    COMM(t, comm_allreduce(t->P->dp, v, 2, COMM_F64, COMM_SUM), "data-parallel loss all-reduce");
+    *loss = v[1] > 0 ? v[0] / v[1] : 0.0;
+    return 0;
+}
+
+/*
+ * After the backward of every micro-batch: the tied embedding's gradients
+ * of the first and last stage are summed (Megatron's
+ * _allreduce_word_embedding_grads), the data-parallel gradients are summed
+ * (all-reduce, or reduce-scatter into this rank's shard with the
+ * distributed optimizer), and the global norm's square is summed over the
+ * ranks that hold distinct gradients.
+ */
+static int reduce_grads(trainer *t, double *norm)
+{
+    gpt_model *m = t->m;
+    const train_layout *P = t->P;
+    if (P->pp_size > 1 && !m->cfg.untie_embeddings && comm_size(P->emb) > 1)
+        COMM(t, comm_allreduce(P->emb, m->grads.wte, m->param_sizes[GPT_WTE], COMM_F32, COMM_SUM),
+             "embedding gradient all-reduce");
+    double sq;
+    if (!t->cfg.dist_opt) {
+        COMM(t, comm_allreduce(P->dp, m->grads_memory, m->num_params, COMM_F32, COMM_SUM),
+             "data-parallel gradient all-reduce");
+        sq = gpt_grad_sq_range(m, m->grads_memory, 0, m->num_params);
+        COMM(t, comm_allreduce(P->mp, &sq, 1, COMM_F64, COMM_SUM), "gradient norm all-reduce");
+    } else {
+        m->be->copy(t->pad, m->grads_memory, m->num_params * sizeof(float));
+        COMM(t, comm_reduce_scatter(P->dp, t->gshard, t->pad, t->shard), "data-parallel gradient reduce-scatter");
+        sq = gpt_grad_sq_range(m, t->gshard, t->lo, t->hi);
+        COMM(t, comm_allreduce(P->world, &sq, 1, COMM_F64, COMM_SUM), "gradient norm all-reduce");
+    }
+    *norm = sqrt(sq);
+    return 0;
+}
+
+int trainer_backward_pass(trainer *t, uint64_t base, double *loss, double *grad_norm)
+{
+    gpt_model *m = t->m;
+    gpt_zero_grad(m);
+    t->ls = t->nt = 0;
+    struct step st = { t, DS_SPLIT_TRAIN, base, 1.0f / (float)(t->nmicro * (uint64_t)t->P->dp_size) };
+    TRY(run_schedule(&st));
+    TRY(reduce_grads(t, grad_norm));
+    *loss = 0.0;
+    if (t->P->pp_rank == t->P->pp_size - 1)
+        TRY(dp_mean_loss(t, loss));
+    return 0;
+}
+
+int trainer_update(trainer *t, double lr, double grad_norm)
+{
+    gpt_model *m = t->m;
+    const trainer_config *c = &t->cfg;
+    float scale = global_norm_clip_scale((float)grad_norm, c->clip_grad);
+    if (!c->dist_opt) {
+        gpt_update(m, (float)lr, c->beta1, c->beta2, c->eps, c->weight_decay, scale);
+        return 0;
+    }
+    gpt_update_shard(m, t->gshard, (float)lr, c->beta1, c->beta2, c->eps, c->weight_decay, scale);
+    /* all-gather the updated parameters (fp32 working weights = masters) */
+    float *mine = t->pad + (size_t)t->P->dp_rank * t->shard;
+    m->be->copy(mine, m->params_memory + t->lo, (t->hi - t->lo) * sizeof(float));
+    COMM(t, comm_allgather(t->P->dp, t->pad, mine, t->shard), "data-parallel parameter all-gather");
+    m->be->copy(m->params_memory, t->pad, m->num_params * sizeof(float));
+    return 0;
+}
+
+int trainer_evaluate(trainer *t, int split, uint64_t *cursor, uint64_t iters, double *loss)
+{
+    gpt_model *m = t->m;
+    t->ls = t->nt = 0;
+    struct step st = { t, split, 0, 0.0f };
+    for (uint64_t it = 0; it < iters; it++) {
+        st.base = *cursor;
+        for (uint64_t j = 0; j < t->nmicro; j++)
+            TRY(forward_in_chain(&st, j));
+        *cursor += t->nmicro * (uint64_t)m->B * (uint64_t)t->P->dp_size;
+    }
+    return dp_mean_loss(t, loss);
+}
+
+/* ---- checkpoints ---------------------------------------------------------------- */
+
+int trainer_save(trainer *t, const char *dir, const ckpt_state *st)
+{
+    gpt_model *m = t->m;
+    const train_layout *P = t->P;
+    char err[4600];
+    float *full = NULL;
+    const float *am = NULL, *av = NULL;
+    if (t->cfg.dist_opt) {
+        /* gather the AdamW shards: the file does not depend on DP */
+        size_t n = t->shard * (size_t)P->dp_size, len = t->hi - t->lo;
+        full = malloc(2 * n * sizeof(float));
+        float *mine = malloc(2 * t->shard * sizeof(float));
+        if (!full || !mine) {
+            free(full);
+            free(mine);
+            return fail(t, "out of memory gathering the optimizer state (%zu floats)", 2 * n);
+        }
+        memset(mine, 0, 2 * t->shard * sizeof(float));
+        if (gpt_state_read(m, GPT_STATE_ADAM_M, t->lo, mine, len) != 0 ||
+            gpt_state_read(m, GPT_STATE_ADAM_V, t->lo, mine + t->shard, len) != 0) {
+            free(full);
+            free(mine);
+            return fail(t, "cannot read the optimizer shard");
+        }
+        int rc1 = comm_allgather(P->dp, full, mine, t->shard);
+        int rc2 = rc1 < 0 ? rc1 : comm_allgather(P->dp, full + n, mine + t->shard, t->shard);
+        free(mine);
+        if (rc2 < 0) {
+            free(full);
+            return fail(t, "optimizer state all-gather: %s", comm_error());
+        }
+        am = full;
+        av = full + n;
+    }
+    int rc = 0;
+    if (P->dp_rank == 0) rc = ckpt_save_rank(dir, m, am, av, st, err, sizeof err);
+    free(full);
+    if (rc != 0) return fail(t, "cannot save the checkpoint: %s", err);
+    COMM(t, comm_barrier(P->world), "checkpoint barrier");
+    if (P->rank == 0 && ckpt_write_latest(dir, st->iteration, err, sizeof err) != 0)
+        return fail(t, "cannot save the checkpoint: %s", err);
+    return 0;
+}
+
+int trainer_load(trainer *t, const char *dir, uint64_t iteration, ckpt_state *st, int *code)
+{
+    gpt_model *m = t->m;
+    char err[4600];
+    float *full = NULL;
+    *code = 0;
+    if (t->cfg.dist_opt) {
+        full = malloc(2 * m->num_params * sizeof(float));
+        if (!full) return fail(t, "out of memory loading the optimizer state (%zu floats)", 2 * m->num_params);
+    }
+    int rc = ckpt_load_rank(dir, iteration, m, full, full ? full + m->num_params : NULL, st, err, sizeof err);
+    if (rc == 0 && full &&
+        (gpt_state_write(m, GPT_STATE_ADAM_M, t->lo, full + t->lo, t->hi - t->lo) != 0 ||
+         gpt_state_write(m, GPT_STATE_ADAM_V, t->lo, full + m->num_params + t->lo, t->hi - t->lo) != 0)) {
+        rc = CKPT_ERR_ARG;
+        snprintf(err, sizeof err, "cannot write the optimizer shard");
+    }
+    free(full);
+    if (rc != 0) {
+        *code = rc;
+        return fail(t, "cannot load the checkpoint: %s", err);
+    }
+    COMM(t, comm_barrier(t->P->world), "checkpoint barrier");
+    return 0;
+}

@@ -1,0 +1,204 @@
+/*
+ * trainer.h - the training engine of mdstrain: Megatron's learning-rate
+ * schedule, the parallel layout (rank order and communicator groups), one
+ * iteration's micro-batches under Megatron's schedules (1F1B across
+ * pipeline stages), the gradient reduction over data-parallel ranks with or
+ * without the distributed optimizer (ZeRO-1), the clipped AdamW update,
+ * evaluation, and checkpoints of every rank.  docs/architecture.md ("mdstrain
+ * in parallel") draws the design.
+ *
+ * The engine owns its buffers (batches, the distributed optimizer's padded
+ * gradient and shard); the model (model.h) owns the tensors and the AdamW
+ * state, reached only through model.h's functions.  The program
+ * (programs/mdstrain.c) parses flags, prints, and decides what to do with
+ * errors.
+ *
+ * What it deliberately does not do: print, exit, parse flags, build the data
+ * pipeline (it reads samples from the caller's ds_pipeline), mixed precision
+ * and loss scaling (coming), interleaved pipeline stages.
+ *
+ * Errors: functions return 0 or -1 with a one-line message (naming the rank
+ * and the collective, the sample or the file) in t->err.  The one exception
+ * is a failure inside a tensor-parallel collective that the model calls
+ * mid-forward: it cannot return through the model, so it calls the
+ * program's fatal() hook (trainer_config), which must not return.
+ * Thread safety: one thread drives a trainer.
+ */
+#ifndef MDS_TRAINER_H
+#define MDS_TRAINER_H
+
+#include "checkpoint.h"
+#include "comm.h"
+#include "dataset.h"
+#include "model.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Megatron's learning-rate schedule ---------------------------------------- */
+
+enum train_decay { TRAIN_DECAY_CONSTANT, TRAIN_DECAY_LINEAR, TRAIN_DECAY_COSINE };
+
+/* Megatron's OptimizerParamScheduler, in samples. */
+typedef struct train_schedule {
+    double max_lr, min_lr, init_lr, warmup_steps, decay_steps;
+    int style;                       /* enum train_decay */
+} train_schedule;
+
+/* The flags the schedule is made from (Megatron's names). */
+typedef struct train_schedule_args {
+    double lr, min_lr, lr_warmup_init;
+    int decay_style;                  /* enum train_decay */
+    uint64_t global_batch_size;
+    uint64_t train_iters, train_samples;           /* one of them nonzero */
+    int have_decay_iters, have_decay_samples, have_warmup_fraction;
+    uint64_t lr_decay_iters, lr_decay_samples, lr_warmup_iters, lr_warmup_samples;
+    double lr_warmup_fraction;
+} train_schedule_args;
+
+/*
+ * train_schedule_init() - Megatron's OptimizerParamScheduler.__init__ in
+ * samples: with --train-samples the decay and warmup are in samples; with
+ * --train-iters in iterations times the global batch; a warmup fraction is
+ * of the decay length.
+ * @return : 0, or -1 with a message in err (a zero decay length, a warmup
+ *           not shorter than the decay: Megatron's asserts).
+ */
+int train_schedule_init(train_schedule *s, const train_schedule_args *a, char *err, size_t errlen);
+
+/*
+ * train_schedule_lr() - OptimizerParamScheduler.get_lr after num_steps
+ * samples: linear warmup from init_lr, then constant, linear or cosine decay
+ * to min_lr.  The scheduler advances by the global batch after each step, so
+ * iteration k (from 1) trains with lr(k-1)*G and Megatron logs lr(k*G).
+ */
+double train_schedule_lr(const train_schedule *s, double num_steps);
+
+/* ---- the parallel layout ------------------------------------------------------- */
+
+/*
+ * Megatron's rank order tp-dp-pp: rank = tp_rank + TP (dp_rank + DP pp_rank),
+ * so TP groups are adjacent ranks.  Groups: tp (same dp, pp), dp (same tp,
+ * pp), pp (same tp, dp), mp = the model-parallel group TP x PP (same dp; the
+ * gradient norm), emb = the first and last stage of a pipeline (the tied
+ * word embedding's gradient; a one-rank group elsewhere or with PP = 1).
+ */
+typedef struct train_layout {
+    mds_comm *world, *tp, *dp, *pp, *mp, *emb;
+    int rank, size, tp_size, pp_size, dp_size, tp_rank, pp_rank, dp_rank;
+} train_layout;
+
+/*
+ * train_layout_init() - split world (kept, not owned) into the groups for
+ * TP x PP model parallelism; DP = world size / (TP PP).  Collective.
+ * @return : 0, or -1 with a message (a world size not divisible by TP PP is
+ *           checked by the caller first; here only communication failures).
+ */
+int train_layout_init(train_layout *P, mds_comm *world, int tp_size, int pp_size, char *err, size_t errlen);
+void train_layout_release(train_layout *P);      /* frees the groups, not world */
+void train_layout_reset_stats(train_layout *P);  /* zero every group's counters */
+
+/* ---- the engine ----------------------------------------------------------------- */
+
+typedef struct trainer_config {
+    uint64_t global_batch_size;       /* G: samples per iteration, all ranks together */
+    int vocab_size;                   /* token ids must be below it */
+    int dist_opt;                     /* --use-distributed-optimizer */
+    float beta1, beta2, eps, weight_decay, clip_grad;
+    void (*fatal)(const char *msg);   /* a tensor-parallel collective failed; must not return */
+} trainer_config;
+
+typedef struct trainer {
+    gpt_model *m;
+    const train_layout *P;
+    const ds_pipeline *data;
+    trainer_config cfg;
+    uint64_t nmicro;                  /* micro-batches per data-parallel rank and iteration */
+    gpt_tp_ops tp_ops;                /* the model's TP collectives, over P->tp */
+    /* host batch of one micro-batch */
+    int *inputs, *targets;            /* (B, T) */
+    float *mask;                      /* (B, T) */
+    int64_t *tok, *lab;               /* (T) scratch */
+    float *lm;                        /* (T) */
+    /* distributed optimizer: this rank's shard [lo, hi) of the flat
+       parameters, padded to dp_size * shard elements (backend memory) */
+    size_t shard, lo, hi;
+    float *pad, *gshard;
+    double ls, nt;                    /* the last schedule's loss and mask sums (last stage) */
+    char err[1024];
+} trainer;
+
+/*
+ * trainer_init() - the engine for model m (built for this rank of P, with
+ * cfg.act_slots = trainer_act_slots()), reading samples from data.  With the
+ * distributed optimizer the model's AdamW state is cut to this rank's shard.
+ * @return : 0, or -1 with t->err (memory).
+ */
+int trainer_init(trainer *t, gpt_model *m, const train_layout *P, const ds_pipeline *data,
+                 const trainer_config *cfg);
+void trainer_release(trainer *t);
+
+/* Micro-batches per data-parallel rank: G / (B DP).  The caller checks that
+ * it divides. */
+uint64_t trainer_micro_batches(uint64_t global_batch_size, int micro_batch_size, int dp_size);
+
+/* Activation slots a stage keeps under 1F1B: min(PP - stage, micro-batches). */
+int trainer_act_slots(const train_layout *P, uint64_t nmicro);
+
+/*
+ * trainer_backward_pass() - one iteration's forward and backward over the
+ * global batch that starts at sample `base` of the train split: zero the
+ * gradients, run the micro-batches (1F1B when PP > 1), sum the tied
+ * embedding's gradient over its first and last stage, reduce the gradients
+ * over data-parallel ranks (all-reduce, or reduce-scatter into the shard),
+ * and compute the global gradient norm.  *loss is Megatron's logged lm loss
+ * (sum of masked losses / sum of the mask over the global batch) on the last
+ * stage, 0 elsewhere.
+ * @return : 0, or -1 with t->err.
+ */
+int trainer_backward_pass(trainer *t, uint64_t base, double *loss, double *grad_norm);
+
+/*
+ * trainer_update() - clip by grad_norm (Megatron's clip_grad_norm_) and take
+ * one AdamW step at lr; with the distributed optimizer on this rank's shard,
+ * then all-gather the parameters.
+ * @return : 0, or -1 with t->err.
+ */
+int trainer_update(trainer *t, double lr, double grad_norm);
+
+/*
+ * trainer_evaluate() - mean loss (sum of masked losses / sum of the mask) of
+ * `iters` global batches of `split` from sample *cursor, which advances by
+ * the global batch each; forward only, the stages in a chain.  Meaningful on
+ * the last stage.
+ * @return : 0, or -1 with t->err.
+ */
+int trainer_evaluate(trainer *t, int split, uint64_t *cursor, uint64_t iters, double *loss);
+
+/*
+ * trainer_save() - every rank's checkpoint of iteration st->iteration under
+ * dir: one file per (TP, PP) rank written by data-parallel rank 0 (the
+ * distributed optimizer's AdamW shards gathered first, so the file does not
+ * depend on DP), then rank 0 replaces latest_checkpointed_iteration.txt
+ * after a barrier.  Collective.
+ * @return : 0, or -1 with t->err.
+ */
+int trainer_save(trainer *t, const char *dir, const ckpt_state *st);
+
+/*
+ * trainer_load() - every rank reads its (TP, PP) file of `iteration` under
+ * dir: weights, AdamW state (this rank's shard of it with the distributed
+ * optimizer) and step, and *st.  Collective (ends with a barrier).
+ * @return : 0, or -1 with t->err and *code the ckpt_err of the failure.
+ */
+int trainer_load(trainer *t, const char *dir, uint64_t iteration, ckpt_state *st, int *code);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MDS_TRAINER_H */
