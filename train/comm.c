@@ -10,6 +10,7 @@
  * this file is plain C whatever the build.
  */
 #include "comm_internal.h"
+#include "dtype.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -18,7 +19,6 @@
 #include <string.h>
 
 static char last_error[512];
-static int local_rank_value;
 static const struct comm_ops *active;   /* the world's transport */
 #ifdef MDS_HAVE_MPI
 static int mpi_idle;                     /* MPI initialised but unused: finalize it */
@@ -34,8 +34,21 @@ int comm_fail(const char *fmt, ...)
 }
 
 const char *comm_error(void) { return last_error[0] ? last_error : "no error"; }
-int comm_local_rank(void) { return local_rank_value; }
-size_t comm_dtype_size(enum comm_dtype dt) { return dt == COMM_F32 ? 4 : 8; }
+
+size_t comm_dtype_size(enum comm_dtype dt)
+{
+    switch (dt) {
+    case COMM_F32: return 4;
+    case COMM_F64: return 8;
+    case COMM_BF16: case COMM_F16: return 2;
+    }
+    return 0;
+}
+
+/* The dtype.h code of a 16-bit communicator dtype. */
+static int half_type(enum comm_dtype dt) { return dt == COMM_BF16 ? MDS_BF16 : MDS_F16; }
+
+void comm_set_stream(mds_comm *c, void *stream) { c->stream = stream; }
 
 void comm_get_stats(const mds_comm *c, comm_stats *s) { *s = c->st; }
 void comm_reset_stats(mds_comm *c) { memset(&c->st, 0, sizeof c->st); }
@@ -90,18 +103,6 @@ static long env_long(const char *name, long lo, long hi)
     long x = strtol(v, &end, 10);
     if (errno || *end || x < lo || x > hi) return -2;
     return x;
-}
-
-/* The launcher's local rank, or -1. */
-static int env_local_rank(void)
-{
-    static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "SLURM_LOCALID",
-                                        "MPI_LOCALRANKID", "PMI_LOCAL_RANK"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        long x = env_long(names[i], 0, (1L << 30) - 1);
-        if (x >= 0) return (int)x;
-    }
-    return -1;
 }
 
 /*
@@ -194,7 +195,6 @@ int comm_init(int *argc, char ***argv, mds_comm **world)
     *world = NULL;
     int rank, size;
     if (env_world(&rank, &size)) return -1;
-    local_rank_value = env_local_rank();
 #ifdef MDS_HAVE_MPI
     /* MPI when a launcher set MPI up (mpirun, srun --mpi=pmix); a world of
      * one MPI process while the environment announces several tasks is srun
@@ -204,8 +204,6 @@ int comm_init(int *argc, char ***argv, mds_comm **world)
         if (comm_mpi_init(argc, argv, world)) return -1;
         if ((*world)->size > 1 || size == 1) {
             active = (*world)->ops;
-            if (local_rank_value < 0) local_rank_value = comm_mpi_node_rank();
-            if (local_rank_value < 0) local_rank_value = 0;
             return 0;
         }
         comm_free(*world);
@@ -216,7 +214,6 @@ int comm_init(int *argc, char ***argv, mds_comm **world)
     (void)argc;
     (void)argv;
 #endif
-    if (local_rank_value < 0) local_rank_value = 0;
     if (size == 1) return one_process(world);
     char host[256];
     int port = 0;
@@ -272,10 +269,18 @@ int comm_split(mds_comm *c, int color, int key, mds_comm **out)
 }
 
 /* Sum p blocks of `chunk` elements (block k at src + k*chunk) in block
- * order into dst. */
+ * order into dst; 16-bit elements are summed in float and rounded once. */
 static void ordered_sum(void *dst, const void *src, size_t chunk, int p, enum comm_dtype dt)
 {
-    if (dt == COMM_F32) {
+    if (dt == COMM_BF16 || dt == COMM_F16) {
+        int h = half_type(dt);
+        for (size_t i = 0; i < chunk; i++) {
+            float acc = mds_load(h, src, i);
+            for (int k = 1; k < p; k++)
+                acc += mds_load(h, src, (size_t)k * chunk + i);
+            mds_store(h, dst, i, acc);
+        }
+    } else if (dt == COMM_F32) {
         float *d = dst;
         const float *s = src;
         memcpy(d, s, chunk * sizeof *d);
@@ -308,10 +313,39 @@ static int ordered_allreduce(mds_comm *c, unsigned char *buf, size_t n, enum com
     return 0;
 }
 
+/* The maximum of 16-bit elements: every rank's values (an all-gather), then
+ * the maximum in rank order (exact in any order); n p 2 below PIECE. */
+static int half_max(mds_comm *c, unsigned char *buf, size_t n, enum comm_dtype dt)
+{
+    int p = c->size, h = half_type(dt);
+    unsigned char *all = comm_scratch(c, (size_t)p * n * 2);
+    if (!all) return comm_fail("out of memory for a %zu-element all-reduce", n);
+    if (c->ops->allgather(c, buf, all, n * 2)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        float m = mds_load(h, all, i);
+        for (int k = 1; k < p; k++) {
+            float v = mds_load(h, all, (size_t)k * n + i);
+            if (v > m || v != v) m = v;   /* a NaN anywhere is the answer, as MPI_MAX gives */
+        }
+        mds_store(h, buf, i, m);
+    }
+    return 0;
+}
+
 int comm_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op)
 {
     if (c->size == 1 || n == 0) return 0;
     size_t es = comm_dtype_size(dt);
+    if (!es) return comm_fail("unknown communication dtype %d", (int)dt);
+    if (op == COMM_MAX && es == 2) {
+        size_t seg = PIECE / 2 / (size_t)c->size;
+        for (size_t off = 0; off < n; off += seg) {
+            size_t k = n - off < seg ? n - off : seg;
+            if (half_max(c, (unsigned char *)buf + off * 2, k, dt)) return -1;
+            count(c, COMM_K_ALLREDUCE, (size_t)(c->size - 1) * k * 2);
+        }
+        return 0;
+    }
     if (op == COMM_MAX) {   /* the maximum is exact in any order */
         for (size_t off = 0; off < n;) {
             size_t k = n - off < PIECE / es ? n - off : PIECE / es;

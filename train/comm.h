@@ -8,13 +8,24 @@
  * the NCCL implementation of the CUDA backend goes behind the same
  * declarations.
  *
- * Determinism.  Every SUM is computed in rank order: a rank's share of the
- * result is the sum, in the order rank 0, 1, ..., p-1, of every rank's
- * contribution, and the shares are then gathered.  So the result is the
- * same on every rank and from run to run whatever algorithm the transport
- * picks (MPI's own MPI_Allreduce gives no such promise), which is what makes
- * a resumed parallel run bitwise identical to a straight one.  The data
- * moved equals a ring all-reduce's: 2 (p-1)/p N elements sent per rank.
+ * Determinism: what a SUM promises under each transport.
+ *  - MPI, TCP and one process (all of comm.c's generic layer, which only
+ *    asks the transport to move bytes): every SUM is computed in rank order
+ *    — a rank's share of the result is the sum, in the order rank 0, 1, ...,
+ *    p-1, of every rank's contribution, and the shares are then gathered.
+ *    So the result is bitwise the same on every rank, from run to run and
+ *    across these transports, whatever algorithm MPI would pick (its own
+ *    MPI_Allreduce promises none of this), which is what makes a resumed
+ *    parallel run bitwise identical to a straight one.  F32 and F64 add in
+ *    their own precision; BF16 and F16 add in float, in rank order, and are
+ *    rounded once (round to nearest even).  The data moved equals a ring
+ *    all-reduce's: 2 (p-1)/p N elements sent per rank.
+ *  - NCCL (the GPU issue): the same result on every rank (NCCL's all-reduce
+ *    is consistent across ranks), and the same from run to run for a fixed
+ *    world, algorithm and protocol, but NOT rank-ordered: bits may differ
+ *    from the host transports'.  A test holding NCCL to the host transports
+ *    compares at a tolerance.
+ * MAX is exact under every transport (the maximum does not depend on order).
  *
  * Failure.  A function that fails returns a negative value and leaves a
  * one-line message in comm_error(); the trainer then calls comm_abort(),
@@ -24,6 +35,13 @@
  *
  * Counters.  Each communicator counts the calls and the bytes this rank
  * sent per kind of operation (comm_stats), for `make bench` and -v.
+ *
+ * Streams.  comm_set_stream() gives a communicator the device stream its
+ * collectives belong to (a cudaStream_t, as void *).  A device transport
+ * (NCCL) enqueues on it and returns at once; the host transports (MPI, TCP,
+ * one process) ignore it and work synchronously on host-addressable memory,
+ * so their caller synchronises its backend before the call (the CPU backend
+ * has nothing to wait for).
  *
  * Thread safety: one thread calls into a communicator at a time.
  */
@@ -39,7 +57,7 @@ extern "C" {
 
 typedef struct mds_comm mds_comm;
 
-enum comm_dtype { COMM_F32, COMM_F64 };
+enum comm_dtype { COMM_F32, COMM_F64, COMM_BF16, COMM_F16 };
 enum comm_op { COMM_SUM, COMM_MAX };
 
 /* Kinds of operation the counters distinguish. */
@@ -59,9 +77,6 @@ typedef struct comm_stats {
  * default Slurm's first node and 10000 + the job id's last 4 digits) within
  * MDS_RENDEZVOUS_TIMEOUT seconds (300), so srun without PMI never gives N
  * separate trainings.  Otherwise one process (MPI is not initialised).
- * The local rank comes from the launcher's environment
- * (OMPI_COMM_WORLD_LOCAL_RANK, LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID,
- * PMI_LOCAL_RANK) or else from MPI's shared-memory split, or is 0.
  * @return : 0, or -1 with a one-line message in comm_error() (a bad
  *           variable, an unreachable master, a wrong task count).
  */
@@ -75,7 +90,6 @@ void comm_abort(int code) __attribute__((noreturn));
 
 int comm_rank(const mds_comm *c);
 int comm_size(const mds_comm *c);
-int comm_local_rank(void);             /* the rank within the node; 0 without a launcher */
 const char *comm_backend(void);        /* "MPI (Open MPI 4.1.4)", "TCP (host:port)",
                                           "none (one process, built with MPI (Open MPI v4.1.4))" */
 const char *comm_error(void);          /* the last failure's message */
@@ -87,8 +101,11 @@ const char *comm_error(void);          /* the last failure's message */
 int comm_split(mds_comm *c, int color, int key, mds_comm **out);
 void comm_free(mds_comm *c);
 
-/* In-place all-reduce of n elements; SUM in rank order (see above). */
+/* In-place all-reduce of n elements of dt; SUM in rank order (see above). */
 int comm_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op);
+
+/* The device stream of c's collectives (see "Streams"); NULL: none. */
+void comm_set_stream(mds_comm *c, void *stream);
 
 /*
  * comm_reduce_scatter() - in holds size*chunk floats; rank r receives in

@@ -22,7 +22,7 @@ extern "C" {
  * exact in any order), and returns 0 or -1 with comm_fail()'s message.
  *   alltoall:  block i of s (bytes each) goes to rank i, block i of r comes from rank i
  *   allgather: r (size blocks of bytes) = every rank's s; s NULL: this rank's block is already in r
- *   max:       in-place element-wise maximum of n elements
+ *   max:       in-place element-wise maximum of n F32 or F64 elements
  *   split:     fills g's rank, size and impl (see comm_split)
  * Sizes are the generic layer's pieces: below 2^31 bytes per block.
  */
@@ -47,6 +47,7 @@ struct mds_comm {
     size_t scratch_cap;
     const struct comm_ops *ops;
     void *impl;               /* the transport's own state */
+    void *stream;             /* comm_set_stream's; unused by the host transports */
 };
 
 /* Sets comm_error()'s message; returns -1. */
@@ -63,8 +64,6 @@ int comm_mpi_init(int *argc, char ***argv, mds_comm **world);
 int comm_mpi_launched(void);
 /* MPI_Finalize when MPI was initialised but another transport is used. */
 void comm_mpi_finalize(void);
-/* The rank within the node from MPI's shared-memory split (-1 on failure). */
-int comm_mpi_node_rank(void);
 /* "MPI (Open MPI v4.1.4)": the library's name, without MPI_Init. */
 const char *comm_mpi_library(void);
 #endif

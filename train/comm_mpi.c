@@ -174,15 +174,3 @@ int comm_mpi_init(int *argc, char ***argv, mds_comm **world)
     }
     return 0;
 }
-
-int comm_mpi_node_rank(void)
-{
-    int rank = 0, r = -1;
-    MPI_Comm node;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-        MPI_Comm_rank(node, &r);
-        MPI_Comm_free(&node);
-    }
-    return r;
-}

@@ -9,6 +9,7 @@
  * expected value is computed here in rank order.
  */
 #include "comm.h"
+#include "dtype.h"
 #include "harness.h"
 
 #include <math.h>
@@ -62,6 +63,38 @@ static void test_allreduce_max(void)
     float x[4] = {(float)rank, -(float)rank, rank == size - 1 ? INFINITY : 0.0f, 3.0f};
     CHECK(comm_allreduce(world, x, 4, COMM_F32, COMM_MAX) == 0);
     CHECK(x[0] == size - 1 && x[1] == 0 && isinf(x[2]) && x[3] == 3.0f);
+}
+
+/* 16-bit sums: each rank's value converted to float, added in rank order,
+ * rounded once; MAX exact. */
+static uint16_t to16(int bf, float x) { return bf ? mds_f32_to_bf16(x) : mds_f32_to_f16(x); }
+static float from16(int bf, uint16_t h) { return bf ? mds_bf16_to_f32(h) : mds_f16_to_f32(h); }
+static float value16(int r, size_t i) { return (r == 0 ? 1000.0f : 0.0f) + 0.3f * (float)r + (float)(i % 5) * 0.01f; }
+
+static void test_allreduce_half(void)
+{
+    for (int bf = 0; bf < 2; bf++) {
+        size_t n = 1001;
+        uint16_t *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+        for (size_t i = 0; i < n; i++)
+            x[i] = y[i] = to16(bf, value16(rank, i));
+        CHECK(comm_allreduce(world, x, n, bf ? COMM_BF16 : COMM_F16, COMM_SUM) == 0);
+        for (size_t i = 0; i < n; i++) {
+            float acc = from16(bf, to16(bf, value16(0, i)));
+            for (int r = 1; r < size; r++)
+                acc += from16(bf, to16(bf, value16(r, i)));
+            if (x[i] != to16(bf, acc)) { CHECK(x[i] == to16(bf, acc)); break; }
+        }
+        CHECK(comm_allreduce(world, y, n, bf ? COMM_BF16 : COMM_F16, COMM_MAX) == 0);
+        for (size_t i = 0; i < n; i++) {
+            uint16_t want = to16(bf, value16(0, i));
+            for (int r = 1; r < size; r++)
+                if (from16(bf, to16(bf, value16(r, i))) > from16(bf, want)) want = to16(bf, value16(r, i));
+            if (y[i] != want) { CHECK(y[i] == want); break; }
+        }
+        free(x);
+        free(y);
+    }
 }
 
 static void test_reduce_scatter_allgather(void)
@@ -152,6 +185,7 @@ int main(int argc, char **argv)
     if (rank == 0) printf("# %d ranks, %s\n", size, comm_backend());
     TEST(test_allreduce_rank_order);
     TEST(test_allreduce_max);
+    TEST(test_allreduce_half);
     TEST(test_reduce_scatter_allgather);
     TEST(test_broadcast_barrier);
     TEST(test_sendrecv_ring);

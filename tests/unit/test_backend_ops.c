@@ -1,0 +1,602 @@
+/*
+ * test_backend_ops.c - the generic parity harness: every op of the backend
+ * op table (kernels/backend.h) on every backend this build and machine have,
+ * against the CPU reference functions of kernels.h, over a table of shapes,
+ * on random inputs (ggml's test-backend-ops with llm.c's tolerance formula).
+ *
+ * Per op and shape: inputs made on the host, uploaded with the backend's
+ * copy; output buffers start from the same random values on both sides (so
+ * "adds into" and "overwrites" are both checked); the CPU function computes
+ * the reference, the backend's table entry the result, which is downloaded
+ * and compared element by element at |got - ref| <= atol + rtol |ref|
+ * (per op; the CPU backend is held to its own functions, which it must match
+ * bitwise in practice).  A failure prints the op, backend, shape, tensor,
+ * the first 5 mismatches and stops counting at 10.
+ *
+ * The harness is checked too: a backend with two deliberately wrong entries
+ * (a perturbed matmul_forward, attention_backward's dq left out) must be
+ * caught.  Today the CPU is the only backend; the CUDA backend adds itself to
+ * mds_backend_list() and is then tested here with no change to this file
+ * beyond its tolerances.
+ *
+ * Usage: test_backend_ops [-o OP] [-b BACKEND] [-l] [-s SEED]
+ *   -o OP   only this op      -b NAME   only this backend
+ *   -l      list the ops and which backend implements each, then exit
+ *   -s SEED replay a seed (the seed is printed)
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "kernels.h"
+
+static uint64_t rng_state;
+
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float frand(float a) { return (float)((double)(rng_next() >> 11) / 9007199254740992.0 * 2.0 - 1.0) * a; }
+static int irand(int n) { return (int)(rng_next() % (uint64_t)n); }
+
+/* ---- tensors on both sides ---------------------------------------------------- */
+
+/* ref: the host copy (an input's values, or the reference output); dev: the
+ * backend's copy.  Both start equal. */
+typedef struct { size_t n; float *ref; float *dev; } tf;
+typedef struct { size_t n; int *ref; int *dev; } ti;
+typedef struct { size_t n; double *ref; double *dev; } td;
+
+static const mds_backend *be;   /* the backend under test */
+
+static void *upload(const void *host, size_t bytes)
+{
+    void *d = NULL;
+    if (be->alloc(&d, bytes ? bytes : 1) != 0) {
+        fprintf(stderr, "%s: %s\n", be->name, be->error());
+        exit(1);
+    }
+    be->copy(d, host, bytes);
+    return d;
+}
+
+static tf tf_rand(size_t n, float a)
+{
+    tf t = { n, malloc((n ? n : 1) * sizeof(float)), NULL };
+    for (size_t i = 0; i < n; i++)
+        t.ref[i] = frand(a);
+    t.dev = upload(t.ref, n * sizeof(float));
+    return t;
+}
+
+/* Positive values in [lo, lo + a) (variances, sum-exps, masks of 0/1 use their own). */
+static tf tf_pos(size_t n, float lo, float a)
+{
+    tf t = tf_rand(n, 1.0f);
+    for (size_t i = 0; i < n; i++)
+        t.ref[i] = lo + a * (0.5f + 0.5f * t.ref[i]);
+    be->copy(t.dev, t.ref, n * sizeof(float));
+    return t;
+}
+
+static tf tf_mask(size_t n)
+{
+    tf t = tf_rand(n, 1.0f);
+    for (size_t i = 0; i < n; i++)
+        t.ref[i] = irand(4) ? 1.0f : 0.0f;
+    be->copy(t.dev, t.ref, n * sizeof(float));
+    return t;
+}
+
+static ti ti_rand(size_t n, int lo, int hi)
+{
+    ti t = { n, malloc((n ? n : 1) * sizeof(int)), NULL };
+    for (size_t i = 0; i < n; i++)
+        t.ref[i] = lo + irand(hi - lo);
+    t.dev = upload(t.ref, n * sizeof(int));
+    return t;
+}
+
+static td td_new(size_t n)
+{
+    td t = { n, calloc(n ? n : 1, sizeof(double)), NULL };
+    t.dev = upload(t.ref, n * sizeof(double));
+    return t;
+}
+
+static void tf_free(tf *t) { free(t->ref); be->free(t->dev); }
+static void ti_free(ti *t) { free(t->ref); be->free(t->dev); }
+static void td_free(td *t) { free(t->ref); be->free(t->dev); }
+
+/* ---- comparison --------------------------------------------------------------- */
+
+static const char *cur_op, *cur_shape;
+static int op_failures, quiet;
+
+static int report(const char *name, size_t i, double got, double ref, int *shown)
+{
+    if (*shown < 5 && !quiet)
+        fprintf(stderr, "  %s on %s [%s] %s[%zu]: got %.9g, want %.9g\n", cur_op, be->name, cur_shape, name, i, got,
+                ref);
+    return ++*shown >= 10;
+}
+
+static int close_enough(double got, double ref, double atol, double rtol)
+{
+    if (isnan(ref) || isnan(got))
+        return isnan(ref) && isnan(got);
+    return fabs(got - ref) <= atol + rtol * fabs(ref);
+}
+
+static void check_f(const char *name, const tf *t, double atol, double rtol)
+{
+    float *got = malloc((t->n ? t->n : 1) * sizeof(float));
+    be->copy(got, t->dev, t->n * sizeof(float));
+    be->sync();
+    int shown = 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (!close_enough(got[i], t->ref[i], atol, rtol) && report(name, i, got[i], t->ref[i], &shown))
+            break;
+    op_failures += shown;
+    free(got);
+}
+
+static void check_d(const char *name, const td *t, double atol, double rtol)
+{
+    double got[8];
+    be->copy(got, t->dev, t->n * sizeof(double));
+    be->sync();
+    int shown = 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (!close_enough(got[i], t->ref[i], atol, rtol) && report(name, i, got[i], t->ref[i], &shown))
+            break;
+    op_failures += shown;
+}
+
+/* ---- shapes --------------------------------------------------------------------- */
+
+struct shape {
+    int B, T, C, NH, OC, V, v_start;
+};
+
+/* Degenerate sizes, sizes that are not multiples of any block (T not of
+ * 64, C not of 128), a 64-wide head, and GPT-2's padded vocabulary. */
+static const struct shape shapes[] = {
+    {1, 1, 1, 1, 1, 1, 0},
+    {2, 5, 12, 3, 7, 33, 0},
+    {3, 17, 40, 5, 24, 101, 50},
+    {1, 65, 128, 2, 130, 257, 0},
+    {2, 33, 96, 1, 100, 1001, 400},
+    {1, 3, 64, 1, 64, 50304, 0},
+};
+#define NSHAPES (sizeof shapes / sizeof shapes[0])
+
+/* Tolerances for a backend against the CPU functions (the CPU itself is
+ * exact; a GPU backend's own values go here when it exists). */
+#define ATOL 1e-5
+#define RTOL 1e-5
+
+/* ---- the ops ---------------------------------------------------------------------- */
+
+static void t_encoder_forward(const struct shape *s)
+{
+    int B = s->B, T = s->T, C = s->C, V = s->V, vs = s->v_start;
+    tf out = tf_rand((size_t)B * T * C, 1), wte = tf_rand((size_t)V * C, 1), wpe = tf_rand((size_t)T * C, 1);
+    ti inp = ti_rand((size_t)B * T, 0, vs + V + 3);   /* some ids outside the shard */
+    encoder_forward_cpu(out.ref, inp.ref, wte.ref, wpe.ref, B, T, C, V, vs);
+    be->ops.encoder_forward(out.dev, inp.dev, wte.dev, wpe.dev, B, T, C, V, vs);
+    check_f("out", &out, ATOL, RTOL);
+    tf_free(&out); tf_free(&wte); tf_free(&wpe); ti_free(&inp);
+}
+
+static void t_encoder_backward(const struct shape *s)
+{
+    int B = s->B, T = s->T, C = s->C, V = s->V, vs = s->v_start;
+    tf dwte = tf_rand((size_t)V * C, 1), dwpe = tf_rand((size_t)T * C, 1), dout = tf_rand((size_t)B * T * C, 1);
+    ti inp = ti_rand((size_t)B * T, 0, vs + V + 3);
+    encoder_backward_cpu(dwte.ref, dwpe.ref, dout.ref, inp.ref, B, T, C, V, vs);
+    be->ops.encoder_backward(dwte.dev, dwpe.dev, dout.dev, inp.dev, B, T, C, V, vs);
+    check_f("dwte", &dwte, ATOL, RTOL);
+    check_f("dwpe", &dwpe, ATOL, RTOL);
+    tf_free(&dwte); tf_free(&dwpe); tf_free(&dout); ti_free(&inp);
+}
+
+static void t_layernorm_forward(const struct shape *s)
+{
+    size_t BT = (size_t)s->B * s->T, C = (size_t)s->C;
+    tf out = tf_rand(BT * C, 1), mean = tf_rand(BT, 1), rstd = tf_rand(BT, 1), inp = tf_rand(BT * C, 2);
+    tf w = tf_rand(C, 1), b = tf_rand(C, 1);
+    layernorm_forward_cpu(out.ref, mean.ref, rstd.ref, inp.ref, w.ref, b.ref, s->B, s->T, s->C, 1e-5f);
+    be->ops.layernorm_forward(out.dev, mean.dev, rstd.dev, inp.dev, w.dev, b.dev, s->B, s->T, s->C, 1e-5f);
+    check_f("out", &out, ATOL, RTOL);
+    check_f("mean", &mean, ATOL, RTOL);
+    check_f("rstd", &rstd, ATOL, RTOL);
+    tf_free(&out); tf_free(&mean); tf_free(&rstd); tf_free(&inp); tf_free(&w); tf_free(&b);
+}
+
+static void t_layernorm_backward(const struct shape *s)
+{
+    size_t BT = (size_t)s->B * s->T, C = (size_t)s->C;
+    tf dinp = tf_rand(BT * C, 1), dw = tf_rand(C, 1), db = tf_rand(C, 1), dout = tf_rand(BT * C, 1);
+    tf inp = tf_rand(BT * C, 2), w = tf_rand(C, 1), mean = tf_rand(BT, 0.5f), rstd = tf_pos(BT, 0.5f, 2.0f);
+    layernorm_backward_cpu(dinp.ref, dw.ref, db.ref, dout.ref, inp.ref, w.ref, mean.ref, rstd.ref, s->B, s->T, s->C);
+    be->ops.layernorm_backward(dinp.dev, dw.dev, db.dev, dout.dev, inp.dev, w.dev, mean.dev, rstd.dev, s->B, s->T,
+                               s->C);
+    check_f("dinp", &dinp, ATOL, RTOL);
+    check_f("dweight", &dw, ATOL, RTOL);
+    check_f("dbias", &db, ATOL, RTOL);
+    tf_free(&dinp); tf_free(&dw); tf_free(&db); tf_free(&dout); tf_free(&inp); tf_free(&w); tf_free(&mean);
+    tf_free(&rstd);
+}
+
+static void t_matmul_forward(const struct shape *s)
+{
+    size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, OC = (size_t)s->OC;
+    for (int bias = 0; bias < 2; bias++) {
+        tf out = tf_rand(BT * OC, 1), inp = tf_rand(BT * C, 1), w = tf_rand(OC * C, 1), b = tf_rand(OC, 1);
+        matmul_forward_cpu(out.ref, inp.ref, w.ref, bias ? b.ref : NULL, s->B, s->T, s->C, s->OC);
+        be->ops.matmul_forward(out.dev, inp.dev, w.dev, bias ? b.dev : NULL, s->B, s->T, s->C, s->OC);
+        check_f(bias ? "out (bias)" : "out", &out, ATOL, RTOL);
+        tf_free(&out); tf_free(&inp); tf_free(&w); tf_free(&b);
+    }
+}
+
+static void t_matmul_backward(const struct shape *s)
+{
+    size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, OC = (size_t)s->OC;
+    for (int bias = 0; bias < 2; bias++) {
+        tf dinp = tf_rand(BT * C, 1), dw = tf_rand(OC * C, 1), db = tf_rand(OC, 1), dout = tf_rand(BT * OC, 1);
+        tf inp = tf_rand(BT * C, 1), w = tf_rand(OC * C, 1);
+        matmul_backward_cpu(dinp.ref, dw.ref, bias ? db.ref : NULL, dout.ref, inp.ref, w.ref, s->B, s->T, s->C, s->OC);
+        be->ops.matmul_backward(dinp.dev, dw.dev, bias ? db.dev : NULL, dout.dev, inp.dev, w.dev, s->B, s->T, s->C,
+                                s->OC);
+        check_f("dinp", &dinp, ATOL, RTOL);
+        check_f("dweight", &dw, ATOL, RTOL);
+        check_f("dbias", &db, ATOL, RTOL);
+        tf_free(&dinp); tf_free(&dw); tf_free(&db); tf_free(&dout); tf_free(&inp); tf_free(&w);
+    }
+}
+
+/* Attention needs C divisible by NH. */
+static int attention_shape(const struct shape *s) { return s->C % s->NH == 0; }
+
+static void t_attention_forward(const struct shape *s)
+{
+    if (!attention_shape(s)) return;
+    size_t BT = (size_t)s->B * s->T, C = (size_t)s->C;
+    tf out = tf_rand(BT * C, 1), lse = tf_rand((size_t)s->B * s->NH * s->T, 1), qkv = tf_rand(BT * 3 * C, 1);
+    attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH);
+    be->ops.attention_forward(out.dev, lse.dev, qkv.dev, s->B, s->T, s->C, s->NH);
+    check_f("out", &out, ATOL, RTOL);
+    check_f("lse", &lse, ATOL, RTOL);
+    tf_free(&out); tf_free(&lse); tf_free(&qkv);
+}
+
+static void t_attention_backward(const struct shape *s)
+{
+    if (!attention_shape(s)) return;
+    size_t BT = (size_t)s->B * s->T, C = (size_t)s->C;
+    tf qkv = tf_rand(BT * 3 * C, 1), out = tf_rand(BT * C, 1), lse = tf_rand((size_t)s->B * s->NH * s->T, 1);
+    /* a consistent forward (out, lse) for the backward to start from */
+    attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH);
+    be->copy(out.dev, out.ref, BT * C * sizeof(float));
+    be->copy(lse.dev, lse.ref, (size_t)s->B * s->NH * s->T * sizeof(float));
+    tf dqkv = tf_rand(BT * 3 * C, 1), dout = tf_rand(BT * C, 1);
+    attention_backward_cpu(dqkv.ref, dout.ref, qkv.ref, out.ref, lse.ref, s->B, s->T, s->C, s->NH);
+    be->ops.attention_backward(dqkv.dev, dout.dev, qkv.dev, out.dev, lse.dev, s->B, s->T, s->C, s->NH);
+    check_f("dqkv", &dqkv, ATOL, RTOL);
+    tf_free(&qkv); tf_free(&out); tf_free(&lse); tf_free(&dqkv); tf_free(&dout);
+}
+
+static size_t flat(const struct shape *s) { return (size_t)s->B * s->T * s->C; }
+
+static void t_gelu_forward(const struct shape *s)
+{
+    tf out = tf_rand(flat(s), 1), inp = tf_rand(flat(s), 4);
+    gelu_forward_cpu(out.ref, inp.ref, flat(s));
+    be->ops.gelu_forward(out.dev, inp.dev, flat(s));
+    check_f("out", &out, ATOL, RTOL);
+    tf_free(&out); tf_free(&inp);
+}
+
+static void t_gelu_backward(const struct shape *s)
+{
+    tf dinp = tf_rand(flat(s), 1), inp = tf_rand(flat(s), 4), dout = tf_rand(flat(s), 1);
+    gelu_backward_cpu(dinp.ref, inp.ref, dout.ref, flat(s));
+    be->ops.gelu_backward(dinp.dev, inp.dev, dout.dev, flat(s));
+    check_f("dinp", &dinp, ATOL, RTOL);
+    tf_free(&dinp); tf_free(&inp); tf_free(&dout);
+}
+
+static void t_residual_forward(const struct shape *s)
+{
+    tf out = tf_rand(flat(s), 1), a = tf_rand(flat(s), 1), b = tf_rand(flat(s), 1);
+    residual_forward_cpu(out.ref, a.ref, b.ref, flat(s));
+    be->ops.residual_forward(out.dev, a.dev, b.dev, flat(s));
+    check_f("out", &out, ATOL, RTOL);
+    tf_free(&out); tf_free(&a); tf_free(&b);
+}
+
+static void t_residual_backward(const struct shape *s)
+{
+    tf d1 = tf_rand(flat(s), 1), d2 = tf_rand(flat(s), 1), dout = tf_rand(flat(s), 1);
+    residual_backward_cpu(d1.ref, d2.ref, dout.ref, flat(s));
+    be->ops.residual_backward(d1.dev, d2.dev, dout.dev, flat(s));
+    check_f("dinp1", &d1, ATOL, RTOL);
+    check_f("dinp2", &d2, ATOL, RTOL);
+    tf_free(&d1); tf_free(&d2); tf_free(&dout);
+}
+
+static void t_crossentropy_forward(const struct shape *s)
+{
+    size_t BT = (size_t)s->B * s->T, V = (size_t)s->V;
+    for (int with_mask = 0; with_mask < 2; with_mask++) {
+        tf losses = tf_rand(BT, 1), maxes = tf_rand(BT, 1), sumexp = tf_rand(BT, 1), tl = tf_rand(BT, 1);
+        tf logits = tf_rand(BT * V, 5), mask = tf_mask(BT);
+        ti targets = ti_rand(BT, -1, s->v_start + s->V + 2);
+        crossentropy_forward_cpu(losses.ref, maxes.ref, sumexp.ref, tl.ref, logits.ref, targets.ref,
+                                 with_mask ? mask.ref : NULL, s->B, s->T, s->V, s->v_start);
+        be->ops.crossentropy_forward(losses.dev, maxes.dev, sumexp.dev, tl.dev, logits.dev, targets.dev,
+                                     with_mask ? mask.dev : NULL, s->B, s->T, s->V, s->v_start);
+        check_f("losses", &losses, ATOL, RTOL);
+        check_f("maxes", &maxes, ATOL, RTOL);
+        check_f("sumexp", &sumexp, ATOL, RTOL);
+        check_f("tlogits", &tl, ATOL, RTOL);
+        tf_free(&losses); tf_free(&maxes); tf_free(&sumexp); tf_free(&tl); tf_free(&logits); tf_free(&mask);
+        ti_free(&targets);
+    }
+}
+
+static void t_crossentropy_rescale(const struct shape *s)
+{
+    size_t BT = (size_t)s->B * s->T;
+    tf sumexp = tf_pos(BT, 1, 10), maxes = tf_rand(BT, 3), gmax = tf_pos(BT, 3, 1);
+    crossentropy_rescale_cpu(sumexp.ref, maxes.ref, gmax.ref, s->B, s->T);
+    be->ops.crossentropy_rescale(sumexp.dev, maxes.dev, gmax.dev, s->B, s->T);
+    check_f("sumexp", &sumexp, ATOL, RTOL);
+    check_f("maxes", &maxes, ATOL, RTOL);
+    tf_free(&sumexp); tf_free(&maxes); tf_free(&gmax);
+}
+
+static void t_crossentropy_loss(const struct shape *s)
+{
+    size_t BT = (size_t)s->B * s->T;
+    tf losses = tf_rand(BT, 1), maxes = tf_rand(BT, 3), sumexp = tf_pos(BT, 1, 50), tl = tf_rand(BT, 3);
+    tf mask = tf_mask(BT);
+    crossentropy_loss_cpu(losses.ref, maxes.ref, sumexp.ref, tl.ref, mask.ref, s->B, s->T);
+    be->ops.crossentropy_loss(losses.dev, maxes.dev, sumexp.dev, tl.dev, mask.dev, s->B, s->T);
+    check_f("losses", &losses, ATOL, RTOL);
+    tf_free(&losses); tf_free(&maxes); tf_free(&sumexp); tf_free(&tl); tf_free(&mask);
+}
+
+static void t_crossentropy_backward(const struct shape *s)
+{
+    size_t BT = (size_t)s->B * s->T, V = (size_t)s->V;
+    tf logits = tf_rand(BT * V, 5), losses = tf_rand(BT, 1), maxes = tf_rand(BT, 1), sumexp = tf_rand(BT, 1);
+    tf tl = tf_rand(BT, 1);
+    ti targets = ti_rand(BT, -1, s->v_start + s->V + 2);
+    crossentropy_forward_cpu(losses.ref, maxes.ref, sumexp.ref, tl.ref, logits.ref, targets.ref, NULL, s->B, s->T,
+                             s->V, s->v_start);
+    be->copy(maxes.dev, maxes.ref, BT * sizeof(float));
+    be->copy(sumexp.dev, sumexp.ref, BT * sizeof(float));
+    tf dlosses = tf_rand(BT, 0.01f), dlogits = tf_rand(BT * V, 1);
+    crossentropy_backward_cpu(dlogits.ref, logits.ref, maxes.ref, sumexp.ref, targets.ref, dlosses.ref, s->B, s->T,
+                              s->V, s->v_start);
+    be->ops.crossentropy_backward(dlogits.dev, logits.dev, maxes.dev, sumexp.dev, targets.dev, dlosses.dev, s->B,
+                                  s->T, s->V, s->v_start);
+    check_f("dlogits", &dlogits, ATOL, RTOL);
+    /* in place, as the model runs it */
+    crossentropy_backward_cpu(logits.ref, logits.ref, maxes.ref, sumexp.ref, targets.ref, dlosses.ref, s->B, s->T,
+                              s->V, s->v_start);
+    be->ops.crossentropy_backward(logits.dev, logits.dev, maxes.dev, sumexp.dev, targets.dev, dlosses.dev, s->B,
+                                  s->T, s->V, s->v_start);
+    check_f("dlogits (in place)", &logits, ATOL, RTOL);
+    tf_free(&logits); tf_free(&losses); tf_free(&maxes); tf_free(&sumexp); tf_free(&tl); tf_free(&dlosses);
+    tf_free(&dlogits); ti_free(&targets);
+}
+
+static void t_loss_reduce(const struct shape *s)
+{
+    size_t BT = (size_t)s->B * s->T;
+    tf losses = tf_pos(BT, 0, 10), mask = tf_mask(BT);
+    for (int v = 0; v < 3; v++) {   /* both, no losses, no mask */
+        td out = td_new(2);
+        const float *lr = v == 1 ? NULL : losses.ref, *ld = v == 1 ? NULL : losses.dev;
+        const float *mr = v == 2 ? NULL : mask.ref, *md = v == 2 ? NULL : mask.dev;
+        loss_reduce_cpu(out.ref, lr, mr, BT);
+        be->ops.loss_reduce(out.dev, ld, md, BT);
+        check_d("out", &out, 1e-12, 1e-12);
+        td_free(&out);
+    }
+    tf_free(&losses); tf_free(&mask);
+}
+
+static void t_loss_grad(const struct shape *s)
+{
+    size_t BT = (size_t)s->B * s->T;
+    tf dl = tf_rand(BT, 1), mask = tf_mask(BT);
+    loss_grad_cpu(dl.ref, mask.ref, 0.0625f / 3, BT);
+    be->ops.loss_grad(dl.dev, mask.dev, 0.0625f / 3, BT);
+    check_f("dlosses", &dl, ATOL, RTOL);
+    tf_free(&dl); tf_free(&mask);
+}
+
+static void t_adamw_update(const struct shape *s)
+{
+    size_t n = flat(s) + 3;
+    tf p = tf_rand(n, 1), m = tf_rand(n, 0.01f), v = tf_pos(n, 0, 1e-4f), g = tf_rand(n, 0.1f);
+    adamw_update_cpu(p.ref, m.ref, v.ref, g.ref, n, 7, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f);
+    be->ops.adamw_update(p.dev, m.dev, v.dev, g.dev, n, 7, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f);
+    check_f("params", &p, ATOL, RTOL);
+    check_f("m", &m, ATOL, RTOL);
+    check_f("v", &v, ATOL, RTOL);
+    tf_free(&p); tf_free(&m); tf_free(&v); tf_free(&g);
+}
+
+static void t_global_norm_squared(const struct shape *s)
+{
+    size_t n = flat(s) * 7 + 1;
+    tf x = tf_rand(n, 1);
+    td out = td_new(1);
+    global_norm_squared_cpu(out.ref, x.ref, n);
+    be->ops.global_norm_squared(out.dev, x.dev, n);
+    check_d("out", &out, 1e-9, 1e-9);
+    tf_free(&x); td_free(&out);
+}
+
+/* The op table's entries, in its order, with the harness of each. */
+#define ENTRY(op) { #op, offsetof(mds_ops, op), t_##op }
+static const struct op {
+    const char *name;
+    size_t offset;          /* of the entry in mds_ops, to check coverage */
+    void (*run)(const struct shape *s);
+} ops[] = {
+    ENTRY(encoder_forward), ENTRY(encoder_backward), ENTRY(layernorm_forward), ENTRY(layernorm_backward),
+    ENTRY(matmul_forward), ENTRY(matmul_backward), ENTRY(attention_forward), ENTRY(attention_backward),
+    ENTRY(gelu_forward), ENTRY(gelu_backward), ENTRY(residual_forward), ENTRY(residual_backward),
+    ENTRY(crossentropy_forward), ENTRY(crossentropy_rescale), ENTRY(crossentropy_loss),
+    ENTRY(crossentropy_backward), ENTRY(loss_reduce), ENTRY(loss_grad), ENTRY(adamw_update),
+    ENTRY(global_norm_squared),
+};
+#define NOPS (sizeof ops / sizeof ops[0])
+
+static int has_op(const mds_backend *b, const struct op *o)
+{
+    void *p;
+    memcpy(&p, (const char *)&b->ops + o->offset, sizeof p);
+    return p != NULL;
+}
+
+/* Runs op o on backend b over every shape; returns the mismatches. */
+static int run_op(const mds_backend *b, const struct op *o)
+{
+    be = b;
+    cur_op = o->name;
+    op_failures = 0;
+    for (size_t k = 0; k < NSHAPES; k++) {
+        char sh[96];
+        const struct shape *s = &shapes[k];
+        snprintf(sh, sizeof sh, "B%d T%d C%d NH%d OC%d V%d v_start %d", s->B, s->T, s->C, s->NH, s->OC, s->V,
+                 s->v_start);
+        cur_shape = sh;
+        o->run(s);
+    }
+    return op_failures;
+}
+
+/* ---- the harness, checked: a backend with wrong entries must be caught ---------------- */
+
+static void wrong_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int B, int T,
+                                 int C, int OC)
+{
+    matmul_forward_cpu(out, inp, weight, bias, B, T, C, OC);
+    out[(size_t)B * T * OC / 2] += 1e-3f;
+}
+
+static void wrong_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+                                     const float *lse, int B, int T, int C, int NH)
+{
+    /* dq dropped: only dk and dv accumulate */
+    size_t n = (size_t)B * T * 3 * C;
+    float *keep = malloc(n * sizeof *keep);
+    memcpy(keep, dqkv, n * sizeof *keep);
+    attention_backward_cpu(dqkv, dout, qkv, out, lse, B, T, C, NH);
+    for (size_t i = 0; i < (size_t)B * T; i++)
+        memcpy(dqkv + i * 3 * C, keep + i * 3 * C, (size_t)C * sizeof *keep);
+    free(keep);
+}
+
+static int self_test(void)
+{
+    mds_backend wrong = *mds_backend_cpu();
+    wrong.name = "cpu-with-two-wrong-ops";
+    wrong.ops.matmul_forward = wrong_matmul_forward;
+    wrong.ops.attention_backward = wrong_attention_backward;
+    int bad = 0;
+    quiet = 1;   /* the expected mismatches are not printed */
+    for (size_t i = 0; i < NOPS; i++) {
+        int f = run_op(&wrong, &ops[i]);
+        int expect = ops[i].run == t_matmul_forward || ops[i].run == t_attention_backward;
+        if ((f > 0) != expect)
+            bad++;
+    }
+    quiet = 0;
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    const char *only_op = NULL, *only_be = NULL;
+    int list = 0;
+    uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) only_op = argv[++i];
+        else if (strcmp(argv[i], "-b") == 0 && i + 1 < argc) only_be = argv[++i];
+        else if (strcmp(argv[i], "-s") == 0 && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "-l") == 0) list = 1;
+        else {
+            fprintf(stderr, "usage: %s [-o OP] [-b BACKEND] [-l] [-s SEED]\n", argv[0]);
+            return 2;
+        }
+    }
+    const mds_backend *list_be[8];
+    size_t nb = mds_backend_list(list_be, 8);
+    if (list) {
+        printf("%-24s", "op");
+        for (size_t b = 0; b < nb; b++)
+            printf(" %-6s", list_be[b]->name);
+        putchar('\n');
+        for (size_t i = 0; i < NOPS; i++) {
+            printf("%-24s", ops[i].name);
+            for (size_t b = 0; b < nb; b++)
+                printf(" %-6s", has_op(list_be[b], &ops[i]) ? "yes" : "-");
+            putchar('\n');
+        }
+        return 0;
+    }
+    printf("seed %llu (replay with -s)\n", (unsigned long long)seed);
+    int failed = 0, matched = 0;
+    /* every entry of the table is a test: a new op without one fails here */
+    if (sizeof(mds_ops) != NOPS * sizeof(void (*)(void))) {
+        printf("FAIL op table has %zu entries, the harness knows %zu\n", sizeof(mds_ops) / sizeof(void (*)(void)),
+               (size_t)NOPS);
+        failed++;
+    }
+    for (size_t b = 0; b < nb; b++) {
+        if (only_be && strcmp(only_be, list_be[b]->name) != 0) continue;
+        for (size_t i = 0; i < NOPS; i++) {
+            if (only_op && strcmp(only_op, ops[i].name) != 0) continue;
+            matched++;
+            rng_state = seed;
+            if (!has_op(list_be[b], &ops[i])) {
+                printf("FAIL %s %s (missing from the op table)\n", list_be[b]->name, ops[i].name);
+                failed++;
+                continue;
+            }
+            int f = run_op(list_be[b], &ops[i]);
+            printf("%s %s %s\n", f ? "FAIL" : "ok", list_be[b]->name, ops[i].name);
+            failed += f > 0;
+        }
+    }
+    if (!matched) {
+        fprintf(stderr, "no op or backend matches\n");
+        return 2;
+    }
+    if (!only_op && !only_be) {
+        rng_state = seed;
+        int bad = self_test();
+        printf("%s harness catches a wrong matmul_forward and a wrong attention_backward, and nothing else\n",
+               bad ? "FAIL" : "ok");
+        failed += bad > 0;
+    }
+    return failed ? 1 : 0;
+}
