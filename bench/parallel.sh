@@ -4,7 +4,7 @@
 # 50304, micro-batch 1, global batch 2, mock data): the time per iteration of
 # DP2 and TP2 (one OpenMP thread per rank) against one rank with 2 threads,
 # and the bytes each collective sent per iteration on rank 0 (mdstrain -v -v)
-# next to the formulas of trainer-notes §2.3 for a ring all-reduce, which
+# next to the formulas for a ring all-reduce (docs/benchmarks.md), which
 # moves 2 (p-1)/p N elements per rank (so does mdstrain's rank-ordered sum):
 #   TP: per micro-batch 4 L + 2 all-reduces of s b h floats (2 per layer
 #       forward, 2 backward, the embedding, the logit layer's input gradient)

@@ -41,7 +41,8 @@
  *  - Thread safety: each call uses OpenMP internally; calls on disjoint
  *    buffers may run concurrently.
  *
- * Tensor-parallel shards (Megatron, trainer-notes §2.3).  Every op is written
+ * Tensor-parallel shards (Megatron-LM's tensor parallelism; docs/architecture.md,
+ * "mdstrain in parallel").  Every op is written
  * for one rank's shard; with TP=1 the shard is the whole tensor.
  *  - Column-parallel linear (QKV, FC1, output layer): `weight` is the rank's
  *    block of OC/tp output rows, `bias` its OC/tp slice; matmul_forward_cpu

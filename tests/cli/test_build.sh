@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_build.sh - the Makefile's feature probes and targets: what `make config`
-# reports follows what is installed and can be overridden (STYLE point 34 and
-# the llm.c detection bug of Appendix B).
+# reports follows what is installed and can be overridden (probes run through
+# $(shell ...) by compiling a small program, so a missing tool is never taken
+# for a found one).
 . tests/cli/lib.sh
 mk() { make -s --no-print-directory "$@" 2>&1; }
 

@@ -6,7 +6,7 @@
 #
 # Merge is checked by construction: expect_merge below builds, with od and
 # printf only, what Megatron's IndexedDatasetBuilder.add_index + finalize
-# writes (spec §1.6: lengths appended, document indices shifted by the
+# writes (docs/formats.md: lengths appended, document indices shifted by the
 # sequences so far without their leading 0, pointers recomputed as the
 # running byte sum, .bin bytes concatenated), and mdsinspect's output must
 # equal it byte for byte.  Assumes a little-endian host (od reads native

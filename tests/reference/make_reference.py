@@ -17,7 +17,7 @@ the tolerances of test_reference.c must exceed and nothing else may.
 
 The model is Megatron's GPT written here from its definition, in plain
 torch ops, on purpose not ported from model.c (llm.c's train_gpt2.py /
-test_gpt2.c arrangement, trainer-notes 1.2):
+test_gpt2.c arrangement: an independent reference, not a port):
   - h = wte[token] + wpe[position]  (learned absolute positions, from 0);
   - L pre-LayerNorm blocks (eps 1e-5, biased variance):
       h = h + proj(attn(LN1(h))),  h = h + fc2(gelu_tanh(fc1(LN2(h))));

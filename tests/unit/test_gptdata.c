@@ -942,7 +942,7 @@ static void test_pcg64(void)
     ds_pcg64_seed(&g, 0);
     CHECK(ds_pcg64_next32(&g) == (uint32_t)11749869230777074271ull);
     CHECK(ds_pcg64_next32(&g) == (uint32_t)(11749869230777074271ull >> 32));
-    /* spec §4.10: default_rng(0).integers(1, 4096, 100000, dtype=int32) */
+    /* MockGPTDataset's lengths: numpy default_rng(0).integers(1, 4096, 100000, dtype=int32) */
     int32_t *len = malloc(DS_MOCK_SEQUENCES * sizeof *len);
     CHECK(len != NULL);
     if (!len)
