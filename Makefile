@@ -184,20 +184,28 @@ $(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/driver.c $(LIB) $(BUILD)/C
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $< tests/fuzz/driver.c $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
 ## deps: install the missing Debian packages (as root; idempotent)
-deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
-	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -z "$$missing" ]; then exit 0; fi; \
-	if [ "$$(id -u)" = 0 ]; then \
-	    echo "deps: installing$$missing"; \
-	    export DEBIAN_FRONTEND=noninteractive; \
-	    (apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing) >/dev/null || \
-	        { echo "deps: apt-get install failed for:$$missing" >&2; exit 1; }; \
-	else \
-	    echo "deps: missing Debian packages:$$missing" >&2; \
-	    echo "hint: run 'sudo make deps' (or apt-get install$$missing)" >&2; exit 1; \
-	fi
+# One dpkg-query for every package, and nothing at all while the stamp is
+# newer than dpkg's database (so `make test` costs no package query when
+# nothing changed); apt-get runs only when something is missing.
+DEPS_STAMP := $(BUILD)/.deps-ok
+deps: $(DEPS_STAMP)
+$(DEPS_STAMP): $(wildcard /var/lib/dpkg/status) Makefile
+	@mkdir -p $(BUILD)
+	@missing=$$(dpkg-query -W -f='$${Package} $${db:Status-Status}\n' $(DEB_PACKAGES) 2>/dev/null | \
+	    awk '$$2 == "installed" {ok[$$1] = 1} END {n = split("$(DEB_PACKAGES)", p, " "); \
+	         for (i = 1; i <= n; i++) if (!(p[i] in ok)) printf " %s", p[i]}'); \
+	if [ -n "$$missing" ]; then \
+	    if [ "$$(id -u)" = 0 ]; then \
+	        echo "deps: installing$$missing"; \
+	        export DEBIAN_FRONTEND=noninteractive; \
+	        (apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing) >/dev/null || \
+	            { echo "deps: apt-get install failed for:$$missing" >&2; exit 1; }; \
+	    else \
+	        echo "deps: missing Debian packages:$$missing" >&2; \
+	        echo "hint: run 'sudo make deps' (or apt-get install$$missing)" >&2; exit 1; \
+	    fi; \
+	fi; \
+	touch $@
 
 ## test: install deps, build with -Werror and run every test (SAN=address,undefined for sanitizers)
 test: deps
@@ -235,9 +243,9 @@ config:
 	@echo "CC=$(CC) CFLAGS=$(CFLAGS)"
 	@echo "HAVE_OPENMP=$(HAVE_OPENMP) HAVE_PCRE2=$(HAVE_PCRE2) HAVE_LZMA=$(HAVE_LZMA) HAVE_ZSTD=$(HAVE_ZSTD) HAVE_ZLIB=$(HAVE_ZLIB) HAVE_MPI=$(HAVE_MPI) HAVE_CUDA=$(HAVE_CUDA) HAVE_NCCL=$(HAVE_NCCL)"
 
-## clean: remove build/
+## clean: remove the build directory ($(BUILD))
 clean:
-	rm -rf build
+	rm -rf $(BUILD)
 
 ## help: list the targets
 help:
