@@ -194,13 +194,14 @@ void ds_build_blending_indices(int16_t *di, int64_t *dsi, uint64_t size, const d
 void ds_build_exhaustive_blending_indices(int16_t *di, int64_t *dsi, const uint64_t *lens, size_t K,
                                           int64_t *count);
 
-/* ---- numpy Generator (gptdata.c), for MockGPTDataset and its test ---- */
+/* ---- numpy and Python emulation (pyemu.c) ---- */
 
-/* numpy.random.default_rng(seed)'s bit generator: PCG64 (XSL-RR 128/64),
-   128-bit state and increment as {high, low} words, seeded through
-   SeedSequence(seed) (seed < 2^64).  next32 buffers the high half of a
-   64-bit draw as numpy does.  default_rng(0).integers(1, 4096, 10,
-   dtype=int32) = [3484, 2609, 2094, 1105, 1261, 168, 309, 68, 718, 3331]. */
+/* numpy.random.default_rng(seed)'s bit generator, for MockGPTDataset and its
+   test: PCG64 (XSL-RR 128/64), 128-bit state and increment as {high, low}
+   words, seeded through SeedSequence(seed) (seed < 2^64).  next32 buffers
+   the high half of a 64-bit draw as numpy does.  default_rng(0).integers(1,
+   4096, 10, dtype=int32) = [3484, 2609, 2094, 1105, 1261, 168, 309, 68, 718,
+   3331]. */
 typedef struct ds_pcg64 {
     uint64_t state[2], inc[2];
     int has32;
@@ -208,13 +209,43 @@ typedef struct ds_pcg64 {
 } ds_pcg64;
 
 void ds_pcg64_seed(ds_pcg64 *g, uint64_t seed);
-/* MockGPTLowLevelDataset's hard-coded size, length bound and forced split. */
-#define DS_MOCK_SEQUENCES 100000
-#define DS_MOCK_MAX_LENGTH 4096
-#define DS_MOCK_SPLIT "1,1,1"
 uint64_t ds_pcg64_next64(ds_pcg64 *g);
 uint32_t ds_pcg64_next32(ds_pcg64 *g);
 /* Generator.integers(low, high, size=n, dtype=int32), high exclusive, low < high. */
 void ds_pcg64_integers_i32(ds_pcg64 *g, int32_t *out, size_t n, int32_t low, int32_t high);
+
+/* numpy.sum of float64: pairwise summation over blocks of 8192, in numpy's
+   order (so the result is numpy's to the last bit). */
+double ds_numpy_sum(const double *a, size_t n);
+/* Python's round(x) of a double to an integral double, ties to even. */
+double ds_round_half_even(double x);
+
+/* A growing NUL-terminated string for the cache descriptions.  Start from
+   {0}; on out of memory `oom` is set and every later append does nothing, so
+   the owner checks once at the end and frees s. */
+typedef struct ds_sbuf {
+    char *s;
+    size_t n, cap;
+    int oom;
+} ds_sbuf;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void ds_sb_printf(ds_sbuf *b, const char *fmt, ...);
+/* json.dumps(indent=4)'s line break: a newline and 4 * level spaces. */
+void ds_sb_indent(ds_sbuf *b, int level);
+/* A JSON string as json.dumps writes it (ensure_ascii). */
+void ds_sb_json_string(ds_sbuf *b, const char *str);
+/* A float as json.dumps writes it: repr(x), NaN and +-Infinity for the
+   non-finite values. */
+void ds_sb_py_float(ds_sbuf *b, double x);
+
+/* ---- The training-data pipeline (gptdata.c) ---- */
+
+/* MockGPTLowLevelDataset's hard-coded size, length bound and forced split. */
+#define DS_MOCK_SEQUENCES 100000
+#define DS_MOCK_MAX_LENGTH 4096
+#define DS_MOCK_SPLIT "1,1,1"
 
 #endif /* MDS_DATASET_INTERNAL_H */
