@@ -1,10 +1,11 @@
 /*
  * gptdata.c - the training-data pipeline: Megatron-Core's GPTDataset and
  * BlendedDataset index arrays (document, sample, shuffle, dataset and
- * dataset-sample indices) reproduced element for element, their cache of
- * .npy files named and described as Megatron names them, and sample reading
- * (GPTDataset.__getitem__).  The algorithms are docs/megatron-data-spec.md
- * §4.4-4.9 and §5; the golden arrays in tests/data/indices pin them.
+ * dataset-sample indices) reproduced element for element, the pipeline
+ * handle, and sample reading (GPTDataset.__getitem__).  The algorithms are
+ * docs/megatron-data-spec.md §4.4-4.9 and §5; the golden arrays in
+ * tests/data/indices pin them.  The numpy and Python behaviour they rest on
+ * is pyemu.c; the descriptions and the .npy cache are gptcache.c.
  *
  * MockGPTDataset (--mock-data) stands on the same code: its 100000
  * sequence lengths come from numpy's default_rng(0) (pyemu.c: PCG64, SeedSequence,
@@ -25,8 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -135,64 +134,7 @@ int ds_sample_counts(int64_t out[3], uint64_t train_samples, uint64_t train_iter
 /* The pipeline                                                             */
 /* ------------------------------------------------------------------------ */
 
-static const char *const split_names[3] = {"train", "valid", "test"};
-
-/* One index array: built in memory (own) or mapped from the cache (npy). */
-typedef struct arr {
-    void *own;
-    ds_npy npy;
-    ds_array view;
-} arr;
-
-typedef struct gpt_ds {
-    int built;
-    size_t prefix;
-    int split;
-    uint64_t seq_begin, seq_end;
-    uint64_t tokens;                /* T */
-    int64_t num_samples;
-    uint64_t epochs;
-    int separate;
-    uint64_t sans;                  /* samples in the epochs before a separate final one */
-    int from_cache;
-    char *description;
-    char md5[33];
-    arr doc, sample, shuffle;
-} gpt_ds;
-
-typedef struct blend_ds {
-    int built;
-    size_t first, K;                /* its datasets: prefixes [first, first + K) */
-    int64_t size;                   /* DS_NUM_SAMPLES_NONE for the exhaustive blend */
-    uint64_t n;                     /* its length */
-    const double *w;                /* (nd) weights, borrowed while building */
-    int64_t *count;                 /* (nd) samples taken from each dataset, once computed */
-    char *description;
-    char md5[33];
-    arr dataset_index, dataset_sample_index;
-} blend_ds;
-
-struct ds_pipeline {
-    ds_gpt_config cfg;              /* scalars only: the strings are not kept */
-    int32_t *mock_lengths;          /* (DS_MOCK_SEQUENCES) with cfg.mock, else NULL */
-    char *split_str;
-    char *vocab_file, *merge_file;
-    size_t nd;
-    char **paths;                   /* (nd) */
-    ds_reader **readers;            /* (nd) */
-    double *weights;                /* (nd) as finally normalized, within each prefix's blend */
-    int weighted;                   /* data_path is "w1 P1 ..." (shared lists only) */
-    int per_split;                  /* split_data_path: each split has its own list */
-    int *owner;                     /* (nd) the split of each prefix with per_split, else -1 */
-    size_t first[3], count[3];      /* split s uses prefixes [first, first + count) */
-    int blend_s[3], weighted_s[3];  /* split s's top level is a blend; a weighted one */
-    int present[3];
-    double bookends[4];
-    gpt_ds *gpt;                    /* (3, nd) */
-    blend_ds blends[3];
-    uint64_t length[3];
-    char err[DS_ERRMSG_SIZE];
-};
+const char *const ds_split_names[3] = {"train", "valid", "test"};
 
 void ds_gpt_config_init(ds_gpt_config *cfg)
 {
@@ -212,7 +154,7 @@ void ds_gpt_config_init(ds_gpt_config *cfg)
     cfg->vocab_size = 50257;
 }
 
-static void arr_release(arr *a)
+void ds_arr_release(ds_arr *a)
 {
     free(a->own);
     ds_npy_release(&a->npy);
@@ -236,15 +178,15 @@ void ds_pipeline_close(ds_pipeline *p)
         return;
     if (p->gpt) {
         for (size_t i = 0; i < 3 * p->nd; i++) {
-            arr_release(&p->gpt[i].doc);
-            arr_release(&p->gpt[i].sample);
-            arr_release(&p->gpt[i].shuffle);
+            ds_arr_release(&p->gpt[i].doc);
+            ds_arr_release(&p->gpt[i].sample);
+            ds_arr_release(&p->gpt[i].shuffle);
             free(p->gpt[i].description);
         }
     }
     for (int s = 0; s < 3; s++) {
-        arr_release(&p->blends[s].dataset_index);
-        arr_release(&p->blends[s].dataset_sample_index);
+        ds_arr_release(&p->blends[s].dataset_index);
+        ds_arr_release(&p->blends[s].dataset_sample_index);
         free(p->blends[s].description);
         free(p->blends[s].count);
     }
@@ -271,42 +213,6 @@ const char *ds_pipeline_error(const ds_pipeline *p)
     return p ? p->err : "out of memory";
 }
 
-/* ---- descriptions ---- */
-
-static void describe_tokenizer(ds_sbuf *b, const ds_pipeline *p, int lvl)
-{
-    ds_sb_printf(b, "{");
-    if (p->cfg.tokenizer_ids == DS_TOKENIZER_IDS_MAIN) {
-        static const char *const keys[] = {"class", "tokenizer_path", "additional_special_tokens",
-                                           "vocab_file", "merges_file", "use_fast",
-                                           "trust_remote_code", "include_special_tokens",
-                                           "use_gigatoken"};
-        const char *vals[] = {"megatron.core.tokenizers.text.text_tokenizer.MegatronTokenizerText",
-                              "GPT2BPETokenizer", "[]", p->vocab_file, p->merge_file, "True",
-                              "False", "True", "False"};
-        for (int i = 0; i < 9; i++) {
-            ds_sb_indent(b, lvl + 1);
-            ds_sb_printf(b, "\"%s\": ", keys[i]);
-            ds_sb_json_string(b, vals[i]);
-            if (i < 8)
-                ds_sb_printf(b, ",");
-        }
-    } else {
-        ds_sb_indent(b, lvl + 1);
-        ds_sb_printf(b, "\"class\": \"_GPT2BPETokenizer\",");
-        ds_sb_indent(b, lvl + 1);
-        ds_sb_printf(b, "\"tokenizer_path\": [");
-        ds_sb_indent(b, lvl + 2);
-        ds_sb_json_string(b, p->vocab_file);
-        ds_sb_printf(b, ",");
-        ds_sb_indent(b, lvl + 2);
-        ds_sb_json_string(b, p->merge_file);
-        ds_sb_indent(b, lvl + 1);
-        ds_sb_printf(b, "]");
-    }
-    ds_sb_indent(b, lvl);
-    ds_sb_printf(b, "}");
-}
 
 /* The low-level dataset under prefix d: an MMIDIDX reader, or the mock. */
 static uint64_t src_num_sequences(const ds_pipeline *p, size_t d)
@@ -319,245 +225,7 @@ static uint64_t src_seq_length(const ds_pipeline *p, size_t d, uint64_t i)
     return p->mock_lengths ? (uint64_t)p->mock_lengths[i] : ds_reader_seq_length(p->readers[d], i);
 }
 
-/* type(self).__name__: the class identifier and the cache file infix. */
-static const char *gpt_class(const ds_pipeline *p)
-{
-    return p->mock_lengths ? "MockGPTDataset" : "GPTDataset";
-}
-
-/* GPTDataset.unique_identifiers as json.dumps(indent=4) writes them, the
-   object's "{" at the current position and its keys at level lvl + 1. */
-static void describe_gpt(ds_sbuf *b, const ds_pipeline *p, const gpt_ds *g, int lvl)
-{
-    ds_sb_printf(b, "{");
-    ds_sb_indent(b, lvl + 1);
-    ds_sb_printf(b, "\"class\": \"%s\",", gpt_class(p));
-    ds_sb_indent(b, lvl + 1);
-    ds_sb_printf(b, "\"dataset_path\": ");
-    if (p->mock_lengths)
-        ds_sb_printf(b, "null");
-    else
-        ds_sb_json_string(b, p->paths[g->prefix]);
-    ds_sb_printf(b, ",");
-    ds_sb_indent(b, lvl + 1);
-    if (g->num_samples == DS_NUM_SAMPLES_NONE)
-        ds_sb_printf(b, "\"num_samples\": null,");
-    else
-        ds_sb_printf(b, "\"num_samples\": %lld,", (long long)g->num_samples);
-    ds_sb_indent(b, lvl + 1);
-    ds_sb_printf(b, "\"index_split\": \"%s\",", split_names[g->split]);
-    ds_sb_indent(b, lvl + 1);
-    ds_sb_printf(b, "\"random_seed\": %lu,", (unsigned long)p->cfg.seed);
-    ds_sb_indent(b, lvl + 1);
-    ds_sb_printf(b, "\"sequence_length\": %llu,", (unsigned long long)p->cfg.seq_length);
-    ds_sb_indent(b, lvl + 1);
-    ds_sb_printf(b, "\"split\": ");
-    if (p->per_split) {
-        /* blend_per_split: the config has neither split nor split_matrix */
-        ds_sb_printf(b, "null,");
-        ds_sb_indent(b, lvl + 1);
-        ds_sb_printf(b, "\"split_matrix\": null,");
-        goto tokenizer;
-    }
-    ds_sb_json_string(b, p->split_str);
-    ds_sb_printf(b, ",");
-    ds_sb_indent(b, lvl + 1);
-    ds_sb_printf(b, "\"split_matrix\": [");
-    for (int i = 0; i < 3; i++) {
-        ds_sb_indent(b, lvl + 2);
-        if (!p->present[i]) {
-            ds_sb_printf(b, "null");
-        } else {
-            ds_sb_printf(b, "[");
-            ds_sb_indent(b, lvl + 3);
-            if (i == 0)
-                ds_sb_printf(b, "0");
-            else
-                ds_sb_py_float(b, p->bookends[i]);
-            ds_sb_printf(b, ",");
-            ds_sb_indent(b, lvl + 3);
-            ds_sb_py_float(b, p->bookends[i + 1]);
-            ds_sb_indent(b, lvl + 2);
-            ds_sb_printf(b, "]");
-        }
-        if (i < 2)
-            ds_sb_printf(b, ",");
-    }
-    ds_sb_indent(b, lvl + 1);
-    ds_sb_printf(b, "],");
-tokenizer:
-    ds_sb_indent(b, lvl + 1);
-    ds_sb_printf(b, "\"tokenizer\": ");
-    describe_tokenizer(b, p, lvl + 1);
-    ds_sb_indent(b, lvl);
-    ds_sb_printf(b, "}");
-}
-
-static void describe_blend(ds_sbuf *b, const ds_pipeline *p, int split, const blend_ds *bl,
-                           const uint64_t *lengths, const double *weights)
-{
-    ds_sb_printf(b, "{");
-    ds_sb_indent(b, 1);
-    ds_sb_printf(b, "\"class\": \"BlendedDataset\",");
-    ds_sb_indent(b, 1);
-    ds_sb_printf(b, "\"datasets\": [");
-    for (size_t d = 0; d < bl->K; d++) {
-        ds_sb_indent(b, 2);
-        describe_gpt(b, p, &p->gpt[(size_t)split * p->nd + bl->first + d], 2);
-        if (d + 1 < bl->K)
-            ds_sb_printf(b, ",");
-    }
-    ds_sb_indent(b, 1);
-    ds_sb_printf(b, "],");
-    ds_sb_indent(b, 1);
-    ds_sb_printf(b, "\"split\": \"%s\",", split_names[split]);
-    ds_sb_indent(b, 1);
-    ds_sb_printf(b, "\"weights\": [");
-    for (size_t d = 0; d < bl->K; d++) {
-        ds_sb_indent(b, 2);
-        if (lengths)
-            ds_sb_printf(b, "%llu", (unsigned long long)lengths[d]);
-        else
-            ds_sb_py_float(b, weights[d]);
-        if (d + 1 < bl->K)
-            ds_sb_printf(b, ",");
-    }
-    ds_sb_indent(b, 1);
-    ds_sb_printf(b, "],");
-    ds_sb_indent(b, 1);
-    if (bl->size == DS_NUM_SAMPLES_NONE)
-        ds_sb_printf(b, "\"size\": null");
-    else
-        ds_sb_printf(b, "\"size\": %lld", (long long)bl->size);
-    ds_sb_indent(b, 0);
-    ds_sb_printf(b, "}");
-}
-
-/* ---- the cache directory ---- */
-
-static int mkdir_p(const char *dir, char *errbuf)
-{
-    char *d = xstrdup0(dir);
-    RETURN_ERROR_IF(!d, DS_ERR_NOMEM, "out of memory");
-    for (char *s = d + 1;; s++) {
-        if (*s == '/' || *s == 0) {
-            char c = *s;
-            *s = 0;
-            if (mkdir(d, 0755) != 0 && errno != EEXIST) {
-                DS_SET_ERROR("cannot create the cache directory '%s': %s", d, strerror(errno));
-                free(d);
-                return DS_ERR_IO;
-            }
-            *s = c;
-            if (!c)
-                break;
-        }
-    }
-    free(d);
-    return 0;
-}
-
-static char *cache_path(const ds_pipeline *p, const char *md5, const char *cls, int split,
-                        const char *suffix)
-{
-    size_t n = strlen(p->cfg.cache_dir) + strlen(cls) + strlen(suffix) + 64;
-    char *s = malloc(n);
-    if (s)
-        snprintf(s, n, "%s/%s-%s-%s-%s", p->cfg.cache_dir, md5, cls, split_names[split], suffix);
-    return s;
-}
-
-/* 1 when the file holds exactly `want`. */
-static int file_equals(const char *path, const char *want)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return 0;
-    size_t n = strlen(want), i = 0;
-    int c, same = 1;
-    while ((c = getc(f)) != EOF) {
-        if (i >= n || (char)c != want[i]) {
-            same = 0;
-            break;
-        }
-        i++;
-    }
-    fclose(f);
-    return same && i == n;
-}
-
-/*
- * Looks up a set of cache files: {md5}-{cls}-{split}-description.txt and
- * one .npy per name.  A hit needs the description to be byte-identical to
- * ours and every .npy to map; the caller checks shapes.  Returns 1 on a
- * hit, 0 on a miss (nothing kept), or an error for out of memory.
- */
-static int cache_load(ds_pipeline *p, const char *desc, const char *md5, const char *cls, int split,
-                      const char *const *names, arr *arrs, int n)
-{
-    char *dpath = cache_path(p, md5, cls, split, "description.txt");
-    if (!dpath)
-        return DS_ERR_NOMEM;
-    int hit = file_equals(dpath, desc);
-    free(dpath);
-    for (int i = 0; hit && i < n; i++) {
-        char suffix[64];
-        snprintf(suffix, sizeof suffix, "%s.npy", names[i]);
-        char *path = cache_path(p, md5, cls, split, suffix);
-        if (!path)
-            return DS_ERR_NOMEM;
-        char scratch[DS_ERRMSG_SIZE];
-        hit = ds_npy_load(&arrs[i].npy, path, scratch) == 0;
-        free(path);
-        if (hit) {
-            arrs[i].view.data = arrs[i].npy.data;
-            arrs[i].view.n = arrs[i].npy.shape[0];
-            arrs[i].view.cols = arrs[i].npy.ndim == 2 ? (unsigned)arrs[i].npy.shape[1] : 1;
-            arrs[i].view.descr = arrs[i].npy.descr;
-        }
-    }
-    if (!hit)
-        for (int i = 0; i < n; i++)
-            arr_release(&arrs[i]);
-    return hit;
-}
-
-/* Writes the arrays, then the description: a crash in between leaves a set
-   without its description, which is a miss. */
-static int cache_store(ds_pipeline *p, const char *desc, const char *md5, const char *cls, int split,
-                       const char *const *names, const arr *arrs, int n)
-{
-    char *errbuf = p->err;
-    FORWARD_IF_ERROR(mkdir_p(p->cfg.cache_dir, errbuf));
-    for (int i = 0; i < n; i++) {
-        char suffix[64];
-        snprintf(suffix, sizeof suffix, "%s.npy", names[i]);
-        char *path = cache_path(p, md5, cls, split, suffix);
-        RETURN_ERROR_IF(!path, DS_ERR_NOMEM, "out of memory");
-        uint64_t shape[2] = {arrs[i].view.n, arrs[i].view.cols};
-        int rc = ds_npy_write(path, arrs[i].view.descr, shape, arrs[i].view.cols == 2 ? 2 : 1,
-                              arrs[i].view.data, errbuf);
-        free(path);
-        FORWARD_IF_ERROR(rc);
-    }
-    char *path = cache_path(p, md5, cls, split, "description.txt");
-    RETURN_ERROR_IF(!path, DS_ERR_NOMEM, "out of memory");
-    int rc = ds_write_file_atomic(path, desc, strlen(desc), NULL, 0, errbuf);
-    free(path);
-    return rc;
-}
-
-/* Moves a mapped array out of a cache_load() slot: its view's descr points
-   into the struct's own npy.descr, so a plain copy would leave it pointing
-   at the slot. */
-static void arr_take(arr *dst, const arr *src)
-{
-    *dst = *src;
-    if (src->view.descr == src->npy.descr)
-        dst->view.descr = dst->npy.descr;
-}
-
-static void arr_own(arr *a, void *data, uint64_t n, unsigned cols, const char *descr)
+static void arr_own(ds_arr *a, void *data, uint64_t n, unsigned cols, const char *descr)
 {
     a->own = data;
     a->view.data = data;
@@ -579,32 +247,6 @@ static int64_t arr_get(const ds_array *a, uint64_t i, unsigned c)
 }
 
 /* ---- GPTDataset ---- */
-
-static const char *const gpt_names[3] = {"document_index", "sample_index", "shuffle_index"};
-static const char *const blend_names[2] = {"dataset_index", "dataset_sample_index"};
-
-static int set_description(ds_pipeline *p, ds_sbuf *b, char **desc, char md5[33])
-{
-    char *errbuf = p->err;
-    if (b->oom || !b->s) {
-        free(b->s);
-        RETURN_ERROR(DS_ERR_NOMEM, "out of memory");
-    }
-    *desc = b->s;
-    ds_md5_hex(md5, b->s, b->n);
-    return 0;
-}
-
-/* A cached GPTDataset set is usable when its shapes agree with each other
-   and its dtypes are ones some Megatron version writes. */
-static int gpt_cache_consistent(const gpt_ds *g)
-{
-    const ds_array *d = &g->doc.view, *s = &g->sample.view, *h = &g->shuffle.view;
-    return g->doc.npy.ndim == 1 && !strcmp(d->descr, "<i4") && g->sample.npy.ndim == 2 &&
-           s->cols == 2 && s->n >= 1 && (!strcmp(s->descr, "<i4") || !strcmp(s->descr, "<i8")) &&
-           g->shuffle.npy.ndim == 1 && (!strcmp(h->descr, "<u4") || !strcmp(h->descr, "<i8")) &&
-           h->n == s->n - 1;
-}
 
 #if defined(__GNUC__)
 #define PREFETCH(addr) __builtin_prefetch(addr)
@@ -680,11 +322,11 @@ static int load_sizes(const ds_pipeline *p, size_t prefix, int32_t **sizes, int6
  * cache lookup, all cheap and sequential.  Returns 1 when the arrays must
  * be built (gpt_compute), 0 when they came from the cache, or an error.
  */
-static int gpt_prepare(ds_pipeline *p, gpt_ds *g)
+static int gpt_prepare(ds_pipeline *p, ds_gpt *g)
 {
     char *errbuf = p->err;
     const char *path = p->paths[g->prefix];
-    const char *sname = split_names[g->split];
+    const char *sname = ds_split_names[g->split];
     uint64_t nseq = g->seq_end - g->seq_begin;
     int64_t L = (int64_t)p->cfg.seq_length, E1 = p->cfg.add_extra_token ? 1 : 0;
     uint64_t T = 0;
@@ -726,25 +368,14 @@ static int gpt_prepare(ds_pipeline *p, gpt_ds *g)
         g->separate = final < (int64_t)(0.80 * (double)per);
     }
 
-    ds_sbuf b = {0};
-    describe_gpt(&b, p, g, 0);
-    FORWARD_IF_ERROR(set_description(p, &b, &g->description, g->md5));
-
+    FORWARD_IF_ERROR(ds_gpt_describe(p, g));
     if (p->cfg.cache_dir) {
-        arr arrs[3] = {{0}};
-        int hit = cache_load(p, g->description, g->md5, gpt_class(p), g->split, gpt_names, arrs, 3);
-        RETURN_ERROR_IF(hit < 0, hit, "out of memory");
+        int hit = ds_gpt_cache_load(p, g);
+        if (hit < 0)
+            return hit;
         if (hit) {
-            arr_take(&g->doc, &arrs[0]);
-            arr_take(&g->sample, &arrs[1]);
-            arr_take(&g->shuffle, &arrs[2]);
-            if (gpt_cache_consistent(g)) {
-                g->from_cache = 1;
-                return 0;
-            }
-            arr_release(&g->doc);
-            arr_release(&g->sample);
-            arr_release(&g->shuffle);
+            g->from_cache = 1;
+            return 0;
         }
     }
     RETURN_ERROR_IF(g->seq_end > (uint64_t)INT32_MAX + 1, DS_ERR_RANGE,
@@ -758,7 +389,7 @@ static int gpt_prepare(ds_pipeline *p, gpt_ds *g)
  * computed in parallel threads; the draws, and so the arrays, are those of
  * a sequential build.
  */
-static int gpt_compute(const ds_pipeline *p, gpt_ds *g, const int32_t *sizes, int64_t max_size,
+static int gpt_compute(const ds_pipeline *p, ds_gpt *g, const int32_t *sizes, int64_t max_size,
                        char *errbuf)
 {
     uint64_t nseq = g->seq_end - g->seq_begin, e = g->epochs, T = g->tokens;
@@ -911,8 +542,7 @@ void ds_build_exhaustive_blending_indices(int16_t *di, int64_t *dsi, const uint6
    built (blend_compute), 0 on a cache hit. */
 static int blend_prepare(ds_pipeline *p, int split, int64_t size, const double *w, const uint64_t *lens)
 {
-    char *errbuf = p->err;
-    blend_ds *bl = &p->blends[split];
+    ds_blend *bl = &p->blends[split];
     size_t K = p->count[split];
     bl->first = p->first[split];
     bl->K = K;
@@ -926,25 +556,14 @@ static int blend_prepare(ds_pipeline *p, int split, int64_t size, const double *
         n = (uint64_t)size;
     bl->n = n;
 
-    ds_sbuf b = {0};
-    describe_blend(&b, p, split, bl, size == DS_NUM_SAMPLES_NONE ? lens : NULL, w);
-    FORWARD_IF_ERROR(set_description(p, &b, &bl->description, bl->md5));
-
+    FORWARD_IF_ERROR(ds_blend_describe(p, split, bl, lens));
     if (p->cfg.cache_dir) {
-        arr arrs[2] = {{0}};
-        int hit = cache_load(p, bl->description, bl->md5, "BlendedDataset", split, blend_names, arrs, 2);
-        RETURN_ERROR_IF(hit < 0, hit, "out of memory");
+        int hit = ds_blend_cache_load(p, split, bl);
+        if (hit < 0)
+            return hit;
         if (hit) {
-            if (arrs[0].npy.ndim == 1 && !strcmp(arrs[0].view.descr, "<i2") &&
-                arrs[1].npy.ndim == 1 && !strcmp(arrs[1].view.descr, "<i8") &&
-                arrs[0].view.n == n && arrs[1].view.n == n) {
-                arr_take(&bl->dataset_index, &arrs[0]);
-                arr_take(&bl->dataset_sample_index, &arrs[1]);
-                bl->built = 1;
-                return 0;
-            }
-            arr_release(&arrs[0]);
-            arr_release(&arrs[1]);
+            bl->built = 1;
+            return 0;
         }
     }
     return 1;
@@ -953,7 +572,7 @@ static int blend_prepare(ds_pipeline *p, int split, int64_t size, const double *
 /* Second half: the arrays and the per-dataset counts (bl->count).  Needs
    the mid-level lengths only for an exhaustive blend, so a weighted blend
    may run in parallel with the GPTDatasets. */
-static int blend_compute(const ds_pipeline *p, blend_ds *bl, const uint64_t *lens, char *errbuf)
+static int blend_compute(const ds_pipeline *p, ds_blend *bl, const uint64_t *lens, char *errbuf)
 {
     size_t K = bl->K;
     (void)p;
@@ -981,17 +600,16 @@ static int blend_compute(const ds_pipeline *p, blend_ds *bl, const uint64_t *len
 static int blend_finish(ds_pipeline *p, int split, const uint64_t *lens)
 {
     char *errbuf = p->err;
-    blend_ds *bl = &p->blends[split];
+    ds_blend *bl = &p->blends[split];
     for (size_t d = 0; d < bl->K; d++) {
         if ((uint64_t)bl->count[d] > lens[d]) {
             RETURN_ERROR(DS_ERR_OVERSAMPLE, "the %s blend asks '%s' for %lld samples but it has "
-                         "%llu; raise --mid-level-dataset-surplus", split_names[split], p->paths[bl->first + d],
+                         "%llu; raise --mid-level-dataset-surplus", ds_split_names[split], p->paths[bl->first + d],
                          (long long)bl->count[d], (unsigned long long)lens[d]);
         }
     }
     if (p->cfg.cache_dir) {
-        arr arrs[2] = {bl->dataset_index, bl->dataset_sample_index};
-        FORWARD_IF_ERROR(cache_store(p, bl->description, bl->md5, "BlendedDataset", split, blend_names, arrs, 2));
+        FORWARD_IF_ERROR(ds_blend_cache_store(p, split, bl));
     }
     return 0;
 }
@@ -1009,8 +627,8 @@ static int build_blend(ds_pipeline *p, int split, int64_t size, const double *w,
 
 /* One dataset to compute: a GPTDataset, or a weighted blend. */
 typedef struct build_job {
-    gpt_ds *g;
-    blend_ds *bl;
+    ds_gpt *g;
+    ds_blend *bl;
     uint64_t cost;                  /* rough element count, to start the largest first */
     int rc;
     char err[DS_ERRMSG_SIZE];
@@ -1300,7 +918,7 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
             ds_normalize_weights(w + p->first[s], p->count[s]);
         if (p->present[s] && cfg->num_samples[s] == DS_NUM_SAMPLES_NONE) {
             rc = DS_ERR_ARG;
-            DS_SET_ERROR("a weighted blend needs a sample count for the %s split", split_names[s]);
+            DS_SET_ERROR("a weighted blend needs a sample count for the %s split", ds_split_names[s]);
             goto cleanup;
         }
     }
@@ -1316,7 +934,7 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
     for (size_t d = 0; d < p->nd; d++) {
         uint64_t N = src_num_sequences(p, d);
         for (int s = 0; s < 3; s++) {
-            gpt_ds *g = &p->gpt[(size_t)s * p->nd + d];
+            ds_gpt *g = &p->gpt[(size_t)s * p->nd + d];
             g->prefix = d;
             g->split = s;
             if (!uses(p, s, d))
@@ -1382,7 +1000,7 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
     if (rc < 0)
         goto cleanup;
     for (size_t i = 0; i < 3 * p->nd; i++) {
-        gpt_ds *g = &p->gpt[i];
+        ds_gpt *g = &p->gpt[i];
         if (!uses(p, g->split, g->prefix))
             continue;
         g->built = 1;
@@ -1392,11 +1010,10 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
     /* the cache in the builder's order */
     for (size_t d = 0; d < p->nd && p->cfg.cache_dir; d++) {
         for (int s = 0; s < 3; s++) {
-            gpt_ds *g = &p->gpt[(size_t)s * p->nd + d];
+            ds_gpt *g = &p->gpt[(size_t)s * p->nd + d];
             if (!uses(p, s, d) || g->from_cache)
                 continue;
-            arr arrs[3] = {g->doc, g->sample, g->shuffle};
-            rc = cache_store(p, g->description, g->md5, gpt_class(p), s, gpt_names, arrs, 3);
+            rc = ds_gpt_cache_store(p, g);
             if (rc < 0)
                 goto cleanup;
         }
@@ -1434,7 +1051,7 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
             if (lens[d] == 0) {
                 rc = DS_ERR_EMPTY;
                 DS_SET_ERROR("the %s split of '%s' holds no sample of %llu tokens, and an "
-                             "unweighted blend would give it weight 0", split_names[s],
+                             "unweighted blend would give it weight 0", ds_split_names[s],
                              p->paths[d], (unsigned long long)cfg->seq_length + (cfg->add_extra_token != 0));
                 goto cleanup;
             }
@@ -1519,7 +1136,7 @@ int ds_pipeline_dataset(const ds_pipeline *p, int split, size_t d, ds_gpt_info *
     if (!ds_pipeline_has_split(p, split) || !uses(p, split, d) ||
         !p->gpt[(size_t)split * p->nd + d].built)
         return DS_ERR_RANGE;
-    const gpt_ds *g = &p->gpt[(size_t)split * p->nd + d];
+    const ds_gpt *g = &p->gpt[(size_t)split * p->nd + d];
     info->path = p->paths[d];
     info->seq_begin = g->seq_begin;
     info->seq_end = g->seq_end;
@@ -1544,7 +1161,7 @@ int ds_pipeline_blend(const ds_pipeline *p, int split, ds_array *dataset_index,
         return DS_ERR_ARG;
     if (!ds_pipeline_has_split(p, split) || !p->blend_s[split] || !p->blends[split].built)
         return DS_ERR_RANGE;
-    const blend_ds *bl = &p->blends[split];
+    const ds_blend *bl = &p->blends[split];
     if (dataset_index)
         *dataset_index = bl->dataset_index.view;
     if (dataset_sample_index)
@@ -1603,7 +1220,7 @@ int ds_pipeline_text(const ds_pipeline *p, int split, uint64_t k, int64_t *text,
     size_t d = p->first[split];
     uint64_t kk = k;
     if (p->blend_s[split]) {
-        const blend_ds *bl = &p->blends[split];
+        const ds_blend *bl = &p->blends[split];
         int64_t di = arr_get(&bl->dataset_index.view, k, 0);
         int64_t dsi = arr_get(&bl->dataset_sample_index.view, k, 0);
         if (di < 0 || (uint64_t)di >= p->count[split] || dsi < 0)
@@ -1611,7 +1228,7 @@ int ds_pipeline_text(const ds_pipeline *p, int split, uint64_t k, int64_t *text,
         d += (size_t)di;
         kk = (uint64_t)dsi;
     }
-    const gpt_ds *g = &p->gpt[(size_t)split * p->nd + d];
+    const ds_gpt *g = &p->gpt[(size_t)split * p->nd + d];
     const ds_reader *r = p->readers[d];
     const int32_t *mock = p->mock_lengths;
     if (kk >= g->shuffle.view.n)
