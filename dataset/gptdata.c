@@ -816,16 +816,28 @@ static int uses(const ds_pipeline *p, int s, size_t d)
     return p->present[s] && d >= p->first[s] && d < p->first[s] + p->count[s];
 }
 
-int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
+/* Scratch state of one ds_pipeline_open(), freed when it returns. */
+typedef struct build_state {
+    int32_t **sizes;                /* (nd) each prefix's sequence lengths, loaded when needed */
+    int64_t *max_size;              /* (nd) the largest of them */
+    uint64_t *lens;                 /* (nd) lengths of the mid-level datasets a blend draws from */
+    double *w;                      /* (nd) the builder's normalized weights, then the blend's */
+    build_job *jobs;                /* (3 * nd + 3) datasets to compute */
+    size_t nj;
+} build_state;
+
+/*
+ * BlendedMegatronDatasetConfig.__post_init__: the scalars are checked and
+ * kept (the strings are copied, never borrowed past open), and --split goes
+ * through parse_and_normalize_split and convert_split_vector_to_split_matrix
+ * into the bookends of each split.  MockGPTDataset forces the split
+ * "1,1,1"; with blend_per_split there is no split, and a split exists
+ * exactly when it has a list of prefixes.  The cache directory is held in
+ * p->cfg.cache_dir until ds_pipeline_open returns.
+ */
+static int configure(ds_pipeline *p, const ds_gpt_config *cfg)
 {
-    if (!out)
-        return DS_ERR_ARG;
-    ds_pipeline *p = calloc(1, sizeof *p);
-    *out = p;
-    if (!p)
-        return DS_ERR_NOMEM;
     char *errbuf = p->err;
-    RETURN_ERROR_IF(!cfg, DS_ERR_ARG, "no configuration");
     p->cfg = *cfg;
     p->cfg.data_path = NULL;
     p->cfg.split = p->cfg.vocab_file = p->cfg.merge_file = NULL;
@@ -840,7 +852,6 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
     RETURN_ERROR_IF(p->per_split && cfg->n_data_path, DS_ERR_ARG,
                     "--data-path and --train-data-path/--valid-data-path/--test-data-path are exclusive");
     RETURN_ERROR_IF(p->per_split && cfg->mock, DS_ERR_ARG, "--mock-data takes no data path");
-    /* MockGPTDataset forces the split; blend_per_split has none */
     const char *split = cfg->mock ? DS_MOCK_SPLIT : p->per_split ? NULL : cfg->split;
     RETURN_ERROR_IF(!split && !p->per_split, DS_ERR_ARG, "no split given");
     RETURN_ERROR_IF(cfg->mock && cfg->vocab_size <= 0, DS_ERR_ARG,
@@ -848,33 +859,31 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
     p->split_str = xstrdup0(split ? split : "");
     p->vocab_file = xstrdup0(cfg->vocab_file ? cfg->vocab_file : "");
     p->merge_file = xstrdup0(cfg->merge_file ? cfg->merge_file : "");
-    char *cache_dir = cfg->cache_dir ? xstrdup0(cfg->cache_dir) : NULL;
-    RETURN_ERROR_IF(!p->split_str || !p->vocab_file || !p->merge_file || (cfg->cache_dir && !cache_dir),
+    p->cfg.cache_dir = cfg->cache_dir ? xstrdup0(cfg->cache_dir) : NULL;
+    RETURN_ERROR_IF(!p->split_str || !p->vocab_file || !p->merge_file || (cfg->cache_dir && !p->cfg.cache_dir),
                     DS_ERR_NOMEM, "out of memory");
-    int rc = 0;
     if (p->per_split) {
         for (int s = 0; s < 3; s++)
             p->present[s] = cfg->n_split_data_path[s] != 0;
-    } else {
-        rc = split_matrix(split, p->bookends, p->present);
+        return 0;
     }
-    if (rc < 0) {
-        free(cache_dir);
-        RETURN_ERROR(rc, "bad split '%s': expected up to three non-negative numbers, not all zero",
-                     split);
-    }
-    /* cache_dir is owned through cfg.cache_dir from here on (freed below). */
-    p->cfg.cache_dir = cache_dir;
-    int32_t **sizes = NULL;
-    int64_t *max_size = NULL;
-    uint64_t *lens = NULL;
-    double *w = NULL;
-    build_job *jobs = NULL;
-    size_t nj = 0;
+    int rc = split_matrix(split, p->bookends, p->present);
+    RETURN_ERROR_IF(rc < 0, rc, "bad split '%s': expected up to three non-negative numbers, not all zero",
+                    split);
+    return 0;
+}
 
-    rc = cfg->mock ? mock_open(p) : parse_data_paths(p, cfg);
-    if (rc < 0)
-        goto cleanup;
+/*
+ * The blend of the config: get_blend_from_list on --data-path (or on each
+ * of --train/valid/test-data-path for blend_per_split), or the one mock
+ * "prefix" of MockGPTLowLevelDataset.  Then what the builder decides from
+ * it per split: which prefixes the split draws from, whether its top level
+ * is a BlendedDataset (several prefixes, or weights given) and whether that
+ * blend is weighted.
+ */
+static int parse_paths(ds_pipeline *p, const ds_gpt_config *cfg)
+{
+    FORWARD_IF_ERROR(cfg->mock ? mock_open(p) : parse_data_paths(p, cfg));
     for (int s = 0; s < 3; s++) {
         if (!p->per_split) {
             p->first[s] = 0;
@@ -888,49 +897,71 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
     }
     for (size_t d = 0; d < p->nd && !p->per_split; d++)
         p->owner[d] = -1;
+    return 0;
+}
+
+/*
+ * GPTDataset.build_low_level_dataset: an IndexedDataset (a ds_reader) per
+ * prefix, in the order of the list; none for mock data.  The reader's own
+ * message, naming the file, becomes the pipeline's.
+ */
+static int open_readers(ds_pipeline *p)
+{
     for (size_t d = 0; d < p->nd && !p->mock_lengths; d++) {
         ds_reader *r = NULL;
-        rc = ds_reader_open(p->paths[d], &r);
+        int rc = ds_reader_open(p->paths[d], &r);
         if (rc < 0) {
             snprintf(p->err, sizeof p->err, "%s", r ? ds_reader_error(r) : ds_strerror(rc));
             ds_reader_close(r);
-            goto cleanup;
+            return rc;
         }
         p->readers[d] = r;
     }
+    return 0;
+}
+
+/*
+ * The start of BlendedMegatronDatasetBuilder._build_blended_dataset_splits:
+ * each weighted list is normalize()d once (the shared list once, for the
+ * train split's sizes; each per-split list on its own), and a weighted blend
+ * needs a sample count for every split it serves.  Also allocates the
+ * scratch of the whole build.
+ */
+static int builder_weights(ds_pipeline *p, build_state *b)
+{
+    char *errbuf = p->err;
     p->gpt = calloc(3 * p->nd, sizeof *p->gpt);
-    sizes = calloc(p->nd, sizeof *sizes);
-    max_size = calloc(p->nd, sizeof *max_size);
-    lens = calloc(p->nd, sizeof *lens);
-    w = calloc(p->nd, sizeof *w);
-    if (!p->gpt || !sizes || !max_size || !lens || !w) {
-        rc = DS_ERR_NOMEM;
-        DS_SET_ERROR("out of memory");
-        goto cleanup;
-    }
-    /* the builder's normalize() of each weighted list; BlendedDataset
-       normalizes again below */
-    memcpy(w, p->weights, p->nd * sizeof *w);
+    b->sizes = calloc(p->nd, sizeof *b->sizes);
+    b->max_size = calloc(p->nd, sizeof *b->max_size);
+    b->lens = calloc(p->nd, sizeof *b->lens);
+    b->w = calloc(p->nd, sizeof *b->w);
+    b->jobs = calloc(3 * p->nd + 3, sizeof *b->jobs);
+    RETURN_ERROR_IF(!p->gpt || !b->sizes || !b->max_size || !b->lens || !b->w || !b->jobs, DS_ERR_NOMEM,
+                    "out of memory");
+    /* BlendedDataset normalizes the weights again (prepare_weighted_blends) */
+    memcpy(b->w, p->weights, p->nd * sizeof *b->w);
     for (int s = 0; s < 3; s++) {
         if (!p->weighted_s[s] || !p->count[s])
             continue;
         if (p->per_split || s == 0)
-            ds_normalize_weights(w + p->first[s], p->count[s]);
-        if (p->present[s] && cfg->num_samples[s] == DS_NUM_SAMPLES_NONE) {
-            rc = DS_ERR_ARG;
-            DS_SET_ERROR("a weighted blend needs a sample count for the %s split", ds_split_names[s]);
-            goto cleanup;
-        }
+            ds_normalize_weights(b->w + p->first[s], p->count[s]);
+        RETURN_ERROR_IF(p->present[s] && p->cfg.num_samples[s] == DS_NUM_SAMPLES_NONE, DS_ERR_ARG,
+                        "a weighted blend needs a sample count for the %s split", ds_split_names[s]);
     }
+    return 0;
+}
 
-    /* Mid-level GPTDatasets, prefix by prefix as the builder goes: described
-       and looked up in the cache here, built below. */
-    jobs = calloc(3 * p->nd + 3, sizeof *jobs);
-    if (!jobs) {
-        rc = DS_ERR_NOMEM;
-        DS_SET_ERROR("out of memory");
-        goto cleanup;
-    }
+/*
+ * _build_megatron_dataset_splits for every prefix, in the builder's order:
+ * each split's sequence range from the split matrix (the whole prefix with
+ * blend_per_split), its num_samples (S for a lone dataset, None in an
+ * unweighted blend, the surplus-padded share of a weighted one, per
+ * Megatron version), then GPTDataset.__init__ up to the cache lookup.  A
+ * dataset the cache does not hold becomes a job for run_jobs.
+ */
+static int prepare_gpt_datasets(ds_pipeline *p, build_state *b)
+{
+    const ds_gpt_config *cfg = &p->cfg;
     for (size_t d = 0; d < p->nd; d++) {
         uint64_t N = src_num_sequences(p, d);
         for (int s = 0; s < 3; s++) {
@@ -953,29 +984,37 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
             } else if (!p->weighted_s[s]) {
                 g->num_samples = DS_NUM_SAMPLES_NONE;
             } else if (cfg->megatron_version == DS_MEGATRON_0_8) {
-                g->num_samples = (int64_t)ceil((double)S * w[d] * 1.005);
+                g->num_samples = (int64_t)ceil((double)S * b->w[d] * 1.005);
             } else {
-                g->num_samples = (int64_t)ceil(ceil((double)S * w[d]) * (1.0 + cfg->surplus));
+                g->num_samples = (int64_t)ceil(ceil((double)S * b->w[d]) * (1.0 + cfg->surplus));
             }
-            rc = gpt_prepare(p, g);
+            int rc = gpt_prepare(p, g);
             if (rc < 0)
-                goto cleanup;
+                return rc;
             if (rc == 0) {
                 g->built = 1;
                 continue;
             }
-            rc = load_sizes(p, d, sizes, max_size, p->err);
-            if (rc < 0)
-                goto cleanup;
-            jobs[nj].g = g;
-            jobs[nj].cost = (g->seq_end - g->seq_begin) * g->epochs +
-                            g->epochs * g->tokens / cfg->seq_length;
-            nj++;
+            FORWARD_IF_ERROR(load_sizes(p, d, b->sizes, b->max_size, p->err));
+            b->jobs[b->nj].g = g;
+            b->jobs[b->nj].cost = (g->seq_end - g->seq_begin) * g->epochs +
+                                  g->epochs * g->tokens / cfg->seq_length;
+            b->nj++;
         }
     }
+    return 0;
+}
 
-    /* A weighted blend needs nothing of its datasets but their descriptions
-       until its final check, so it is built alongside them. */
+/*
+ * The weighted BlendedDatasets: the builder's blend size (Σ ceil(S·w), or
+ * Σ ceil(S·w·1.005) for 0.8), then BlendedDataset.__init__, which
+ * normalizes the weights a second time, up to the cache lookup.  A weighted
+ * blend needs nothing of its datasets but their descriptions until its
+ * final check, so it is computed alongside them.
+ */
+static int prepare_weighted_blends(ds_pipeline *p, build_state *b)
+{
+    const ds_gpt_config *cfg = &p->cfg;
     for (int s = 0; s < 3; s++) {
         if (!p->present[s] || !p->blend_s[s] || !p->weighted_s[s])
             continue;
@@ -983,22 +1022,29 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
         int64_t S = cfg->num_samples[s], size = 0;
         for (size_t d = f; d < f + K; d++)
             size += cfg->megatron_version == DS_MEGATRON_0_8
-                        ? (int64_t)ceil((double)S * w[d] * 1.005)
-                        : (int64_t)ceil((double)S * w[d]);
-        memcpy(p->weights + f, w + f, K * sizeof *p->weights);
+                        ? (int64_t)ceil((double)S * b->w[d] * 1.005)
+                        : (int64_t)ceil((double)S * b->w[d]);
+        memcpy(p->weights + f, b->w + f, K * sizeof *p->weights);
         ds_normalize_weights(p->weights + f, K);
-        rc = blend_prepare(p, s, size, p->weights + f, lens + f);
+        int rc = blend_prepare(p, s, size, p->weights + f, b->lens + f);
         if (rc < 0)
-            goto cleanup;
+            return rc;
         if (rc == 1) {
-            jobs[nj].bl = &p->blends[s];
-            jobs[nj].cost = p->blends[s].n;
-            nj++;
+            b->jobs[b->nj].bl = &p->blends[s];
+            b->jobs[b->nj].cost = p->blends[s].n;
+            b->nj++;
         }
     }
-    rc = run_jobs(p, jobs, nj, (const int32_t *const *)sizes, max_size);
-    if (rc < 0)
-        goto cleanup;
+    return 0;
+}
+
+/*
+ * The end of each GPTDataset.__init__: the lengths of the splits served by
+ * a lone GPTDataset, and the cache files of every built dataset, written
+ * in the builder's order (prefix by prefix, split by split).
+ */
+static int finish_gpt_datasets(ds_pipeline *p)
+{
     for (size_t i = 0; i < 3 * p->nd; i++) {
         ds_gpt *g = &p->gpt[i];
         if (!uses(p, g->split, g->prefix))
@@ -1007,33 +1053,48 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
         if (!p->blend_s[g->split])
             p->length[g->split] = g->shuffle.view.n;
     }
-    /* the cache in the builder's order */
     for (size_t d = 0; d < p->nd && p->cfg.cache_dir; d++) {
         for (int s = 0; s < 3; s++) {
             ds_gpt *g = &p->gpt[(size_t)s * p->nd + d];
             if (!uses(p, s, d) || g->from_cache)
                 continue;
-            rc = ds_gpt_cache_store(p, g);
-            if (rc < 0)
-                goto cleanup;
+            FORWARD_IF_ERROR(ds_gpt_cache_store(p, g));
         }
     }
+    return 0;
+}
+
+/*
+ * The end of each weighted BlendedDataset.__init__: now that the
+ * mid-level lengths are known, the builder's check that no dataset is
+ * asked for more samples than it has, then the cache files.
+ */
+static int finish_weighted_blends(ds_pipeline *p, build_state *b)
+{
     for (int s = 0; s < 3; s++) {
         if (!p->present[s] || !p->blend_s[s] || !p->weighted_s[s])
             continue;
         size_t f = p->first[s];
         for (size_t d = f; d < f + p->count[s]; d++)
-            lens[d] = p->gpt[(size_t)s * p->nd + d].shuffle.view.n;
-        if (p->blends[s].count) {
-            rc = blend_finish(p, s, lens + f);
-            if (rc < 0)
-                goto cleanup;
-        }
+            b->lens[d] = p->gpt[(size_t)s * p->nd + d].shuffle.view.n;
+        if (p->blends[s].count)
+            FORWARD_IF_ERROR(blend_finish(p, s, b->lens + f));
         p->length[s] = p->blends[s].dataset_index.view.n;
     }
+    return 0;
+}
 
-    /* Unweighted BlendedDatasets: sized and weighted by their datasets'
-       lengths, so built after them. */
+/*
+ * _build_blended_dataset_splits without weights: every dataset was built
+ * for one epoch, the weights are their lengths (normalized), and the size
+ * is min(S, Σ lengths), or None for build_exhaustive_blending_indices.  A
+ * dataset of no sample would get weight 0, which Megatron does not guard;
+ * it is an error here.
+ */
+static int build_unweighted_blends(ds_pipeline *p, build_state *b)
+{
+    char *errbuf = p->err;
+    const ds_gpt_config *cfg = &p->cfg;
     for (int s = 0; s < 3; s++) {
         if (!p->present[s] || !p->blend_s[s] || p->weighted_s[s])
             continue;
@@ -1041,43 +1102,67 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
         int64_t S = cfg->num_samples[s], size;
         uint64_t tot = 0;
         for (size_t d = f; d < f + K; d++) {
-            lens[d] = p->gpt[(size_t)s * p->nd + d].shuffle.view.n;
-            tot += lens[d];
+            b->lens[d] = p->gpt[(size_t)s * p->nd + d].shuffle.view.n;
+            tot += b->lens[d];
         }
         size = S == DS_NUM_SAMPLES_NONE ? DS_NUM_SAMPLES_NONE
                : (uint64_t)S < tot      ? S
                                         : (int64_t)tot;
         for (size_t d = f; d < f + K; d++) {
-            if (lens[d] == 0) {
-                rc = DS_ERR_EMPTY;
-                DS_SET_ERROR("the %s split of '%s' holds no sample of %llu tokens, and an "
-                             "unweighted blend would give it weight 0", ds_split_names[s],
-                             p->paths[d], (unsigned long long)cfg->seq_length + (cfg->add_extra_token != 0));
-                goto cleanup;
-            }
-            w[d] = (double)lens[d];
+            RETURN_ERROR_IF(b->lens[d] == 0, DS_ERR_EMPTY,
+                            "the %s split of '%s' holds no sample of %llu tokens, and an "
+                            "unweighted blend would give it weight 0", ds_split_names[s],
+                            p->paths[d], (unsigned long long)cfg->seq_length + (cfg->add_extra_token != 0));
+            b->w[d] = (double)b->lens[d];
         }
-        ds_normalize_weights(w + f, K);
+        ds_normalize_weights(b->w + f, K);
         /* the weights shown are the train split's shares (each split's own
            with per-split lists) */
         if (p->per_split || s == DS_SPLIT_TRAIN || !p->present[DS_SPLIT_TRAIN])
-            memcpy(p->weights + f, w + f, K * sizeof *p->weights);
-        rc = build_blend(p, s, size, w + f, lens + f);
+            memcpy(p->weights + f, b->w + f, K * sizeof *p->weights);
+        int rc = build_blend(p, s, size, b->w + f, b->lens + f);
         p->blends[s].w = NULL;
         if (rc < 0)
-            goto cleanup;
+            return rc;
         p->length[s] = p->blends[s].dataset_index.view.n;
     }
+    return 0;
+}
+
+int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
+{
+    if (!out)
+        return DS_ERR_ARG;
+    ds_pipeline *p = calloc(1, sizeof *p);
+    *out = p;
+    if (!p)
+        return DS_ERR_NOMEM;
+    char *errbuf = p->err;
+    RETURN_ERROR_IF(!cfg, DS_ERR_ARG, "no configuration");
+    build_state b = {0};
+    int rc;
+#define STEP(expr) do { rc = (expr); if (rc < 0) goto cleanup; } while (0)
+    STEP(configure(p, cfg));
+    STEP(parse_paths(p, cfg));
+    STEP(open_readers(p));
+    STEP(builder_weights(p, &b));
+    STEP(prepare_gpt_datasets(p, &b));
+    STEP(prepare_weighted_blends(p, &b));
+    STEP(run_jobs(p, b.jobs, b.nj, (const int32_t *const *)b.sizes, b.max_size));
+    STEP(finish_gpt_datasets(p));
+    STEP(finish_weighted_blends(p, &b));
+    STEP(build_unweighted_blends(p, &b));
+#undef STEP
     rc = 0;
 cleanup:
-    if (sizes)
+    if (b.sizes)
         for (size_t d = 0; d < p->nd; d++)
-            free(sizes[d]);
-    free(sizes);
-    free(max_size);
-    free(lens);
-    free(w);
-    free(jobs);
+            free(b.sizes[d]);
+    free(b.sizes);
+    free(b.max_size);
+    free(b.lens);
+    free(b.w);
+    free(b.jobs);
     free((char *)p->cfg.cache_dir);
     p->cfg.cache_dir = NULL;
     return rc;
