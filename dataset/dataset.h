@@ -148,6 +148,21 @@ size_t ds_utf8_replace(char *out, size_t cap, const unsigned char *in, size_t n)
  */
 size_t ds_utf8_replace_bound(size_t n);
 
+/*
+ * ds_decode_tokens() - n token ids stored in an on-disk dtype, widened to
+ * int64: the values at src are little-endian whatever the host, at any
+ * alignment (as ds_reader_sequence() gives them), and the signed dtypes are
+ * sign-extended (int8 0xff gives -1).  A float64 id is truncated toward zero
+ * (2.9 gives 2, -2.9 gives -2); one that is NaN or outside int64 (|x| >=
+ * 2^63, the infinities included) gives INT64_MIN.  Every id of code 7 or of
+ * an unknown code gives INT64_MIN too, and src is then not read.
+ * @dst   : (n) receives the ids.
+ * @src   : n × ds_dtype_size(dtype) bytes (may be NULL when n is 0).
+ * @dtype : the dtype code (enum ds_dtype).
+ * Never fails; O(n); thread safe.
+ */
+void ds_decode_tokens(int64_t *dst, const void *src, size_t n, int dtype);
+
 /* ------------------------------------------------------------------------ */
 /* Reader                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -245,9 +260,10 @@ uint64_t ds_reader_doc_index(const ds_reader *r, uint64_t k);
 int ds_reader_sequence(const ds_reader *r, uint64_t i, const void **data, uint64_t *len);
 
 /*
- * ds_reader_token() - token k of sequence i widened to int64.  For float64
- * datasets the value is truncated toward zero.  A convenience for tests and
- * tools, not a fast path: use ds_reader_sequence() for bulk access.
+ * ds_reader_token() - token k of sequence i widened to int64 as
+ * ds_decode_tokens() does (float64 truncated toward zero).  A convenience
+ * for tests and tools, not a fast path: use ds_reader_sequence() and
+ * ds_decode_tokens() for bulk access.
  * @return : the token; INT64_MIN when i or k is out of range, the sequence
  *           lies outside the .bin, or a float64 value is NaN or does not fit.
  *           Thread safe.

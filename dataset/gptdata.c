@@ -1258,26 +1258,6 @@ int ds_pipeline_blend(const ds_pipeline *p, int split, ds_array *dataset_index,
     return 0;
 }
 
-static void load_tokens(int64_t *dst, const uint8_t *src, uint64_t n, int dtype)
-{
-    for (uint64_t i = 0; i < n; i++) {
-        switch (dtype) {
-        case DS_DTYPE_UINT8:  dst[i] = src[i]; break;
-        case DS_DTYPE_INT8:   dst[i] = (int8_t)src[i]; break;
-        case DS_DTYPE_INT16:  dst[i] = (int16_t)(src[2 * i] | src[2 * i + 1] << 8); break;
-        case DS_DTYPE_UINT16: dst[i] = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8); break;
-        case DS_DTYPE_INT32:  dst[i] = (int32_t)ds_load_le32(src + 4 * i); break;
-        case DS_DTYPE_INT64:  dst[i] = (int64_t)ds_load_le64(src + 8 * i); break;
-        default: {
-            uint64_t bits = ds_load_le64(src + 8 * i);
-            double x;
-            memcpy(&x, &bits, sizeof x);
-            dst[i] = (int64_t)x;
-        }
-        }
-    }
-}
-
 /* Appends `count` tokens of sequence seq from offset off; every index was
    checked by the caller except against the data itself. */
 static int append_tokens(const ds_reader *r, uint64_t seq, uint64_t off, uint64_t count,
@@ -1290,7 +1270,7 @@ static int append_tokens(const ds_reader *r, uint64_t seq, uint64_t off, uint64_
     if (count > cap - *n)
         count = cap - *n;
     size_t item = ds_dtype_size(ds_reader_dtype(r));
-    load_tokens(text + *n, (const uint8_t *)data + off * item, count, ds_reader_dtype(r));
+    ds_decode_tokens(text + *n, (const uint8_t *)data + off * item, (size_t)count, ds_reader_dtype(r));
     *n += count;
     return 0;
 }
