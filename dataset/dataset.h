@@ -149,6 +149,27 @@ size_t ds_utf8_replace(char *out, size_t cap, const unsigned char *in, size_t n)
 size_t ds_utf8_replace_bound(size_t n);
 
 /*
+ * ds_py_float_repr() - Python's repr() of a float (and str(), the same since
+ * Python 3.2), for programs that print what Megatron prints: the shortest
+ * digits that read back as x, in fixed notation when the decimal exponent
+ * is in [-4, 16), integral values keeping ".0" ("0.0001", "123.0",
+ * "1000000000000000.0"), otherwise one digit, the rest after a point, and
+ * an exponent of at least two digits ("1e-05", "1e+16",
+ * "1.2345678901234568e+16"); "-0.0", "nan", "inf" and "-inf" as Python
+ * spells them.  (json.dumps writes the last three NaN, Infinity and
+ * -Infinity, and is otherwise the same.)
+ * @out : receives the text and a NUL, cut to cap - 1 characters when cap is
+ *        too small; may be NULL when cap is 0.
+ * @cap : size of out; DS_PY_FLOAT_REPR_MAX is always enough.
+ * @return : the length of the complete text without its NUL, even when it
+ *           did not fit (as snprintf does): complete iff the result < cap.
+ *           Never fails; thread safe; the locale's decimal point does not
+ *           change the result.
+ */
+#define DS_PY_FLOAT_REPR_MAX 32
+size_t ds_py_float_repr(char *out, size_t cap, double x);
+
+/*
  * ds_decode_tokens() - n token ids stored in an on-disk dtype, widened to
  * int64: the values at src are little-endian whatever the host, at any
  * alignment (as ds_reader_sequence() gives them), and the signed dtypes are

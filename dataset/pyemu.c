@@ -483,8 +483,77 @@ void ds_sb_json_string(ds_sbuf *b, const char *str)
     ds_sb_printf(b, "\"");
 }
 
-/* repr(float): the shortest digits that round-trip, in fixed notation when
-   the decimal exponent is in [-4, 16), else d.ddde+XX; integers keep ".0". */
+/* repr(float): the shortest digits that round-trip (found by trying each
+   precision of %e until strtod gives x back), then laid out as Python's
+   float_repr_style 'short' does.  Only the digits and the exponent are taken
+   from snprintf, so the locale's decimal point does not matter. */
+size_t ds_py_float_repr(char *out, size_t cap, double x)
+{
+    char r[DS_PY_FLOAT_REPR_MAX];
+    size_t n = 0;
+#define PUT(c) (r[n++] = (c))
+    if (isnan(x)) {
+        memcpy(r, "nan", 3);
+        n = 3;
+    } else if (isinf(x)) {
+        n = x > 0 ? 3 : 4;
+        memcpy(r, x > 0 ? "inf" : "-inf", n);
+    } else {
+        char e[40];
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(e, sizeof e, "%.*e", prec - 1, x);
+            if (strtod(e, NULL) == x)
+                break;
+        }
+        /* e = [-]d[.ddd]e[+-]XX */
+        char digits[24];
+        int nd = 0;
+        const char *p = e + (e[0] == '-');
+        for (; *p && *p != 'e'; p++)
+            if (*p >= '0' && *p <= '9')
+                digits[nd++] = *p;
+        int exp = atoi(p + 1);
+        while (nd > 1 && digits[nd - 1] == '0')
+            nd--;
+        if (e[0] == '-')
+            PUT('-');
+        if (exp >= -4 && exp < 16) {
+            if (exp < 0) {
+                PUT('0');
+                PUT('.');
+                for (int i = 0; i < -exp - 1; i++)
+                    PUT('0');
+                for (int i = 0; i < nd; i++)
+                    PUT(digits[i]);
+            } else {
+                for (int i = 0; i <= exp; i++)
+                    PUT(i < nd ? digits[i] : '0');
+                PUT('.');
+                if (nd <= exp + 1)
+                    PUT('0');
+                for (int i = exp + 1; i < nd; i++)
+                    PUT(digits[i]);
+            }
+        } else {
+            PUT(digits[0]);
+            if (nd > 1) {
+                PUT('.');
+                for (int i = 1; i < nd; i++)
+                    PUT(digits[i]);
+            }
+            n += (size_t)snprintf(r + n, sizeof r - n, "e%c%02d", exp < 0 ? '-' : '+',
+                                  exp < 0 ? -exp : exp);
+        }
+    }
+#undef PUT
+    if (cap) {
+        size_t k = n < cap ? n : cap - 1;
+        memcpy(out, r, k);
+        out[k] = 0;
+    }
+    return n;
+}
+
 void ds_sb_py_float(ds_sbuf *b, double x)
 {
     if (isnan(x)) {
@@ -495,44 +564,7 @@ void ds_sb_py_float(ds_sbuf *b, double x)
         ds_sb_printf(b, x > 0 ? "Infinity" : "-Infinity");
         return;
     }
-    char e[40];
-    int prec;
-    for (prec = 1; prec <= 17; prec++) {
-        snprintf(e, sizeof e, "%.*e", prec - 1, x);
-        if (strtod(e, NULL) == x)
-            break;
-    }
-    /* e = [-]d[.ddd]e[+-]XX */
-    char digits[24];
-    int nd = 0, neg = e[0] == '-';
-    const char *p = e + neg;
-    for (; *p && *p != 'e'; p++)
-        if (*p != '.')
-            digits[nd++] = *p;
-    int exp = atoi(p + 1);
-    while (nd > 1 && digits[nd - 1] == '0')
-        nd--;
-    digits[nd] = 0;
-    if (neg)
-        ds_sb_printf(b, "-");
-    if (exp >= -4 && exp < 16) {
-        if (exp < 0) {
-            ds_sb_printf(b, "0.");
-            for (int i = 0; i < -exp - 1; i++)
-                ds_sb_printf(b, "0");
-            ds_sb_printf(b, "%s", digits);
-        } else if (nd <= exp + 1) {
-            ds_sb_printf(b, "%s", digits);
-            for (int i = 0; i < exp + 1 - nd; i++)
-                ds_sb_printf(b, "0");
-            ds_sb_printf(b, ".0");
-        } else {
-            ds_sb_printf(b, "%.*s.%s", exp + 1, digits, digits + exp + 1);
-        }
-    } else {
-        ds_sb_printf(b, "%c", digits[0]);
-        if (nd > 1)
-            ds_sb_printf(b, ".%s", digits + 1);
-        ds_sb_printf(b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
-    }
+    char r[DS_PY_FLOAT_REPR_MAX];
+    ds_py_float_repr(r, sizeof r, x);
+    ds_sb_printf(b, "%s", r);
 }

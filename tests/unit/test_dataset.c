@@ -5,8 +5,9 @@
  * golden datasets from Megatron's own preprocess_data.py, copied into
  * tests/data/golden/), merging, >4 GiB offsets on a sparse file, scratch-file
  * spilling, a catalogue of corrupt indices generated here from a valid
- * one, ds_decode_tokens (every dtype, NaN and out-of-range float64) and
- * ds_utf8_replace (Python's errors='replace').  Run from the repository
+ * one, ds_decode_tokens (every dtype, NaN and out-of-range float64),
+ * ds_py_float_repr (Python's repr(float)) and ds_utf8_replace (Python's
+ * errors='replace').  Run from the repository
  * root.  Everything it writes goes under a mkdtemp directory in /tmp,
  * removed at the end.
  *
@@ -937,6 +938,72 @@ static void test_decode_tokens(void)
     CHECK(out[0] == 7);
 }
 
+/*
+ * ds_py_float_repr: Python's repr(float).  The expected strings were printed
+ * by CPython 3 (python3 -c 'print(repr(x))' for each x): both ends of the
+ * fixed-notation range (1e-05 / 0.0001, 1e+16 / 1e15), integral values,
+ * shortest round-trip digits, subnormals, -0.0 and the non-finite values.
+ */
+static void test_py_float_repr(void)
+{
+    static const struct { double x; const char *want; } cases[] = {
+        { 0.0, "0.0" },
+        { -0.0, "-0.0" },
+        { 1.0, "1.0" },
+        { 123.0, "123.0" },
+        { -123.0, "-123.0" },
+        { 0.1, "0.1" },
+        { 0.969, "0.969" },
+        { 0.9500000000000001, "0.9500000000000001" },
+        { 1e16, "1e+16" },
+        { 1e15, "1000000000000000.0" },
+        { 9999999999999998.0, "9999999999999998.0" },
+        { 1e-05, "1e-05" },
+        { 0.0001, "0.0001" },
+        { 0.00012345, "0.00012345" },
+        { 0.00015000000000000001, "0.00015000000000000001" },
+        { -1.5e-10, "-1.5e-10" },
+        { 1e22, "1e+22" },
+        { 1.7976931348623157e308, "1.7976931348623157e+308" },
+        { 5e-324, "5e-324" },
+        { -2.2250738585072014e-308, "-2.2250738585072014e-308" },
+        { -2.5, "-2.5" },
+        { 1.0 / 3.0, "0.3333333333333333" },
+        { 2.0 / 3.0, "0.6666666666666666" },
+        { 123456789012345.6, "123456789012345.6" },
+        { 1234567890123456.8, "1234567890123456.8" },
+        { 12345678901234567.0, "1.2345678901234568e+16" },
+        { 100.0, "100.0" },
+        { 1e100, "1e+100" },
+        { 0.30000000000000004, "0.30000000000000004" },
+        { 3.14159, "3.14159" },
+        { 0.001, "0.001" },
+        { 12.5, "12.5" },
+        { 123456.789, "123456.789" },
+        { 4.35, "4.35" },
+        { 9007199254740992.0, "9007199254740992.0" },
+        { 9223372036854775808.0, "9.223372036854776e+18" },
+        { -1e-300, "-1e-300" },
+        { -0.00012345678901234567, "-0.00012345678901234567" },
+        { NAN, "nan" },
+        { INFINITY, "inf" },
+        { -INFINITY, "-inf" },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char out[DS_PY_FLOAT_REPR_MAX];
+        size_t n = ds_py_float_repr(out, sizeof out, cases[c].x);
+        if (n != strlen(cases[c].want) || strcmp(out, cases[c].want) != 0)
+            fprintf(stderr, "py_float_repr: %.17g gave '%s' (%zu), want '%s'\n", cases[c].x, out, n,
+                    cases[c].want);
+        CHECK(n == strlen(cases[c].want) && strcmp(out, cases[c].want) == 0);
+    }
+    /* too small a buffer: cut and terminated, the full length returned */
+    char small[4];
+    CHECK(ds_py_float_repr(small, sizeof small, 123.25) == 6 && strcmp(small, "123") == 0);
+    CHECK(ds_py_float_repr(small, 1, -1.0) == 4 && small[0] == 0);
+    CHECK(ds_py_float_repr(NULL, 0, 1e16) == 5);
+}
+
 /* Enough sequences and documents to overflow the 1 MB buffers several times,
    so the lengths and document indices go through the scratch files. */
 static void test_spill(void)
@@ -1232,6 +1299,7 @@ int main(void)
     RUN(test_empty_datasets);
     RUN(test_all_dtypes);
     RUN(test_decode_tokens);
+    RUN(test_py_float_repr);
     RUN(test_spill);
     RUN(test_utf8_replace);
     RUN(test_merge_goldens_equals_rewrite);
