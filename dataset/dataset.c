@@ -734,7 +734,8 @@ static int idx_put_raw(ds_writer *w, const uint8_t *p, size_t n)
 }
 
 /* Pointers are the exclusive prefix sum of lengths × itemsize, accumulated in
-   64 bits (Megatron's int32 accumulator wrapped at 2^31, spec §1.4). */
+   64 bits (Megatron's merge summed them in the lengths' int32 and wrapped
+   at 2^31 with numpy >= 2; docs/formats.md, ".idx"). */
 static int idx_put_pointers(ds_writer *w, const uint8_t *p, size_t n)
 {
     char *errbuf = w->err;

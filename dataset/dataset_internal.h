@@ -17,12 +17,13 @@
 
 #include "dataset.h"
 
-/* ---- On-disk format (docs/megatron-data-spec.md §1.2) ---- */
+/* ---- On-disk format (docs/formats.md) ---- */
 
 /* The 9-byte magic "MMIDIDX\0\0" at offset 0 of every .idx. */
 #define DS_MAGIC          "MMIDIDX\0\0"
 #define DS_MAGIC_LEN      9
-/* The legacy lazy/cached format (§1.8) starts with this 8-byte magic. */
+/* The legacy lazy/cached format (Megatron's IndexedDataset before MMIDIDX)
+   starts with this 8-byte magic. */
 #define DS_LEGACY_MAGIC     "TNTIDX\0\0"
 #define DS_LEGACY_MAGIC_LEN 8
 

@@ -3,9 +3,10 @@
  * BlendedDataset index arrays (document, sample, shuffle, dataset and
  * dataset-sample indices) reproduced element for element, the pipeline
  * handle, and sample reading (GPTDataset.__getitem__).  The algorithms are
- * docs/megatron-data-spec.md §4.4-4.9 and §5; the golden arrays in
- * tests/data/indices pin them.  The numpy and Python behaviour they rest on
- * is pyemu.c; the descriptions and the .npy cache are gptcache.c.
+ * outlined in docs/architecture.md ("Training data pipeline"); the golden
+ * arrays in tests/data/indices, written by Megatron-Core, pin them.  The
+ * numpy and Python behaviour they rest on is pyemu.c; the descriptions and
+ * the .npy cache are gptcache.c.
  *
  * MockGPTDataset (--mock-data) stands on the same code: its 100000
  * sequence lengths come from numpy's default_rng(0) (pyemu.c: PCG64, SeedSequence,
@@ -213,7 +214,6 @@ const char *ds_pipeline_error(const ds_pipeline *p)
     return p ? p->err : "out of memory";
 }
 
-
 /* The low-level dataset under prefix d: an MMIDIDX reader, or the mock. */
 static uint64_t src_num_sequences(const ds_pipeline *p, size_t d)
 {
@@ -225,6 +225,7 @@ static uint64_t src_seq_length(const ds_pipeline *p, size_t d, uint64_t i)
     return p->mock_lengths ? (uint64_t)p->mock_lengths[i] : ds_reader_seq_length(p->readers[d], i);
 }
 
+/* An array built in memory: a owns data from here on. */
 static void arr_own(ds_arr *a, void *data, uint64_t n, unsigned cols, const char *descr)
 {
     a->own = data;
@@ -254,7 +255,7 @@ static int64_t arr_get(const ds_array *a, uint64_t i, unsigned c)
 #define PREFETCH(addr) ((void)0)
 #endif
 
-/* The sample index (spec §4.6 step 6, Megatron's helpers.cpp
+/* The sample index (Megatron's helpers.cpp
    build_sample_idx): row s is (position in doc, token offset) where sample s
    starts; samples are L + E1 tokens long and overlap by E1.  Written
    directly in the output type (int32 when every value fits, as main does);

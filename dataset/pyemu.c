@@ -22,7 +22,7 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
-/* numpy legacy RandomState (spec §5)                                       */
+/* numpy legacy RandomState                                                 */
 /* ------------------------------------------------------------------------ */
 
 #if defined(__GNUC__)
@@ -320,7 +320,9 @@ void ds_pcg64_integers_i32(ds_pcg64 *g, int32_t *out, size_t n, int32_t low, int
 /* numpy.sum, normalize, round                                              */
 /* ------------------------------------------------------------------------ */
 
-/* numpy's pairwise_sum for float64 (spec §5.6). */
+/* numpy's pairwise_sum for float64: a plain sum below 8 elements, eight
+   interleaved accumulators up to 128, and above that the two halves (cut
+   at a multiple of 8) summed recursively. */
 static double pairwise_sum(const double *a, size_t n)
 {
     if (n < 8) {
