@@ -513,36 +513,65 @@ int ds_reader_sequence(const ds_reader *r, uint64_t i, const void **data, uint64
     return 0;
 }
 
+/* Signed values are rebuilt arithmetically and float64 is range-checked
+   before the cast, so no id, NaN included, reaches implementation-defined
+   or undefined conversions. */
+void ds_decode_tokens(int64_t *dst, const void *src, size_t n, int dtype)
+{
+    const uint8_t *p = src;
+    switch (dtype) {
+    case DS_DTYPE_UINT8:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = p[i];
+        break;
+    case DS_DTYPE_INT8:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = (int64_t)p[i] - (p[i] & 0x80 ? 0x100 : 0);
+        break;
+    case DS_DTYPE_UINT16:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = (int64_t)(p[2 * i] | p[2 * i + 1] << 8);
+        break;
+    case DS_DTYPE_INT16:
+        for (size_t i = 0; i < n; i++) {
+            int64_t v = p[2 * i] | p[2 * i + 1] << 8;
+            dst[i] = v - (v & 0x8000 ? 0x10000 : 0);
+        }
+        break;
+    case DS_DTYPE_INT32:
+        for (size_t i = 0; i < n; i++) {
+            int64_t v = ds_load_le32(p + 4 * i);
+            dst[i] = v - (v & 0x80000000 ? ((int64_t)1 << 32) : 0);
+        }
+        break;
+    case DS_DTYPE_INT64:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = as_int64(ds_load_le64(p + 8 * i));
+        break;
+    case DS_DTYPE_FLOAT64:
+        for (size_t i = 0; i < n; i++) {
+            uint64_t u = ds_load_le64(p + 8 * i);
+            double d;
+            memcpy(&d, &u, sizeof d);
+            dst[i] = d >= -9223372036854775808.0 && d < 9223372036854775808.0 ? (int64_t)d : INT64_MIN;
+        }
+        break;
+    default:
+        for (size_t i = 0; i < n; i++)
+            dst[i] = INT64_MIN;
+        break;
+    }
+}
+
 int64_t ds_reader_token(const ds_reader *r, uint64_t i, uint64_t k)
 {
     const void *data;
     uint64_t len;
     if (ds_reader_sequence(r, i, &data, &len) != 0 || k >= len)
         return INT64_MIN;
-    const uint8_t *p = (const uint8_t *)data + k * r->itemsize;
-    switch (r->dtype) {
-    case DS_DTYPE_UINT8:  return p[0];
-    case DS_DTYPE_INT8:   return (int64_t)p[0] - (p[0] & 0x80 ? 0x100 : 0);
-    case DS_DTYPE_UINT16: return (int64_t)(p[0] | p[1] << 8);
-    case DS_DTYPE_INT16: {
-        int64_t v = p[0] | p[1] << 8;
-        return v - (v & 0x8000 ? 0x10000 : 0);
-    }
-    case DS_DTYPE_INT32: {
-        int64_t v = ds_load_le32(p);
-        return v - (v & 0x80000000 ? ((int64_t)1 << 32) : 0);
-    }
-    case DS_DTYPE_INT64:  return as_int64(ds_load_le64(p));
-    case DS_DTYPE_FLOAT64: {
-        uint64_t u = ds_load_le64(p);
-        double d;
-        memcpy(&d, &u, sizeof d);
-        if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
-            return INT64_MIN;
-        return (int64_t)d;
-    }
-    default:              return INT64_MIN;
-    }
+    int64_t v;
+    ds_decode_tokens(&v, (const uint8_t *)data + k * r->itemsize, 1, r->dtype);
+    return v;
 }
 
 int ds_reader_verify(ds_reader *r)
@@ -705,7 +734,8 @@ static int idx_put_raw(ds_writer *w, const uint8_t *p, size_t n)
 }
 
 /* Pointers are the exclusive prefix sum of lengths × itemsize, accumulated in
-   64 bits (Megatron's int32 accumulator wrapped at 2^31, spec §1.4). */
+   64 bits (Megatron's merge summed them in the lengths' int32 and wrapped
+   at 2^31 with numpy >= 2; docs/formats.md, ".idx"). */
 static int idx_put_pointers(ds_writer *w, const uint8_t *p, size_t n)
 {
     char *errbuf = w->err;

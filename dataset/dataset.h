@@ -2,12 +2,12 @@
  * dataset.h - the public API of the mds dataset library: Megatron's MMIDIDX
  * indexed dataset (a PREFIX.bin of raw token ids plus a PREFIX.idx index),
  * read through mmap and written byte-identically to Megatron-LM's
- * IndexedDatasetBuilder.  The byte layout is docs/megatron-data-spec.md §1.
+ * IndexedDatasetBuilder.  The byte layout is docs/formats.md.
  *
  * Its second half is the training-data pipeline: Megatron-Core's GPTDataset
  * and BlendedDataset index arrays (document, sample, shuffle, blending
  * indices) reproduced element for element, their .npy cache, and sample
- * reading (spec §4, §5).
+ * reading (docs/architecture.md, "Training data pipeline").
  *
  * What it deliberately does not do: tokenize, read the legacy "lazy/cached" (TNTIDX) format or
  * multimodal datasets (sequence_modes), or write float dtypes.  It never
@@ -63,7 +63,7 @@ enum ds_error {
 };
 
 /*
- * On-disk dtype codes (spec §1.3, current Megatron main).  Code 7 means
+ * On-disk dtype codes (docs/formats.md, current Megatron main).  Code 7 means
  * float32 in current Megatron but float64 in NVIDIA <= May 2023 and
  * bigscience; it is never a token dtype, so the reader refuses it.
  */
@@ -109,9 +109,9 @@ size_t ds_dtype_size(int dtype);
 const char *ds_dtype_name(int dtype);
 
 /*
- * ds_dtype_for_vocab() - Megatron's writer choice (spec §1.5): uint16 when
- * vocab_size < 65500, otherwise int32.  The threshold really is 65500, not
- * 65536, for byte identity with Megatron.
+ * ds_dtype_for_vocab() - Megatron's writer choice (DType.optimal_dtype):
+ * uint16 when vocab_size < 65500, otherwise int32.  The threshold really is
+ * 65500, not 65536, for byte identity with Megatron.
  * @return : DS_DTYPE_UINT16 or DS_DTYPE_INT32.  Thread safe.
  */
 int ds_dtype_for_vocab(size_t vocab_size);
@@ -147,6 +147,42 @@ size_t ds_utf8_replace(char *out, size_t cap, const unsigned char *in, size_t n)
  * that overflows.  Thread safe.
  */
 size_t ds_utf8_replace_bound(size_t n);
+
+/*
+ * ds_py_float_repr() - Python's repr() of a float (and str(), the same since
+ * Python 3.2), for programs that print what Megatron prints: the shortest
+ * digits that read back as x, in fixed notation when the decimal exponent
+ * is in [-4, 16), integral values keeping ".0" ("0.0001", "123.0",
+ * "1000000000000000.0"), otherwise one digit, the rest after a point, and
+ * an exponent of at least two digits ("1e-05", "1e+16",
+ * "1.2345678901234568e+16"); "-0.0", "nan", "inf" and "-inf" as Python
+ * spells them.  (json.dumps writes the last three NaN, Infinity and
+ * -Infinity, and is otherwise the same.)
+ * @out : receives the text and a NUL, cut to cap - 1 characters when cap is
+ *        too small; may be NULL when cap is 0.
+ * @cap : size of out; DS_PY_FLOAT_REPR_MAX is always enough.
+ * @return : the length of the complete text without its NUL, even when it
+ *           did not fit (as snprintf does): complete iff the result < cap.
+ *           Never fails; thread safe; the locale's decimal point does not
+ *           change the result.
+ */
+#define DS_PY_FLOAT_REPR_MAX 32
+size_t ds_py_float_repr(char *out, size_t cap, double x);
+
+/*
+ * ds_decode_tokens() - n token ids stored in an on-disk dtype, widened to
+ * int64: the values at src are little-endian whatever the host, at any
+ * alignment (as ds_reader_sequence() gives them), and the signed dtypes are
+ * sign-extended (int8 0xff gives -1).  A float64 id is truncated toward zero
+ * (2.9 gives 2, -2.9 gives -2); one that is NaN or outside int64 (|x| >=
+ * 2^63, the infinities included) gives INT64_MIN.  Every id of code 7 or of
+ * an unknown code gives INT64_MIN too, and src is then not read.
+ * @dst   : (n) receives the ids.
+ * @src   : n × ds_dtype_size(dtype) bytes (may be NULL when n is 0).
+ * @dtype : the dtype code (enum ds_dtype).
+ * Never fails; O(n); thread safe.
+ */
+void ds_decode_tokens(int64_t *dst, const void *src, size_t n, int dtype);
 
 /* ------------------------------------------------------------------------ */
 /* Reader                                                                   */
@@ -245,9 +281,10 @@ uint64_t ds_reader_doc_index(const ds_reader *r, uint64_t k);
 int ds_reader_sequence(const ds_reader *r, uint64_t i, const void **data, uint64_t *len);
 
 /*
- * ds_reader_token() - token k of sequence i widened to int64.  For float64
- * datasets the value is truncated toward zero.  A convenience for tests and
- * tools, not a fast path: use ds_reader_sequence() for bulk access.
+ * ds_reader_token() - token k of sequence i widened to int64 as
+ * ds_decode_tokens() does (float64 truncated toward zero).  A convenience
+ * for tests and tools, not a fast path: use ds_reader_sequence() and
+ * ds_decode_tokens() for bulk access.
  * @return : the token; INT64_MIN when i or k is out of range, the sequence
  *           lies outside the .bin, or a float64 value is NaN or does not fit.
  *           Thread safe.
@@ -393,7 +430,7 @@ uint64_t ds_writer_num_tokens(const ds_writer *w);
 
 /*
  * ds_random_state - numpy's legacy RandomState (MT19937 seeded with
- * init_genrand), the generator Megatron's GPTDataset shuffles with (spec §5).
+ * init_genrand), the generator Megatron's GPTDataset shuffles with.
  * A plain value the caller owns (on the stack is fine); the fields are
  * private.  One state per thread.
  *
@@ -423,16 +460,17 @@ void     ds_random_shuffle(ds_random_state *rs, void *x, size_t n, size_t elsize
 
 /*
  * ds_normalize_weights() - Megatron's normalize(): w[i] / numpy.sum(w), with
- * numpy's pairwise summation order (spec §5.6), in place.  Megatron applies it
- * twice to blend weights (builder, then BlendedDataset); callers that want
- * its bit-exact weights do the same.
+ * numpy's pairwise summation order (so the sum is numpy's to the last bit),
+ * in place.  Megatron applies it twice to blend weights (builder, then
+ * BlendedDataset); callers that want its bit-exact weights do the same.
  * @return : 0, or DS_ERR_ARG (NULL, n == 0, a weight <= 0 or not finite).
  */
 int ds_normalize_weights(double *w, size_t n);
 
 /*
- * ds_split_ranges() - Megatron's --split string to sequence ranges (spec
- * §4.4): the numbers found in `split` (regex [.0-9]+, padded to three with
+ * ds_split_ranges() - Megatron's --split string to sequence ranges
+ * (parse_and_normalize_split, then the builder's split indices): the
+ * numbers found in `split` (regex [.0-9]+, padded to three with
  * 0), normalized, cumulated into bookends, and each bookend times
  * num_sequences rounded half-to-even.  Split i is the sequences
  * [begin[i], end[i]); present[i] is 0 where Megatron's split matrix holds
@@ -446,7 +484,7 @@ int ds_split_ranges(const char *split, uint64_t num_sequences,
 
 /*
  * ds_sample_counts() - the [train, valid, test] sample counts Megatron's
- * training.py hands to the dataset builder (spec §4.2, core >= 0.13):
+ * training.py hands to the dataset builder (core >= 0.13):
  * train = train_samples if non-zero, else train_iters × global_batch_size;
  * eval_iters_total = eval_iters if skip_train, else
  * (train_iters // eval_interval + 1) × eval_iters, where train_iters is
@@ -471,15 +509,16 @@ void ds_md5_hex(char out[33], const void *data, size_t n);
 enum ds_split { DS_SPLIT_TRAIN = 0, DS_SPLIT_VALID = 1, DS_SPLIT_TEST = 2 };
 
 /* Which Megatron-Core the index arrays follow.  They differ in two places
-   (shared/data/golden-indices/README.md): the sample-index dtype (main: int32
-   when every value fits, 0.8: always int64) and the blend sizes (main:
-   mid-level num_samples = ceil(ceil(S·w)·(1+surplus)) and blend size
-   Σ ceil(S·w); 0.8: ceil(S·w·1.005) for both). */
+   (tests/data/indices holds golden arrays of both): the sample-index dtype
+   (main: int32 when every value fits, 0.8: always int64) and the blend
+   sizes (main: mid-level num_samples = ceil(ceil(S·w)·(1+surplus)) and
+   blend size Σ ceil(S·w); 0.8: ceil(S·w·1.005) for both). */
 enum ds_megatron_version { DS_MEGATRON_MAIN = 0, DS_MEGATRON_0_8 = 1 };
 
 /* The tokenizer identifiers that enter every description (and so every cache
    hash): LEGACY is {"class": "_GPT2BPETokenizer", "tokenizer_path": [vocab,
-   merges]}; MAIN is current main's MegatronTokenizerText block (spec §4.9). */
+   merges]}; MAIN is current main's MegatronTokenizerText block
+   (docs/formats.md, "GPT index cache"). */
 enum ds_tokenizer_ids { DS_TOKENIZER_IDS_LEGACY = 0, DS_TOKENIZER_IDS_MAIN = 1 };
 
 #define DS_NUM_SAMPLES_NONE (-1)
@@ -530,14 +569,15 @@ typedef struct ds_pipeline ds_pipeline;
  * ds_pipeline_open() - Megatron's BlendedMegatronDatasetBuilder(GPTDataset,
  * sizes, config).build(): open every prefix, cut each into the three splits,
  * build each mid-level GPTDataset's document/sample/shuffle indices, and for a
- * blend each split's BlendedDataset indices (spec §4.5-4.8, 4.10b):
+ * blend each split's BlendedDataset indices (docs/architecture.md,
+ * "Training data pipeline"):
  *   - one prefix without weight: one GPTDataset per split, num_samples as
  *     given, no blend;
  *   - "w1 P1 w2 P2 ...": weights normalized (twice), blend sizes and
  *     mid-level counts per cfg->megatron_version, build_blending_indices;
  *   - several prefixes without weights: one epoch each, weights = lengths,
  *     blend size min(S, Σ lengths), or the exhaustive blend when S is None;
- *   - cfg->mock (spec §4.10): one MockGPTDataset over 100000 computed
+ *   - cfg->mock (--mock-data): one MockGPTDataset over 100000 computed
  *     sequences (lengths numpy.random.default_rng(0).integers(1, 4096,
  *     dtype=int32), sequence i = 1, 2, ..., len-1 mod vocab_size, then EOD),
  *     split forced to "1,1,1", class "MockGPTDataset" and dataset_path null
@@ -674,10 +714,10 @@ int ds_pipeline_text(const ds_pipeline *p, int split, uint64_t k, int64_t *text,
                      ds_sample_origin *origin);
 
 /*
- * ds_pipeline_sample() - GPTDataset.__getitem__ for sample k of split s
- * (spec §4.7): tokens = text[:-1], labels = text[1:] (with E1; without it
- * labels = roll(text, -1) and a pad last label); loss_mask 1, 0 on input
- * EODs with eod_mask_loss and where the label is pad; position_ids 0..L-1,
+ * ds_pipeline_sample() - GPTDataset.__getitem__ for sample k of split s:
+ * tokens = text[:-1], labels = text[1:] (with E1; without it labels =
+ * roll(text, -1) and a pad last label); loss_mask 1, 0 on input EODs with
+ * eod_mask_loss and where the label is pad; position_ids 0..L-1,
  * restarting after each input EOD with reset_position_ids; attention_mask
  * lower-triangular (L, L) as 1 = masked (Megatron's bool True), and with
  * reset_attention_mask rows after an EOD at i masked for columns <= i.  Pad

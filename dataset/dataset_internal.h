@@ -1,10 +1,13 @@
 /*
  * dataset_internal.h - private to dataset/: the MMIDIDX format constants,
- * the reader and writer structs, and the error-reporting macros.
+ * the reader and writer structs, the error-reporting macros, and what the
+ * library's files share: .npy files and atomic writes (npy.c), the numpy
+ * and Python emulation (pyemu.c), and the training-data pipeline's structs
+ * and index cache (gptdata.c, gptcache.c).
  *
- * Not a public header: nothing outside dataset/ (and the dataset unit test)
+ * Not a public header: nothing outside dataset/ (and the dataset unit tests)
  * may include it, and nothing here is a stable interface.  It holds no code
- * that touches files; dataset.c does.
+ * that touches files.
  */
 #ifndef MDS_DATASET_INTERNAL_H
 #define MDS_DATASET_INTERNAL_H
@@ -14,12 +17,13 @@
 
 #include "dataset.h"
 
-/* ---- On-disk format (docs/megatron-data-spec.md §1.2) ---- */
+/* ---- On-disk format (docs/formats.md) ---- */
 
 /* The 9-byte magic "MMIDIDX\0\0" at offset 0 of every .idx. */
 #define DS_MAGIC          "MMIDIDX\0\0"
 #define DS_MAGIC_LEN      9
-/* The legacy lazy/cached format (§1.8) starts with this 8-byte magic. */
+/* The legacy lazy/cached format (Megatron's IndexedDataset before MMIDIDX)
+   starts with this 8-byte magic. */
 #define DS_LEGACY_MAGIC     "TNTIDX\0\0"
 #define DS_LEGACY_MAGIC_LEN 8
 
@@ -194,13 +198,14 @@ void ds_build_blending_indices(int16_t *di, int64_t *dsi, uint64_t size, const d
 void ds_build_exhaustive_blending_indices(int16_t *di, int64_t *dsi, const uint64_t *lens, size_t K,
                                           int64_t *count);
 
-/* ---- numpy Generator (gptdata.c), for MockGPTDataset and its test ---- */
+/* ---- numpy and Python emulation (pyemu.c) ---- */
 
-/* numpy.random.default_rng(seed)'s bit generator: PCG64 (XSL-RR 128/64),
-   128-bit state and increment as {high, low} words, seeded through
-   SeedSequence(seed) (seed < 2^64).  next32 buffers the high half of a
-   64-bit draw as numpy does.  default_rng(0).integers(1, 4096, 10,
-   dtype=int32) = [3484, 2609, 2094, 1105, 1261, 168, 309, 68, 718, 3331]. */
+/* numpy.random.default_rng(seed)'s bit generator, for MockGPTDataset and its
+   test: PCG64 (XSL-RR 128/64), 128-bit state and increment as {high, low}
+   words, seeded through SeedSequence(seed) (seed < 2^64).  next32 buffers
+   the high half of a 64-bit draw as numpy does.  default_rng(0).integers(1,
+   4096, 10, dtype=int32) = [3484, 2609, 2094, 1105, 1261, 168, 309, 68, 718,
+   3331]. */
 typedef struct ds_pcg64 {
     uint64_t state[2], inc[2];
     int has32;
@@ -208,13 +213,136 @@ typedef struct ds_pcg64 {
 } ds_pcg64;
 
 void ds_pcg64_seed(ds_pcg64 *g, uint64_t seed);
-/* MockGPTLowLevelDataset's hard-coded size, length bound and forced split. */
-#define DS_MOCK_SEQUENCES 100000
-#define DS_MOCK_MAX_LENGTH 4096
-#define DS_MOCK_SPLIT "1,1,1"
 uint64_t ds_pcg64_next64(ds_pcg64 *g);
 uint32_t ds_pcg64_next32(ds_pcg64 *g);
 /* Generator.integers(low, high, size=n, dtype=int32), high exclusive, low < high. */
 void ds_pcg64_integers_i32(ds_pcg64 *g, int32_t *out, size_t n, int32_t low, int32_t high);
+
+/* numpy.sum of float64: pairwise summation over blocks of 8192, in numpy's
+   order (so the result is numpy's to the last bit). */
+double ds_numpy_sum(const double *a, size_t n);
+/* Python's round(x) of a double to an integral double, ties to even. */
+double ds_round_half_even(double x);
+
+/* A growing NUL-terminated string for the cache descriptions.  Start from
+   {0}; on out of memory `oom` is set and every later append does nothing, so
+   the owner checks once at the end and frees s. */
+typedef struct ds_sbuf {
+    char *s;
+    size_t n, cap;
+    int oom;
+} ds_sbuf;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void ds_sb_printf(ds_sbuf *b, const char *fmt, ...);
+/* json.dumps(indent=4)'s line break: a newline and 4 * level spaces. */
+void ds_sb_indent(ds_sbuf *b, int level);
+/* A JSON string as json.dumps writes it (ensure_ascii). */
+void ds_sb_json_string(ds_sbuf *b, const char *str);
+/* A float as json.dumps writes it: repr(x), NaN and +-Infinity for the
+   non-finite values. */
+void ds_sb_py_float(ds_sbuf *b, double x);
+
+/* ---- The training-data pipeline (gptdata.c) ---- */
+
+/* MockGPTLowLevelDataset's hard-coded size, length bound and forced split. */
+#define DS_MOCK_SEQUENCES 100000
+#define DS_MOCK_MAX_LENGTH 4096
+#define DS_MOCK_SPLIT "1,1,1"
+
+/* The split names, in enum ds_split order: "train", "valid", "test". */
+extern const char *const ds_split_names[3];
+
+/* One index array: built in memory (own) or mapped from the cache (npy). */
+typedef struct ds_arr {
+    void *own;
+    ds_npy npy;
+    ds_array view;
+} ds_arr;
+
+/* One mid-level GPTDataset: prefix `prefix` cut to split `split`. */
+typedef struct ds_gpt {
+    int built;
+    size_t prefix;
+    int split;
+    uint64_t seq_begin, seq_end;
+    uint64_t tokens;                /* T */
+    int64_t num_samples;
+    uint64_t epochs;
+    int separate;
+    uint64_t sans;                  /* samples in the epochs before a separate final one */
+    int from_cache;
+    char *description;
+    char md5[33];
+    ds_arr doc, sample, shuffle;
+} ds_gpt;
+
+/* The BlendedDataset at the top of one split. */
+typedef struct ds_blend {
+    int built;
+    size_t first, K;                /* its datasets: prefixes [first, first + K) */
+    int64_t size;                   /* DS_NUM_SAMPLES_NONE for the exhaustive blend */
+    uint64_t n;                     /* its length */
+    const double *w;                /* (nd) weights, borrowed while building */
+    int64_t *count;                 /* (nd) samples taken from each dataset, once computed */
+    char *description;
+    char md5[33];
+    ds_arr dataset_index, dataset_sample_index;
+} ds_blend;
+
+/* The handle behind ds_pipeline_open(): gptdata.c builds and reads it,
+   gptcache.c describes and caches its datasets. */
+struct ds_pipeline {
+    ds_gpt_config cfg;              /* scalars only: the strings are not kept */
+    int32_t *mock_lengths;          /* (DS_MOCK_SEQUENCES) with cfg.mock, else NULL */
+    char *split_str;
+    char *vocab_file, *merge_file;
+    size_t nd;
+    char **paths;                   /* (nd) */
+    ds_reader **readers;            /* (nd) */
+    double *weights;                /* (nd) as finally normalized, within each prefix's blend */
+    int weighted;                   /* data_path is "w1 P1 ..." (shared lists only) */
+    int per_split;                  /* split_data_path: each split has its own list */
+    int *owner;                     /* (nd) the split of each prefix with per_split, else -1 */
+    size_t first[3], count[3];      /* split s uses prefixes [first, first + count) */
+    int blend_s[3], weighted_s[3];  /* split s's top level is a blend; a weighted one */
+    int present[3];
+    double bookends[4];
+    ds_gpt *gpt;                    /* (3, nd) */
+    ds_blend blends[3];
+    uint64_t length[3];
+    char err[DS_ERRMSG_SIZE];
+};
+
+/* type(self).__name__: the class identifier and the cache file infix. */
+static inline const char *ds_gpt_class(const ds_pipeline *p)
+{
+    return p->mock_lengths ? "MockGPTDataset" : "GPTDataset";
+}
+
+/* Frees what the array owns or unmaps it, and zeroes it.  (gptdata.c) */
+void ds_arr_release(ds_arr *a);
+
+/* ---- The index cache (gptcache.c) ----
+ *
+ * Each function sets p->err on failure.  The describe functions fill the
+ * dataset's description (owned by it) and md5: ds_gpt_describe needs
+ * prefix, split and num_samples set; ds_blend_describe needs first, K, size
+ * and w, and lens (K) only for the exhaustive blend (size None), whose
+ * description lists the lengths instead of the weights.
+ * The load functions need the description (and for a blend its length n);
+ * they return 1 on a hit (the arrays mapped into the dataset), 0 on a miss
+ * (a missing or different description, an array that does not map, or
+ * shapes and dtypes that no Megatron writes: nothing kept), or DS_ERR_NOMEM.  The store functions write the arrays, then the
+ * description (so a crash in between leaves a miss), creating the directory.
+ */
+int ds_gpt_describe(ds_pipeline *p, ds_gpt *g);
+int ds_blend_describe(ds_pipeline *p, int split, ds_blend *bl, const uint64_t *lens);
+int ds_gpt_cache_load(ds_pipeline *p, ds_gpt *g);
+int ds_blend_cache_load(ds_pipeline *p, int split, ds_blend *bl);
+int ds_gpt_cache_store(ds_pipeline *p, const ds_gpt *g);
+int ds_blend_cache_store(ds_pipeline *p, int split, const ds_blend *bl);
 
 #endif /* MDS_DATASET_INTERNAL_H */

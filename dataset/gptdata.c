@@ -1,13 +1,15 @@
 /*
  * gptdata.c - the training-data pipeline: Megatron-Core's GPTDataset and
  * BlendedDataset index arrays (document, sample, shuffle, dataset and
- * dataset-sample indices) reproduced element for element, their cache of
- * .npy files named and described as Megatron names them, and sample reading
- * (GPTDataset.__getitem__).  The algorithms are docs/megatron-data-spec.md
- * §4.4-4.9 and §5; the golden arrays in tests/data/indices pin them.
+ * dataset-sample indices) reproduced element for element, the pipeline
+ * handle, and sample reading (GPTDataset.__getitem__).  The algorithms are
+ * outlined in docs/architecture.md ("Training data pipeline"); the golden
+ * arrays in tests/data/indices, written by Megatron-Core, pin them.  The
+ * numpy and Python behaviour they rest on is pyemu.c; the descriptions and
+ * the .npy cache are gptcache.c.
  *
  * MockGPTDataset (--mock-data) stands on the same code: its 100000
- * sequence lengths come from numpy's default_rng(0) (PCG64, SeedSequence,
+ * sequence lengths come from numpy's default_rng(0) (pyemu.c: PCG64, SeedSequence,
  * Lemire bounded integers) and its tokens are computed, not read.
  *
  * Per-split data paths (--train-data-path ..., Megatron's blend_per_split)
@@ -21,376 +23,17 @@
 #include "dataset_internal.h"
 
 #include <errno.h>
-#include <fenv.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 /* ------------------------------------------------------------------------ */
-/* numpy legacy RandomState (spec §5)                                       */
+/* Split ranges and sample counts                                           */
 /* ------------------------------------------------------------------------ */
-
-#if defined(__GNUC__)
-#define PREFETCH_W(addr) __builtin_prefetch(addr, 1)
-#else
-#define PREFETCH_W(addr) ((void)0)
-#endif
-
-#define MT_N 624
-#define MT_M 397
-
-void ds_random_seed(ds_random_state *rs, uint32_t seed)
-{
-    rs->key[0] = seed;
-    for (int i = 1; i < MT_N; i++)
-        rs->key[i] = 1812433253u * (rs->key[i - 1] ^ (rs->key[i - 1] >> 30)) + (uint32_t)i;
-    rs->pos = MT_N;
-}
-
-static void mt_generate(ds_random_state *rs)
-{
-    uint32_t *k = rs->key;
-    int i;
-    for (i = 0; i < MT_N - MT_M; i++) {
-        uint32_t y = (k[i] & 0x80000000u) | (k[i + 1] & 0x7fffffffu);
-        k[i] = k[i + MT_M] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
-    }
-    for (; i < MT_N - 1; i++) {
-        uint32_t y = (k[i] & 0x80000000u) | (k[i + 1] & 0x7fffffffu);
-        k[i] = k[i + (MT_M - MT_N)] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
-    }
-    uint32_t y = (k[MT_N - 1] & 0x80000000u) | (k[0] & 0x7fffffffu);
-    k[MT_N - 1] = k[MT_M - 1] ^ (y >> 1) ^ (-(y & 1u) & 0x9908b0dfu);
-    rs->pos = 0;
-}
-
-/* The draws are inlined into the shuffle loops below (a call per draw
-   was a tenth of the index build); the exported functions wrap them. */
-static inline uint32_t mt_next32(ds_random_state *rs)
-{
-    if (rs->pos >= MT_N)
-        mt_generate(rs);
-    uint32_t y = rs->key[rs->pos++];
-    y ^= y >> 11;
-    y ^= (y << 7) & 0x9d2c5680u;
-    y ^= (y << 15) & 0xefc60000u;
-    y ^= y >> 18;
-    return y;
-}
-
-/* numpy's mask: the smallest 2^k - 1 >= max (max > 0) */
-static inline uint64_t interval_mask(uint64_t max)
-{
-#if defined(__GNUC__)
-    return UINT64_MAX >> __builtin_clzll(max);
-#else
-    uint64_t mask = max;
-    mask |= mask >> 1;
-    mask |= mask >> 2;
-    mask |= mask >> 4;
-    mask |= mask >> 8;
-    mask |= mask >> 16;
-    mask |= mask >> 32;
-    return mask;
-#endif
-}
-
-static inline uint64_t mt_interval(ds_random_state *rs, uint64_t max)
-{
-    if (max == 0)
-        return 0;
-    uint64_t mask = interval_mask(max), v;
-    if (max <= 0xffffffffu) {
-        while ((v = mt_next32(rs) & mask) > max)
-            ;
-    } else {
-        do {
-            uint64_t hi = mt_next32(rs);
-            v = ((hi << 32) | mt_next32(rs)) & mask;
-        } while (v > max);
-    }
-    return v;
-}
-
-uint32_t ds_random_next32(ds_random_state *rs)
-{
-    return mt_next32(rs);
-}
-
-uint64_t ds_random_interval(ds_random_state *rs, uint64_t max)
-{
-    return mt_interval(rs, max);
-}
-
-/*
- * The swap partners j depend only on the generator and i, never on the
- * array, so they are drawn SHUFFLE_AHEAD steps before their swap and x[j]
- * is prefetched: on arrays larger than the cache the random accesses then
- * overlap instead of stalling one after another.  Same draws, same order,
- * same permutation.
- */
-#define SHUFFLE_AHEAD 32
-
-void ds_random_shuffle(ds_random_state *rs, void *x, size_t n, size_t elsize)
-{
-    if (n < 2)
-        return;
-    if (elsize == 4) {
-        uint32_t *a = x;
-        size_t ring[SHUFFLE_AHEAD];
-        size_t next = n - 1;           /* the next i to draw a partner for */
-        for (size_t k = 0; k < SHUFFLE_AHEAD && next > 0; k++, next--) {
-            ring[next % SHUFFLE_AHEAD] = (size_t)mt_interval(rs, next);
-            PREFETCH_W(&a[ring[next % SHUFFLE_AHEAD]]);
-        }
-        for (size_t i = n - 1; i > 0; i--) {
-            size_t j = ring[i % SHUFFLE_AHEAD];
-            if (next > 0) {
-                size_t jj = (size_t)mt_interval(rs, next);
-                ring[next % SHUFFLE_AHEAD] = jj;
-                PREFETCH_W(&a[jj]);
-                next--;
-            }
-            uint32_t t = a[i];
-            a[i] = a[j];
-            a[j] = t;
-        }
-    } else {
-        uint64_t *a = x;
-        for (size_t i = n - 1; i > 0; i--) {
-            size_t j = (size_t)mt_interval(rs, i);
-            uint64_t t = a[i];
-            a[i] = a[j];
-            a[j] = t;
-        }
-    }
-}
-
-/* ------------------------------------------------------------------------ */
-/* numpy Generator: default_rng(seed) = PCG64 seeded through SeedSequence   */
-/* ------------------------------------------------------------------------ */
-
-/*
- * Only what MockGPTDataset needs: numpy.random.default_rng(seed).integers(
- * low, high, dtype=int32).  SeedSequence turns the seed's 32-bit words into
- * a pool of four words (hashmix/mix), and generate_state(4, uint64) gives
- * PCG64's 128-bit initial state and stream.  The 128-bit arithmetic is done
- * on pairs of 64-bit words so that no compiler extension is needed.
- */
-#define SS_INIT_A 0x43b0d7e5u
-#define SS_MULT_A 0x931e8875u
-#define SS_INIT_B 0x8b51f9ddu
-#define SS_MULT_B 0x58f38dedu
-#define SS_MIX_MULT_L 0xca01f9ddu
-#define SS_MIX_MULT_R 0x4973f715u
-#define SS_POOL 4
-
-static uint32_t ss_hashmix(uint32_t value, uint32_t *hash_const)
-{
-    value ^= *hash_const;
-    *hash_const *= SS_MULT_A;
-    value *= *hash_const;
-    value ^= value >> 16;
-    return value;
-}
-
-static uint32_t ss_mix(uint32_t x, uint32_t y)
-{
-    uint32_t r = SS_MIX_MULT_L * x - SS_MIX_MULT_R * y;
-    r ^= r >> 16;
-    return r;
-}
-
-/* (hi, lo) = a × b */
-static void mul_64x64(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo)
-{
-    uint64_t a0 = a & 0xffffffffu, a1 = a >> 32, b0 = b & 0xffffffffu, b1 = b >> 32;
-    uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
-    uint64_t mid = (p00 >> 32) + (p01 & 0xffffffffu) + (p10 & 0xffffffffu);
-    *lo = (mid << 32) | (p00 & 0xffffffffu);
-    *hi = p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-}
-
-/* state = state × PCG_DEFAULT_MULTIPLIER_128 + inc (mod 2^128) */
-static void pcg64_step(ds_pcg64 *g)
-{
-    const uint64_t mhi = 2549297995355413924ull, mlo = 4865540595714422341ull;
-    uint64_t hi, lo;
-    mul_64x64(g->state[1], mlo, &hi, &lo);
-    hi += g->state[0] * mlo + g->state[1] * mhi;
-    uint64_t lo2 = lo + g->inc[1];
-    hi += g->inc[0] + (lo2 < lo);
-    g->state[0] = hi;
-    g->state[1] = lo2;
-}
-
-static void pcg64_add(uint64_t a[2], const uint64_t b[2])
-{
-    uint64_t lo = a[1] + b[1];
-    a[0] += b[0] + (lo < a[1]);
-    a[1] = lo;
-}
-
-void ds_pcg64_seed(ds_pcg64 *g, uint64_t seed)
-{
-    /* SeedSequence(seed): entropy = the seed's 32-bit words, low first
-       ([0] for 0), zero-padded to the pool size, then mix_entropy */
-    uint32_t entropy[SS_POOL] = {(uint32_t)seed, (uint32_t)(seed >> 32), 0, 0};
-    uint32_t pool[SS_POOL], hc = SS_INIT_A;
-    for (int i = 0; i < SS_POOL; i++)
-        pool[i] = ss_hashmix(entropy[i], &hc);
-    for (int s = 0; s < SS_POOL; s++)
-        for (int d = 0; d < SS_POOL; d++)
-            if (s != d)
-                pool[d] = ss_mix(pool[d], ss_hashmix(pool[s], &hc));
-    /* generate_state(4, uint64): eight words, paired little-endian */
-    uint32_t w[8];
-    hc = SS_INIT_B;
-    for (int i = 0; i < 8; i++) {
-        uint32_t v = pool[i % SS_POOL];
-        v ^= hc;
-        hc *= SS_MULT_B;
-        v *= hc;
-        v ^= v >> 16;
-        w[i] = v;
-    }
-    uint64_t v[4];
-    for (int i = 0; i < 4; i++)
-        v[i] = (uint64_t)w[2 * i] | (uint64_t)w[2 * i + 1] << 32;
-    /* pcg64_set_seed: initstate = (v0 << 64) | v1, initseq = (v2 << 64) |
-       v3; pcg_setseq_128_srandom_r */
-    g->state[0] = g->state[1] = 0;
-    g->inc[0] = v[2] << 1 | v[3] >> 63;
-    g->inc[1] = v[3] << 1 | 1u;
-    pcg64_step(g);
-    uint64_t init[2] = {v[0], v[1]};
-    pcg64_add(g->state, init);
-    pcg64_step(g);
-    g->has32 = 0;
-    g->buf32 = 0;
-}
-
-/* XSL-RR 128/64: step, then output from the new state. */
-uint64_t ds_pcg64_next64(ds_pcg64 *g)
-{
-    pcg64_step(g);
-    uint64_t x = g->state[0] ^ g->state[1];
-    unsigned rot = (unsigned)(g->state[0] >> 58);
-    return (x >> rot) | (x << ((64 - rot) & 63));
-}
-
-/* numpy's pcg64_next32: the low half of a 64-bit draw, then its high half. */
-uint32_t ds_pcg64_next32(ds_pcg64 *g)
-{
-    if (g->has32) {
-        g->has32 = 0;
-        return g->buf32;
-    }
-    uint64_t x = ds_pcg64_next64(g);
-    g->has32 = 1;
-    g->buf32 = (uint32_t)(x >> 32);
-    return (uint32_t)x;
-}
-
-/* Generator.integers(low, high, n, dtype=int32): random_bounded_uint32_fill
-   with off = low, rng = high - 1 - low, Lemire's multiply-and-reject on
-   32-bit draws (buffered_bounded_lemire_uint32). */
-void ds_pcg64_integers_i32(ds_pcg64 *g, int32_t *out, size_t n, int32_t low, int32_t high)
-{
-    uint32_t rng = (uint32_t)((int64_t)high - 1 - low), off = (uint32_t)low;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t v;
-        if (rng == 0) {
-            v = 0;
-        } else if (rng == 0xffffffffu) {
-            v = ds_pcg64_next32(g);
-        } else {
-            uint32_t excl = rng + 1;
-            uint64_t m = (uint64_t)ds_pcg64_next32(g) * excl;
-            uint32_t left = (uint32_t)m;
-            if (left < excl) {
-                uint32_t threshold = (0xffffffffu - rng) % excl;
-                while (left < threshold) {
-                    m = (uint64_t)ds_pcg64_next32(g) * excl;
-                    left = (uint32_t)m;
-                }
-            }
-            v = (uint32_t)(m >> 32);
-        }
-        out[i] = (int32_t)(off + v);
-    }
-}
-
-/* ------------------------------------------------------------------------ */
-/* numpy.sum, normalize, split, sample counts                               */
-/* ------------------------------------------------------------------------ */
-
-/* numpy's pairwise_sum for float64 (spec §5.6). */
-static double pairwise_sum(const double *a, size_t n)
-{
-    if (n < 8) {
-        double r = -0.0;
-        for (size_t i = 0; i < n; i++)
-            r += a[i];
-        return r;
-    }
-    if (n <= 128) {
-        double r[8];
-        for (int k = 0; k < 8; k++)
-            r[k] = a[k];
-        size_t i;
-        for (i = 8; i < n - n % 8; i += 8)
-            for (int k = 0; k < 8; k++)
-                r[k] += a[i + k];
-        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        for (; i < n; i++)
-            res += a[i];
-        return res;
-    }
-    size_t n2 = n / 2;
-    n2 -= n2 % 8;
-    return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
-}
-
-static double numpy_sum(const double *a, size_t n)
-{
-    double acc = 0.0;
-    for (size_t i = 0; i < n; i += 8192)
-        acc += pairwise_sum(a + i, n - i < 8192 ? n - i : 8192);
-    return acc;
-}
-
-int ds_normalize_weights(double *w, size_t n)
-{
-    if (!w || n == 0)
-        return DS_ERR_ARG;
-    for (size_t i = 0; i < n; i++)
-        if (!(w[i] > 0) || !isfinite(w[i]))
-            return DS_ERR_ARG;
-    double s = numpy_sum(w, n);
-    if (!isfinite(s))
-        return DS_ERR_ARG;
-    for (size_t i = 0; i < n; i++)
-        w[i] /= s;
-    return 0;
-}
-
-/* Python's round() of a double to the nearest integer, ties to even. */
-static double round_half_even(double x)
-{
-    int mode = fegetround();
-    fesetround(FE_TONEAREST);
-    double r = nearbyint(x);
-    fesetround(mode);
-    return r;
-}
 
 /* The split matrix: bookends[0..3] as Python computes them (bookends[0] is
    the integer 0), present[i] when bookends[i+1] > bookends[i]. */
@@ -419,7 +62,7 @@ static int split_matrix(const char *split, double bookends[4], int present[3])
     }
     if (nv == 0)
         return DS_ERR_ARG;
-    double sum = numpy_sum(v, 3);
+    double sum = ds_numpy_sum(v, 3);
     if (!(sum > 0))
         return DS_ERR_ARG;
     bookends[0] = 0;
@@ -442,8 +85,8 @@ int ds_split_ranges(const char *split, uint64_t num_sequences, uint64_t begin[3]
     for (int i = 0; i < 3; i++) {
         begin[i] = end[i] = 0;
         if (present[i]) {
-            begin[i] = (uint64_t)round_half_even(e[i] * (double)num_sequences);
-            end[i] = (uint64_t)round_half_even(e[i + 1] * (double)num_sequences);
+            begin[i] = (uint64_t)ds_round_half_even(e[i] * (double)num_sequences);
+            end[i] = (uint64_t)ds_round_half_even(e[i + 1] * (double)num_sequences);
         }
     }
     return 0;
@@ -487,233 +130,12 @@ int ds_sample_counts(int64_t out[3], uint64_t train_samples, uint64_t train_iter
     return 0;
 }
 
-/* ------------------------------------------------------------------------ */
-/* Descriptions: Python's json.dumps(identifiers, indent=4)                 */
-/* ------------------------------------------------------------------------ */
-
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    if (b->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->s && b->n + (size_t)k < b->cap) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t cap = b->cap ? b->cap * 2 : 1024;
-        while (cap < b->n + (size_t)k + 1)
-            cap *= 2;
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->oom = 1;
-            return;
-        }
-        b->s = s;
-        b->cap = cap;
-    }
-}
-
-static void sb_indent(sbuf *b, int level)
-{
-    sb_printf(b, "\n%*s", 4 * level, "");
-}
-
-/* A JSON string as json.dumps writes it with ensure_ascii: non-ASCII as
-   \uXXXX (surrogate pairs above the BMP), invalid UTF-8 bytes as if they
-   were Latin-1 (Python would hold them as surrogateescape, \udcXX). */
-static void sb_json_string(sbuf *b, const char *str)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    sb_printf(b, "\"");
-    while (*s) {
-        unsigned c = *s;
-        if (c == '"' || c == '\\') {
-            sb_printf(b, "\\%c", c);
-            s++;
-        } else if (c == '\n') {
-            sb_printf(b, "\\n");
-            s++;
-        } else if (c == '\r') {
-            sb_printf(b, "\\r");
-            s++;
-        } else if (c == '\t') {
-            sb_printf(b, "\\t");
-            s++;
-        } else if (c == '\b') {
-            sb_printf(b, "\\b");
-            s++;
-        } else if (c == '\f') {
-            sb_printf(b, "\\f");
-            s++;
-        } else if (c < 0x20 || c == 0x7f) {
-            sb_printf(b, c == 0x7f ? "%c" : "\\u%04x", c);
-            s++;
-        } else if (c < 0x80) {
-            sb_printf(b, "%c", c);
-            s++;
-        } else {
-            uint32_t cp = 0;
-            int len = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
-            int ok = len > 0;
-            for (int i = 1; ok && i < len; i++)
-                ok = (s[i] & 0xc0) == 0x80;
-            if (ok) {
-                cp = len == 2 ? (c & 0x1fu) : len == 3 ? (c & 0x0fu) : (c & 0x07u);
-                for (int i = 1; i < len; i++)
-                    cp = cp << 6 | (s[i] & 0x3fu);
-                ok = !(len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) &&
-                     !(len == 4 && (cp < 0x10000 || cp > 0x10ffff));
-            }
-            if (!ok) {
-                sb_printf(b, "\\udc%02x", c);
-                s++;
-                continue;
-            }
-            if (cp >= 0x10000) {
-                cp -= 0x10000;
-                sb_printf(b, "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
-            } else {
-                sb_printf(b, "\\u%04x", cp);
-            }
-            s += len;
-        }
-    }
-    sb_printf(b, "\"");
-}
-
-/* repr(float): the shortest digits that round-trip, in fixed notation when
-   the decimal exponent is in [-4, 16), else d.ddde+XX; integers keep ".0". */
-static void sb_py_float(sbuf *b, double x)
-{
-    if (isnan(x)) {
-        sb_printf(b, "NaN");
-        return;
-    }
-    if (isinf(x)) {
-        sb_printf(b, x > 0 ? "Infinity" : "-Infinity");
-        return;
-    }
-    char e[40];
-    int prec;
-    for (prec = 1; prec <= 17; prec++) {
-        snprintf(e, sizeof e, "%.*e", prec - 1, x);
-        if (strtod(e, NULL) == x)
-            break;
-    }
-    /* e = [-]d[.ddd]e[+-]XX */
-    char digits[24];
-    int nd = 0, neg = e[0] == '-';
-    const char *p = e + neg;
-    for (; *p && *p != 'e'; p++)
-        if (*p != '.')
-            digits[nd++] = *p;
-    int exp = atoi(p + 1);
-    while (nd > 1 && digits[nd - 1] == '0')
-        nd--;
-    digits[nd] = 0;
-    if (neg)
-        sb_printf(b, "-");
-    if (exp >= -4 && exp < 16) {
-        if (exp < 0) {
-            sb_printf(b, "0.");
-            for (int i = 0; i < -exp - 1; i++)
-                sb_printf(b, "0");
-            sb_printf(b, "%s", digits);
-        } else if (nd <= exp + 1) {
-            sb_printf(b, "%s", digits);
-            for (int i = 0; i < exp + 1 - nd; i++)
-                sb_printf(b, "0");
-            sb_printf(b, ".0");
-        } else {
-            sb_printf(b, "%.*s.%s", exp + 1, digits, digits + exp + 1);
-        }
-    } else {
-        sb_printf(b, "%c", digits[0]);
-        if (nd > 1)
-            sb_printf(b, ".%s", digits + 1);
-        sb_printf(b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
-    }
-}
 
 /* ------------------------------------------------------------------------ */
 /* The pipeline                                                             */
 /* ------------------------------------------------------------------------ */
 
-static const char *const split_names[3] = {"train", "valid", "test"};
-
-/* One index array: built in memory (own) or mapped from the cache (npy). */
-typedef struct arr {
-    void *own;
-    ds_npy npy;
-    ds_array view;
-} arr;
-
-typedef struct gpt_ds {
-    int built;
-    size_t prefix;
-    int split;
-    uint64_t seq_begin, seq_end;
-    uint64_t tokens;                /* T */
-    int64_t num_samples;
-    uint64_t epochs;
-    int separate;
-    uint64_t sans;                  /* samples in the epochs before a separate final one */
-    int from_cache;
-    char *description;
-    char md5[33];
-    arr doc, sample, shuffle;
-} gpt_ds;
-
-typedef struct blend_ds {
-    int built;
-    size_t first, K;                /* its datasets: prefixes [first, first + K) */
-    int64_t size;                   /* DS_NUM_SAMPLES_NONE for the exhaustive blend */
-    uint64_t n;                     /* its length */
-    const double *w;                /* (nd) weights, borrowed while building */
-    int64_t *count;                 /* (nd) samples taken from each dataset, once computed */
-    char *description;
-    char md5[33];
-    arr dataset_index, dataset_sample_index;
-} blend_ds;
-
-struct ds_pipeline {
-    ds_gpt_config cfg;              /* scalars only: the strings are not kept */
-    int32_t *mock_lengths;          /* (DS_MOCK_SEQUENCES) with cfg.mock, else NULL */
-    char *split_str;
-    char *vocab_file, *merge_file;
-    size_t nd;
-    char **paths;                   /* (nd) */
-    ds_reader **readers;            /* (nd) */
-    double *weights;                /* (nd) as finally normalized, within each prefix's blend */
-    int weighted;                   /* data_path is "w1 P1 ..." (shared lists only) */
-    int per_split;                  /* split_data_path: each split has its own list */
-    int *owner;                     /* (nd) the split of each prefix with per_split, else -1 */
-    size_t first[3], count[3];      /* split s uses prefixes [first, first + count) */
-    int blend_s[3], weighted_s[3];  /* split s's top level is a blend; a weighted one */
-    int present[3];
-    double bookends[4];
-    gpt_ds *gpt;                    /* (3, nd) */
-    blend_ds blends[3];
-    uint64_t length[3];
-    char err[DS_ERRMSG_SIZE];
-};
+const char *const ds_split_names[3] = {"train", "valid", "test"};
 
 void ds_gpt_config_init(ds_gpt_config *cfg)
 {
@@ -733,7 +155,7 @@ void ds_gpt_config_init(ds_gpt_config *cfg)
     cfg->vocab_size = 50257;
 }
 
-static void arr_release(arr *a)
+void ds_arr_release(ds_arr *a)
 {
     free(a->own);
     ds_npy_release(&a->npy);
@@ -757,15 +179,15 @@ void ds_pipeline_close(ds_pipeline *p)
         return;
     if (p->gpt) {
         for (size_t i = 0; i < 3 * p->nd; i++) {
-            arr_release(&p->gpt[i].doc);
-            arr_release(&p->gpt[i].sample);
-            arr_release(&p->gpt[i].shuffle);
+            ds_arr_release(&p->gpt[i].doc);
+            ds_arr_release(&p->gpt[i].sample);
+            ds_arr_release(&p->gpt[i].shuffle);
             free(p->gpt[i].description);
         }
     }
     for (int s = 0; s < 3; s++) {
-        arr_release(&p->blends[s].dataset_index);
-        arr_release(&p->blends[s].dataset_sample_index);
+        ds_arr_release(&p->blends[s].dataset_index);
+        ds_arr_release(&p->blends[s].dataset_sample_index);
         free(p->blends[s].description);
         free(p->blends[s].count);
     }
@@ -792,43 +214,6 @@ const char *ds_pipeline_error(const ds_pipeline *p)
     return p ? p->err : "out of memory";
 }
 
-/* ---- descriptions ---- */
-
-static void describe_tokenizer(sbuf *b, const ds_pipeline *p, int lvl)
-{
-    sb_printf(b, "{");
-    if (p->cfg.tokenizer_ids == DS_TOKENIZER_IDS_MAIN) {
-        static const char *const keys[] = {"class", "tokenizer_path", "additional_special_tokens",
-                                           "vocab_file", "merges_file", "use_fast",
-                                           "trust_remote_code", "include_special_tokens",
-                                           "use_gigatoken"};
-        const char *vals[] = {"megatron.core.tokenizers.text.text_tokenizer.MegatronTokenizerText",
-                              "GPT2BPETokenizer", "[]", p->vocab_file, p->merge_file, "True",
-                              "False", "True", "False"};
-        for (int i = 0; i < 9; i++) {
-            sb_indent(b, lvl + 1);
-            sb_printf(b, "\"%s\": ", keys[i]);
-            sb_json_string(b, vals[i]);
-            if (i < 8)
-                sb_printf(b, ",");
-        }
-    } else {
-        sb_indent(b, lvl + 1);
-        sb_printf(b, "\"class\": \"_GPT2BPETokenizer\",");
-        sb_indent(b, lvl + 1);
-        sb_printf(b, "\"tokenizer_path\": [");
-        sb_indent(b, lvl + 2);
-        sb_json_string(b, p->vocab_file);
-        sb_printf(b, ",");
-        sb_indent(b, lvl + 2);
-        sb_json_string(b, p->merge_file);
-        sb_indent(b, lvl + 1);
-        sb_printf(b, "]");
-    }
-    sb_indent(b, lvl);
-    sb_printf(b, "}");
-}
-
 /* The low-level dataset under prefix d: an MMIDIDX reader, or the mock. */
 static uint64_t src_num_sequences(const ds_pipeline *p, size_t d)
 {
@@ -840,245 +225,8 @@ static uint64_t src_seq_length(const ds_pipeline *p, size_t d, uint64_t i)
     return p->mock_lengths ? (uint64_t)p->mock_lengths[i] : ds_reader_seq_length(p->readers[d], i);
 }
 
-/* type(self).__name__: the class identifier and the cache file infix. */
-static const char *gpt_class(const ds_pipeline *p)
-{
-    return p->mock_lengths ? "MockGPTDataset" : "GPTDataset";
-}
-
-/* GPTDataset.unique_identifiers as json.dumps(indent=4) writes them, the
-   object's "{" at the current position and its keys at level lvl + 1. */
-static void describe_gpt(sbuf *b, const ds_pipeline *p, const gpt_ds *g, int lvl)
-{
-    sb_printf(b, "{");
-    sb_indent(b, lvl + 1);
-    sb_printf(b, "\"class\": \"%s\",", gpt_class(p));
-    sb_indent(b, lvl + 1);
-    sb_printf(b, "\"dataset_path\": ");
-    if (p->mock_lengths)
-        sb_printf(b, "null");
-    else
-        sb_json_string(b, p->paths[g->prefix]);
-    sb_printf(b, ",");
-    sb_indent(b, lvl + 1);
-    if (g->num_samples == DS_NUM_SAMPLES_NONE)
-        sb_printf(b, "\"num_samples\": null,");
-    else
-        sb_printf(b, "\"num_samples\": %lld,", (long long)g->num_samples);
-    sb_indent(b, lvl + 1);
-    sb_printf(b, "\"index_split\": \"%s\",", split_names[g->split]);
-    sb_indent(b, lvl + 1);
-    sb_printf(b, "\"random_seed\": %lu,", (unsigned long)p->cfg.seed);
-    sb_indent(b, lvl + 1);
-    sb_printf(b, "\"sequence_length\": %llu,", (unsigned long long)p->cfg.seq_length);
-    sb_indent(b, lvl + 1);
-    sb_printf(b, "\"split\": ");
-    if (p->per_split) {
-        /* blend_per_split: the config has neither split nor split_matrix */
-        sb_printf(b, "null,");
-        sb_indent(b, lvl + 1);
-        sb_printf(b, "\"split_matrix\": null,");
-        goto tokenizer;
-    }
-    sb_json_string(b, p->split_str);
-    sb_printf(b, ",");
-    sb_indent(b, lvl + 1);
-    sb_printf(b, "\"split_matrix\": [");
-    for (int i = 0; i < 3; i++) {
-        sb_indent(b, lvl + 2);
-        if (!p->present[i]) {
-            sb_printf(b, "null");
-        } else {
-            sb_printf(b, "[");
-            sb_indent(b, lvl + 3);
-            if (i == 0)
-                sb_printf(b, "0");
-            else
-                sb_py_float(b, p->bookends[i]);
-            sb_printf(b, ",");
-            sb_indent(b, lvl + 3);
-            sb_py_float(b, p->bookends[i + 1]);
-            sb_indent(b, lvl + 2);
-            sb_printf(b, "]");
-        }
-        if (i < 2)
-            sb_printf(b, ",");
-    }
-    sb_indent(b, lvl + 1);
-    sb_printf(b, "],");
-tokenizer:
-    sb_indent(b, lvl + 1);
-    sb_printf(b, "\"tokenizer\": ");
-    describe_tokenizer(b, p, lvl + 1);
-    sb_indent(b, lvl);
-    sb_printf(b, "}");
-}
-
-static void describe_blend(sbuf *b, const ds_pipeline *p, int split, const blend_ds *bl,
-                           const uint64_t *lengths, const double *weights)
-{
-    sb_printf(b, "{");
-    sb_indent(b, 1);
-    sb_printf(b, "\"class\": \"BlendedDataset\",");
-    sb_indent(b, 1);
-    sb_printf(b, "\"datasets\": [");
-    for (size_t d = 0; d < bl->K; d++) {
-        sb_indent(b, 2);
-        describe_gpt(b, p, &p->gpt[(size_t)split * p->nd + bl->first + d], 2);
-        if (d + 1 < bl->K)
-            sb_printf(b, ",");
-    }
-    sb_indent(b, 1);
-    sb_printf(b, "],");
-    sb_indent(b, 1);
-    sb_printf(b, "\"split\": \"%s\",", split_names[split]);
-    sb_indent(b, 1);
-    sb_printf(b, "\"weights\": [");
-    for (size_t d = 0; d < bl->K; d++) {
-        sb_indent(b, 2);
-        if (lengths)
-            sb_printf(b, "%llu", (unsigned long long)lengths[d]);
-        else
-            sb_py_float(b, weights[d]);
-        if (d + 1 < bl->K)
-            sb_printf(b, ",");
-    }
-    sb_indent(b, 1);
-    sb_printf(b, "],");
-    sb_indent(b, 1);
-    if (bl->size == DS_NUM_SAMPLES_NONE)
-        sb_printf(b, "\"size\": null");
-    else
-        sb_printf(b, "\"size\": %lld", (long long)bl->size);
-    sb_indent(b, 0);
-    sb_printf(b, "}");
-}
-
-/* ---- the cache directory ---- */
-
-static int mkdir_p(const char *dir, char *errbuf)
-{
-    char *d = xstrdup0(dir);
-    RETURN_ERROR_IF(!d, DS_ERR_NOMEM, "out of memory");
-    for (char *s = d + 1;; s++) {
-        if (*s == '/' || *s == 0) {
-            char c = *s;
-            *s = 0;
-            if (mkdir(d, 0755) != 0 && errno != EEXIST) {
-                DS_SET_ERROR("cannot create the cache directory '%s': %s", d, strerror(errno));
-                free(d);
-                return DS_ERR_IO;
-            }
-            *s = c;
-            if (!c)
-                break;
-        }
-    }
-    free(d);
-    return 0;
-}
-
-static char *cache_path(const ds_pipeline *p, const char *md5, const char *cls, int split,
-                        const char *suffix)
-{
-    size_t n = strlen(p->cfg.cache_dir) + strlen(cls) + strlen(suffix) + 64;
-    char *s = malloc(n);
-    if (s)
-        snprintf(s, n, "%s/%s-%s-%s-%s", p->cfg.cache_dir, md5, cls, split_names[split], suffix);
-    return s;
-}
-
-/* 1 when the file holds exactly `want`. */
-static int file_equals(const char *path, const char *want)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return 0;
-    size_t n = strlen(want), i = 0;
-    int c, same = 1;
-    while ((c = getc(f)) != EOF) {
-        if (i >= n || (char)c != want[i]) {
-            same = 0;
-            break;
-        }
-        i++;
-    }
-    fclose(f);
-    return same && i == n;
-}
-
-/*
- * Looks up a set of cache files: {md5}-{cls}-{split}-description.txt and
- * one .npy per name.  A hit needs the description to be byte-identical to
- * ours and every .npy to map; the caller checks shapes.  Returns 1 on a
- * hit, 0 on a miss (nothing kept), or an error for out of memory.
- */
-static int cache_load(ds_pipeline *p, const char *desc, const char *md5, const char *cls, int split,
-                      const char *const *names, arr *arrs, int n)
-{
-    char *dpath = cache_path(p, md5, cls, split, "description.txt");
-    if (!dpath)
-        return DS_ERR_NOMEM;
-    int hit = file_equals(dpath, desc);
-    free(dpath);
-    for (int i = 0; hit && i < n; i++) {
-        char suffix[64];
-        snprintf(suffix, sizeof suffix, "%s.npy", names[i]);
-        char *path = cache_path(p, md5, cls, split, suffix);
-        if (!path)
-            return DS_ERR_NOMEM;
-        char scratch[DS_ERRMSG_SIZE];
-        hit = ds_npy_load(&arrs[i].npy, path, scratch) == 0;
-        free(path);
-        if (hit) {
-            arrs[i].view.data = arrs[i].npy.data;
-            arrs[i].view.n = arrs[i].npy.shape[0];
-            arrs[i].view.cols = arrs[i].npy.ndim == 2 ? (unsigned)arrs[i].npy.shape[1] : 1;
-            arrs[i].view.descr = arrs[i].npy.descr;
-        }
-    }
-    if (!hit)
-        for (int i = 0; i < n; i++)
-            arr_release(&arrs[i]);
-    return hit;
-}
-
-/* Writes the arrays, then the description: a crash in between leaves a set
-   without its description, which is a miss. */
-static int cache_store(ds_pipeline *p, const char *desc, const char *md5, const char *cls, int split,
-                       const char *const *names, const arr *arrs, int n)
-{
-    char *errbuf = p->err;
-    FORWARD_IF_ERROR(mkdir_p(p->cfg.cache_dir, errbuf));
-    for (int i = 0; i < n; i++) {
-        char suffix[64];
-        snprintf(suffix, sizeof suffix, "%s.npy", names[i]);
-        char *path = cache_path(p, md5, cls, split, suffix);
-        RETURN_ERROR_IF(!path, DS_ERR_NOMEM, "out of memory");
-        uint64_t shape[2] = {arrs[i].view.n, arrs[i].view.cols};
-        int rc = ds_npy_write(path, arrs[i].view.descr, shape, arrs[i].view.cols == 2 ? 2 : 1,
-                              arrs[i].view.data, errbuf);
-        free(path);
-        FORWARD_IF_ERROR(rc);
-    }
-    char *path = cache_path(p, md5, cls, split, "description.txt");
-    RETURN_ERROR_IF(!path, DS_ERR_NOMEM, "out of memory");
-    int rc = ds_write_file_atomic(path, desc, strlen(desc), NULL, 0, errbuf);
-    free(path);
-    return rc;
-}
-
-/* Moves a mapped array out of a cache_load() slot: its view's descr points
-   into the struct's own npy.descr, so a plain copy would leave it pointing
-   at the slot. */
-static void arr_take(arr *dst, const arr *src)
-{
-    *dst = *src;
-    if (src->view.descr == src->npy.descr)
-        dst->view.descr = dst->npy.descr;
-}
-
-static void arr_own(arr *a, void *data, uint64_t n, unsigned cols, const char *descr)
+/* An array built in memory: a owns data from here on. */
+static void arr_own(ds_arr *a, void *data, uint64_t n, unsigned cols, const char *descr)
 {
     a->own = data;
     a->view.data = data;
@@ -1101,39 +249,13 @@ static int64_t arr_get(const ds_array *a, uint64_t i, unsigned c)
 
 /* ---- GPTDataset ---- */
 
-static const char *const gpt_names[3] = {"document_index", "sample_index", "shuffle_index"};
-static const char *const blend_names[2] = {"dataset_index", "dataset_sample_index"};
-
-static int set_description(ds_pipeline *p, sbuf *b, char **desc, char md5[33])
-{
-    char *errbuf = p->err;
-    if (b->oom || !b->s) {
-        free(b->s);
-        RETURN_ERROR(DS_ERR_NOMEM, "out of memory");
-    }
-    *desc = b->s;
-    ds_md5_hex(md5, b->s, b->n);
-    return 0;
-}
-
-/* A cached GPTDataset set is usable when its shapes agree with each other
-   and its dtypes are ones some Megatron version writes. */
-static int gpt_cache_consistent(const gpt_ds *g)
-{
-    const ds_array *d = &g->doc.view, *s = &g->sample.view, *h = &g->shuffle.view;
-    return g->doc.npy.ndim == 1 && !strcmp(d->descr, "<i4") && g->sample.npy.ndim == 2 &&
-           s->cols == 2 && s->n >= 1 && (!strcmp(s->descr, "<i4") || !strcmp(s->descr, "<i8")) &&
-           g->shuffle.npy.ndim == 1 && (!strcmp(h->descr, "<u4") || !strcmp(h->descr, "<i8")) &&
-           h->n == s->n - 1;
-}
-
 #if defined(__GNUC__)
 #define PREFETCH(addr) __builtin_prefetch(addr)
 #else
 #define PREFETCH(addr) ((void)0)
 #endif
 
-/* The sample index (spec §4.6 step 6, Megatron's helpers.cpp
+/* The sample index (Megatron's helpers.cpp
    build_sample_idx): row s is (position in doc, token offset) where sample s
    starts; samples are L + E1 tokens long and overlap by E1.  Written
    directly in the output type (int32 when every value fits, as main does);
@@ -1201,11 +323,11 @@ static int load_sizes(const ds_pipeline *p, size_t prefix, int32_t **sizes, int6
  * cache lookup, all cheap and sequential.  Returns 1 when the arrays must
  * be built (gpt_compute), 0 when they came from the cache, or an error.
  */
-static int gpt_prepare(ds_pipeline *p, gpt_ds *g)
+static int gpt_prepare(ds_pipeline *p, ds_gpt *g)
 {
     char *errbuf = p->err;
     const char *path = p->paths[g->prefix];
-    const char *sname = split_names[g->split];
+    const char *sname = ds_split_names[g->split];
     uint64_t nseq = g->seq_end - g->seq_begin;
     int64_t L = (int64_t)p->cfg.seq_length, E1 = p->cfg.add_extra_token ? 1 : 0;
     uint64_t T = 0;
@@ -1247,25 +369,14 @@ static int gpt_prepare(ds_pipeline *p, gpt_ds *g)
         g->separate = final < (int64_t)(0.80 * (double)per);
     }
 
-    sbuf b = {0};
-    describe_gpt(&b, p, g, 0);
-    FORWARD_IF_ERROR(set_description(p, &b, &g->description, g->md5));
-
+    FORWARD_IF_ERROR(ds_gpt_describe(p, g));
     if (p->cfg.cache_dir) {
-        arr arrs[3] = {{0}};
-        int hit = cache_load(p, g->description, g->md5, gpt_class(p), g->split, gpt_names, arrs, 3);
-        RETURN_ERROR_IF(hit < 0, hit, "out of memory");
+        int hit = ds_gpt_cache_load(p, g);
+        if (hit < 0)
+            return hit;
         if (hit) {
-            arr_take(&g->doc, &arrs[0]);
-            arr_take(&g->sample, &arrs[1]);
-            arr_take(&g->shuffle, &arrs[2]);
-            if (gpt_cache_consistent(g)) {
-                g->from_cache = 1;
-                return 0;
-            }
-            arr_release(&g->doc);
-            arr_release(&g->sample);
-            arr_release(&g->shuffle);
+            g->from_cache = 1;
+            return 0;
         }
     }
     RETURN_ERROR_IF(g->seq_end > (uint64_t)INT32_MAX + 1, DS_ERR_RANGE,
@@ -1279,7 +390,7 @@ static int gpt_prepare(ds_pipeline *p, gpt_ds *g)
  * computed in parallel threads; the draws, and so the arrays, are those of
  * a sequential build.
  */
-static int gpt_compute(const ds_pipeline *p, gpt_ds *g, const int32_t *sizes, int64_t max_size,
+static int gpt_compute(const ds_pipeline *p, ds_gpt *g, const int32_t *sizes, int64_t max_size,
                        char *errbuf)
 {
     uint64_t nseq = g->seq_end - g->seq_begin, e = g->epochs, T = g->tokens;
@@ -1432,8 +543,7 @@ void ds_build_exhaustive_blending_indices(int16_t *di, int64_t *dsi, const uint6
    built (blend_compute), 0 on a cache hit. */
 static int blend_prepare(ds_pipeline *p, int split, int64_t size, const double *w, const uint64_t *lens)
 {
-    char *errbuf = p->err;
-    blend_ds *bl = &p->blends[split];
+    ds_blend *bl = &p->blends[split];
     size_t K = p->count[split];
     bl->first = p->first[split];
     bl->K = K;
@@ -1447,25 +557,14 @@ static int blend_prepare(ds_pipeline *p, int split, int64_t size, const double *
         n = (uint64_t)size;
     bl->n = n;
 
-    sbuf b = {0};
-    describe_blend(&b, p, split, bl, size == DS_NUM_SAMPLES_NONE ? lens : NULL, w);
-    FORWARD_IF_ERROR(set_description(p, &b, &bl->description, bl->md5));
-
+    FORWARD_IF_ERROR(ds_blend_describe(p, split, bl, lens));
     if (p->cfg.cache_dir) {
-        arr arrs[2] = {{0}};
-        int hit = cache_load(p, bl->description, bl->md5, "BlendedDataset", split, blend_names, arrs, 2);
-        RETURN_ERROR_IF(hit < 0, hit, "out of memory");
+        int hit = ds_blend_cache_load(p, split, bl);
+        if (hit < 0)
+            return hit;
         if (hit) {
-            if (arrs[0].npy.ndim == 1 && !strcmp(arrs[0].view.descr, "<i2") &&
-                arrs[1].npy.ndim == 1 && !strcmp(arrs[1].view.descr, "<i8") &&
-                arrs[0].view.n == n && arrs[1].view.n == n) {
-                arr_take(&bl->dataset_index, &arrs[0]);
-                arr_take(&bl->dataset_sample_index, &arrs[1]);
-                bl->built = 1;
-                return 0;
-            }
-            arr_release(&arrs[0]);
-            arr_release(&arrs[1]);
+            bl->built = 1;
+            return 0;
         }
     }
     return 1;
@@ -1474,7 +573,7 @@ static int blend_prepare(ds_pipeline *p, int split, int64_t size, const double *
 /* Second half: the arrays and the per-dataset counts (bl->count).  Needs
    the mid-level lengths only for an exhaustive blend, so a weighted blend
    may run in parallel with the GPTDatasets. */
-static int blend_compute(const ds_pipeline *p, blend_ds *bl, const uint64_t *lens, char *errbuf)
+static int blend_compute(const ds_pipeline *p, ds_blend *bl, const uint64_t *lens, char *errbuf)
 {
     size_t K = bl->K;
     (void)p;
@@ -1502,17 +601,16 @@ static int blend_compute(const ds_pipeline *p, blend_ds *bl, const uint64_t *len
 static int blend_finish(ds_pipeline *p, int split, const uint64_t *lens)
 {
     char *errbuf = p->err;
-    blend_ds *bl = &p->blends[split];
+    ds_blend *bl = &p->blends[split];
     for (size_t d = 0; d < bl->K; d++) {
         if ((uint64_t)bl->count[d] > lens[d]) {
             RETURN_ERROR(DS_ERR_OVERSAMPLE, "the %s blend asks '%s' for %lld samples but it has "
-                         "%llu; raise --mid-level-dataset-surplus", split_names[split], p->paths[bl->first + d],
+                         "%llu; raise --mid-level-dataset-surplus", ds_split_names[split], p->paths[bl->first + d],
                          (long long)bl->count[d], (unsigned long long)lens[d]);
         }
     }
     if (p->cfg.cache_dir) {
-        arr arrs[2] = {bl->dataset_index, bl->dataset_sample_index};
-        FORWARD_IF_ERROR(cache_store(p, bl->description, bl->md5, "BlendedDataset", split, blend_names, arrs, 2));
+        FORWARD_IF_ERROR(ds_blend_cache_store(p, split, bl));
     }
     return 0;
 }
@@ -1530,8 +628,8 @@ static int build_blend(ds_pipeline *p, int split, int64_t size, const double *w,
 
 /* One dataset to compute: a GPTDataset, or a weighted blend. */
 typedef struct build_job {
-    gpt_ds *g;
-    blend_ds *bl;
+    ds_gpt *g;
+    ds_blend *bl;
     uint64_t cost;                  /* rough element count, to start the largest first */
     int rc;
     char err[DS_ERRMSG_SIZE];
@@ -1719,16 +817,28 @@ static int uses(const ds_pipeline *p, int s, size_t d)
     return p->present[s] && d >= p->first[s] && d < p->first[s] + p->count[s];
 }
 
-int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
+/* Scratch state of one ds_pipeline_open(), freed when it returns. */
+typedef struct build_state {
+    int32_t **sizes;                /* (nd) each prefix's sequence lengths, loaded when needed */
+    int64_t *max_size;              /* (nd) the largest of them */
+    uint64_t *lens;                 /* (nd) lengths of the mid-level datasets a blend draws from */
+    double *w;                      /* (nd) the builder's normalized weights, then the blend's */
+    build_job *jobs;                /* (3 * nd + 3) datasets to compute */
+    size_t nj;
+} build_state;
+
+/*
+ * BlendedMegatronDatasetConfig.__post_init__: the scalars are checked and
+ * kept (the strings are copied, never borrowed past open), and --split goes
+ * through parse_and_normalize_split and convert_split_vector_to_split_matrix
+ * into the bookends of each split.  MockGPTDataset forces the split
+ * "1,1,1"; with blend_per_split there is no split, and a split exists
+ * exactly when it has a list of prefixes.  The cache directory is held in
+ * p->cfg.cache_dir until ds_pipeline_open returns.
+ */
+static int configure(ds_pipeline *p, const ds_gpt_config *cfg)
 {
-    if (!out)
-        return DS_ERR_ARG;
-    ds_pipeline *p = calloc(1, sizeof *p);
-    *out = p;
-    if (!p)
-        return DS_ERR_NOMEM;
     char *errbuf = p->err;
-    RETURN_ERROR_IF(!cfg, DS_ERR_ARG, "no configuration");
     p->cfg = *cfg;
     p->cfg.data_path = NULL;
     p->cfg.split = p->cfg.vocab_file = p->cfg.merge_file = NULL;
@@ -1743,7 +853,6 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
     RETURN_ERROR_IF(p->per_split && cfg->n_data_path, DS_ERR_ARG,
                     "--data-path and --train-data-path/--valid-data-path/--test-data-path are exclusive");
     RETURN_ERROR_IF(p->per_split && cfg->mock, DS_ERR_ARG, "--mock-data takes no data path");
-    /* MockGPTDataset forces the split; blend_per_split has none */
     const char *split = cfg->mock ? DS_MOCK_SPLIT : p->per_split ? NULL : cfg->split;
     RETURN_ERROR_IF(!split && !p->per_split, DS_ERR_ARG, "no split given");
     RETURN_ERROR_IF(cfg->mock && cfg->vocab_size <= 0, DS_ERR_ARG,
@@ -1751,33 +860,31 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
     p->split_str = xstrdup0(split ? split : "");
     p->vocab_file = xstrdup0(cfg->vocab_file ? cfg->vocab_file : "");
     p->merge_file = xstrdup0(cfg->merge_file ? cfg->merge_file : "");
-    char *cache_dir = cfg->cache_dir ? xstrdup0(cfg->cache_dir) : NULL;
-    RETURN_ERROR_IF(!p->split_str || !p->vocab_file || !p->merge_file || (cfg->cache_dir && !cache_dir),
+    p->cfg.cache_dir = cfg->cache_dir ? xstrdup0(cfg->cache_dir) : NULL;
+    RETURN_ERROR_IF(!p->split_str || !p->vocab_file || !p->merge_file || (cfg->cache_dir && !p->cfg.cache_dir),
                     DS_ERR_NOMEM, "out of memory");
-    int rc = 0;
     if (p->per_split) {
         for (int s = 0; s < 3; s++)
             p->present[s] = cfg->n_split_data_path[s] != 0;
-    } else {
-        rc = split_matrix(split, p->bookends, p->present);
+        return 0;
     }
-    if (rc < 0) {
-        free(cache_dir);
-        RETURN_ERROR(rc, "bad split '%s': expected up to three non-negative numbers, not all zero",
-                     split);
-    }
-    /* cache_dir is owned through cfg.cache_dir from here on (freed below). */
-    p->cfg.cache_dir = cache_dir;
-    int32_t **sizes = NULL;
-    int64_t *max_size = NULL;
-    uint64_t *lens = NULL;
-    double *w = NULL;
-    build_job *jobs = NULL;
-    size_t nj = 0;
+    int rc = split_matrix(split, p->bookends, p->present);
+    RETURN_ERROR_IF(rc < 0, rc, "bad split '%s': expected up to three non-negative numbers, not all zero",
+                    split);
+    return 0;
+}
 
-    rc = cfg->mock ? mock_open(p) : parse_data_paths(p, cfg);
-    if (rc < 0)
-        goto cleanup;
+/*
+ * The blend of the config: get_blend_from_list on --data-path (or on each
+ * of --train/valid/test-data-path for blend_per_split), or the one mock
+ * "prefix" of MockGPTLowLevelDataset.  Then what the builder decides from
+ * it per split: which prefixes the split draws from, whether its top level
+ * is a BlendedDataset (several prefixes, or weights given) and whether that
+ * blend is weighted.
+ */
+static int parse_paths(ds_pipeline *p, const ds_gpt_config *cfg)
+{
+    FORWARD_IF_ERROR(cfg->mock ? mock_open(p) : parse_data_paths(p, cfg));
     for (int s = 0; s < 3; s++) {
         if (!p->per_split) {
             p->first[s] = 0;
@@ -1791,53 +898,75 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
     }
     for (size_t d = 0; d < p->nd && !p->per_split; d++)
         p->owner[d] = -1;
+    return 0;
+}
+
+/*
+ * GPTDataset.build_low_level_dataset: an IndexedDataset (a ds_reader) per
+ * prefix, in the order of the list; none for mock data.  The reader's own
+ * message, naming the file, becomes the pipeline's.
+ */
+static int open_readers(ds_pipeline *p)
+{
     for (size_t d = 0; d < p->nd && !p->mock_lengths; d++) {
         ds_reader *r = NULL;
-        rc = ds_reader_open(p->paths[d], &r);
+        int rc = ds_reader_open(p->paths[d], &r);
         if (rc < 0) {
             snprintf(p->err, sizeof p->err, "%s", r ? ds_reader_error(r) : ds_strerror(rc));
             ds_reader_close(r);
-            goto cleanup;
+            return rc;
         }
         p->readers[d] = r;
     }
+    return 0;
+}
+
+/*
+ * The start of BlendedMegatronDatasetBuilder._build_blended_dataset_splits:
+ * each weighted list is normalize()d once (the shared list once, for the
+ * train split's sizes; each per-split list on its own), and a weighted blend
+ * needs a sample count for every split it serves.  Also allocates the
+ * scratch of the whole build.
+ */
+static int builder_weights(ds_pipeline *p, build_state *b)
+{
+    char *errbuf = p->err;
     p->gpt = calloc(3 * p->nd, sizeof *p->gpt);
-    sizes = calloc(p->nd, sizeof *sizes);
-    max_size = calloc(p->nd, sizeof *max_size);
-    lens = calloc(p->nd, sizeof *lens);
-    w = calloc(p->nd, sizeof *w);
-    if (!p->gpt || !sizes || !max_size || !lens || !w) {
-        rc = DS_ERR_NOMEM;
-        DS_SET_ERROR("out of memory");
-        goto cleanup;
-    }
-    /* the builder's normalize() of each weighted list; BlendedDataset
-       normalizes again below */
-    memcpy(w, p->weights, p->nd * sizeof *w);
+    b->sizes = calloc(p->nd, sizeof *b->sizes);
+    b->max_size = calloc(p->nd, sizeof *b->max_size);
+    b->lens = calloc(p->nd, sizeof *b->lens);
+    b->w = calloc(p->nd, sizeof *b->w);
+    b->jobs = calloc(3 * p->nd + 3, sizeof *b->jobs);
+    RETURN_ERROR_IF(!p->gpt || !b->sizes || !b->max_size || !b->lens || !b->w || !b->jobs, DS_ERR_NOMEM,
+                    "out of memory");
+    /* BlendedDataset normalizes the weights again (prepare_weighted_blends) */
+    memcpy(b->w, p->weights, p->nd * sizeof *b->w);
     for (int s = 0; s < 3; s++) {
         if (!p->weighted_s[s] || !p->count[s])
             continue;
         if (p->per_split || s == 0)
-            ds_normalize_weights(w + p->first[s], p->count[s]);
-        if (p->present[s] && cfg->num_samples[s] == DS_NUM_SAMPLES_NONE) {
-            rc = DS_ERR_ARG;
-            DS_SET_ERROR("a weighted blend needs a sample count for the %s split", split_names[s]);
-            goto cleanup;
-        }
+            ds_normalize_weights(b->w + p->first[s], p->count[s]);
+        RETURN_ERROR_IF(p->present[s] && p->cfg.num_samples[s] == DS_NUM_SAMPLES_NONE, DS_ERR_ARG,
+                        "a weighted blend needs a sample count for the %s split", ds_split_names[s]);
     }
+    return 0;
+}
 
-    /* Mid-level GPTDatasets, prefix by prefix as the builder goes: described
-       and looked up in the cache here, built below. */
-    jobs = calloc(3 * p->nd + 3, sizeof *jobs);
-    if (!jobs) {
-        rc = DS_ERR_NOMEM;
-        DS_SET_ERROR("out of memory");
-        goto cleanup;
-    }
+/*
+ * _build_megatron_dataset_splits for every prefix, in the builder's order:
+ * each split's sequence range from the split matrix (the whole prefix with
+ * blend_per_split), its num_samples (S for a lone dataset, None in an
+ * unweighted blend, the surplus-padded share of a weighted one, per
+ * Megatron version), then GPTDataset.__init__ up to the cache lookup.  A
+ * dataset the cache does not hold becomes a job for run_jobs.
+ */
+static int prepare_gpt_datasets(ds_pipeline *p, build_state *b)
+{
+    const ds_gpt_config *cfg = &p->cfg;
     for (size_t d = 0; d < p->nd; d++) {
         uint64_t N = src_num_sequences(p, d);
         for (int s = 0; s < 3; s++) {
-            gpt_ds *g = &p->gpt[(size_t)s * p->nd + d];
+            ds_gpt *g = &p->gpt[(size_t)s * p->nd + d];
             g->prefix = d;
             g->split = s;
             if (!uses(p, s, d))
@@ -1847,8 +976,8 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
                 g->seq_begin = 0;
                 g->seq_end = N;
             } else {
-                g->seq_begin = (uint64_t)round_half_even(p->bookends[s] * (double)N);
-                g->seq_end = (uint64_t)round_half_even(p->bookends[s + 1] * (double)N);
+                g->seq_begin = (uint64_t)ds_round_half_even(p->bookends[s] * (double)N);
+                g->seq_end = (uint64_t)ds_round_half_even(p->bookends[s + 1] * (double)N);
             }
             int64_t S = cfg->num_samples[s];
             if (!p->blend_s[s]) {
@@ -1856,29 +985,37 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
             } else if (!p->weighted_s[s]) {
                 g->num_samples = DS_NUM_SAMPLES_NONE;
             } else if (cfg->megatron_version == DS_MEGATRON_0_8) {
-                g->num_samples = (int64_t)ceil((double)S * w[d] * 1.005);
+                g->num_samples = (int64_t)ceil((double)S * b->w[d] * 1.005);
             } else {
-                g->num_samples = (int64_t)ceil(ceil((double)S * w[d]) * (1.0 + cfg->surplus));
+                g->num_samples = (int64_t)ceil(ceil((double)S * b->w[d]) * (1.0 + cfg->surplus));
             }
-            rc = gpt_prepare(p, g);
+            int rc = gpt_prepare(p, g);
             if (rc < 0)
-                goto cleanup;
+                return rc;
             if (rc == 0) {
                 g->built = 1;
                 continue;
             }
-            rc = load_sizes(p, d, sizes, max_size, p->err);
-            if (rc < 0)
-                goto cleanup;
-            jobs[nj].g = g;
-            jobs[nj].cost = (g->seq_end - g->seq_begin) * g->epochs +
-                            g->epochs * g->tokens / cfg->seq_length;
-            nj++;
+            FORWARD_IF_ERROR(load_sizes(p, d, b->sizes, b->max_size, p->err));
+            b->jobs[b->nj].g = g;
+            b->jobs[b->nj].cost = (g->seq_end - g->seq_begin) * g->epochs +
+                                  g->epochs * g->tokens / cfg->seq_length;
+            b->nj++;
         }
     }
+    return 0;
+}
 
-    /* A weighted blend needs nothing of its datasets but their descriptions
-       until its final check, so it is built alongside them. */
+/*
+ * The weighted BlendedDatasets: the builder's blend size (Σ ceil(S·w), or
+ * Σ ceil(S·w·1.005) for 0.8), then BlendedDataset.__init__, which
+ * normalizes the weights a second time, up to the cache lookup.  A weighted
+ * blend needs nothing of its datasets but their descriptions until its
+ * final check, so it is computed alongside them.
+ */
+static int prepare_weighted_blends(ds_pipeline *p, build_state *b)
+{
+    const ds_gpt_config *cfg = &p->cfg;
     for (int s = 0; s < 3; s++) {
         if (!p->present[s] || !p->blend_s[s] || !p->weighted_s[s])
             continue;
@@ -1886,58 +1023,79 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
         int64_t S = cfg->num_samples[s], size = 0;
         for (size_t d = f; d < f + K; d++)
             size += cfg->megatron_version == DS_MEGATRON_0_8
-                        ? (int64_t)ceil((double)S * w[d] * 1.005)
-                        : (int64_t)ceil((double)S * w[d]);
-        memcpy(p->weights + f, w + f, K * sizeof *p->weights);
+                        ? (int64_t)ceil((double)S * b->w[d] * 1.005)
+                        : (int64_t)ceil((double)S * b->w[d]);
+        memcpy(p->weights + f, b->w + f, K * sizeof *p->weights);
         ds_normalize_weights(p->weights + f, K);
-        rc = blend_prepare(p, s, size, p->weights + f, lens + f);
+        int rc = blend_prepare(p, s, size, p->weights + f, b->lens + f);
         if (rc < 0)
-            goto cleanup;
+            return rc;
         if (rc == 1) {
-            jobs[nj].bl = &p->blends[s];
-            jobs[nj].cost = p->blends[s].n;
-            nj++;
+            b->jobs[b->nj].bl = &p->blends[s];
+            b->jobs[b->nj].cost = p->blends[s].n;
+            b->nj++;
         }
     }
-    rc = run_jobs(p, jobs, nj, (const int32_t *const *)sizes, max_size);
-    if (rc < 0)
-        goto cleanup;
+    return 0;
+}
+
+/*
+ * The end of each GPTDataset.__init__: the lengths of the splits served by
+ * a lone GPTDataset, and the cache files of every built dataset, written
+ * in the builder's order (prefix by prefix, split by split).
+ */
+static int finish_gpt_datasets(ds_pipeline *p)
+{
     for (size_t i = 0; i < 3 * p->nd; i++) {
-        gpt_ds *g = &p->gpt[i];
+        ds_gpt *g = &p->gpt[i];
         if (!uses(p, g->split, g->prefix))
             continue;
         g->built = 1;
         if (!p->blend_s[g->split])
             p->length[g->split] = g->shuffle.view.n;
     }
-    /* the cache in the builder's order */
     for (size_t d = 0; d < p->nd && p->cfg.cache_dir; d++) {
         for (int s = 0; s < 3; s++) {
-            gpt_ds *g = &p->gpt[(size_t)s * p->nd + d];
+            ds_gpt *g = &p->gpt[(size_t)s * p->nd + d];
             if (!uses(p, s, d) || g->from_cache)
                 continue;
-            arr arrs[3] = {g->doc, g->sample, g->shuffle};
-            rc = cache_store(p, g->description, g->md5, gpt_class(p), s, gpt_names, arrs, 3);
-            if (rc < 0)
-                goto cleanup;
+            FORWARD_IF_ERROR(ds_gpt_cache_store(p, g));
         }
     }
+    return 0;
+}
+
+/*
+ * The end of each weighted BlendedDataset.__init__: now that the
+ * mid-level lengths are known, the builder's check that no dataset is
+ * asked for more samples than it has, then the cache files.
+ */
+static int finish_weighted_blends(ds_pipeline *p, build_state *b)
+{
     for (int s = 0; s < 3; s++) {
         if (!p->present[s] || !p->blend_s[s] || !p->weighted_s[s])
             continue;
         size_t f = p->first[s];
         for (size_t d = f; d < f + p->count[s]; d++)
-            lens[d] = p->gpt[(size_t)s * p->nd + d].shuffle.view.n;
-        if (p->blends[s].count) {
-            rc = blend_finish(p, s, lens + f);
-            if (rc < 0)
-                goto cleanup;
-        }
+            b->lens[d] = p->gpt[(size_t)s * p->nd + d].shuffle.view.n;
+        if (p->blends[s].count)
+            FORWARD_IF_ERROR(blend_finish(p, s, b->lens + f));
         p->length[s] = p->blends[s].dataset_index.view.n;
     }
+    return 0;
+}
 
-    /* Unweighted BlendedDatasets: sized and weighted by their datasets'
-       lengths, so built after them. */
+/*
+ * _build_blended_dataset_splits without weights: every dataset was built
+ * for one epoch, the weights are their lengths (normalized), and the size
+ * is min(S, Σ lengths), or None for build_exhaustive_blending_indices.  A
+ * dataset of no sample would get weight 0, which Megatron does not guard;
+ * it is an error here.
+ */
+static int build_unweighted_blends(ds_pipeline *p, build_state *b)
+{
+    char *errbuf = p->err;
+    const ds_gpt_config *cfg = &p->cfg;
     for (int s = 0; s < 3; s++) {
         if (!p->present[s] || !p->blend_s[s] || p->weighted_s[s])
             continue;
@@ -1945,43 +1103,67 @@ int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
         int64_t S = cfg->num_samples[s], size;
         uint64_t tot = 0;
         for (size_t d = f; d < f + K; d++) {
-            lens[d] = p->gpt[(size_t)s * p->nd + d].shuffle.view.n;
-            tot += lens[d];
+            b->lens[d] = p->gpt[(size_t)s * p->nd + d].shuffle.view.n;
+            tot += b->lens[d];
         }
         size = S == DS_NUM_SAMPLES_NONE ? DS_NUM_SAMPLES_NONE
                : (uint64_t)S < tot      ? S
                                         : (int64_t)tot;
         for (size_t d = f; d < f + K; d++) {
-            if (lens[d] == 0) {
-                rc = DS_ERR_EMPTY;
-                DS_SET_ERROR("the %s split of '%s' holds no sample of %llu tokens, and an "
-                             "unweighted blend would give it weight 0", split_names[s],
-                             p->paths[d], (unsigned long long)cfg->seq_length + (cfg->add_extra_token != 0));
-                goto cleanup;
-            }
-            w[d] = (double)lens[d];
+            RETURN_ERROR_IF(b->lens[d] == 0, DS_ERR_EMPTY,
+                            "the %s split of '%s' holds no sample of %llu tokens, and an "
+                            "unweighted blend would give it weight 0", ds_split_names[s],
+                            p->paths[d], (unsigned long long)cfg->seq_length + (cfg->add_extra_token != 0));
+            b->w[d] = (double)b->lens[d];
         }
-        ds_normalize_weights(w + f, K);
+        ds_normalize_weights(b->w + f, K);
         /* the weights shown are the train split's shares (each split's own
            with per-split lists) */
         if (p->per_split || s == DS_SPLIT_TRAIN || !p->present[DS_SPLIT_TRAIN])
-            memcpy(p->weights + f, w + f, K * sizeof *p->weights);
-        rc = build_blend(p, s, size, w + f, lens + f);
+            memcpy(p->weights + f, b->w + f, K * sizeof *p->weights);
+        int rc = build_blend(p, s, size, b->w + f, b->lens + f);
         p->blends[s].w = NULL;
         if (rc < 0)
-            goto cleanup;
+            return rc;
         p->length[s] = p->blends[s].dataset_index.view.n;
     }
+    return 0;
+}
+
+int ds_pipeline_open(const ds_gpt_config *cfg, ds_pipeline **out)
+{
+    if (!out)
+        return DS_ERR_ARG;
+    ds_pipeline *p = calloc(1, sizeof *p);
+    *out = p;
+    if (!p)
+        return DS_ERR_NOMEM;
+    char *errbuf = p->err;
+    RETURN_ERROR_IF(!cfg, DS_ERR_ARG, "no configuration");
+    build_state b = {0};
+    int rc;
+#define STEP(expr) do { rc = (expr); if (rc < 0) goto cleanup; } while (0)
+    STEP(configure(p, cfg));
+    STEP(parse_paths(p, cfg));
+    STEP(open_readers(p));
+    STEP(builder_weights(p, &b));
+    STEP(prepare_gpt_datasets(p, &b));
+    STEP(prepare_weighted_blends(p, &b));
+    STEP(run_jobs(p, b.jobs, b.nj, (const int32_t *const *)b.sizes, b.max_size));
+    STEP(finish_gpt_datasets(p));
+    STEP(finish_weighted_blends(p, &b));
+    STEP(build_unweighted_blends(p, &b));
+#undef STEP
     rc = 0;
 cleanup:
-    if (sizes)
+    if (b.sizes)
         for (size_t d = 0; d < p->nd; d++)
-            free(sizes[d]);
-    free(sizes);
-    free(max_size);
-    free(lens);
-    free(w);
-    free(jobs);
+            free(b.sizes[d]);
+    free(b.sizes);
+    free(b.max_size);
+    free(b.lens);
+    free(b.w);
+    free(b.jobs);
     free((char *)p->cfg.cache_dir);
     p->cfg.cache_dir = NULL;
     return rc;
@@ -2040,7 +1222,7 @@ int ds_pipeline_dataset(const ds_pipeline *p, int split, size_t d, ds_gpt_info *
     if (!ds_pipeline_has_split(p, split) || !uses(p, split, d) ||
         !p->gpt[(size_t)split * p->nd + d].built)
         return DS_ERR_RANGE;
-    const gpt_ds *g = &p->gpt[(size_t)split * p->nd + d];
+    const ds_gpt *g = &p->gpt[(size_t)split * p->nd + d];
     info->path = p->paths[d];
     info->seq_begin = g->seq_begin;
     info->seq_end = g->seq_end;
@@ -2065,7 +1247,7 @@ int ds_pipeline_blend(const ds_pipeline *p, int split, ds_array *dataset_index,
         return DS_ERR_ARG;
     if (!ds_pipeline_has_split(p, split) || !p->blend_s[split] || !p->blends[split].built)
         return DS_ERR_RANGE;
-    const blend_ds *bl = &p->blends[split];
+    const ds_blend *bl = &p->blends[split];
     if (dataset_index)
         *dataset_index = bl->dataset_index.view;
     if (dataset_sample_index)
@@ -2075,26 +1257,6 @@ int ds_pipeline_blend(const ds_pipeline *p, int split, ds_array *dataset_index,
     if (md5)
         *md5 = bl->md5;
     return 0;
-}
-
-static void load_tokens(int64_t *dst, const uint8_t *src, uint64_t n, int dtype)
-{
-    for (uint64_t i = 0; i < n; i++) {
-        switch (dtype) {
-        case DS_DTYPE_UINT8:  dst[i] = src[i]; break;
-        case DS_DTYPE_INT8:   dst[i] = (int8_t)src[i]; break;
-        case DS_DTYPE_INT16:  dst[i] = (int16_t)(src[2 * i] | src[2 * i + 1] << 8); break;
-        case DS_DTYPE_UINT16: dst[i] = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8); break;
-        case DS_DTYPE_INT32:  dst[i] = (int32_t)ds_load_le32(src + 4 * i); break;
-        case DS_DTYPE_INT64:  dst[i] = (int64_t)ds_load_le64(src + 8 * i); break;
-        default: {
-            uint64_t bits = ds_load_le64(src + 8 * i);
-            double x;
-            memcpy(&x, &bits, sizeof x);
-            dst[i] = (int64_t)x;
-        }
-        }
-    }
 }
 
 /* Appends `count` tokens of sequence seq from offset off; every index was
@@ -2109,7 +1271,7 @@ static int append_tokens(const ds_reader *r, uint64_t seq, uint64_t off, uint64_
     if (count > cap - *n)
         count = cap - *n;
     size_t item = ds_dtype_size(ds_reader_dtype(r));
-    load_tokens(text + *n, (const uint8_t *)data + off * item, count, ds_reader_dtype(r));
+    ds_decode_tokens(text + *n, (const uint8_t *)data + off * item, (size_t)count, ds_reader_dtype(r));
     *n += count;
     return 0;
 }
@@ -2124,7 +1286,7 @@ int ds_pipeline_text(const ds_pipeline *p, int split, uint64_t k, int64_t *text,
     size_t d = p->first[split];
     uint64_t kk = k;
     if (p->blend_s[split]) {
-        const blend_ds *bl = &p->blends[split];
+        const ds_blend *bl = &p->blends[split];
         int64_t di = arr_get(&bl->dataset_index.view, k, 0);
         int64_t dsi = arr_get(&bl->dataset_sample_index.view, k, 0);
         if (di < 0 || (uint64_t)di >= p->count[split] || dsi < 0)
@@ -2132,7 +1294,7 @@ int ds_pipeline_text(const ds_pipeline *p, int split, uint64_t k, int64_t *text,
         d += (size_t)di;
         kk = (uint64_t)dsi;
     }
-    const gpt_ds *g = &p->gpt[(size_t)split * p->nd + d];
+    const ds_gpt *g = &p->gpt[(size_t)split * p->nd + d];
     const ds_reader *r = p->readers[d];
     const int32_t *mock = p->mock_lengths;
     if (kk >= g->shuffle.view.n)

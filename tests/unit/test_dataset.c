@@ -5,8 +5,11 @@
  * golden datasets from Megatron's own preprocess_data.py, copied into
  * tests/data/golden/), merging, >4 GiB offsets on a sparse file, scratch-file
  * spilling, a catalogue of corrupt indices generated here from a valid
- * one, and ds_utf8_replace (Python's errors='replace').  Run from the repository root.  Everything it writes goes under a
- * mkdtemp directory in /tmp, removed at the end.
+ * one, ds_decode_tokens (every dtype, NaN and out-of-range float64),
+ * ds_py_float_repr (Python's repr(float)) and ds_utf8_replace (Python's
+ * errors='replace').  Run from the repository
+ * root.  Everything it writes goes under a mkdtemp directory in /tmp,
+ * removed at the end.
  *
  * It does not fuzz (tests/fuzz/ does) and does not test preprocess/.
  */
@@ -16,6 +19,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -853,6 +857,153 @@ static void test_all_dtypes(void)
     }
 }
 
+/*
+ * ds_decode_tokens: every dtype from little-endian bytes read at an odd
+ * address, signed dtypes sign-extended, float64 truncated toward zero, and
+ * INT64_MIN for NaN, the infinities, values outside int64 and the codes the
+ * library does not read (whose src is never touched: NULL here).
+ */
+static void test_decode_tokens(void)
+{
+    uint8_t buf[1 + 16 * 8];
+    uint8_t *src = buf + 1;
+    int64_t out[16];
+
+    static const uint8_t b8[] = {0x00, 0x7f, 0x80, 0xff};
+    memcpy(src, b8, sizeof b8);
+    ds_decode_tokens(out, src, 4, DS_DTYPE_UINT8);
+    CHECK(out[0] == 0 && out[1] == 127 && out[2] == 128 && out[3] == 255);
+    ds_decode_tokens(out, src, 4, DS_DTYPE_INT8);
+    CHECK(out[0] == 0 && out[1] == 127 && out[2] == -128 && out[3] == -1);
+
+    static const uint8_t b16[] = {0x34, 0x12, 0xff, 0x7f, 0x00, 0x80, 0xff, 0xff};
+    memcpy(src, b16, sizeof b16);
+    ds_decode_tokens(out, src, 4, DS_DTYPE_UINT16);
+    CHECK(out[0] == 0x1234 && out[1] == 32767 && out[2] == 32768 && out[3] == 65535);
+    ds_decode_tokens(out, src, 4, DS_DTYPE_INT16);
+    CHECK(out[0] == 0x1234 && out[1] == 32767 && out[2] == -32768 && out[3] == -1);
+
+    static const uint8_t b32[] = {0x78, 0x56, 0x34, 0x12, 0xff, 0xff, 0xff, 0x7f,
+                                  0x00, 0x00, 0x00, 0x80, 0xfe, 0xff, 0xff, 0xff};
+    memcpy(src, b32, sizeof b32);
+    ds_decode_tokens(out, src, 4, DS_DTYPE_INT32);
+    CHECK(out[0] == 0x12345678 && out[1] == INT32_MAX && out[2] == INT32_MIN && out[3] == -2);
+
+    static const uint64_t v64[] = {0x0123456789abcdefULL, 0x7fffffffffffffffULL, 1ULL << 63, (uint64_t)-3};
+    for (int i = 0; i < 4; i++)
+        put_le(src + 8 * i, v64[i], 8);
+    ds_decode_tokens(out, src, 4, DS_DTYPE_INT64);
+    CHECK(out[0] == 0x0123456789abcdefLL && out[1] == INT64_MAX && out[2] == INT64_MIN && out[3] == -3);
+
+    static const struct { double x; int64_t want; } f64[] = {
+        { 50256.0, 50256 },
+        { 2.9, 2 },
+        { -2.9, -2 },
+        { 0.5, 0 },
+        { -0.5, 0 },
+        { -0.0, 0 },
+        { 9223372036854774784.0, 9223372036854774784LL },   /* the largest double below 2^63 */
+        { -9223372036854775808.0, INT64_MIN },              /* -2^63 fits */
+        { 9223372036854775808.0, INT64_MIN },               /* 2^63 does not */
+        { -9223372036854777856.0, INT64_MIN },              /* the next double below -2^63 */
+        { 1e300, INT64_MIN },
+        { -1e19, INT64_MIN },
+        { NAN, INT64_MIN },
+        { -NAN, INT64_MIN },
+        { INFINITY, INT64_MIN },
+        { -INFINITY, INT64_MIN },
+    };
+    size_t nf = sizeof f64 / sizeof f64[0];
+    for (size_t i = 0; i < nf; i++) {
+        uint64_t u;
+        memcpy(&u, &f64[i].x, sizeof u);
+        put_le(src + 8 * i, u, 8);
+    }
+    ds_decode_tokens(out, src, nf, DS_DTYPE_FLOAT64);
+    for (size_t i = 0; i < nf; i++) {
+        if (out[i] != f64[i].want)
+            fprintf(stderr, "decode_tokens: float64 %.17g gave %lld, want %lld\n", f64[i].x,
+                    (long long)out[i], (long long)f64[i].want);
+        CHECK(out[i] == f64[i].want);
+    }
+
+    static const int unread[] = {0, DS_DTYPE_FLOAT32, 9, -1};
+    for (size_t c = 0; c < sizeof unread / sizeof unread[0]; c++) {
+        out[0] = out[1] = out[2] = 0;
+        ds_decode_tokens(out, NULL, 3, unread[c]);
+        CHECK(out[0] == INT64_MIN && out[1] == INT64_MIN && out[2] == INT64_MIN);
+    }
+    out[0] = 7;
+    ds_decode_tokens(out, NULL, 0, DS_DTYPE_INT32);
+    CHECK(out[0] == 7);
+}
+
+/*
+ * ds_py_float_repr: Python's repr(float).  The expected strings were printed
+ * by CPython 3 (python3 -c 'print(repr(x))' for each x): both ends of the
+ * fixed-notation range (1e-05 / 0.0001, 1e+16 / 1e15), integral values,
+ * shortest round-trip digits, subnormals, -0.0 and the non-finite values.
+ */
+static void test_py_float_repr(void)
+{
+    static const struct { double x; const char *want; } cases[] = {
+        { 0.0, "0.0" },
+        { -0.0, "-0.0" },
+        { 1.0, "1.0" },
+        { 123.0, "123.0" },
+        { -123.0, "-123.0" },
+        { 0.1, "0.1" },
+        { 0.969, "0.969" },
+        { 0.9500000000000001, "0.9500000000000001" },
+        { 1e16, "1e+16" },
+        { 1e15, "1000000000000000.0" },
+        { 9999999999999998.0, "9999999999999998.0" },
+        { 1e-05, "1e-05" },
+        { 0.0001, "0.0001" },
+        { 0.00012345, "0.00012345" },
+        { 0.00015000000000000001, "0.00015000000000000001" },
+        { -1.5e-10, "-1.5e-10" },
+        { 1e22, "1e+22" },
+        { 1.7976931348623157e308, "1.7976931348623157e+308" },
+        { 5e-324, "5e-324" },
+        { -2.2250738585072014e-308, "-2.2250738585072014e-308" },
+        { -2.5, "-2.5" },
+        { 1.0 / 3.0, "0.3333333333333333" },
+        { 2.0 / 3.0, "0.6666666666666666" },
+        { 123456789012345.6, "123456789012345.6" },
+        { 1234567890123456.8, "1234567890123456.8" },
+        { 12345678901234567.0, "1.2345678901234568e+16" },
+        { 100.0, "100.0" },
+        { 1e100, "1e+100" },
+        { 0.30000000000000004, "0.30000000000000004" },
+        { 3.14159, "3.14159" },
+        { 0.001, "0.001" },
+        { 12.5, "12.5" },
+        { 123456.789, "123456.789" },
+        { 4.35, "4.35" },
+        { 9007199254740992.0, "9007199254740992.0" },
+        { 9223372036854775808.0, "9.223372036854776e+18" },
+        { -1e-300, "-1e-300" },
+        { -0.00012345678901234567, "-0.00012345678901234567" },
+        { NAN, "nan" },
+        { INFINITY, "inf" },
+        { -INFINITY, "-inf" },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char out[DS_PY_FLOAT_REPR_MAX];
+        size_t n = ds_py_float_repr(out, sizeof out, cases[c].x);
+        if (n != strlen(cases[c].want) || strcmp(out, cases[c].want) != 0)
+            fprintf(stderr, "py_float_repr: %.17g gave '%s' (%zu), want '%s'\n", cases[c].x, out, n,
+                    cases[c].want);
+        CHECK(n == strlen(cases[c].want) && strcmp(out, cases[c].want) == 0);
+    }
+    /* too small a buffer: cut and terminated, the full length returned */
+    char small[4];
+    CHECK(ds_py_float_repr(small, sizeof small, 123.25) == 6 && strcmp(small, "123") == 0);
+    CHECK(ds_py_float_repr(small, 1, -1.0) == 4 && small[0] == 0);
+    CHECK(ds_py_float_repr(NULL, 0, 1e16) == 5);
+}
+
 /* Enough sequences and documents to overflow the 1 MB buffers several times,
    so the lengths and document indices go through the scratch files. */
 static void test_spill(void)
@@ -1147,6 +1298,8 @@ int main(void)
     RUN(test_writer_errors);
     RUN(test_empty_datasets);
     RUN(test_all_dtypes);
+    RUN(test_decode_tokens);
+    RUN(test_py_float_repr);
     RUN(test_spill);
     RUN(test_utf8_replace);
     RUN(test_merge_goldens_equals_rewrite);

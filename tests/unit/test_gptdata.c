@@ -1,6 +1,6 @@
 /*
  * test_gptdata.c - unit tests of the training-data pipeline (dataset/gptdata.c,
- * dataset/npy.c): numpy RandomState, MD5, .npy headers, split rounding,
+ * gptcache.c, pyemu.c, npy.c): numpy RandomState, MD5, .npy headers, split rounding,
  * weight normalization, blending, the spec's worked GPTDataset example, and
  * the golden index arrays Megatron-Core itself wrote (tests/data/indices/,
  * configs A, C, D in both v0.8.0 and main flavours, and the per-split
