@@ -243,38 +243,13 @@ ds_reader *inspect_open_or_die(const char *prefix)
     return r;
 }
 
-/* One token widened to int64, for every dtype the reader accepts (float64 is
-   truncated toward zero, as ds_reader_token does; NaN gives INT64_MIN). */
+/* One token widened to int64 (ds_decode_tokens: float64 truncated toward
+   zero, NaN or out of range INT64_MIN). */
 int64_t inspect_token(const uint8_t *p, int dtype)
 {
-    switch (dtype) {
-    case DS_DTYPE_UINT8:  return p[0];
-    case DS_DTYPE_INT8:   return (int64_t)p[0] - (p[0] & 0x80 ? 0x100 : 0);
-    case DS_DTYPE_UINT16: return (int64_t)(p[0] | p[1] << 8);
-    case DS_DTYPE_INT16: {
-        int64_t v = p[0] | p[1] << 8;
-        return v - (v & 0x8000 ? 0x10000 : 0);
-    }
-    case DS_DTYPE_INT32: {
-        int64_t v = (int64_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
-        return v - (v & 0x80000000 ? ((int64_t)1 << 32) : 0);
-    }
-    default: {
-        uint64_t u = 0;
-        for (int i = 7; i >= 0; i--)
-            u = u << 8 | p[i];
-        if (dtype == DS_DTYPE_FLOAT64) {
-            double d;
-            memcpy(&d, &u, sizeof d);
-            if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
-                return INT64_MIN;
-            return (int64_t)d;
-        }
-        int64_t v;
-        memcpy(&v, &u, sizeof v);
-        return v;
-    }
-    }
+    int64_t v;
+    ds_decode_tokens(&v, p, 1, dtype);
+    return v;
 }
 
 /* Sequence i, or exit 1 when its pointer lies outside the .bin (open does not

@@ -48,52 +48,6 @@
 #define CHUNK_BYTES (1u << 20)
 #define MAX_SKIP_NOTES 8
 
-/* Python's repr() of a float: the shortest digits that round-trip, fixed
- * notation for decimal exponents in [-4, 16), scientific otherwise.  Needed
- * for Megatron's progress line, which prints raw floats. */
-static void py_repr(double x, char *out, size_t cap)
-{
-    if (isnan(x)) { snprintf(out, cap, "nan"); return; }
-    if (isinf(x)) { snprintf(out, cap, x > 0 ? "inf" : "-inf"); return; }
-    char buf[40];
-    int p;
-    for (p = 1; p <= 17; p++) {
-        snprintf(buf, sizeof buf, "%.*e", p - 1, x);
-        if (strtod(buf, NULL) == x) break;
-    }
-    /* buf = [-]d[.ddd]e[+-]XX */
-    char digits[24];
-    int nd = 0, neg = 0;
-    const char *s = buf;
-    if (*s == '-') { neg = 1; s++; }
-    for (; *s && *s != 'e'; s++)
-        if (*s >= '0' && *s <= '9') digits[nd++] = *s;
-    int e = atoi(s + 1);
-    while (nd > 1 && digits[nd - 1] == '0') nd--;
-    digits[nd] = 0;
-    char *o = out;
-    size_t left = cap;
-#define PUT(...) do { int w_ = snprintf(o, left, __VA_ARGS__); if (w_ < 0 || (size_t)w_ >= left) return; o += w_; left -= (size_t)w_; } while (0)
-    if (neg) PUT("-");
-    if (e >= -4 && e < 16) {
-        if (e >= 0) {
-            for (int i = 0; i <= e; i++) PUT("%c", i < nd ? digits[i] : '0');
-            PUT(".");
-            if (nd > e + 1) PUT("%s", digits + e + 1); else PUT("0");
-        } else {
-            PUT("0.");
-            for (int i = 0; i < -e - 1; i++) PUT("0");
-            PUT("%s", digits);
-        }
-    } else {
-        PUT("%c", digits[0]);
-        if (nd > 1) PUT(".%s", digits + 1);
-        PUT("e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
-    }
-#undef PUT
-}
-
-
 /* ---- temporary files and signals --------------------------------------- */
 
 /* Paths of every temporary file the writers may create, copied into static
@@ -743,9 +697,10 @@ static void megatron_line(struct progress *pg, uint64_t docs, uint64_t chars)
     if (cli.verbosity < 2) return;
     double el = cli_now() - pg->start;
     if (el <= 0) el = 1e-9;
-    char a[40], b[40];
-    py_repr((double)docs / el, a, sizeof a);
-    py_repr((double)chars / el / 1024 / 1024, b, sizeof b);
+    /* Megatron prints raw floats: Python's repr */
+    char a[DS_PY_FLOAT_REPR_MAX], b[DS_PY_FLOAT_REPR_MAX];
+    ds_py_float_repr(a, sizeof a, (double)docs / el);
+    ds_py_float_repr(b, sizeof b, (double)chars / el / 1024 / 1024);
     cli_bar_clear(&pg->bar);
     fprintf(stderr, "Processed %" PRIu64 " documents (%s docs/s, %s MB/s).\n", docs, a, b);
 }
