@@ -266,8 +266,9 @@ int pretok_pcre2_new(pretok_pcre2 **out, char *err, size_t errlen)
 
 size_t pretok_pcre2_next(pretok_pcre2 *p, const unsigned char *s, size_t n, size_t pos)
 {
-    /* PCRE2_NO_UTF_CHECK: the default check is O(n) per call, O(n^2) per
-     * document (bpe-notes.md section 3.3).  The text was validated once. */
+    /* PCRE2_NO_UTF_CHECK: by default every call validates the subject from
+     * pos to its end, O(n) per piece and O(n^2) per document.  The text was
+     * validated once, by the JSON decoder. */
     int rc = p->jit ? pcre2_jit_match(p->code, s, n, pos, PCRE2_NO_UTF_CHECK, p->md, NULL)
                     : pcre2_match(p->code, s, n, pos, PCRE2_NO_UTF_CHECK, p->md, NULL);
     if (rc < 0) return pos + 1;     /* cannot happen: \s+ or "other" always matches */
