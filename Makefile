@@ -1,4 +1,4 @@
-# mds - Megatron-compatible dataset toolkit.  One GNU Makefile for everything.
+# mds - Megatron-compatible dataset toolkit and GPT trainer.  One GNU Makefile for everything.
 #
 #   make            build the CPU tools into build/
 #   make test       install missing Debian packages, build with -Werror, run every test
