@@ -1,11 +1,13 @@
-# mds - Megatron-compatible dataset toolkit.  One GNU Makefile for everything.
+# mds - Megatron-compatible dataset toolkit and GPT trainer.  One GNU Makefile for everything.
 #
 #   make            build the CPU tools into build/
 #   make test       install missing Debian packages, build with -Werror, run every test
 #   make help       list the targets
 #
 # Feature probes run through $(shell ...) by compiling a tiny program; each
-# answer can be overridden on the command line (HAVE_CUDA=0, ...).
+# answer can be overridden on the command line (HAVE_CUDA=0, ...).  A missing
+# optional library (PCRE2, liblzma, zstd, zlib) only switches its feature off:
+# the code builds without it and says so when the feature is asked for.
 
 SHELL    := /bin/sh
 CC       ?= cc
@@ -80,7 +82,31 @@ ifeq ($(HAVE_OPENMP),1)
 CFLAGS  += -fopenmp
 LDFLAGS += -fopenmp
 endif
-LDLIBS += -lpcre2-8 -llzma -lzstd -lz -lm
+# Each optional library found adds its define (tested by preprocess/pretok.c
+# and preprocess/input.c) and its -l flag; MDS_FEATURES names them for the tests.
+MDS_FEATURES :=
+ifeq ($(HAVE_PCRE2),1)
+MDS_FEATURES += pcre2
+CPPFLAGS     += -DMDS_HAVE_PCRE2
+LDLIBS       += -lpcre2-8
+endif
+ifeq ($(HAVE_LZMA),1)
+MDS_FEATURES += lzma
+CPPFLAGS     += -DMDS_HAVE_LZMA
+LDLIBS       += -llzma
+endif
+ifeq ($(HAVE_ZSTD),1)
+MDS_FEATURES += zstd
+CPPFLAGS     += -DMDS_HAVE_ZSTD
+LDLIBS       += -lzstd
+endif
+ifeq ($(HAVE_ZLIB),1)
+MDS_FEATURES += zlib
+CPPFLAGS     += -DMDS_HAVE_ZLIB
+LDLIBS       += -lz
+endif
+MDS_FEATURES := $(strip $(MDS_FEATURES))
+LDLIBS += -lm
 
 # Debian packages the build and the tests need.  `make deps` installs the
 # missing ones when run as root; without root it only says what is missing.
@@ -212,7 +238,7 @@ test: deps
 	@$(MAKE) --no-print-directory WERROR=1 test-run
 
 test-run: $(PROGS) $(TEST_BINS) $(FUZZ_BINS)
-	@BUILD=$(BUILD) sh tests/run.sh
+	@BUILD=$(BUILD) MDS_FEATURES='$(MDS_FEATURES)' sh tests/run.sh
 
 ## check-golden: also compare the large dev corpus with Megatron's golden output (needs ../shared)
 check-golden: deps
@@ -241,6 +267,7 @@ install: $(PROGS)
 ## config: print the detected features and flags
 config:
 	@echo "CC=$(CC) CFLAGS=$(CFLAGS)"
+	@echo "MDS_FEATURES=$(MDS_FEATURES) LDLIBS=$(LDLIBS)"
 	@echo "HAVE_OPENMP=$(HAVE_OPENMP) HAVE_PCRE2=$(HAVE_PCRE2) HAVE_LZMA=$(HAVE_LZMA) HAVE_ZSTD=$(HAVE_ZSTD) HAVE_ZLIB=$(HAVE_ZLIB) HAVE_MPI=$(HAVE_MPI) HAVE_CUDA=$(HAVE_CUDA) HAVE_NCCL=$(HAVE_NCCL)"
 
 ## clean: remove the build directory ($(BUILD))

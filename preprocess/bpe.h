@@ -3,7 +3,7 @@
  *
  * This is the tokenizer core of mdsprep.  It reproduces the token ids of
  * Megatron-LM's legacy GPT2Tokenizer (OpenAI encoder.py semantics, see
- * docs/megatron-data-spec.md section 3) byte for byte.  It works on raw bytes:
+ * docs/architecture.md, "Tokenizer") byte for byte.  It works on raw bytes:
  * the byte->unicode alphabet of encoder.py only matters when the vocab and
  * merges files are loaded, and is exposed below for tools that print tokens.
  *
@@ -178,7 +178,7 @@ size_t bpe_decode_bound(const bpe *b, size_t nids);
 int bpe_decode(const bpe *b, const uint32_t *ids, size_t n, unsigned char *out, size_t cap, size_t *outlen);
 
 /*
- * The byte <-> unicode alphabet of encoder.py's bytes_to_unicode() (spec 3.2):
+ * The byte <-> unicode alphabet of encoder.py's bytes_to_unicode():
  * bytes 33..126, 161..172 and 174..255 map to the same code point, the other 68
  * to U+0100..U+0143 in increasing byte order (space -> U+0120).
  * bpe_byte_to_unicode() returns the code point of a byte; bpe_unicode_to_byte()

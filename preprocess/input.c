@@ -6,6 +6,11 @@
  * so decompressed bytes are never copied twice.  Plain input is read straight
  * into the caller's buffer as well, after the few bytes peeked at open.
  *
+ * Each decoder is compiled only when the Makefile found its library
+ * (MDS_HAVE_ZLIB, MDS_HAVE_LZMA, MDS_HAVE_ZSTD).  Without it the format is
+ * still detected, so such an input fails at open with a message naming the
+ * missing library instead of being read as plain bytes.
+ *
  * Not done here on purpose: line splitting, UTF-8 checks, seeking, formats
  * other than gzip/xz/zstd (bzip2, lz4, .lzma, zlib streams are plain bytes).
  */
@@ -21,10 +26,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifdef MDS_HAVE_LZMA
 #include <lzma.h>
+#endif
+#ifdef MDS_HAVE_ZLIB
 #include <zlib.h>
+#endif
+#ifdef MDS_HAVE_ZSTD
 #include <zstd.h>
 #include <zstd_errors.h>
+#endif
 
 #ifdef MDS_DEBUG
 #define INPUT_DEBUGLOG(code) \
@@ -64,17 +75,21 @@ struct mds_input {
     uint64_t nread;             /* bytes read from fd */
     uint64_t size;              /* st_size of a regular file, else 0 */
 
+#ifdef MDS_HAVE_ZLIB
     z_stream z;
     int z_ready;                /* inflateInit2 done */
     int z_boundary;             /* between gzip members (or before the first) */
     int z_zeros;                /* saw zero padding after a member */
     uint64_t z_members;         /* members decoded completely */
-
+#endif
+#ifdef MDS_HAVE_LZMA
     lzma_stream x;
     int x_ready;
-
+#endif
+#ifdef MDS_HAVE_ZSTD
     ZSTD_DCtx *zd;
     size_t zret;                /* last ZSTD_decompressStream hint; 0 = frame complete */
+#endif
 
     char err[256];
 };
@@ -112,7 +127,9 @@ static int input_fill(mds_input *in)
     }
 }
 
-/* Refills an empty input buffer from the start, so reads stay large. */
+#if defined(MDS_HAVE_ZLIB) || defined(MDS_HAVE_LZMA) || defined(MDS_HAVE_ZSTD)
+/* Refills an empty input buffer from the start, so reads stay large (for
+ * the decoders only: plain input is read straight into the caller's buffer). */
 static int input_refill(mds_input *in)
 {
     if (in->ipos < in->ilen || in->ieof)
@@ -120,6 +137,7 @@ static int input_refill(mds_input *in)
     in->ipos = in->ilen = 0;
     return input_fill(in);
 }
+#endif
 
 /* Whether p[0, n) is a prefix of one of the magics detect_format knows. */
 static int may_be_magic(const unsigned char *p, size_t n)
@@ -149,9 +167,24 @@ static int detect_format(const unsigned char *p, size_t n)
     return MDS_INPUT_PLAIN;
 }
 
-static int decoder_init(mds_input *in, int threads)
+#if !defined(MDS_HAVE_ZLIB) || !defined(MDS_HAVE_LZMA) || !defined(MDS_HAVE_ZSTD)
+/* A format this build has no decoder for: refused at open, naming the
+ * library and its Debian package. */
+static int not_built(mds_input *in, const char *path, const char *format, const char *lib, const char *pkg)
 {
+    int is_stdin = strcmp(path, "-") == 0;
+    RETURN_ERROR_IF(1, MDS_INPUT_ERR_UNSUPPORTED, "%s%s%s: %s-compressed input, but this build has no %s"
+                    " (install %s and rebuild)", is_stdin ? "" : "'", is_stdin ? "stdin" : path,
+                    is_stdin ? "" : "'", format, lib, pkg);
+}
+#endif
+
+static int decoder_init(mds_input *in, const char *path, int threads)
+{
+    (void)path;     /* named only when a decoder is not built in */
+    (void)threads;  /* only the xz decoder uses it */
     switch (in->format) {
+#ifdef MDS_HAVE_ZLIB
     case MDS_INPUT_GZIP: {
         int rc = inflateInit2(&in->z, 15 + 16);  /* gzip wrapper only */
         RETURN_ERROR_IF(rc == Z_MEM_ERROR, MDS_INPUT_ERR_NOMEM, "out of memory");
@@ -160,6 +193,11 @@ static int decoder_init(mds_input *in, int threads)
         in->z_boundary = 1;
         return 0;
     }
+#else
+    case MDS_INPUT_GZIP:
+        return not_built(in, path, "gzip", "zlib", "zlib1g-dev");
+#endif
+#ifdef MDS_HAVE_LZMA
     case MDS_INPUT_XZ: {
         lzma_ret rc;
         if (threads > 1) {
@@ -181,6 +219,11 @@ static int decoder_init(mds_input *in, int threads)
         in->x_ready = 1;
         return 0;
     }
+#else
+    case MDS_INPUT_XZ:
+        return not_built(in, path, "xz", "liblzma", "liblzma-dev");
+#endif
+#ifdef MDS_HAVE_ZSTD
     case MDS_INPUT_ZSTD:
         in->zd = ZSTD_createDCtx();
         RETURN_ERROR_IF(in->zd == NULL, MDS_INPUT_ERR_NOMEM, "out of memory");
@@ -188,6 +231,10 @@ static int decoder_init(mds_input *in, int threads)
         ZSTD_DCtx_setParameter(in->zd, ZSTD_d_windowLogMax, sizeof(size_t) == 8 ? 31 : 30);
         in->zret = 1;
         return 0;
+#else
+    case MDS_INPUT_ZSTD:
+        return not_built(in, path, "zstd", "libzstd", "libzstd-dev");
+#endif
     default:
         return 0;
     }
@@ -229,7 +276,7 @@ int mds_input_open(const char *path, int threads, mds_input **out)
     while (in->ilen < 6 && !in->ieof && may_be_magic(in->ibuf, in->ilen))
         FORWARD_IF_ERROR(input_fill(in));
     in->format = detect_format(in->ibuf, in->ilen);
-    return decoder_init(in, threads);
+    return decoder_init(in, path, threads);
 }
 
 static long long read_plain(mds_input *in, unsigned char *buf, size_t cap)
@@ -265,6 +312,7 @@ static long long read_plain(mds_input *in, unsigned char *buf, size_t cap)
     }
 }
 
+#ifdef MDS_HAVE_ZLIB
 /* Members follow each other; zero bytes after a member are padding that
  * `gzip -dc` accepts silently, anything else after the last member is
  * garbage and an error. */
@@ -321,7 +369,9 @@ static long long read_gzip(mds_input *in, unsigned char *buf, size_t cap)
     }
     return (long long)produced;
 }
+#endif
 
+#ifdef MDS_HAVE_LZMA
 static long long read_xz(mds_input *in, unsigned char *buf, size_t cap)
 {
     size_t produced = 0;
@@ -353,7 +403,9 @@ static long long read_xz(mds_input *in, unsigned char *buf, size_t cap)
     }
     return (long long)produced;
 }
+#endif
 
+#ifdef MDS_HAVE_ZSTD
 static long long read_zstd(mds_input *in, unsigned char *buf, size_t cap)
 {
     ZSTD_outBuffer out = { buf, cap, 0 };
@@ -385,6 +437,7 @@ static long long read_zstd(mds_input *in, unsigned char *buf, size_t cap)
     }
     return (long long)out.pos;
 }
+#endif
 
 long long mds_input_read(mds_input *in, void *buf, size_t cap)
 {
@@ -398,9 +451,15 @@ long long mds_input_read(mds_input *in, void *buf, size_t cap)
     long long r;
     in->produced = 0;
     switch (in->format) {
+#ifdef MDS_HAVE_ZLIB
     case MDS_INPUT_GZIP: r = read_gzip(in, buf, cap); break;
+#endif
+#ifdef MDS_HAVE_LZMA
     case MDS_INPUT_XZ:   r = read_xz(in, buf, cap); break;
+#endif
+#ifdef MDS_HAVE_ZSTD
     case MDS_INPUT_ZSTD: r = read_zstd(in, buf, cap); break;
+#endif
     default:             r = read_plain(in, buf, cap); break;
     }
     /* Bytes decoded before an error are handed out first, like `zcat`; the
@@ -435,6 +494,23 @@ int mds_input_format(const mds_input *in)
     return in ? in->format : MDS_INPUT_PLAIN;
 }
 
+const char *mds_input_features(void)
+{
+    /* A leading space before each name, skipped on return. */
+    static const char names[] = ""
+#ifdef MDS_HAVE_ZLIB
+        " gzip"
+#endif
+#ifdef MDS_HAVE_LZMA
+        " xz"
+#endif
+#ifdef MDS_HAVE_ZSTD
+        " zstd"
+#endif
+        ;
+    return names[0] ? names + 1 : names;
+}
+
 const char *mds_input_format_name(int fmt)
 {
     switch (fmt) {
@@ -450,6 +526,7 @@ uint64_t mds_input_compressed_pos(const mds_input *in)
 {
     if (!in) return 0;
     uint64_t pos = in->nread - (in->ilen - in->ipos);
+#ifdef MDS_HAVE_LZMA
     /* The threaded xz decoder swallows input far ahead of its output; ask it
      * how much it has really decoded, so progress and ETA follow the data. */
     if (in->x_ready) {
@@ -457,6 +534,7 @@ uint64_t mds_input_compressed_pos(const mds_input *in)
         lzma_get_progress((lzma_stream *)&in->x, &pin, &pout);
         if (pin < pos) pos = pin;
     }
+#endif
     return pos;
 }
 
@@ -469,11 +547,17 @@ void mds_input_close(mds_input *in)
 {
     if (in == NULL)
         return;
+#ifdef MDS_HAVE_ZLIB
     if (in->z_ready)
         inflateEnd(&in->z);
+#endif
+#ifdef MDS_HAVE_LZMA
     if (in->x_ready)
         lzma_end(&in->x);
+#endif
+#ifdef MDS_HAVE_ZSTD
     ZSTD_freeDCtx(in->zd);
+#endif
     if (in->close_fd && in->fd >= 0)
         close(in->fd);
     free(in->ibuf);

@@ -12,6 +12,11 @@
  * and `zstd -dc` do.  Anything that would lose data silently (a truncated
  * stream, corrupt data, bytes after the last member) is an error.
  *
+ * Each decoder is built in only when its library (zlib, liblzma, libzstd) was
+ * found at build time; mds_input_features() lists those that were.  A
+ * compressed input whose decoder is missing is still recognised by its magic
+ * and refused at open, never read as plain bytes.
+ *
  * Libraries never print and never exit: functions return 0 or a negative
  * mds_input_error_code, and the handle keeps a one-line message of the last
  * error (mds_input_error()).
@@ -68,6 +73,11 @@ enum mds_input_error_code {
  *  thread either way.  threads <= 1 uses the plain single-threaded decoder.
  *  Other formats ignore `threads`.
  *  @return : 0, or MDS_INPUT_ERR_NOMEM / _OPEN / _IO / _UNSUPPORTED / _ARG.
+ *            _UNSUPPORTED also when the input is compressed in a format this
+ *            build has no decoder for; the message then reads
+ *            "'x.jsonl.xz': xz-compressed input, but this build has no
+ *            liblzma (install liblzma-dev and rebuild)" ("stdin: ..." for
+ *            "-"; zlib / zlib1g-dev for gzip, libzstd / libzstd-dev for zstd).
  *            On success *out is the new handle.  On failure *out is still a
  *            handle that holds only the error message (like sqlite3_open), or
  *            NULL when even that could not be allocated; either way the
@@ -107,6 +117,14 @@ const char *mds_input_strerror(int code);
 /*! mds_input_format() :
  *  @return : the detected enum mds_input_format (MDS_INPUT_PLAIN for NULL). */
 int mds_input_format(const mds_input *in);
+
+/*! mds_input_features() :
+ *  @return : the compressed formats this build decodes, as their
+ *            mds_input_format_name()s in the order gzip, xz, zstd separated
+ *            by single spaces: "gzip xz zstd" when every library was found,
+ *            "" when none was (plain input is always read).  A static string;
+ *            thread safe. */
+const char *mds_input_features(void);
 
 /*! mds_input_format_name() :
  *  @return : "plain", "gzip", "xz", "zstd", or "unknown" (static strings). */

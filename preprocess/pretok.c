@@ -16,6 +16,10 @@
  *      character that fails and \s+ takes it alone.
  * It does not validate UTF-8: its input comes from the JSON decoder, which
  * did.  Class lookups go through a two-stage table built once from unitab.c.
+ *
+ * The PCRE2 reference is compiled only when the Makefile found PCRE2
+ * (MDS_HAVE_PCRE2); without it pretok_pcre2_new() fails with a message that
+ * says so, and the scanner is unaffected.
  */
 #include "pretok.h"
 #include "unitab.h"
@@ -25,8 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef MDS_HAVE_PCRE2
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#endif
 
 /* Two-stage class table: stage1[cp >> 8] selects a 256-entry block of
  * stage2.  Identical blocks are shared, so the whole table is ~100 KB. */
@@ -184,11 +190,13 @@ size_t pretok_next(const unsigned char *s, size_t n, size_t pos)
 
 /* ---- PCRE2 reference ---------------------------------------------------- */
 
+#ifdef MDS_HAVE_PCRE2
 struct pretok_pcre2 {
     pcre2_code *code;
     pcre2_match_data *md;
     int jit;
 };
+#endif
 
 static char *pattern;
 static pthread_once_t pattern_once = PTHREAD_ONCE_INIT;
@@ -235,6 +243,16 @@ const char *pretok_pcre2_pattern(void)
     return pattern;
 }
 
+int pretok_have_pcre2(void)
+{
+#ifdef MDS_HAVE_PCRE2
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+#ifdef MDS_HAVE_PCRE2
 int pretok_pcre2_new(pretok_pcre2 **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -266,8 +284,9 @@ int pretok_pcre2_new(pretok_pcre2 **out, char *err, size_t errlen)
 
 size_t pretok_pcre2_next(pretok_pcre2 *p, const unsigned char *s, size_t n, size_t pos)
 {
-    /* PCRE2_NO_UTF_CHECK: the default check is O(n) per call, O(n^2) per
-     * document (bpe-notes.md section 3.3).  The text was validated once. */
+    /* PCRE2_NO_UTF_CHECK: by default every call validates the subject from
+     * pos to its end, O(n) per piece and O(n^2) per document.  The text was
+     * validated once, by the JSON decoder. */
     int rc = p->jit ? pcre2_jit_match(p->code, s, n, pos, PCRE2_NO_UTF_CHECK, p->md, NULL)
                     : pcre2_match(p->code, s, n, pos, PCRE2_NO_UTF_CHECK, p->md, NULL);
     if (rc < 0) return pos + 1;     /* cannot happen: \s+ or "other" always matches */
@@ -283,3 +302,26 @@ void pretok_pcre2_free(pretok_pcre2 *p)
     pcre2_code_free(p->code);
     free(p);
 }
+
+#else /* !MDS_HAVE_PCRE2: no handle can exist */
+
+int pretok_pcre2_new(pretok_pcre2 **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    snprintf(err, errlen, "pcre2: this build has no PCRE2 (install libpcre2-dev and rebuild)");
+    return -1;
+}
+
+size_t pretok_pcre2_next(pretok_pcre2 *p, const unsigned char *s, size_t n, size_t pos)
+{
+    (void)p;
+    (void)s;
+    (void)n;
+    return pos + 1;
+}
+
+void pretok_pcre2_free(pretok_pcre2 *p)
+{
+    (void)p;
+}
+#endif

@@ -14,7 +14,8 @@
  *   - pretok_pcre2_next(): the same pattern run by PCRE2 JIT, with the
  *     classes spelled out as explicit ranges from the same tables (so PCRE2's
  *     own, older Unicode data never matters).  It is the reference that
- *     tests/unit/test_pretok.c holds the scanner to.
+ *     tests/unit/test_pretok.c holds the scanner to, and exists only in
+ *     builds that found PCRE2 (pretok_have_pcre2()).
  *
  * Both take text that is valid UTF-8 (the JSON layer guarantees it) and never
  * read outside [s, s+n).  They do not allocate per call.  Not done here:
@@ -46,11 +47,18 @@ size_t pretok_next(const unsigned char *s, size_t n, size_t pos);
 
 /* PCRE2 reference.  pretok_pcre2_new compiles the pattern (with JIT when
  * available); one handle per thread, since it owns its match data.
- * @return 0, or -1 with a message in err when PCRE2 rejects the pattern. */
+ * @return 0, or -1 with a message in err (at most errlen bytes)
+ *   when PCRE2 rejects the pattern, memory runs out, or this build has no
+ *   PCRE2 ("pcre2: this build has no PCRE2 (install libpcre2-dev and
+ *   rebuild)"; see pretok_have_pcre2).  *out is NULL on failure. */
 typedef struct pretok_pcre2 pretok_pcre2;
 int    pretok_pcre2_new(pretok_pcre2 **out, char *err, size_t errlen);
 size_t pretok_pcre2_next(pretok_pcre2 *p, const unsigned char *s, size_t n, size_t pos);
 void   pretok_pcre2_free(pretok_pcre2 *p);      /* accepts NULL */
+
+/* 1 if PCRE2 was found at build time (the reference is usable), else 0.
+ * Thread safe.  pretok_next() never needs PCRE2. */
+int    pretok_have_pcre2(void);
 
 /* The pattern string given to PCRE2 (static storage, valid after the first
  * pretok_pcre2_new). */

@@ -10,6 +10,13 @@ nfail=0
 
 ok()   { echo "ok $1"; }
 fail() { echo "FAIL $1"; nfail=$((nfail + 1)); }
+skip() { echo "skip $1: $2"; }   # NAME WHY: counted apart by tests/run.sh
+# have LIB: the optional library LIB (pcre2, lzma, zstd, zlib) is built in,
+# as the Makefile tells tests/run.sh through MDS_FEATURES (unset: all are)
+have() {
+    case " ${MDS_FEATURES-pcre2 lzma zstd zlib} " in *" $1 "*) return 0 ;; esac
+    return 1
+}
 check() {   # NAME CONDITION-COMMAND...
     name=$1; shift
     if "$@"; then ok "$name"; else fail "$name"; fi

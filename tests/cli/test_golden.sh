@@ -2,7 +2,8 @@
 # test_golden.sh - mdsprep reproduces Megatron's preprocess_data.py output byte
 # for byte on every small golden (tests/data/README.md says where they came
 # from), with Megatron's own command lines, for 1 and 2 workers and for both
-# pre-tokenizers.
+# pre-tokenizers (the PCRE2 one skipped in a build without PCRE2, where
+# asking for it must say so).
 . tests/cli/lib.sh
 
 V="--tokenizer-type GPT2BPETokenizer --vocab-file vocab/gpt2-vocab.json --merge-file vocab/gpt2-merges.txt"
@@ -13,6 +14,10 @@ golden() {   # NAME CORPUS EXTRA-FLAGS...
     name=$1 corpus=$2; shift 2
     for w in 1 2; do
         for pt in scan pcre2; do
+            if [ $pt = pcre2 ] && ! have pcre2; then
+                skip "$name workers=$w pretokenizer=$pt" "PCRE2 not built in"
+                continue
+            fi
             out="$T/$name-$w-$pt"
             $MDSPREP -q --input "$C/$corpus.jsonl" --output-prefix "$out" $V --workers $w \
                 --pretokenizer $pt --dataset-impl mmap "$@"
@@ -21,6 +26,10 @@ golden() {   # NAME CORPUS EXTRA-FLAGS...
     done
 }
 
+if ! have pcre2; then
+    run_expect "pretokenizer pcre2 without PCRE2 says so" 1 "this build has no PCRE2 \\(install libpcre2-dev and rebuild\\)" \
+        $MDSPREP --input $C/tiny.jsonl --output-prefix "$T/nopcre2" $V --pretokenizer pcre2
+fi
 golden tiny tiny --append-eod
 golden tiny-noeod tiny
 golden edge edge --append-eod
