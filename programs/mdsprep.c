@@ -224,7 +224,12 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_QUIET: if (cli.verbosity > 0) cli.verbosity--; break;
     case O_VERBOSE: cli.verbosity++; break;
     case O_HELP: print_help(); exit(0);
-    case O_VERSION: printf("%s %s (dataset library %s)\n", cli.name, MDS_VERSION, ds_version_string()); exit(0);
+    case O_VERSION: {
+        const char *f = mds_input_features();
+        printf("%s %s (dataset library %s; compressed inputs: %s; PCRE2 pre-tokenizer: %s)\n", cli.name, MDS_VERSION,
+               ds_version_string(), *f ? f : "none", pretok_have_pcre2() ? "yes" : "no (built without PCRE2)");
+        exit(0);
+    }
     }
 }
 
@@ -307,6 +312,7 @@ struct chunk {
     size_t file;                  /* index into config.inputs */
     char *data; size_t len, cap;  /* whole lines */
     int eof_error;                /* the reader failed after this chunk's data */
+    int open_error;               /* ... at opening the file (its message names the file) */
     char reader_msg[256];
     uint64_t in_pos, in_size;     /* compressed bytes consumed when cut, file size */
     /* results */
@@ -337,7 +343,7 @@ struct pipeline {
 static void chunk_reset(struct chunk *c, size_t nkeys)
 {
     c->len = 0;
-    c->eof_error = 0;
+    c->eof_error = c->open_error = 0;
     c->reader_msg[0] = 0;
     c->lines = c->ndocs = c->blank = c->skipped = 0;
     c->error = 0;
@@ -395,7 +401,7 @@ static void *reader_main(void *arg)
             c->len = carry_len;
             carry_len = 0;
             if (!in) {
-                c->eof_error = 1;
+                c->eof_error = c->open_error = 1;
                 snprintf(c->reader_msg, sizeof c->reader_msg, "%s", openmsg);
                 eof = 1;
             }
@@ -855,13 +861,17 @@ int main(int argc, char **argv)
         }
         lines_before += c->lines;
         if (!failed && c->eof_error) {
+            /* where: the line after the last complete one, unless the file
+               could not be opened at all (the message names it) */
+            char where[PATH_MAX + 32] = "";
+            if (!c->open_error)
+                snprintf(where, sizeof where, "%s:%" PRIu64 ": ", fname, lines_before + 1);
             if (cfg.skip_invalid) {
                 skipped++;
                 cli_bar_clear(&pg.bar);
-                if (cli.verbosity >= 1)
-                    cli_error("%s:%" PRIu64 ": %s; the rest of this input is skipped", fname, lines_before + 1, c->reader_msg);
+                cli_error("%s%s; the rest of this input is skipped", where, c->reader_msg);
             } else {
-                snprintf(fail_msg, sizeof fail_msg, "%s:%" PRIu64 ": %s", fname, lines_before + 1, c->reader_msg);
+                snprintf(fail_msg, sizeof fail_msg, "%s%s", where, c->reader_msg);
                 failed = 1;
             }
         }
