@@ -47,9 +47,19 @@ typedef struct mds_ops {
                            int B, int T, int C, int OC);
     void (*matmul_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                             const float *weight, int B, int T, int C, int OC);
-    void (*attention_forward)(float *out, float *lse, const float *qkv, int B, int T, int C, int NH);
+    void (*attention_forward)(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int NKV);
     void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
-                               const float *lse, int B, int T, int C, int NH);
+                               const float *lse, int B, int T, int C, int NH, int NKV);
+    void (*rope_forward)(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV,
+                         int hs, int rot, int interleaved);
+    void (*rope_backward)(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV,
+                          int hs, int rot, int interleaved);
+    void (*rmsnorm_forward)(float *out, float *rstd, const float *inp, const float *weight, int B, int T, int C,
+                            float eps);
+    void (*rmsnorm_backward)(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
+                             const float *rstd, int B, int T, int C);
+    void (*swiglu_forward)(float *out, const float *inp, size_t N, int F);
+    void (*swiglu_backward)(float *dinp, const float *inp, const float *dout, size_t N, int F);
     void (*gelu_forward)(float *out, const float *inp, size_t N);
     void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t N);
     void (*residual_forward)(float *out, const float *inp1, const float *inp2, size_t N);

@@ -163,26 +163,105 @@ void matmul_backward_cpu(float *dinp,         // (B, T, C)
 /* ---- attention: causal multi-head self-attention core -------------------- */
 
 /*
- * From the fused projection qkv (per token [q | k | v], each NH*hs wide),
- * out[b,t,h*hs:(h+1)*hs] = sum_{s<=t} softmax_s(q_t . k_s / sqrt(hs)) v_s.
- * Only the row log-sum-exp of the scaled scores is saved (lse, as flash
- * attention does), not the (T, T) probabilities: the backward recomputes
- * them, so activation memory stays O(T).  No dropout (attention-dropout 0).
- * Dot products over the head dimension run in order; the softmax sum is in
- * double (16 interleaved partial sums over the keys, combined in order).
- * C and NH are the rank's local values (C = NH * hs).
+ * From the fused projection qkv, per token [q | k | v] with q NH*hs wide and
+ * k, v NKV*hs wide each (NKV key/value heads: NKV == NH is multi-head
+ * attention, NKV < NH grouped-query attention with NH/NKV consecutive query
+ * heads per key/value head, as Megatron's query groups; NKV divides NH):
+ *   out[b,t,h*hs:(h+1)*hs] = sum_{s<=t} softmax_s(q_t . k_s / sqrt(hs)) v_s
+ * with k, v those of head h's group g = h / (NH/NKV).  Only the row
+ * log-sum-exp of the scaled scores is saved (lse, as flash attention does),
+ * not the (T, T) probabilities: the backward recomputes them, so activation
+ * memory stays O(T).  No dropout (attention-dropout 0).  Dot products over
+ * the head dimension run in order; the softmax sum is in double (16
+ * interleaved partial sums over the keys, combined in order).  C and NH are
+ * the rank's local query width and heads (C = NH * hs), NKV its local
+ * key/value heads.  The backward's dk and dv of a group sum over the
+ * group's query heads in order.
  */
 void attention_forward_cpu(float *out,       // (B, T, C)
                            float *lse,       // (B, NH, T)
-                           const float *qkv, // (B, T, 3*C)
-                           int B, int T, int C, int NH);
+                           const float *qkv, // (B, T, C + 2*NKV*hs)
+                           int B, int T, int C, int NH, int NKV);
 
-void attention_backward_cpu(float *dqkv,       // (B, T, 3*C)
+void attention_backward_cpu(float *dqkv,       // (B, T, C + 2*NKV*hs)
                             const float *dout, // (B, T, C)
-                            const float *qkv,  // (B, T, 3*C)
+                            const float *qkv,  // (B, T, C + 2*NKV*hs)
                             const float *out,  // (B, T, C)   forward output
                             const float *lse,  // (B, NH, T)  forward lse
-                            int B, int T, int C, int NH);
+                            int B, int T, int C, int NH, int NKV);
+
+/* ---- rope: rotary position embeddings (Megatron's RotaryEmbedding) -------- */
+
+/*
+ * The cos and sin tables of positions 0..T-1 for rotary dimension rot (even,
+ * <= hs): with inv_freq[i] = 1 / base^((2i) / rot) in float (Megatron's
+ * `1.0 / (rotary_base ** (arange(0, dim, 2) / dim))`; with llama3 rope
+ * scaling (factor > 0) adjusted as Megatron's _apply_scaling with
+ * low/high frequency factors 1 and 4 and an original context of 8192),
+ * freq[t, i] = t * inv_freq[i] (float), cos/sin of it.  A host function
+ * (the model uploads the tables once).
+ */
+void rope_tables(float *cos_t,   // (T, rot/2)
+                 float *sin_t,   // (T, rot/2)
+                 int T, int rot, double base, double llama3_factor);
+
+/*
+ * In place over the q heads (NH) and k heads (NKV) of every token of qkv
+ * (layout of attention_forward_cpu; v is untouched): the first rot channels
+ * of each head rotate by position t.  Not interleaved (Megatron's default,
+ * rotate_half): channel i and i + rot/2 (i < rot/2) form a pair;
+ * interleaved: channels 2i and 2i+1.  A pair (x, y) with angle a becomes
+ * (x cos a - y sin a, y cos a + x sin a); channels from rot on pass through.
+ * rope_backward_cpu applies the inverse rotation to dqkv in place: the
+ * rotation is orthogonal, so that is the gradient with respect to the
+ * unrotated q and k (unlike the other backwards it does not accumulate).
+ */
+void rope_forward_cpu(float *qkv,          // (B, T, (NH + 2*NKV)*hs)
+                      const float *cos_t,  // (T, rot/2)
+                      const float *sin_t,  // (T, rot/2)
+                      int B, int T, int NH, int NKV, int hs, int rot, int interleaved);
+
+void rope_backward_cpu(float *dqkv,        // (B, T, (NH + 2*NKV)*hs)
+                       const float *cos_t, // (T, rot/2)
+                       const float *sin_t, // (T, rot/2)
+                       int B, int T, int NH, int NKV, int hs, int rot, int interleaved);
+
+/* ---- rmsnorm ------------------------------------------------------------- */
+
+/*
+ * out = inp * rstd * weight with rstd = 1 / sqrt(mean(inp^2) + eps) over the
+ * last dimension (Megatron's --normalization RMSNorm; no bias).  rstd is
+ * saved for the backward; the statistic accumulates in double.
+ */
+void rmsnorm_forward_cpu(float *out,          // (B, T, C)
+                         float *rstd,         // (B, T)
+                         const float *inp,    // (B, T, C)
+                         const float *weight, // (C)
+                         int B, int T, int C, float eps);
+
+void rmsnorm_backward_cpu(float *dinp,          // (B, T, C)
+                          float *dweight,       // (C)
+                          const float *dout,    // (B, T, C)
+                          const float *inp,     // (B, T, C)
+                          const float *weight,  // (C)
+                          const float *rstd,    // (B, T)
+                          int B, int T, int C);
+
+/* ---- swiglu --------------------------------------------------------------- */
+
+/*
+ * Megatron's gated linear unit with SiLU (--swiglu): each token's row of inp
+ * is [gate (F) | up (F)] (FC1's column-parallel output, F the rank's FFN
+ * width) and out = silu(gate) * up, silu(x) = x / (1 + exp(-x)).
+ */
+void swiglu_forward_cpu(float *out,       // (N, F)
+                        const float *inp, // (N, 2F)
+                        size_t N, int F);
+
+void swiglu_backward_cpu(float *dinp,       // (N, 2F)
+                         const float *inp,  // (N, 2F)
+                         const float *dout, // (N, F)
+                         size_t N, int F);
 
 /* ---- gelu ---------------------------------------------------------------- */
 

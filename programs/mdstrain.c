@@ -71,7 +71,10 @@ enum {
     O_VOCAB_FILE, O_MERGE_FILE, O_TOKENIZER, O_VOCAB_SIZE,
     O_TP, O_PP, O_EOD_MASK, O_VOCAB_DIV, O_INIT_STD, O_UNTIE, O_NORM_EPS, O_HIDDEN_DROPOUT,
     O_ATTN_DROPOUT, O_DIST_OPT, O_LOG_THROUGHPUT, O_QUIET, O_VERBOSE, O_HELP, O_VERSION,
-    O_SAVE, O_SAVE_INTERVAL, O_LOAD
+    O_SAVE, O_SAVE_INTERVAL, O_LOAD,
+    O_POS_TYPE, O_USE_ROPE, O_NO_POS_EMB, O_ROTARY_BASE, O_ROTARY_PERCENT, O_ROTARY_INTERLEAVED,
+    O_USE_ROPE_SCALING, O_ROPE_SCALING_FACTOR, O_NORMALIZATION, O_SWIGLU, O_GQA, O_QUERY_GROUPS,
+    O_DISABLE_BIAS, O_KV_CHANNELS, O_SOFTMAX_FP32
 };
 
 #define NOT_YET(name, arg) {name, 0, arg, CLI_REFUSED, NULL, "yet (CPU fp32)"}
@@ -89,10 +92,23 @@ static const struct cli_option model_options[] = {
     {"norm-epsilon", 0, CLI_ARG_ONE, O_NORM_EPS, "X", "LayerNorm epsilon (default 1e-5)"},
     {"hidden-dropout", 0, CLI_ARG_ONE, O_HIDDEN_DROPOUT, "0", "only 0 (dropout is not implemented; default 0)"},
     {"attention-dropout", 0, CLI_ARG_ONE, O_ATTN_DROPOUT, "0", "only 0 (default 0)"},
-    NOT_YET("swiglu", CLI_ARG_NONE),
-    NOT_YET("normalization", CLI_ARG_ONE),
-    NOT_YET("position-embedding-type", CLI_ARG_ONE),
-    NOT_YET("group-query-attention", CLI_ARG_NONE),
+    /* the Llama family */
+    {"position-embedding-type", 0, CLI_ARG_ONE, O_POS_TYPE, "TYPE", "learned_absolute (default), rope or none"},
+    {"use-rotary-position-embeddings", 0, CLI_ARG_NONE, O_USE_ROPE, NULL, "the old spelling of --position-embedding-type rope"},
+    {"no-position-embedding", 0, CLI_ARG_NONE, O_NO_POS_EMB, NULL, "no learned position embedding (the old spelling of none; RoPE unaffected)"},
+    {"rotary-base", 0, CLI_ARG_ONE, O_ROTARY_BASE, "N", "RoPE base period (default 10000)"},
+    {"rotary-percent", 0, CLI_ARG_ONE, O_ROTARY_PERCENT, "X", "fraction of each head's channels RoPE rotates (default 1.0)"},
+    {"rotary-interleaved", 0, CLI_ARG_NONE, O_ROTARY_INTERLEAVED, NULL, "rotate channel pairs (2i, 2i+1) instead of (i, i + d/2)"},
+    {"use-rope-scaling", 0, CLI_ARG_NONE, O_USE_ROPE_SCALING, NULL, "Llama 3.1's RoPE frequency scaling"},
+    {"rope-scaling-factor", 0, CLI_ARG_ONE, O_ROPE_SCALING_FACTOR, "X", "its factor (default 8.0)"},
+    {"normalization", 0, CLI_ARG_ONE, O_NORMALIZATION, "NORM", "LayerNorm (default) or RMSNorm"},
+    {"swiglu", 0, CLI_ARG_NONE, O_SWIGLU, NULL, "SwiGLU MLP: FC1 gives gate and up, silu(gate) * up (default ffn int(8h/3/64)*64)"},
+    {"group-query-attention", 0, CLI_ARG_NONE, O_GQA, NULL, "grouped-query attention with --num-query-groups"},
+    {"num-query-groups", 0, CLI_ARG_ONE, O_QUERY_GROUPS, "G", "key/value heads under --group-query-attention (default 1)"},
+    {"disable-bias-linear", 0, CLI_ARG_NONE, O_DISABLE_BIAS, NULL, "no bias in the QKV, projection and MLP linears"},
+    {"kv-channels", 0, CLI_ARG_ONE, O_KV_CHANNELS, "N", "head size; only hidden size / heads"},
+    {"attention-softmax-in-fp32", 0, CLI_ARG_NONE, O_SOFTMAX_FP32, NULL, "accepted: the softmax is computed in fp32 (double sums)"},
+    NOT_YET("rotary-seq-len-interpolation-factor", CLI_ARG_ONE),
     NOT_YET("bf16", CLI_ARG_NONE),
     NOT_YET("fp16", CLI_ARG_NONE),
 };
@@ -166,6 +182,11 @@ struct config {
     int tp, pp, dist_opt;
     uint64_t vocab_size_arg, vocab_div;
     int have_lr, have_layers, have_seq, have_maxpos, have_mbs;
+    /* the Llama family (gpt_config's fields, Megatron's semantics) */
+    int pos_type, use_rope, no_pos_emb, rotary_interleaved, use_rope_scaling, normalization, swiglu, gqa;
+    int add_bias, kv_channels;
+    uint64_t rotary_base, query_groups;
+    double rotary_percent, rope_scaling_factor;
 };
 
 static struct cli_table tables[3];
@@ -242,6 +263,27 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
         if (cli_opt_double(o, v, 0, 1) != 0.0)
             cli_usage("option '--%s' other than 0 is not supported yet (no dropout)", o->lng);
         break;
+    case O_POS_TYPE:
+        if (strcmp(v, "relative") == 0 || strcmp(v, "yarn") == 0 || strcmp(v, "mrope") == 0)
+            cli_usage("option '--position-embedding-type' %s is not supported (learned_absolute, rope or none)", v);
+        c->pos_type = cli_opt_choice(o, v, (const char *const[]){"learned_absolute", "rope", "none", NULL});
+        break;
+    case O_USE_ROPE: c->use_rope = 1; break;
+    case O_NO_POS_EMB: c->no_pos_emb = 1; break;
+    case O_ROTARY_BASE: c->rotary_base = cli_opt_u64(o, v, 1, 1ull << 40); break;
+    case O_ROTARY_PERCENT: c->rotary_percent = cli_opt_double(o, v, 0, 1); break;
+    case O_ROTARY_INTERLEAVED: c->rotary_interleaved = 1; break;
+    case O_USE_ROPE_SCALING: c->use_rope_scaling = 1; break;
+    case O_ROPE_SCALING_FACTOR: c->rope_scaling_factor = cli_opt_double(o, v, 1e-6, 1e6); break;
+    case O_NORMALIZATION:
+        c->normalization = cli_opt_choice(o, v, (const char *const[]){"LayerNorm", "RMSNorm", NULL});
+        break;
+    case O_SWIGLU: c->swiglu = 1; break;
+    case O_GQA: c->gqa = 1; break;
+    case O_QUERY_GROUPS: c->query_groups = cli_opt_u64(o, v, 1, 1 << 16); break;
+    case O_DISABLE_BIAS: c->add_bias = 0; break;
+    case O_KV_CHANNELS: c->kv_channels = (int)cli_opt_u64(o, v, 1, 1 << 20); break;
+    case O_SOFTMAX_FP32: break;
     case O_DIST_OPT: c->dist_opt = 1; break;
     case O_LOG_THROUGHPUT: break;
     case O_QUIET: if (cli.verbosity > 0) cli.verbosity--; break;
@@ -274,6 +316,11 @@ static void parse_args(int argc, char **argv, struct config *c)
     c->vocab_div = 128;
     c->tokenizer = TOK_GPT2;
     c->tp = c->pp = 1;
+    c->rotary_base = 10000;
+    c->rotary_percent = 1.0;
+    c->rope_scaling_factor = 8.0;
+    c->query_groups = 1;
+    c->add_bias = 1;
     tables[0] = (struct cli_table){ "model", model_options, sizeof model_options / sizeof model_options[0],
                                     handle_option, c };
     tables[1] = data_flags_table(&c->data);
@@ -292,6 +339,16 @@ static void parse_args(int argc, char **argv, struct config *c)
     if (!c->have_lr) cli_usage("missing --lr");
     if (c->hidden % c->heads) cli_usage("--hidden-size %d is not a multiple of --num-attention-heads %d", c->hidden, c->heads);
     if (c->maxpos < c->seq) cli_usage("--max-position-embeddings %d is less than --seq-length %d", c->maxpos, c->seq);
+    /* Megatron's validate_args for the position embedding and attention */
+    if (c->use_rope) c->pos_type = GPT_POS_ROPE;
+    if (c->no_pos_emb && c->pos_type == GPT_POS_LEARNED) c->pos_type = GPT_POS_NONE;
+    if (c->kv_channels && c->kv_channels != c->hidden / c->heads)
+        cli_usage("option '--kv-channels' %d other than hidden size / heads (%d) is not supported", c->kv_channels,
+                  c->hidden / c->heads);
+    if (c->gqa && c->heads % (int)c->query_groups)
+        cli_usage("--num-attention-heads %d is not a multiple of --num-query-groups %d", c->heads, (int)c->query_groups);
+    if (c->pos_type != GPT_POS_ROPE && (c->rotary_interleaved || c->use_rope_scaling))
+        cli_usage("--rotary-interleaved and --use-rope-scaling need --position-embedding-type rope");
     if (!c->gbs) c->gbs = c->mbs;
     if (c->gbs % c->mbs) cli_usage("--global-batch-size %" PRIu64 " is not a multiple of --micro-batch-size %" PRIu64, c->gbs, c->mbs);
     if (!!s->train_iters == !!s->train_samples) cli_usage("give exactly one of --train-iters and --train-samples");
@@ -367,6 +424,19 @@ static void print_config(const struct config *c, const gpt_model *m, const train
     ROW("seq length / max positions", "%d / %d", m->T, m->maxT);
     ROW("vocab (padded)", "%d (%d)", V, m->Vp);
     ROW("output layer", "%s", c->untie ? "untied" : "tied to word embeddings");
+    {
+        const gpt_config *g = &m->cfg;
+        char pos[96];
+        if (g->position_embedding == GPT_POS_ROPE)
+            snprintf(pos, sizeof pos, "rope (base %g, %d of %d channels%s%s)", g->rotary_base, m->rot, m->hs,
+                     g->rotary_interleaved ? ", interleaved" : "", g->rope_scaling_factor > 0 ? ", llama3 scaling" : "");
+        else
+            snprintf(pos, sizeof pos, "%s", g->position_embedding == GPT_POS_NONE ? "none" : "learned absolute");
+        ROW("position embedding", "%s", pos);
+        ROW("norm / mlp / linear bias", "%s / %s / %s", g->normalization == GPT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
+            g->swiglu ? "SwiGLU" : "GELU", g->add_bias_linear ? "yes" : "no");
+        ROW("query groups", "%d%s", m->G, m->G == m->NH ? " (multi-head)" : " (grouped-query)");
+    }
     ROW("parameters (rank 0)", "%zu", m->num_params);
     ROW("micro / global batch", "%" PRIu64 " / %" PRIu64 " (%" PRIu64 " micro-batches per DP rank)", c->mbs, c->gbs, nmicro);
     ROW("train iters", "%" PRIu64, c->sched.train_iters);
@@ -604,6 +674,15 @@ int main(int argc, char **argv)
     mc.tp_rank = P.tp_rank;
     mc.pp_size = P.pp_size;
     mc.pp_rank = P.pp_rank;
+    mc.position_embedding = c.pos_type;
+    mc.rotary_base = (double)c.rotary_base;
+    mc.rotary_percent = c.rotary_percent;
+    mc.rotary_interleaved = c.rotary_interleaved;
+    mc.rope_scaling_factor = c.use_rope_scaling ? c.rope_scaling_factor : 0.0;
+    mc.normalization = c.normalization;
+    mc.swiglu = c.swiglu;
+    mc.num_query_groups = c.gqa ? (int)c.query_groups : 0;
+    mc.add_bias_linear = c.add_bias;
     uint64_t nmicro = trainer_micro_batches(c.gbs, (int)c.mbs, P.dp_size);
     mc.act_slots = trainer_act_slots(&P, nmicro);
     gpt_model model;

@@ -98,6 +98,40 @@ static void model_fields(const gpt_model *m, int32_t f[H_NFIELDS])
     f[H_NTENSORS] = GPT_NUM_PARAMS;
 }
 
+/* The architecture fields of version 2, at ARCH_AT: i32 x 8 then f64 x 3
+ * (version 1 files hold none: GPT's values are implied). */
+#define ARCH_AT 392
+enum { A_POSITION, A_NORM, A_SWIGLU, A_GROUPS, A_BIAS, A_INTERLEAVED, A_NINTS };
+static const char *const arch_names[A_NINTS] = {
+    "position_embedding_type", "normalization", "swiglu", "num_query_groups", "add_bias_linear",
+    "rotary_interleaved"};
+static const char *const arch_f_names[3] = {"rotary_base", "rotary_percent", "rope_scaling_factor"};
+
+static void arch_fields(const gpt_model *m, int32_t a[A_NINTS], double d[3])
+{
+    const gpt_config *c = &m->cfg;
+    a[A_POSITION] = c->position_embedding;
+    a[A_NORM] = c->normalization;
+    a[A_SWIGLU] = c->swiglu;
+    a[A_GROUPS] = m->G;
+    a[A_BIAS] = c->add_bias_linear;
+    a[A_INTERLEAVED] = c->position_embedding == GPT_POS_ROPE ? c->rotary_interleaved : 0;
+    int rope = c->position_embedding == GPT_POS_ROPE;
+    d[0] = rope ? c->rotary_base : 10000.0;
+    d[1] = rope ? c->rotary_percent : 1.0;
+    d[2] = rope ? c->rope_scaling_factor : 0.0;
+}
+
+/* A field's value in words for the mismatch message. */
+static void arch_value(char *out, size_t cap, int field, int32_t v)
+{
+    static const char *const pos[] = {"learned_absolute", "rope", "none"};
+    static const char *const norm[] = {"LayerNorm", "RMSNorm"};
+    if (field == A_POSITION && v >= 0 && v < 3) snprintf(out, cap, "%s", pos[v]);
+    else if (field == A_NORM && v >= 0 && v < 2) snprintf(out, cap, "%s", norm[v]);
+    else snprintf(out, cap, "%d", (int)v);
+}
+
 static void pack_header(unsigned char *h, const gpt_model *m, const ckpt_state *st, const uint64_t sums[NSECTIONS])
 {
     memset(h, 0, HEADER_BYTES);
@@ -130,6 +164,11 @@ static void pack_header(unsigned char *h, const gpt_model *m, const ckpt_state *
         put64(e + 8, bytes);
         put64(e + 16, sums[s]);
     }
+    int32_t a[A_NINTS];
+    double d[3];
+    arch_fields(m, a, d);
+    for (int i = 0; i < A_NINTS; i++) put32(h + ARCH_AT + 4 * i, (uint32_t)a[i]);
+    for (int i = 0; i < 3; i++) putf64(h + ARCH_AT + 32 + 8 * i, d[i]);
     put64(h + HEADER_SUM_AT, ckpt_fnv1a64(CKPT_FNV_INIT, h, HEADER_SUM_AT));
 }
 
@@ -339,8 +378,9 @@ int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, float *ada
     if (fread(h, 1, HEADER_BYTES, f) != HEADER_BYTES)
         FAIL(CKPT_ERR_FORMAT, "'%s': truncated header (%lld bytes)", path, (long long)sb.st_size);
     if (memcmp(h, CKPT_MAGIC, 8) != 0) FAIL(CKPT_ERR_FORMAT, "'%s': bad magic (not an mdstrain checkpoint)", path);
-    if (get32(h + 8) != CKPT_VERSION)
-        FAIL(CKPT_ERR_FORMAT, "'%s': unsupported version %u (this build reads %d)", path, get32(h + 8), CKPT_VERSION);
+    uint32_t version = get32(h + 8);
+    if (version < 1 || version > CKPT_VERSION)
+        FAIL(CKPT_ERR_FORMAT, "'%s': unsupported version %u (this build reads 1 to %d)", path, version, CKPT_VERSION);
     if (get32(h + 12) != HEADER_BYTES)
         FAIL(CKPT_ERR_FORMAT, "'%s': header_bytes is %u, expected %d", path, get32(h + 12), HEADER_BYTES);
     uint64_t hsum = ckpt_fnv1a64(CKPT_FNV_INIT, h, HEADER_SUM_AT);
@@ -348,6 +388,27 @@ int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, float *ada
         FAIL(CKPT_ERR_CHECKSUM, "'%s': header checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64 ")",
              path, get64(h + HEADER_SUM_AT), hsum);
 
+    /* the architecture of version 2 (version 1 files are GPT-2's) */
+    {
+        int32_t want_a[A_NINTS], got_a[A_NINTS] = {GPT_POS_LEARNED, GPT_NORM_LAYERNORM, 0, m->NH, 1, 0};
+        double want_d[3], got_d[3] = {10000.0, 1.0, 0.0};
+        arch_fields(m, want_a, want_d);
+        if (version >= 2) {
+            for (int i = 0; i < A_NINTS; i++) got_a[i] = (int32_t)get32(h + ARCH_AT + 4 * i);
+            for (int i = 0; i < 3; i++) got_d[i] = getf64(h + ARCH_AT + 32 + 8 * i);
+        }
+        for (int i = 0; i < A_NINTS; i++)
+            if (got_a[i] != want_a[i]) {
+                char g[32], w[32];
+                arch_value(g, sizeof g, i, got_a[i]);
+                arch_value(w, sizeof w, i, want_a[i]);
+                FAIL(CKPT_ERR_MISMATCH, "'%s': %s is %s in the checkpoint but %s in this run", path, arch_names[i], g, w);
+            }
+        for (int i = 0; i < 3; i++)
+            if (got_d[i] != want_d[i])
+                FAIL(CKPT_ERR_MISMATCH, "'%s': %s is %.17g in the checkpoint but %.17g in this run", path,
+                     arch_f_names[i], got_d[i], want_d[i]);
+    }
     /* architecture, field by field (init std, epsilon: informative only) */
     int32_t want[H_NFIELDS];
     model_fields(m, want);

@@ -33,7 +33,7 @@
 extern "C" {
 #endif
 
-#define CKPT_VERSION 1
+#define CKPT_VERSION 2   /* writes 2; reads 1 (GPT-2 architecture implied) and 2 */
 #define CKPT_FILE_NAME "model_optim_rng.bin"
 #define CKPT_LATEST_NAME "latest_checkpointed_iteration.txt"
 

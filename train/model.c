@@ -36,6 +36,9 @@ const char *gpt_strerror(int code)
 void gpt_config_init(gpt_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
+    cfg->rotary_base = 10000.0;
+    cfg->rotary_percent = 1.0;
+    cfg->add_bias_linear = 1;
     cfg->make_vocab_size_divisible_by = 128;
     cfg->init_method_std = 0.02f;
     cfg->layernorm_eps = 1e-5f;
@@ -45,6 +48,19 @@ void gpt_config_init(gpt_config *cfg)
 }
 
 #define FAIL(...) do { if (err && errlen) snprintf(err, errlen, __VA_ARGS__); return GPT_ERR_ARG; } while (0)
+
+int gpt_default_ffn(int hidden_size, int swiglu)
+{
+    if (!swiglu)
+        return 4 * hidden_size;
+    return (int)(4.0 * hidden_size * 2.0 / 3.0 / 64.0) * 64;   /* Python: int((4 * h * 2 / 3) / 64) * 64 */
+}
+
+/* The FFN width the model uses. */
+static int ffn_of(const gpt_config *cfg)
+{
+    return cfg->ffn_hidden_size ? cfg->ffn_hidden_size : gpt_default_ffn(cfg->hidden_size, cfg->swiglu);
+}
 
 int gpt_padded_vocab_size(const gpt_config *cfg)
 {
@@ -75,17 +91,39 @@ int gpt_config_check(const gpt_config *cfg, char *err, size_t errlen)
     if (cfg->act_slots < 0 || cfg->act_slots > 4096) FAIL("activation slots %d out of range", cfg->act_slots);
     if (cfg->dtype != MDS_F32)
         FAIL("working dtype %s is not implemented (fp32 only)", mds_dtype_name(cfg->dtype));
-    int F = cfg->ffn_hidden_size ? cfg->ffn_hidden_size : 0;
-    if (!F && cfg->hidden_size > 0x7fffffff / 4) FAIL("hidden size too large");
+    if (cfg->hidden_size > 0x7fffffff / 4) FAIL("hidden size too large");
+    int F = ffn_of(cfg);
+    if (F <= 0)
+        FAIL("ffn hidden size is 0 (--swiglu's default int(4 h 2/3 / 64) 64 for hidden size %d); give --ffn-hidden-size",
+             cfg->hidden_size);
+    if (cfg->swiglu && F > 0x3fffffff) FAIL("ffn hidden size too large");
     if (gpt_padded_vocab_size(cfg) < 0) FAIL("padded vocabulary size overflows");
+    if (cfg->position_embedding < GPT_POS_LEARNED || cfg->position_embedding > GPT_POS_NONE)
+        FAIL("unknown position embedding type %d", cfg->position_embedding);
+    if (cfg->normalization != GPT_NORM_LAYERNORM && cfg->normalization != GPT_NORM_RMSNORM)
+        FAIL("unknown normalization %d", cfg->normalization);
+    int G = cfg->num_query_groups ? cfg->num_query_groups : cfg->num_heads;
+    if (G <= 0 || cfg->num_heads % G)
+        FAIL("number of attention heads %d is not a multiple of the number of query groups %d", cfg->num_heads, G);
+    if (cfg->position_embedding == GPT_POS_ROPE) {
+        int hs = cfg->hidden_size / cfg->num_heads;
+        int rot = (int)(hs * cfg->rotary_percent);   /* Megatron: int(dim * rotary_percent) */
+        if (!(cfg->rotary_percent > 0.0 && cfg->rotary_percent <= 1.0))
+            FAIL("rotary percent %g is outside (0, 1]", cfg->rotary_percent);
+        if (rot < 2 || rot % 2)
+            FAIL("rotary dimension int(%d x %g) = %d is not a positive even number", hs, cfg->rotary_percent, rot);
+        if (!(cfg->rotary_base > 0.0)) FAIL("rotary base must be positive");
+        if (cfg->rope_scaling_factor < 0.0) FAIL("rope scaling factor must be positive");
+    }
     /* Megatron's divisibility rules: heads and ffn split evenly over TP (the
        padded vocabulary does by construction), layers over PP. */
     if (cfg->num_heads % cfg->tp_size)
         FAIL("number of attention heads %d is not divisible by the tensor model parallel size %d",
              cfg->num_heads, cfg->tp_size);
-    if ((F ? F : 4 * cfg->hidden_size) % cfg->tp_size)
-        FAIL("ffn hidden size %d is not divisible by the tensor model parallel size %d",
-             F ? F : 4 * cfg->hidden_size, cfg->tp_size);
+    if (G % cfg->tp_size)
+        FAIL("number of query groups %d is not divisible by the tensor model parallel size %d", G, cfg->tp_size);
+    if (F % cfg->tp_size)
+        FAIL("ffn hidden size %d is not divisible by the tensor model parallel size %d", F, cfg->tp_size);
     if (cfg->num_layers % cfg->pp_size)
         FAIL("number of layers %d is not divisible by the pipeline model parallel size %d", cfg->num_layers,
              cfg->pp_size);
@@ -123,24 +161,32 @@ double gpt_init_normal(uint64_t seed, int tensor_id, int layer, uint64_t row, ui
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-/* Fill a local (rows, cols) block (host memory) of a tensor whose global row
- * index of local row r is rowmap(r) and global column of local column c is
- * col0 + c. */
-static void init_block(float *w, int rows, int cols, double std, uint64_t seed, int id, int layer,
-                       int part_rows, int part_stride, int row0, int col0, int ncols_global)
+/* Fill a local (rows, cols) block (host memory) of a tensor whose local rows
+ * are `nseg` runs: run k has seg[k].rows local rows that are the global rows
+ * seg[k].row0, seg[k].row0 + 1, ... (a column-parallel tensor stacks its
+ * parts: qkv [q | k | v], SwiGLU's fc1 [gate | up]); local column c is global
+ * column col0 + c of ncols_global. */
+struct rows_seg { int rows, row0; };
+
+static void init_rows(float *w, const struct rows_seg *seg, int nseg, int cols, double std, uint64_t seed, int id,
+                      int layer, int col0, int ncols_global)
 {
-    /* A column-parallel tensor is a stack of blocks of part_rows local rows
-       (qkv: three of Cl, for q, k, v); local row r is global row
-       (r / part_rows) * part_stride + row0 + r % part_rows, with row0 the
-       rank's offset inside each block. */
-    for (int r = 0; r < rows; r++) {
-        uint64_t grow = (uint64_t)(r / part_rows) * (uint64_t)part_stride + (uint64_t)row0 +
-                        (uint64_t)(r % part_rows);
-        for (int c = 0; c < cols; c++)
-            w[(size_t)r * cols + c] = (float)(std * gpt_init_normal(seed, id, layer, grow,
-                                                                     (uint64_t)(col0 + c),
-                                                                     (uint64_t)ncols_global));
-    }
+    size_t r = 0;
+    for (int k = 0; k < nseg; k++)
+        for (int j = 0; j < seg[k].rows; j++, r++) {
+            uint64_t grow = (uint64_t)seg[k].row0 + (uint64_t)j;
+            for (int c = 0; c < cols; c++)
+                w[r * (size_t)cols + c] = (float)(std * gpt_init_normal(seed, id, layer, grow, (uint64_t)(col0 + c),
+                                                                         (uint64_t)ncols_global));
+        }
+}
+
+/* One run of rows: the whole local block is global rows row0 .. row0 + rows - 1. */
+static void init_block(float *w, int rows, int cols, double std, uint64_t seed, int id, int layer, int row0,
+                       int col0, int ncols_global)
+{
+    struct rows_seg seg = { rows, row0 };
+    init_rows(w, &seg, 1, cols, std, seed, id, layer, col0, ncols_global);
 }
 
 static void fill(float *x, size_t n, float v)
@@ -213,7 +259,7 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     m->L = cfg->num_layers;
     m->C = cfg->hidden_size;
     m->NH = cfg->num_heads;
-    m->F = cfg->ffn_hidden_size ? cfg->ffn_hidden_size : 4 * cfg->hidden_size;
+    m->F = ffn_of(cfg);
     m->maxT = cfg->max_position_embeddings;
     m->Vp = gpt_padded_vocab_size(cfg);
     m->Ll = m->L / cfg->pp_size;
@@ -225,29 +271,41 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     m->Fl = m->F / cfg->tp_size;
     m->Vl = m->Vp / cfg->tp_size;
     m->v_start = cfg->tp_rank * m->Vl;
+    m->hs = m->C / m->NH;
+    m->G = cfg->num_query_groups ? cfg->num_query_groups : m->NH;
+    m->Gl = m->G / cfg->tp_size;
+    m->KVl = m->Gl * m->hs;
+    m->QKVl = m->Cl + 2 * m->KVl;
+    m->FC1l = cfg->swiglu ? 2 * m->Fl : m->Fl;
+    m->rot = cfg->position_embedding == GPT_POS_ROPE ? (int)(m->hs * cfg->rotary_percent) : 0;
     m->B = B;
     m->T = T;
 
     size_t Ll = (size_t)m->Ll, C = (size_t)m->C, Cl = (size_t)m->Cl, Fl = (size_t)m->Fl;
-    size_t Vl = (size_t)m->Vl;
+    size_t Vl = (size_t)m->Vl, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l;
     int tied = !cfg->untie_embeddings;
+    int bias = cfg->add_bias_linear, lnb = cfg->normalization == GPT_NORM_LAYERNORM;
+    int ln = lnb;   /* LayerNorm keeps mean and rstd; RMSNorm rstd only */
     /* PP: the first stage holds wte/wpe, the last the final LN and the output
        layer (a copy of wte when tied, kept in sync by an all-reduce of the
        embedding grads over {first, last}).  With PP = 1 they coincide. */
     size_t *ps = m->param_sizes;
     ps[GPT_WTE] = (m->first_stage || (m->last_stage && tied)) ? Vl * C : 0;
-    ps[GPT_WPE] = m->first_stage ? (size_t)m->maxT * C : 0;
-    ps[GPT_LN1W] = ps[GPT_LN1B] = Ll * C;
-    ps[GPT_QKVW] = Ll * 3 * Cl * C;
-    ps[GPT_QKVB] = Ll * 3 * Cl;
+    ps[GPT_WPE] = m->first_stage && cfg->position_embedding == GPT_POS_LEARNED ? (size_t)m->maxT * C : 0;
+    ps[GPT_LN1W] = Ll * C;
+    ps[GPT_LN1B] = lnb ? Ll * C : 0;
+    ps[GPT_QKVW] = Ll * QKVl * C;
+    ps[GPT_QKVB] = bias ? Ll * QKVl : 0;
     ps[GPT_ATTPROJW] = Ll * C * Cl;
-    ps[GPT_ATTPROJB] = Ll * C;
-    ps[GPT_LN2W] = ps[GPT_LN2B] = Ll * C;
-    ps[GPT_FCW] = Ll * Fl * C;
-    ps[GPT_FCB] = Ll * Fl;
+    ps[GPT_ATTPROJB] = bias ? Ll * C : 0;
+    ps[GPT_LN2W] = Ll * C;
+    ps[GPT_LN2B] = lnb ? Ll * C : 0;
+    ps[GPT_FCW] = Ll * FC1l * C;
+    ps[GPT_FCB] = bias ? Ll * FC1l : 0;
     ps[GPT_FCPROJW] = Ll * C * Fl;
-    ps[GPT_FCPROJB] = Ll * C;
-    ps[GPT_LNFW] = ps[GPT_LNFB] = m->last_stage ? C : 0;
+    ps[GPT_FCPROJB] = bias ? Ll * C : 0;
+    ps[GPT_LNFW] = m->last_stage ? C : 0;
+    ps[GPT_LNFB] = m->last_stage && lnb ? C : 0;
     ps[GPT_OUTW] = (m->last_stage && !tied) ? Vl * C : 0;
     if (!sum_sizes(ps, GPT_NUM_PARAMS, &m->num_params) || m->num_params > ((size_t)-1) / 8)
         return GPT_ERR_NOMEM;
@@ -257,16 +315,16 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     size_t *as = m->act_sizes;
     size_t sizes[GPT_NUM_ACTS] = {
         BT * C,                                    /* encoded */
-        Ll * BT * C, Ll * BT, Ll * BT,             /* ln1, mean, rstd */
-        Ll * BT * 3 * Cl, Ll * BT * Cl, Ll * NHl * BT, /* qkv, atty, att_lse */
+        Ll * BT * C, ln ? Ll * BT : 0, Ll * BT,    /* ln1, mean, rstd */
+        Ll * BT * QKVl, Ll * BT * Cl, Ll * NHl * BT, /* qkv, atty, att_lse */
         Ll * BT * C, Ll * BT * C,                  /* attproj, residual2 */
-        Ll * BT * C, Ll * BT, Ll * BT,             /* ln2, mean, rstd */
-        Ll * BT * Fl, Ll * BT * Fl,                /* fch, fch_gelu */
+        Ll * BT * C, ln ? Ll * BT : 0, Ll * BT,    /* ln2, mean, rstd */
+        Ll * BT * FC1l, Ll * BT * Fl,              /* fch, fch_gelu */
         Ll * BT * C, Ll * BT * C,                  /* fcproj, residual3 */
-        BT * C, BT, BT,                            /* lnf, mean, rstd */
+        BT * C, ln ? BT : 0, BT,                   /* lnf, mean, rstd */
         BT * Vl,                                   /* logits */
         BT, BT, BT, BT, BT, BT,                    /* losses, maxes, sumexp, tlogits, mask, dlosses */
-        BT * C, BT * C, BT * 3 * Cl, BT * Cl, BT * Fl, BT * Fl, /* backward scratch */
+        BT * C, BT * C, BT * QKVl, BT * Cl, BT * FC1l, BT * Fl, /* backward scratch */
     };
     memcpy(as, sizes, sizeof sizes);
     m->slots = cfg->act_slots > 1 ? cfg->act_slots : 1;
@@ -278,20 +336,22 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     m->act_dtype = cfg->dtype;
     for (int i = 0; i < GPT_NUM_PARAMS; i++)
         m->param_dtype[i] = cfg->dtype;
-    void *pp = NULL, *gp = NULL, *op = NULL, *ap = NULL, *tp = NULL, *dp = NULL;
-    if ((rc = alloc_buffer(m, &pp, m->num_params, sizeof(float), "parameters", err, errlen)) ||
+    void *pp = NULL, *gp = NULL, *op = NULL, *ap = NULL, *tp = NULL, *dp = NULL, *rp = NULL;
+    size_t rope_n = (size_t)T * (size_t)(m->rot / 2);
+    if ((rc = alloc_buffer(m, &rp, 2 * rope_n, sizeof(float), "rotary tables", err, errlen)) ||
+        (rc = alloc_buffer(m, &pp, m->num_params, sizeof(float), "parameters", err, errlen)) ||
         (rc = alloc_buffer(m, &gp, m->num_params, sizeof(float), "gradients", err, errlen)) ||
         (rc = alloc_buffer(m, &op, 2 * m->num_params, sizeof(float), "AdamW state", err, errlen)) ||
         (rc = alloc_buffer(m, &ap, m->num_acts * (size_t)m->slots, sizeof(float), "activations", err, errlen)) ||
         (rc = alloc_buffer(m, &tp, 2 * BT * (size_t)m->slots, sizeof(int), "token ids", err, errlen)) ||
         (rc = alloc_buffer(m, &dp, 2, sizeof(double), "reduction scratch", err, errlen))) {
         m->params_memory = pp; m->grads_memory = gp; m->opt_memory = op;
-        m->acts_memory = ap; m->tokens_memory = tp; m->dsum = dp;
+        m->acts_memory = ap; m->tokens_memory = tp; m->dsum = dp; m->rope_memory = rp;
         gpt_model_free(m);
         return rc;
     }
     m->params_memory = pp; m->grads_memory = gp; m->opt_memory = op;
-    m->acts_memory = ap; m->tokens_memory = tp; m->dsum = dp;
+    m->acts_memory = ap; m->tokens_memory = tp; m->dsum = dp; m->rope_memory = rp;
     m->master_memory = m->params_memory;   /* fp32 working weights are their own master */
     m->host_mask = malloc(BT * sizeof(float));
     if (!m->host_mask) {
@@ -319,27 +379,44 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     }
     gpt_params *p = &m->params;
     double std = cfg->init_method_std, ostd = std / sqrt(2.0 * m->L);
-    int iC = m->C, iCl = m->Cl, iFl = m->Fl, iVl = m->Vl;
+    int iC = m->C, iCl = m->Cl, iFl = m->Fl, iVl = m->Vl, iKV = m->KVl;
     uint64_t sd = cfg->seed;
     int tr = cfg->tp_rank;
+    /* the global row layout of the stacked column-parallel tensors:
+       qkv [Q (NH hs) | K (G hs) | V (G hs)], fc1 [gate (F) | up (F)] */
+    int Gh = m->G * m->hs;
+    struct rows_seg qkv_seg[3] = { { iCl, tr * iCl }, { iKV, iC + tr * iKV }, { iKV, iC + Gh + tr * iKV } };
+    struct rows_seg fc_seg[2] = { { iFl, tr * iFl }, { iFl, m->F + tr * iFl } };
 #define PUT(dst, n) m->be->copy((dst), h, (n) * sizeof(float))
-    if (p->wte) { init_block(h, iVl, iC, std, sd, GPT_WTE, 0, iVl, 0, m->v_start, 0, iC); PUT(p->wte, ps[GPT_WTE]); }
-    if (p->wpe) { init_block(h, m->maxT, iC, std, sd, GPT_WPE, 0, m->maxT, 0, 0, 0, iC); PUT(p->wpe, ps[GPT_WPE]); }
-    if (p->outw) { init_block(h, iVl, iC, std, sd, GPT_OUTW, 0, iVl, 0, m->v_start, 0, iC); PUT(p->outw, ps[GPT_OUTW]); }
-    fill(h, Ll * C > C ? Ll * C : C, 1.0f);   /* LayerNorm weights; biases stay 0 */
+    if (p->wte) { init_block(h, iVl, iC, std, sd, GPT_WTE, 0, m->v_start, 0, iC); PUT(p->wte, ps[GPT_WTE]); }
+    if (p->wpe) { init_block(h, m->maxT, iC, std, sd, GPT_WPE, 0, 0, 0, iC); PUT(p->wpe, ps[GPT_WPE]); }
+    if (p->outw) { init_block(h, iVl, iC, std, sd, GPT_OUTW, 0, m->v_start, 0, iC); PUT(p->outw, ps[GPT_OUTW]); }
+    fill(h, Ll * C > C ? Ll * C : C, 1.0f);   /* norm weights; biases stay 0 */
     if (p->lnfw) PUT(p->lnfw, C);
     PUT(p->ln1w, Ll * C);
     PUT(p->ln2w, Ll * C);
     for (int l = 0; l < m->Ll; l++) {
         int gl = m->layer_begin + l;
-        init_block(h, 3 * iCl, iC, std, sd, GPT_QKVW, gl, iCl, iC, tr * iCl, 0, iC);
-        PUT(p->qkvw + l * 3 * Cl * C, 3 * Cl * C);
-        init_block(h, iC, iCl, ostd, sd, GPT_ATTPROJW, gl, iC, 0, 0, tr * iCl, iC);
+        init_rows(h, qkv_seg, 3, iC, std, sd, GPT_QKVW, gl, 0, iC);
+        PUT(p->qkvw + l * QKVl * C, QKVl * C);
+        init_block(h, iC, iCl, ostd, sd, GPT_ATTPROJW, gl, 0, tr * iCl, iC);
         PUT(p->attprojw + l * C * Cl, C * Cl);
-        init_block(h, iFl, iC, std, sd, GPT_FCW, gl, iFl, 0, tr * iFl, 0, iC);
-        PUT(p->fcw + l * Fl * C, Fl * C);
-        init_block(h, iC, iFl, ostd, sd, GPT_FCPROJW, gl, iC, 0, 0, tr * iFl, m->F);
+        init_rows(h, fc_seg, cfg->swiglu ? 2 : 1, iC, std, sd, GPT_FCW, gl, 0, iC);
+        PUT(p->fcw + l * FC1l * C, FC1l * C);
+        init_block(h, iC, iFl, ostd, sd, GPT_FCPROJW, gl, 0, tr * iFl, m->F);
         PUT(p->fcprojw + l * C * Fl, C * Fl);
+    }
+    if (m->rot) {
+        float *tabs = malloc(2 * rope_n * sizeof(float));
+        if (!tabs) {
+            free(h);
+            gpt_model_free(m);
+            if (err && errlen) snprintf(err, errlen, "cannot allocate the rotary tables (%zu bytes)", 2 * rope_n * 4);
+            return GPT_ERR_NOMEM;
+        }
+        rope_tables(tabs, tabs + rope_n, T, m->rot, cfg->rotary_base, cfg->rope_scaling_factor);
+        m->be->copy(m->rope_memory, tabs, 2 * rope_n * sizeof(float));
+        free(tabs);
     }
 #undef PUT
     free(h);
@@ -361,6 +438,8 @@ void gpt_model_free(gpt_model *m)
     m->be->free(m->acts_memory);
     m->be->free(m->tokens_memory);
     m->be->free(m->dsum);
+    m->be->free(m->rope_memory);
+    m->rope_memory = NULL;
     free(m->host_mask);
     m->params_memory = m->master_memory = m->grads_memory = m->opt_memory = m->acts_memory = NULL;
     m->m = m->v = NULL;
@@ -457,15 +536,36 @@ static void tp_max(const gpt_model *m, float *x, size_t n)
 
 /* ---- forward / backward --------------------------------------------------- */
 
+/* The norm of the configuration, forward: LayerNorm (with mean) or RMSNorm. */
+static void norm_forward(const gpt_model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                         const float *b)
+{
+    if (m->cfg.normalization == GPT_NORM_RMSNORM)
+        m->be->ops.rmsnorm_forward(out, rstd, inp, w, m->B, m->T, m->C, m->cfg.layernorm_eps);
+    else
+        m->be->ops.layernorm_forward(out, mean, rstd, inp, w, b, m->B, m->T, m->C, m->cfg.layernorm_eps);
+}
+
+static void norm_backward(const gpt_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                          const float *w, const float *mean, const float *rstd)
+{
+    if (m->cfg.normalization == GPT_NORM_RMSNORM)
+        m->be->ops.rmsnorm_backward(dinp, dw, dout, inp, w, rstd, m->B, m->T, m->C);
+    else
+        m->be->ops.layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, m->B, m->T, m->C);
+}
+
+/* An optional per-layer slice: NULL when the tensor is absent (size 0). */
+static float *layer_part(float *base, size_t l, size_t n) { return base ? base + l * n : NULL; }
+
 int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float *mask,
                 double *loss_sum, double *num_tokens)
 {
     int B = m->B, T = m->T, C = m->C, Cl = m->Cl, NHl = m->NHl, Fl = m->Fl, Vl = m->Vl;
-    size_t BT = (size_t)B * T, BTC = BT * (size_t)C;
+    size_t BT = (size_t)B * T, BTC = BT * (size_t)C, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l;
     gpt_params *p = &m->params;
     gpt_acts *a = &m->acts;
     const mds_ops *ops = &m->be->ops;
-    float eps = m->cfg.layernorm_eps;
     int tp0 = m->cfg.tp_rank == 0;
     if (m->cfg.tp_size > 1 && !m->tp)
         return GPT_ERR_ARG;
@@ -484,35 +584,42 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
 
     if (m->first_stage) {
         /* Vocab-parallel embedding: each TP rank adds its vocabulary rows, the
-           position term comes from TP rank 0, the all-reduce sums them. */
+           position term (learned positions only) comes from TP rank 0, the
+           all-reduce sums them. */
         ops->encoder_forward(a->encoded, a->inputs, p->wte, tp0 ? p->wpe : NULL, B, T, C, Vl, m->v_start);
         tp_sum(m, a->encoded, BTC);
     }
     /* else: the caller received `encoded` from the previous stage */
+    const float *rcos = m->rope_memory, *rsin = m->rope_memory + (size_t)T * (size_t)(m->rot / 2);
     const float *residual = a->encoded;
     for (int l = 0; l < m->Ll; l++) {
         size_t lC = (size_t)l * C;
-        float *ln1 = a->ln1 + l * BTC, *qkv = a->qkv + l * BT * 3 * Cl, *atty = a->atty + l * BT * Cl;
+        float *ln1 = a->ln1 + l * BTC, *qkv = a->qkv + l * BT * QKVl, *atty = a->atty + l * BT * Cl;
         float *attproj = a->attproj + l * BTC, *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC;
-        float *fch = a->fch + l * BT * Fl, *fchg = a->fch_gelu + l * BT * Fl;
+        float *fch = a->fch + l * BT * FC1l, *fchg = a->fch_gelu + l * BT * Fl;
         float *fcproj = a->fcproj + l * BTC, *res3 = a->residual3 + l * BTC;
-        ops->layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, residual,
-                              p->ln1w + lC, p->ln1b + lC, B, T, C, eps);
+        norm_forward(m, ln1, layer_part(a->ln1_mean, l, BT), a->ln1_rstd + l * BT, residual, p->ln1w + lC,
+                     layer_part(p->ln1b, l, C));
         /* column-parallel QKV (Megatron's f: identity forward) */
-        ops->matmul_forward(qkv, ln1, p->qkvw + (size_t)l * 3 * Cl * C, p->qkvb + (size_t)l * 3 * Cl,
-                           B, T, C, 3 * Cl);
-        ops->attention_forward(atty, a->att_lse + (size_t)l * NHl * BT, qkv, B, T, Cl, NHl);
+        ops->matmul_forward(qkv, ln1, p->qkvw + (size_t)l * QKVl * C, layer_part(p->qkvb, l, QKVl), B, T, C,
+                            (int)QKVl);
+        if (m->rot)
+            ops->rope_forward(qkv, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
+        ops->attention_forward(atty, a->att_lse + (size_t)l * NHl * BT, qkv, B, T, Cl, NHl, m->Gl);
         /* row-parallel projection: partial sums, bias on TP rank 0, then g */
-        ops->matmul_forward(attproj, atty, p->attprojw + (size_t)l * C * Cl, tp0 ? p->attprojb + lC : NULL,
-                           B, T, Cl, C);
+        ops->matmul_forward(attproj, atty, p->attprojw + (size_t)l * C * Cl,
+                            tp0 ? layer_part(p->attprojb, l, C) : NULL, B, T, Cl, C);
         tp_sum(m, attproj, BTC);
         ops->residual_forward(res2, residual, attproj, BTC);
-        ops->layernorm_forward(ln2, a->ln2_mean + l * BT, a->ln2_rstd + l * BT, res2,
-                              p->ln2w + lC, p->ln2b + lC, B, T, C, eps);
-        ops->matmul_forward(fch, ln2, p->fcw + (size_t)l * Fl * C, p->fcb + (size_t)l * Fl, B, T, C, Fl);
-        ops->gelu_forward(fchg, fch, BT * Fl);
-        ops->matmul_forward(fcproj, fchg, p->fcprojw + (size_t)l * C * Fl, tp0 ? p->fcprojb + lC : NULL,
-                           B, T, Fl, C);
+        norm_forward(m, ln2, layer_part(a->ln2_mean, l, BT), a->ln2_rstd + l * BT, res2, p->ln2w + lC,
+                     layer_part(p->ln2b, l, C));
+        ops->matmul_forward(fch, ln2, p->fcw + (size_t)l * FC1l * C, layer_part(p->fcb, l, FC1l), B, T, C, (int)FC1l);
+        if (m->cfg.swiglu)
+            ops->swiglu_forward(fchg, fch, BT, Fl);
+        else
+            ops->gelu_forward(fchg, fch, BT * Fl);
+        ops->matmul_forward(fcproj, fchg, p->fcprojw + (size_t)l * C * Fl, tp0 ? layer_part(p->fcprojb, l, C) : NULL,
+                            B, T, Fl, C);
         tp_sum(m, fcproj, BTC);
         ops->residual_forward(res3, res2, fcproj, BTC);
         residual = res3;
@@ -526,11 +633,11 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
         *loss_sum = 0.0;
         return GPT_OK;   /* the caller sends gpt_stage_output() on */
     }
-    ops->layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, B, T, C, eps);
+    norm_forward(m, a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb);
     const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
     ops->matmul_forward(a->logits, a->lnf, outw, NULL, B, T, C, Vl);
     ops->crossentropy_forward(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, a->targets,
-                             a->mask, B, T, Vl, m->v_start);
+                              a->mask, B, T, Vl, m->v_start);
     if (m->cfg.tp_size > 1) {
         /* Megatron's _VocabParallelCrossEntropy: max, rescale, two sums
            (dlosses serves as the global-max scratch; backward refills it). */
@@ -557,7 +664,7 @@ void gpt_zero_grad(gpt_model *m)
 void gpt_backward(gpt_model *m, float scale)
 {
     int B = m->B, T = m->T, C = m->C, Cl = m->Cl, NHl = m->NHl, Fl = m->Fl, Vl = m->Vl;
-    size_t BT = (size_t)B * T, BTC = BT * (size_t)C;
+    size_t BT = (size_t)B * T, BTC = BT * (size_t)C, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l;
     gpt_params *p = &m->params, *g = &m->grads;
     gpt_acts *a = &m->acts;
     const mds_ops *ops = &m->be->ops;
@@ -565,7 +672,7 @@ void gpt_backward(gpt_model *m, float scale)
         float inv = m->num_tokens > 0.0f ? scale / m->num_tokens : 0.0f;
         ops->loss_grad(a->dlosses, a->mask, inv, BT);
         ops->crossentropy_backward(a->logits, a->logits, a->maxes, a->sumexp, a->targets, a->dlosses,
-                                  B, T, Vl, m->v_start);
+                                   B, T, Vl, m->v_start);
         const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
         float *doutw = m->cfg.untie_embeddings ? g->outw : g->wte;
         m->be->zero(a->dln, BTC * sizeof(float));
@@ -573,43 +680,48 @@ void gpt_backward(gpt_model *m, float scale)
         tp_sum(m, a->dln, BTC);   /* the output layer is column-parallel */
         const float *last = a->residual3 + (size_t)(m->Ll - 1) * BTC;
         m->be->zero(a->dresidual, BTC * sizeof(float));
-        ops->layernorm_backward(a->dresidual, g->lnfw, g->lnfb, a->dln, last, p->lnfw, a->lnf_mean,
-                               a->lnf_rstd, B, T, C);
+        norm_backward(m, a->dresidual, g->lnfw, g->lnfb, a->dln, last, p->lnfw, a->lnf_mean, a->lnf_rstd);
     }
     /* else: the caller put the next stage's gradient in dresidual */
+    const float *rcos = m->rope_memory, *rsin = m->rope_memory + (size_t)T * (size_t)(m->rot / 2);
     for (int l = m->Ll - 1; l >= 0; l--) {
         size_t lC = (size_t)l * C;
         const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BTC;
-        float *ln1 = a->ln1 + l * BTC, *qkv = a->qkv + l * BT * 3 * Cl, *atty = a->atty + l * BT * Cl;
+        float *ln1 = a->ln1 + l * BTC, *qkv = a->qkv + l * BT * QKVl, *atty = a->atty + l * BT * Cl;
         float *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC;
-        float *fch = a->fch + l * BT * Fl, *fchg = a->fch_gelu + l * BT * Fl;
+        float *fch = a->fch + l * BT * FC1l, *fchg = a->fch_gelu + l * BT * Fl;
         /* dresidual is d(residual3[l]); the skip passes it to residual2 as is.
            Row-parallel biases: every TP rank sees the same dresidual, so each
            computes the same bias gradient and the replicas stay equal. */
         m->be->zero(a->dfch_gelu, BT * Fl * sizeof(float));
-        ops->matmul_backward(a->dfch_gelu, g->fcprojw + (size_t)l * C * Fl, g->fcprojb + lC, a->dresidual, fchg,
-                            p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
-        m->be->zero(a->dfch, BT * Fl * sizeof(float));
-        ops->gelu_backward(a->dfch, fch, a->dfch_gelu, BT * Fl);
+        ops->matmul_backward(a->dfch_gelu, g->fcprojw + (size_t)l * C * Fl, layer_part(g->fcprojb, l, C),
+                             a->dresidual, fchg, p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
+        m->be->zero(a->dfch, BT * FC1l * sizeof(float));
+        if (m->cfg.swiglu)
+            ops->swiglu_backward(a->dfch, fch, a->dfch_gelu, BT, Fl);
+        else
+            ops->gelu_backward(a->dfch, fch, a->dfch_gelu, BT * Fl);
         m->be->zero(a->dln, BTC * sizeof(float));
-        ops->matmul_backward(a->dln, g->fcw + (size_t)l * Fl * C, g->fcb + (size_t)l * Fl, a->dfch, ln2,
-                            p->fcw + (size_t)l * Fl * C, B, T, C, Fl);
+        ops->matmul_backward(a->dln, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch, ln2,
+                             p->fcw + (size_t)l * FC1l * C, B, T, C, (int)FC1l);
         tp_sum(m, a->dln, BTC);   /* f in backward */
-        ops->layernorm_backward(a->dresidual, g->ln2w + lC, g->ln2b + lC, a->dln, res2, p->ln2w + lC,
-                               a->ln2_mean + l * BT, a->ln2_rstd + l * BT, B, T, C);
+        norm_backward(m, a->dresidual, g->ln2w + lC, layer_part(g->ln2b, l, C), a->dln, res2, p->ln2w + lC,
+                      layer_part(a->ln2_mean, l, BT), a->ln2_rstd + l * BT);
         /* now dresidual is d(residual2[l]) */
         m->be->zero(a->datty, BT * Cl * sizeof(float));
-        ops->matmul_backward(a->datty, g->attprojw + (size_t)l * C * Cl, g->attprojb + lC, a->dresidual, atty,
-                            p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
-        m->be->zero(a->dqkv, BT * 3 * Cl * sizeof(float));
-        ops->attention_backward(a->dqkv, a->datty, qkv, atty, a->att_lse + (size_t)l * NHl * BT,
-                               B, T, Cl, NHl);
+        ops->matmul_backward(a->datty, g->attprojw + (size_t)l * C * Cl, layer_part(g->attprojb, l, C),
+                             a->dresidual, atty, p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
+        m->be->zero(a->dqkv, BT * QKVl * sizeof(float));
+        ops->attention_backward(a->dqkv, a->datty, qkv, atty, a->att_lse + (size_t)l * NHl * BT, B, T, Cl, NHl,
+                                m->Gl);
+        if (m->rot)   /* back through the rotation: d(q, k) before it */
+            ops->rope_backward(a->dqkv, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
         m->be->zero(a->dln, BTC * sizeof(float));
-        ops->matmul_backward(a->dln, g->qkvw + (size_t)l * 3 * Cl * C, g->qkvb + (size_t)l * 3 * Cl,
-                            a->dqkv, ln1, p->qkvw + (size_t)l * 3 * Cl * C, B, T, C, 3 * Cl);
+        ops->matmul_backward(a->dln, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv, ln1,
+                             p->qkvw + (size_t)l * QKVl * C, B, T, C, (int)QKVl);
         tp_sum(m, a->dln, BTC);
-        ops->layernorm_backward(a->dresidual, g->ln1w + lC, g->ln1b + lC, a->dln, residual,
-                               p->ln1w + lC, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, B, T, C);
+        norm_backward(m, a->dresidual, g->ln1w + lC, layer_part(g->ln1b, l, C), a->dln, residual, p->ln1w + lC,
+                      layer_part(a->ln1_mean, l, BT), a->ln1_rstd + l * BT);
     }
     /* dresidual is now d(stage input): sent back by the caller on later
        stages, the embedding's gradient on the first.  Tied embeddings under
@@ -683,7 +795,8 @@ void gpt_update(gpt_model *m, float lr, float beta1, float beta2, float eps,
 
 double gpt_flops_per_token(const gpt_model *m)
 {
-    double C = m->C, F = m->F, L = m->L, T = m->T, V = m->Vp;
-    double matmul_weights = L * (3 * C * C + C * C + 2 * C * F) + C * V;
+    double C = m->C, F = m->F, L = m->L, T = m->T, V = m->Vp, KV = (double)m->G * m->hs;
+    double mlp = (m->cfg.swiglu ? 3 : 2) * C * F;
+    double matmul_weights = L * (C * C + 2 * C * KV + C * C + mlp) + C * V;
     return 6.0 * matmul_weights + 6.0 * L * C * T;
 }

@@ -92,7 +92,23 @@ typedef struct gpt_config {
     int act_slots;            /* micro-batches whose activations are kept; 0 or 1: one */
     const mds_backend *backend; /* where tensors live and ops run; NULL: mds_backend_cpu() */
     int dtype;                /* working weights and activations: MDS_F32 (default; the only one yet) */
+    /* the Llama family (Megatron's flags); the defaults are GPT-2's */
+    int position_embedding;   /* enum gpt_position: learned absolute (default), rope, none */
+    double rotary_base;       /* --rotary-base, default 10000 */
+    double rotary_percent;    /* --rotary-percent, default 1.0: rot = int(hs * percent), even */
+    int rotary_interleaved;   /* --rotary-interleaved: pairs (2i, 2i+1) instead of (i, i + rot/2) */
+    double rope_scaling_factor; /* --use-rope-scaling --rope-scaling-factor (Llama 3.1); 0: none */
+    int normalization;        /* enum gpt_norm: LayerNorm (default) or RMSNorm (no bias) */
+    int swiglu;               /* --swiglu: FC1 is [gate | up] of ffn width each, silu(gate) * up */
+    int num_query_groups;     /* --num-query-groups G (grouped-query attention); 0: = num_heads */
+    int add_bias_linear;      /* default 1; --disable-bias-linear: no bias in QKV, proj, FC1, FC2 */
 } gpt_config;
+
+enum gpt_position { GPT_POS_LEARNED = 0, GPT_POS_ROPE = 1, GPT_POS_NONE = 2 };
+enum gpt_norm { GPT_NORM_LAYERNORM = 0, GPT_NORM_RMSNORM = 1 };
+
+/* Megatron's default FFN width: 4 C, or with --swiglu int(4 C 2/3 / 64) 64. */
+int gpt_default_ffn(int hidden_size, int swiglu);
 
 /*
  * gpt_tp_ops - the tensor-parallel group's collectives, given by the
@@ -120,7 +136,9 @@ int gpt_config_check(const gpt_config *cfg, char *err, size_t errlen);
 int gpt_padded_vocab_size(const gpt_config *cfg);
 
 /* Parameter tensors, in storage order (llm.c's order, plus the untied output
- * layer).  A tensor that this rank does not hold has size 0. */
+ * layer).  A tensor that this rank does not hold, or that the architecture
+ * lacks (wpe with RoPE, biases with --disable-bias-linear, norm biases with
+ * RMSNorm), has size 0. */
 enum gpt_param_id {
     GPT_WTE, GPT_WPE, GPT_LN1W, GPT_LN1B, GPT_QKVW, GPT_QKVB, GPT_ATTPROJW, GPT_ATTPROJB,
     GPT_LN2W, GPT_LN2B, GPT_FCW, GPT_FCB, GPT_FCPROJW, GPT_FCPROJB, GPT_LNFW, GPT_LNFB,
@@ -128,20 +146,22 @@ enum gpt_param_id {
 };
 
 /* Pointers into one allocation; shapes are this rank's (local) shapes with
- * Ll = local layers, Vl = Vp / tp, Cl = C / tp (attention width), Fl = ffn / tp. */
+ * Ll = local layers, Vl = Vp / tp, Cl = C / tp (query width), KVl = G hs / tp
+ * (key/value width; = Cl without grouped-query attention), QKVl = Cl + 2 KVl,
+ * Fl = ffn / tp, FC1l = Fl, or 2 Fl with SwiGLU ([gate | up]). */
 typedef struct gpt_params {
     float *wte;      // (Vl, C)     word embeddings; also the output layer when tied
-    float *wpe;      // (maxT, C)   learned absolute position embeddings
+    float *wpe;      // (maxT, C)   learned absolute position embeddings (none with RoPE)
     float *ln1w;     // (Ll, C)
     float *ln1b;     // (Ll, C)
-    float *qkvw;     // (Ll, 3*Cl, C)  column-parallel; local rows [q | k | v]
-    float *qkvb;     // (Ll, 3*Cl)
+    float *qkvw;     // (Ll, QKVl, C)  column-parallel; local rows [q | k | v]
+    float *qkvb;     // (Ll, QKVl)
     float *attprojw; // (Ll, C, Cl)    row-parallel
     float *attprojb; // (Ll, C)
     float *ln2w;     // (Ll, C)
     float *ln2b;     // (Ll, C)
-    float *fcw;      // (Ll, Fl, C)    column-parallel
-    float *fcb;      // (Ll, Fl)
+    float *fcw;      // (Ll, FC1l, C)  column-parallel
+    float *fcb;      // (Ll, FC1l)
     float *fcprojw;  // (Ll, C, Fl)    row-parallel
     float *fcprojb;  // (Ll, C)
     float *lnfw;     // (C)
@@ -153,22 +173,22 @@ typedef struct gpt_params {
 typedef struct gpt_acts {
     float *encoded;   // (B, T, C)
     float *ln1;       // (Ll, B, T, C)
-    float *ln1_mean;  // (Ll, B, T)
+    float *ln1_mean;  // (Ll, B, T)   LayerNorm only
     float *ln1_rstd;  // (Ll, B, T)
-    float *qkv;       // (Ll, B, T, 3*Cl)
+    float *qkv;       // (Ll, B, T, QKVl)  q and k rotated with RoPE
     float *atty;      // (Ll, B, T, Cl)
     float *att_lse;   // (Ll, B, NHl, T)
     float *attproj;   // (Ll, B, T, C)
     float *residual2; // (Ll, B, T, C)
     float *ln2;       // (Ll, B, T, C)
-    float *ln2_mean;  // (Ll, B, T)
+    float *ln2_mean;  // (Ll, B, T)   LayerNorm only
     float *ln2_rstd;  // (Ll, B, T)
-    float *fch;       // (Ll, B, T, Fl)
-    float *fch_gelu;  // (Ll, B, T, Fl)
+    float *fch;       // (Ll, B, T, FC1l)
+    float *fch_gelu;  // (Ll, B, T, Fl)  GELU, or SwiGLU, of fch
     float *fcproj;    // (Ll, B, T, C)
     float *residual3; // (Ll, B, T, C)
     float *lnf;       // (B, T, C)
-    float *lnf_mean;  // (B, T)
+    float *lnf_mean;  // (B, T)        LayerNorm only
     float *lnf_rstd;  // (B, T)
     float *logits;    // (B, T, Vl)  overwritten in place by dlogits in backward
     float *losses;    // (B, T)
@@ -179,9 +199,9 @@ typedef struct gpt_acts {
     float *dlosses;   // (B, T)
     float *dresidual; // (B, T, C)   backward: the residual stream's gradient
     float *dln;       // (B, T, C)   backward: gradient into a LayerNorm output
-    float *dqkv;      // (B, T, 3*Cl)
+    float *dqkv;      // (B, T, QKVl)
     float *datty;     // (B, T, Cl)
-    float *dfch;      // (B, T, Fl)
+    float *dfch;      // (B, T, FC1l)
     float *dfch_gelu; // (B, T, Fl)
     int *inputs;      // (B, T)
     int *targets;     // (B, T)
@@ -199,6 +219,9 @@ typedef struct gpt_model {
     int L, C, NH, F, maxT, Vp;    /* global: layers, hidden, heads, ffn, positions, padded vocab */
     int Ll, layer_begin;          /* this stage's layers [layer_begin, layer_begin + Ll) */
     int Cl, NHl, Fl, Vl, v_start; /* this TP rank's attention width, heads, ffn, vocab rows */
+    int hs, G, Gl, KVl, QKVl, FC1l; /* head size; query groups (global, local); widths above */
+    int rot;                      /* rotary channels per head (0 without RoPE) */
+    float *rope_memory;           /* (2, T, rot/2): the cos and sin tables (backend memory) */
     int first_stage, last_stage;
     const gpt_tp_ops *tp;         /* the TP collectives; must be set when tp_size > 1 */
     /* parameters, gradients, optimizer state: one allocation each */

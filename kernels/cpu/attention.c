@@ -4,8 +4,9 @@
  *
  * It saves the per-row log-sum-exp instead of the (T, T) probabilities and
  * recomputes scores in the backward, like flash attention, so the CUDA
- * backend can keep the same arguments.  It does not implement attention
- * dropout, grouped-query attention, context parallelism or masks other than
+ * backend can keep the same arguments.  Grouped-query attention: NKV key/
+ * value heads, each serving NH/NKV consecutive query heads.  It does not
+ * implement attention dropout, context parallelism or masks other than
  * causal.
  */
 #include <assert.h>
@@ -163,17 +164,17 @@ static void att_outer_tile(float *dx, size_t dstride, const float *w, const floa
 #define ATT_TQ 16
 
 /*
- * Each task owns one (b, h) head and keeps its keys and values transposed
- * in scratch.  Per query row t: the scores q_t . k_s (each summed over the
- * head dimension in order), their max, p_s = exp(score - max) and its sum
+ * Each task owns one (b, h) head and keeps its group's keys transposed in
+ * scratch.  Per query row t: the scores q_t . k_s (each summed over the head
+ * dimension in order), their max, p_s = exp(score - max) and its sum
  * (double, 16 interleaved partial sums), then out_t = (sum_s p_s v_s) / sum
  * with s in order.  No online softmax: no rescaling error.
  */
-void attention_forward_cpu(float *out, float *lse, const float *qkv, int B, int T, int C, int NH)
+void attention_forward_cpu(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int NKV)
 {
-    assert(NH > 0 && C % NH == 0);
-    int hs = C / NH;
-    size_t C3 = (size_t)3 * C;
+    assert(NH > 0 && C % NH == 0 && NKV > 0 && NH % NKV == 0);
+    int hs = C / NH, R = NH / NKV;
+    size_t row = (size_t)C + 2 * (size_t)NKV * hs;
     float scale = 1.0f / sqrtf((float)hs);
     OMP(parallel)
     {
@@ -182,11 +183,12 @@ void attention_forward_cpu(float *out, float *lse, const float *qkv, int B, int 
         OMP(for collapse(2) schedule(dynamic, 1))
         for (int b = 0; b < B; b++)
             for (int h = 0; h < NH; h++) {
-                const float *base = qkv + (size_t)b * T * C3;
-                const float *vb = base + 2 * (size_t)C + (size_t)h * hs;
-                att_transpose(kT, base + C + (size_t)h * hs, C3, T, hs);
+                int g = h / R;
+                const float *base = qkv + (size_t)b * T * row;
+                const float *vb = base + (size_t)C + ((size_t)NKV + g) * hs;
+                att_transpose(kT, base + C + (size_t)g * hs, row, T, hs);
                 for (int t = 0; t < T; t++) {
-                    const float *q = base + (size_t)t * C3 + (size_t)h * hs;
+                    const float *q = base + (size_t)t * row + (size_t)h * hs;
                     float *o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
                     att_scores(sc, q, kT, t + 1, T, hs);
                     float mx = -INFINITY;
@@ -195,7 +197,7 @@ void attention_forward_cpu(float *out, float *lse, const float *qkv, int B, int 
                     double sum = att_exp(p, sc, t + 1, scale, mx);
                     for (int i = 0; i < hs; i++)
                         o[i] = 0.0f;
-                    att_axpys(o, p, vb, C3, t + 1, hs);
+                    att_axpys(o, p, vb, row, t + 1, hs);
                     float inv = (float)(1.0 / sum);
                     for (int i = 0; i < hs; i++)
                         o[i] *= inv;
@@ -212,16 +214,17 @@ void attention_forward_cpu(float *out, float *lse, const float *qkv, int B, int 
  *   dv_s += sum_t p_ts dout_t,
  *   ds_ts = p_ts (dout_t . v_s - D_t),
  *   dq_t += scale sum_s ds_ts k_s,  dk_s += scale sum_t ds_ts q_t.
- * dk and dv of key s collect from every query t >= s, so a task owns a whole
- * (b, h) head and walks t, then s, in order: no atomics, fixed order.  Dot
- * products over the head dimension run in order, like the forward's.
+ * dk and dv of key s collect from every query t >= s of every head of the
+ * group, so a task owns a whole (b, group) and walks its heads in order,
+ * then t, then s: no atomics, a fixed order.  Dot products over the head
+ * dimension run in order, like the forward's.
  */
 void attention_backward_cpu(float *dqkv, const float *dout, const float *qkv, const float *out,
-                            const float *lse, int B, int T, int C, int NH)
+                            const float *lse, int B, int T, int C, int NH, int NKV)
 {
-    assert(NH > 0 && C % NH == 0);
-    int hs = C / NH;
-    size_t C3 = (size_t)3 * C;
+    assert(NH > 0 && C % NH == 0 && NKV > 0 && NH % NKV == 0);
+    int hs = C / NH, R = NH / NKV;
+    size_t row = (size_t)C + 2 * (size_t)NKV * hs;
     float scale = 1.0f / sqrtf((float)hs);
     OMP(parallel)
     {
@@ -230,34 +233,36 @@ void attention_backward_cpu(float *dqkv, const float *dout, const float *qkv, co
         float *P = sc + T, *DS = P + (size_t)ATT_TQ * T;
         OMP(for collapse(2) schedule(dynamic, 1))
         for (int b = 0; b < B; b++)
-            for (int h = 0; h < NH; h++) {
-                const float *base = qkv + (size_t)b * T * C3;
-                float *dbase = dqkv + (size_t)b * T * C3;
-                const float *dbO = dout + (size_t)b * T * C + (size_t)h * hs;
-                size_t koff = C + (size_t)h * hs, voff = 2 * (size_t)C + (size_t)h * hs;
-                att_transpose(kT, base + koff, C3, T, hs);
-                att_transpose(vT, base + voff, C3, T, hs);
-                for (int t0 = 0; t0 < T; t0 += ATT_TQ) {
-                    int t1 = t0 + ATT_TQ < T ? t0 + ATT_TQ : T;
-                    for (int t = t0; t < t1; t++) {
-                        const float *q = base + (size_t)t * C3 + (size_t)h * hs;
-                        float *dq = dbase + (size_t)t * C3 + (size_t)h * hs;
-                        const float *dO = dbO + (size_t)t * C;
-                        const float *O = out + ((size_t)b * T + t) * C + (size_t)h * hs;
-                        float *p = P + (size_t)(t - t0) * T, *ds = DS + (size_t)(t - t0) * T;
-                        float D = 0.0f;
-                        for (int i = 0; i < hs; i++)
-                            D += dO[i] * O[i];
-                        float l = lse[((size_t)b * NH + h) * T + t];
-                        att_scores(sc, q, kT, t + 1, T, hs);
-                        att_exp(p, sc, t + 1, scale, l);
-                        att_scores(ds, dO, vT, t + 1, T, hs);
-                        for (int s = 0; s <= t; s++)
-                            ds[s] = p[s] * (ds[s] - D) * scale;
-                        att_axpys(dq, ds, base + koff, C3, t + 1, hs);
+            for (int g = 0; g < NKV; g++) {
+                const float *base = qkv + (size_t)b * T * row;
+                float *dbase = dqkv + (size_t)b * T * row;
+                size_t koff = (size_t)C + (size_t)g * hs, voff = (size_t)C + ((size_t)NKV + g) * hs;
+                att_transpose(kT, base + koff, row, T, hs);
+                att_transpose(vT, base + voff, row, T, hs);
+                for (int h = g * R; h < (g + 1) * R; h++) {
+                    const float *dbO = dout + (size_t)b * T * C + (size_t)h * hs;
+                    for (int t0 = 0; t0 < T; t0 += ATT_TQ) {
+                        int t1 = t0 + ATT_TQ < T ? t0 + ATT_TQ : T;
+                        for (int t = t0; t < t1; t++) {
+                            const float *q = base + (size_t)t * row + (size_t)h * hs;
+                            float *dq = dbase + (size_t)t * row + (size_t)h * hs;
+                            const float *dO = dbO + (size_t)t * C;
+                            const float *O = out + ((size_t)b * T + t) * C + (size_t)h * hs;
+                            float *p = P + (size_t)(t - t0) * T, *ds = DS + (size_t)(t - t0) * T;
+                            float D = 0.0f;
+                            for (int i = 0; i < hs; i++)
+                                D += dO[i] * O[i];
+                            float l = lse[((size_t)b * NH + h) * T + t];
+                            att_scores(sc, q, kT, t + 1, T, hs);
+                            att_exp(p, sc, t + 1, scale, l);
+                            att_scores(ds, dO, vT, t + 1, T, hs);
+                            for (int s = 0; s <= t; s++)
+                                ds[s] = p[s] * (ds[s] - D) * scale;
+                            att_axpys(dq, ds, base + koff, row, t + 1, hs);
+                        }
+                        att_outer_tile(dbase + koff, row, DS, base + (size_t)h * hs, row, t0, t1, T, hs);
+                        att_outer_tile(dbase + voff, row, P, dbO, C, t0, t1, T, hs);
                     }
-                    att_outer_tile(dbase + koff, C3, DS, base + (size_t)h * hs, C3, t0, t1, T, hs);
-                    att_outer_tile(dbase + voff, C3, P, dbO, C, t0, t1, T, hs);
                 }
             }
         free(kT);

@@ -65,6 +65,25 @@ par pp4_short 4 --pipeline-model-parallel-size 4 --global-batch-size 2
 exact "$T/ref3.log" >"$T/ref"
 par untied_tp2_pp2 4 --untie-embeddings-and-output-weights --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
 
+# The Llama block (RoPE, RMSNorm, SwiGLU, no biases, untied, 2 query groups
+# over 4 heads): TP splits the query groups, PP the layers, DP the batch.
+LLAMA="--position-embedding-type rope --rotary-base 500000 --normalization RMSNorm --swiglu --ffn-hidden-size 48
+       --group-query-attention --num-query-groups 2 --disable-bias-linear --untie-embeddings-and-output-weights"
+# shellcheck disable=SC2086
+"$MDSTRAIN" $TINY $LLAMA >"$T/ref4.log" 2>/dev/null
+exact "$T/ref4.log" >"$T/ref"
+check llama_single_5_iters test "$(wc -l <"$T/ref")" -eq 5
+# shellcheck disable=SC2086
+{
+par llama_tp2 2 $LLAMA --tensor-model-parallel-size 2
+par llama_pp2_dp2_distopt 4 $LLAMA --pipeline-model-parallel-size 2 --use-distributed-optimizer
+par llama_tp2_pp2_dp2 8 $LLAMA --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+}
+# more tensor-parallel ranks than query groups: refused once, exit 2
+# shellcheck disable=SC2086
+timeout 60 "$MPIRUN" -np 4 "$MDSTRAIN" $TINY $LLAMA --tensor-model-parallel-size 4 >"$T/l4.log" 2>"$T/l4.err"
+check llama_tp4_refused sh -c "test $? -eq 2 && grep -q 'query groups 2 is not divisible by the tensor model parallel size 4' '$T/l4.err'"
+
 # Real data, DP2 x PP2, with validation: the log and validation lines on the
 # last rank, the same validation losses as one process (to the printed 7 digits).
 DATA=tests/data/golden/tiny_text_document

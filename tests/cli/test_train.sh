@@ -124,6 +124,43 @@ run_expect ckpt_sched_mismatch 1 "lr scheduler max lr" "$MDSTRAIN" $CK --lr 2e-2
 run_expect ckpt_load_empty 0 "no 'latest_checkpointed_iteration.txt' in" "$MDSTRAIN" $CK --train-iters 3 \
     --eval-iters 0 --load "$T/empty"
 
+# The Llama block with Megatron's Llama flags (sizes scaled down), on real
+# data: it trains, resumes bitwise, and its checkpoint refuses a GPT run.
+LL="--position-embedding-type rope --rotary-base 500000 --rotary-percent 1.0 --normalization RMSNorm --swiglu
+    --ffn-hidden-size 96 --group-query-attention --num-query-groups 2 --disable-bias-linear
+    --untie-embeddings-and-output-weights --norm-epsilon 1e-5 --attention-softmax-in-fp32 --kv-channels 8"
+# shellcheck disable=SC2086
+"$MDSTRAIN" -q $CK $LL --save "$T/llA" --save-interval 6 >"$T/la1" 2>"$T/err"
+check llama_exit0 test $? -eq 0
+check llama_12_iters test "$(grep -c '] iteration ' "$T/la1")" -eq 12
+first=$(losses "$T/la1" | head -1); last=$(losses "$T/la1" | tail -1)
+check llama_loss_falls awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }'
+# shellcheck disable=SC2086
+"$MDSTRAIN" -q $CK $LL --save "$T/llB" --exit-interval 6 >"$T/lb1" 2>"$T/err"
+# shellcheck disable=SC2086
+"$MDSTRAIN" -q $CK $LL --load "$T/llB" >"$T/lb2" 2>"$T/err"
+losses "$T/la1" >"$T/lla"; cat "$T/lb1" "$T/lb2" | losses /dev/stdin >"$T/llb"
+check llama_resume_same_losses cmp -s "$T/lla" "$T/llb"
+# shellcheck disable=SC2086
+run_expect llama_ckpt_into_gpt 1 "position_embedding_type is rope in the checkpoint but learned_absolute in this run" \
+    "$MDSTRAIN" $CK --load "$T/llA"
+# the old spellings: --use-rotary-position-embeddings --no-position-embedding
+# shellcheck disable=SC2086
+"$MDSTRAIN" -q $CK $(echo "$LL" | sed 's/--position-embedding-type rope/--use-rotary-position-embeddings --no-position-embedding/') \
+    --exit-interval 6 >"$T/lc" 2>"$T/err"
+losses "$T/lc" >"$T/llc"; head -6 "$T/lla" >"$T/lla6"
+check llama_old_spellings_same cmp -s "$T/lla6" "$T/llc"
+BASE_L="--mock-data $TINY --train-iters 1 --lr 1e-3"
+# shellcheck disable=SC2086
+{
+run_expect llama_kv_channels 2 "'--kv-channels' 16 other than hidden size / heads \\(8\\)" "$MDSTRAIN" $BASE_L --kv-channels 16
+run_expect llama_pos_relative 2 "'--position-embedding-type' relative is not supported" "$MDSTRAIN" $BASE_L --position-embedding-type relative
+run_expect llama_interleaved_needs_rope 2 "need --position-embedding-type rope" "$MDSTRAIN" $BASE_L --rotary-interleaved
+run_expect llama_groups 2 "not a multiple of --num-query-groups 3" "$MDSTRAIN" $BASE_L --group-query-attention --num-query-groups 3
+run_expect llama_swiglu_ffn0 2 "ffn hidden size is 0" "$MDSTRAIN" --mock-data --num-layers 1 --hidden-size 16 \
+    --num-attention-heads 2 --seq-length 8 --max-position-embeddings 8 --micro-batch-size 1 --train-iters 1 --lr 1e-3 --swiglu
+}
+
 # refusals: one line plus a hint, exit 2
 BASE="--mock-data $TINY --train-iters 1 --lr 1e-3"
 # shellcheck disable=SC2086

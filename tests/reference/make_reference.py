@@ -10,10 +10,16 @@ It needs only python3-torch (Debian's 1.13) and python3-numpy.  It writes
 
     tests/data/reference/gpt_tiny.bin         tied output layer (the default)
     tests/data/reference/gpt_tiny_untied.bin  --untie-embeddings-and-output-weights
+    tests/data/reference/llama_*.bin          the Llama block (RoPE, RMSNorm, SwiGLU,
+                                              grouped-query attention, no biases), tied
+                                              and untied, with and without GQA
 
 and prints, for each, how far the same computation in float64 lies from the
 float32 one that is stored: that is the size of fp32 rounding noise, which
 the tolerances of test_reference.c must exceed and nothing else may.
+Re-running it reproduces the files within that noise, not bitwise on every
+CPU (torch's kernels pick their instruction set); the committed GPT files
+were written before the Llama ones and are kept as they are.
 
 The model is Megatron's GPT written here from its definition, in plain
 torch ops, on purpose not ported from model.c (llm.c's train_gpt2.py /
@@ -39,7 +45,23 @@ Weights are NOT mds's initialisation: they are drawn here with a fixed torch
 seed and larger spread than Megatron's init (so that gradients and logits
 are generic, not near-uniform), LayerNorm weights and all biases included.
 
-File format (little-endian; version 1):
+The Llama block (version-2 files; Megatron's --position-embedding-type rope
+--normalization RMSNorm --swiglu --group-query-attention --disable-bias-linear),
+again written from the definitions:
+  - no position embedding; RoPE on q and k after the QKV linear, rotating the
+    first rot = int(hs * rotary_percent) channels of each head by position t:
+    inv_freq = 1 / base^(arange(0, rot, 2) / rot) and freqs = t * inv_freq in
+    float32 as Megatron's RotaryEmbedding computes them; not interleaved:
+    x * cos + rotate_half(x) * sin with rotate_half([a, b]) = [-b, a] over
+    the halves and cos/sin of cat(freqs, freqs); interleaved: over (2i, 2i+1);
+  - RMSNorm: x * rsqrt(mean(x^2) + eps) * w (no bias);
+  - the QKV linear's per-token output is [q (NH hs) | k (G hs) | v (G hs)]
+    (mds's layout); query head j uses key/value head j // (NH / G)
+    (Megatron's query groups; torch: repeat_interleave);
+  - the MLP: a = fc1(x) is [gate (F) | up (F)], out = fc2(silu(gate) * up);
+  - biases on every linear only where the config says so.
+
+File format (little-endian; version 1, and version 2 for the Llama block):
   header, 32 slots of 4 bytes (128 bytes):
     int32  [0] magic 0x4652444d ("MDRF")   [1] version 1
            [2] num_layers L   [3] hidden_size C   [4] num_heads NH
@@ -51,6 +73,11 @@ File format (little-endian; version 1):
     float32 [16] lr  [17] beta1  [18] beta2  [19] adam eps
             [20] weight decay  [21] clip grad  [22] layernorm eps
             [23..31] 0
+  version 2 only, 16 more slots (header 192 bytes):
+    int32   [32] position embedding (0 learned, 1 rope)  [33] normalization
+                 (0 LayerNorm, 1 RMSNorm)  [34] swiglu  [35] num_query_groups G
+                 [36] add_bias_linear  [37] rotary_interleaved  [38..39] 0
+    float32 [40] rotary_base  [41] rotary_percent  [42..47] 0
   then, packed in this order:
     int32   inputs   (B, T)
     int32   targets  (B, T)
@@ -60,7 +87,10 @@ File format (little-endian; version 1):
               qkvw (L,3C,C), qkvb (L,3C), attprojw (L,C,C), attprojb (L,C),
               ln2w (L,C), ln2b (L,C), fcw (L,F,C), fcb (L,F),
               fcprojw (L,C,F), fcprojb (L,C), lnfw (C), lnfb (C),
-              outw (Vp,C) only when untied
+              outw (Vp,C) only when untied; in version 2 a tensor the
+              architecture lacks is left out (wpe with RoPE, the norm biases
+              with RMSNorm, the linear biases without add_bias_linear), qkv
+              is (L, C + 2 G hs, C) and fc (L, 2F, C) with SwiGLU
     float32 logits   (B, T, Vp)  of the first forward
     float32 loss     (1)         of the first forward
     float32 grads    (P)         of that loss, same order as params
@@ -132,6 +162,105 @@ def draw_batch():
     return inputs, targets, mask
 
 
+def rms_norm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rope_freqs(T, rot, base):
+    """Megatron's RotaryEmbedding in float32: (T, rot/2) angles."""
+    inv_freq = 1.0 / (base ** (torch.arange(0, rot, 2, dtype=torch.float32) / rot))
+    seq = torch.arange(T, dtype=torch.float32)
+    return torch.outer(seq, inv_freq)
+
+
+def apply_rope(t, freqs, rot, interleaved):
+    """t (B, T, H, hs): the first rot channels rotated, Megatron's
+    _apply_rotary_pos_emb_bshd."""
+    if interleaved:
+        emb = torch.stack((freqs, freqs), dim=-1).reshape(freqs.shape[0], -1)
+    else:
+        emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos()[None, :, None, :], emb.sin()[None, :, None, :]
+    r, rest = t[..., :rot], t[..., rot:]
+    if interleaved:
+        x1, x2 = r[..., 0::2], r[..., 1::2]
+        half = torch.stack((-x2, x1), dim=-1).reshape(r.shape)
+    else:
+        x1, x2 = r.chunk(2, dim=-1)
+        half = torch.cat((-x2, x1), dim=-1)
+    return torch.cat((r * cos + half * sin, rest), dim=-1)
+
+
+def llama_loss(p, inputs, targets, mask, cfg):
+    """The Llama block: returns (logits (B,T,Vp), loss)."""
+    L, C, NH, G = cfg["L"], cfg["C"], cfg["NH"], cfg["G"]
+    B, T = inputs.shape
+    hs = C // NH
+    rot = int(hs * cfg["rotary_percent"])
+    eps = HP["ln_eps"]
+    freqs = rope_freqs(T, rot, cfg["rotary_base"]).to(p["wte"].dtype)
+    h = F.embedding(inputs, p["wte"])
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    bias = cfg["bias"]
+    for l in range(L):
+        x = rms_norm(h, p["ln1w"][l], eps)
+        qkv = F.linear(x, p["qkvw"][l], p["qkvb"][l] if bias else None)
+        q, k, v = qkv.split([C, G * hs, G * hs], dim=-1)
+        q, k, v = q.view(B, T, NH, hs), k.view(B, T, G, hs), v.view(B, T, G, hs)
+        q = apply_rope(q, freqs, rot, cfg["interleaved"])
+        k = apply_rope(k, freqs, rot, cfg["interleaved"])
+        k, v = k.repeat_interleave(NH // G, dim=2), v.repeat_interleave(NH // G, dim=2)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))               # (B, NH, T, hs)
+        scores = (q @ k.transpose(-2, -1)) / (hs ** 0.5)
+        scores = scores.masked_fill(~causal, float("-inf"))
+        y = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, T, C)
+        h = h + F.linear(y, p["attprojw"][l], p["attprojb"][l] if bias else None)
+        x = rms_norm(h, p["ln2w"][l], eps)
+        gate, up = F.linear(x, p["fcw"][l], p["fcb"][l] if bias else None).chunk(2, dim=-1)
+        h = h + F.linear(F.silu(gate) * up, p["fcprojw"][l], p["fcprojb"][l] if bias else None)
+    h = rms_norm(h, p["lnfw"], eps)
+    logits = F.linear(h, p["outw"] if "outw" in p else p["wte"])
+    ce = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(-1), reduction="none")
+    m = mask.reshape(-1)
+    return logits, torch.sum(ce * m) / m.sum()
+
+
+# The Llama configurations: every combination of tied/untied and MHA/GQA,
+# spread over the RoPE options (interleaved, a partial rotary width, the
+# base) and a biased variant.
+LLAMA = [
+    ("llama_tiny_gqa_untied.bin", dict(L=2, C=32, NH=4, G=2, F=40, untie=1, bias=0, interleaved=0,
+                                       rotary_percent=1.0, rotary_base=10000.0)),
+    ("llama_tiny_mha_tied.bin", dict(L=2, C=32, NH=4, G=4, F=40, untie=0, bias=0, interleaved=1,
+                                     rotary_percent=0.5, rotary_base=10000.0)),
+    ("llama_tiny_mqa_tied_bias.bin", dict(L=2, C=32, NH=4, G=1, F=24, untie=0, bias=1, interleaved=0,
+                                          rotary_percent=1.0, rotary_base=500000.0)),
+    ("llama_tiny_mha_untied.bin", dict(L=1, C=24, NH=2, G=2, F=48, untie=1, bias=0, interleaved=0,
+                                       rotary_percent=0.5, rotary_base=10000.0)),
+]
+
+
+def draw_llama_weights(cfg):
+    """The Llama block's weights in float32, mds's names and shapes."""
+    L, C, NH, G, Fh = cfg["L"], cfg["C"], cfg["NH"], cfg["G"], cfg["F"]
+    hs, Vp = C // NH, padded_vocab(CFG["V"], CFG["div"])
+    QKV = C + 2 * G * hs
+    g = torch.Generator().manual_seed(SEED + 2)
+
+    def n(*shape, std=1.0, mean=0.0):
+        return mean + std * torch.randn(*shape, generator=g, dtype=torch.float32)
+
+    w = {"wte": n(Vp, C, std=0.3), "ln1w": n(L, C, std=0.1, mean=1.0), "qkvw": n(L, QKV, C, std=0.2),
+         "attprojw": n(L, C, C, std=0.2), "ln2w": n(L, C, std=0.1, mean=1.0), "fcw": n(L, 2 * Fh, C, std=0.2),
+         "fcprojw": n(L, C, Fh, std=0.1), "lnfw": n(C, std=0.1, mean=1.0)}
+    if cfg["bias"]:
+        w.update({"qkvb": n(L, QKV, std=0.1), "attprojb": n(L, C, std=0.1), "fcb": n(L, 2 * Fh, std=0.1),
+                  "fcprojb": n(L, C, std=0.1)})
+    if cfg["untie"]:
+        w["outw"] = n(Vp, C, std=0.3)
+    return w
+
+
 def gpt_loss(p, inputs, targets, mask):
     """Megatron GPT forward: returns (logits (B,T,Vp), loss)."""
     L, C, NH = CFG["L"], CFG["C"], CFG["NH"]
@@ -171,7 +300,7 @@ def clip_grad_norm(params, max_norm):
     return norm
 
 
-def run(weights, dtype, inputs, targets, mask):
+def run(weights, dtype, inputs, targets, mask, llama=None):
     """First forward/backward, then the training steps, in dtype."""
     p = {k: v.to(dtype).clone().requires_grad_(True) for k, v in weights.items()}
     names = [k for k, _ in ORDER if k in p]
@@ -184,7 +313,10 @@ def run(weights, dtype, inputs, targets, mask):
     out = {"losses": [], "norms": []}
     for step in range(CFG["steps"]):
         opt.zero_grad(set_to_none=False)
-        logits, loss = gpt_loss(p, inputs, targets, mask)
+        if llama:
+            logits, loss = llama_loss(p, inputs, targets, mask, llama)
+        else:
+            logits, loss = gpt_loss(p, inputs, targets, mask)
         loss.backward()
         if step == 0:
             out["logits"] = logits.detach().clone()
@@ -200,16 +332,19 @@ def f32(t):
     return np.ascontiguousarray(t.detach().to(torch.float32).numpy(), dtype="<f4").tobytes()
 
 
-def write(path, weights, inputs, targets, mask, r, untie):
-    C = CFG["C"]
+def write(path, weights, inputs, targets, mask, r, untie, llama=None):
+    c = llama or dict(L=CFG["L"], C=CFG["C"], NH=CFG["NH"], F=4 * CFG["C"])
     Vp = padded_vocab(CFG["V"], CFG["div"])
     names = [k for k, _ in ORDER if k in weights]
     P = sum(weights[k].numel() for k in names)
-    ints = [MAGIC, VERSION, CFG["L"], C, CFG["NH"], 4 * C, CFG["maxT"], CFG["V"], CFG["div"], Vp,
-            int(untie), CFG["B"], CFG["T"], CFG["steps"], P, 0]
+    ints = [MAGIC, 2 if llama else VERSION, c["L"], c["C"], c["NH"], c["F"], CFG["maxT"], CFG["V"], CFG["div"],
+            Vp, int(untie), CFG["B"], CFG["T"], CFG["steps"], P, 0]
     floats = [HP["lr"], HP["beta1"], HP["beta2"], HP["eps"], HP["wd"], HP["clip"], HP["ln_eps"]]
     floats += [0.0] * (16 - len(floats))
     data = struct.pack("<16i16f", *ints, *floats)
+    if llama:
+        data += struct.pack("<8i8f", 1, 1, 1, llama["G"], llama["bias"], llama["interleaved"], 0, 0,
+                            llama["rotary_base"], llama["rotary_percent"], *([0.0] * 6))
     data += np.ascontiguousarray(inputs.numpy(), dtype="<i4").tobytes()
     data += np.ascontiguousarray(targets.numpy(), dtype="<i4").tobytes()
     data += f32(mask)
@@ -246,6 +381,16 @@ def main():
         r64 = run(w, torch.float64, inputs, targets, mask)
         path = os.path.join(out_dir, name)
         size, P = write(path, w, inputs, targets, mask, r32, untie)
+        print("%s: %d bytes, %d parameters, torch %s" % (os.path.relpath(path), size, P, torch.__version__))
+        print("  loss %.6f; losses %s" % (r32["loss"].item(), " ".join("%.6f" % x for x in r32["losses"])))
+        print("  grad norms %s" % " ".join("%.4f" % x for x in r32["norms"]))
+        noise_report(r32, r64)
+    for name, cfg in LLAMA:
+        w = draw_llama_weights(cfg)
+        r32 = run(w, torch.float32, inputs, targets, mask, cfg)
+        r64 = run(w, torch.float64, inputs, targets, mask, cfg)
+        path = os.path.join(out_dir, name)
+        size, P = write(path, w, inputs, targets, mask, r32, cfg["untie"], cfg)
         print("%s: %d bytes, %d parameters, torch %s" % (os.path.relpath(path), size, P, torch.__version__))
         print("  loss %.6f; losses %s" % (r32["loss"].item(), " ".join("%.6f" % x for x in r32["losses"])))
         print("  grad norms %s" % " ".join("%.4f" % x for x in r32["norms"]))

@@ -269,32 +269,116 @@ static void t_matmul_backward(const struct shape *s)
 /* Attention needs C divisible by NH. */
 static int attention_shape(const struct shape *s) { return s->C % s->NH == 0; }
 
+/* Multi-head, and grouped-query with one key/value head when NH > 1. */
 static void t_attention_forward(const struct shape *s)
 {
     if (!attention_shape(s)) return;
-    size_t BT = (size_t)s->B * s->T, C = (size_t)s->C;
-    tf out = tf_rand(BT * C, 1), lse = tf_rand((size_t)s->B * s->NH * s->T, 1), qkv = tf_rand(BT * 3 * C, 1);
-    attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH);
-    be->ops.attention_forward(out.dev, lse.dev, qkv.dev, s->B, s->T, s->C, s->NH);
-    check_f("out", &out, ATOL, RTOL);
-    check_f("lse", &lse, ATOL, RTOL);
-    tf_free(&out); tf_free(&lse); tf_free(&qkv);
+    for (int nkv = s->NH; nkv >= 1; nkv = nkv > 1 ? 1 : 0) {
+        int hs = s->C / s->NH;
+        size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, row = C + 2 * (size_t)nkv * hs;
+        tf out = tf_rand(BT * C, 1), lse = tf_rand((size_t)s->B * s->NH * s->T, 1), qkv = tf_rand(BT * row, 1);
+        attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, nkv);
+        be->ops.attention_forward(out.dev, lse.dev, qkv.dev, s->B, s->T, s->C, s->NH, nkv);
+        check_f(nkv == s->NH ? "out" : "out (gqa)", &out, ATOL, RTOL);
+        check_f(nkv == s->NH ? "lse" : "lse (gqa)", &lse, ATOL, RTOL);
+        tf_free(&out); tf_free(&lse); tf_free(&qkv);
+        if (nkv == 1) break;
+    }
 }
 
 static void t_attention_backward(const struct shape *s)
 {
     if (!attention_shape(s)) return;
+    for (int nkv = s->NH; nkv >= 1; nkv = nkv > 1 ? 1 : 0) {
+        int hs = s->C / s->NH;
+        size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, row = C + 2 * (size_t)nkv * hs;
+        size_t nl = (size_t)s->B * s->NH * s->T;
+        tf qkv = tf_rand(BT * row, 1), out = tf_rand(BT * C, 1), lse = tf_rand(nl, 1);
+        /* a consistent forward (out, lse) for the backward to start from */
+        attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, nkv);
+        be->copy(out.dev, out.ref, BT * C * sizeof(float));
+        be->copy(lse.dev, lse.ref, nl * sizeof(float));
+        tf dqkv = tf_rand(BT * row, 1), dout = tf_rand(BT * C, 1);
+        attention_backward_cpu(dqkv.ref, dout.ref, qkv.ref, out.ref, lse.ref, s->B, s->T, s->C, s->NH, nkv);
+        be->ops.attention_backward(dqkv.dev, dout.dev, qkv.dev, out.dev, lse.dev, s->B, s->T, s->C, s->NH, nkv);
+        check_f(nkv == s->NH ? "dqkv" : "dqkv (gqa)", &dqkv, ATOL, RTOL);
+        tf_free(&qkv); tf_free(&out); tf_free(&lse); tf_free(&dqkv); tf_free(&dout);
+        if (nkv == 1) break;
+    }
+}
+
+/* RoPE on the q heads and one kv head, every rotary width and layout. */
+static void t_rope(const struct shape *s, int backward)
+{
+    if (!attention_shape(s) || (s->C / s->NH) % 2) return;
+    int hs = s->C / s->NH;
+    size_t row = ((size_t)s->NH + 2) * hs, n = (size_t)s->B * s->T * row;
+    for (int inter = 0; inter < 2; inter++)
+        for (int rot = hs; rot >= 2; rot = rot / 2 % 2 ? 0 : rot / 2) {
+            size_t nt = (size_t)s->T * (size_t)(rot / 2);
+            float *cs = malloc((nt ? nt : 1) * sizeof *cs), *sn = malloc((nt ? nt : 1) * sizeof *sn);
+            rope_tables(cs, sn, s->T, rot, 10000.0, 0.0);
+            float *dcs = upload(cs, nt * sizeof *cs), *dsn = upload(sn, nt * sizeof *sn);
+            tf x = tf_rand(n, 2);
+            if (backward) {
+                rope_backward_cpu(x.ref, cs, sn, s->B, s->T, s->NH, 1, hs, rot, inter);
+                be->ops.rope_backward(x.dev, dcs, dsn, s->B, s->T, s->NH, 1, hs, rot, inter);
+            } else {
+                rope_forward_cpu(x.ref, cs, sn, s->B, s->T, s->NH, 1, hs, rot, inter);
+                be->ops.rope_forward(x.dev, dcs, dsn, s->B, s->T, s->NH, 1, hs, rot, inter);
+            }
+            check_f(backward ? "dqkv" : "qkv", &x, ATOL, RTOL);
+            tf_free(&x);
+            be->free(dcs);
+            be->free(dsn);
+            free(cs);
+            free(sn);
+        }
+}
+static void t_rope_forward(const struct shape *s) { t_rope(s, 0); }
+static void t_rope_backward(const struct shape *s) { t_rope(s, 1); }
+
+static void t_rmsnorm_forward(const struct shape *s)
+{
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->C;
-    tf qkv = tf_rand(BT * 3 * C, 1), out = tf_rand(BT * C, 1), lse = tf_rand((size_t)s->B * s->NH * s->T, 1);
-    /* a consistent forward (out, lse) for the backward to start from */
-    attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH);
-    be->copy(out.dev, out.ref, BT * C * sizeof(float));
-    be->copy(lse.dev, lse.ref, (size_t)s->B * s->NH * s->T * sizeof(float));
-    tf dqkv = tf_rand(BT * 3 * C, 1), dout = tf_rand(BT * C, 1);
-    attention_backward_cpu(dqkv.ref, dout.ref, qkv.ref, out.ref, lse.ref, s->B, s->T, s->C, s->NH);
-    be->ops.attention_backward(dqkv.dev, dout.dev, qkv.dev, out.dev, lse.dev, s->B, s->T, s->C, s->NH);
-    check_f("dqkv", &dqkv, ATOL, RTOL);
-    tf_free(&qkv); tf_free(&out); tf_free(&lse); tf_free(&dqkv); tf_free(&dout);
+    tf out = tf_rand(BT * C, 1), rstd = tf_rand(BT, 1), inp = tf_rand(BT * C, 2), w = tf_rand(C, 1);
+    rmsnorm_forward_cpu(out.ref, rstd.ref, inp.ref, w.ref, s->B, s->T, s->C, 1e-5f);
+    be->ops.rmsnorm_forward(out.dev, rstd.dev, inp.dev, w.dev, s->B, s->T, s->C, 1e-5f);
+    check_f("out", &out, ATOL, RTOL);
+    check_f("rstd", &rstd, ATOL, RTOL);
+    tf_free(&out); tf_free(&rstd); tf_free(&inp); tf_free(&w);
+}
+
+static void t_rmsnorm_backward(const struct shape *s)
+{
+    size_t BT = (size_t)s->B * s->T, C = (size_t)s->C;
+    tf dinp = tf_rand(BT * C, 1), dw = tf_rand(C, 1), dout = tf_rand(BT * C, 1), inp = tf_rand(BT * C, 2);
+    tf w = tf_rand(C, 1), rstd = tf_pos(BT, 0.5f, 2.0f);
+    rmsnorm_backward_cpu(dinp.ref, dw.ref, dout.ref, inp.ref, w.ref, rstd.ref, s->B, s->T, s->C);
+    be->ops.rmsnorm_backward(dinp.dev, dw.dev, dout.dev, inp.dev, w.dev, rstd.dev, s->B, s->T, s->C);
+    check_f("dinp", &dinp, ATOL, RTOL);
+    check_f("dweight", &dw, ATOL, RTOL);
+    tf_free(&dinp); tf_free(&dw); tf_free(&dout); tf_free(&inp); tf_free(&w); tf_free(&rstd);
+}
+
+static void t_swiglu_forward(const struct shape *s)
+{
+    size_t N = (size_t)s->B * s->T;
+    tf out = tf_rand(N * s->OC, 1), inp = tf_rand(N * 2 * s->OC, 5);
+    swiglu_forward_cpu(out.ref, inp.ref, N, s->OC);
+    be->ops.swiglu_forward(out.dev, inp.dev, N, s->OC);
+    check_f("out", &out, ATOL, RTOL);
+    tf_free(&out); tf_free(&inp);
+}
+
+static void t_swiglu_backward(const struct shape *s)
+{
+    size_t N = (size_t)s->B * s->T;
+    tf dinp = tf_rand(N * 2 * s->OC, 1), inp = tf_rand(N * 2 * s->OC, 5), dout = tf_rand(N * s->OC, 1);
+    swiglu_backward_cpu(dinp.ref, inp.ref, dout.ref, N, s->OC);
+    be->ops.swiglu_backward(dinp.dev, inp.dev, dout.dev, N, s->OC);
+    check_f("dinp", &dinp, ATOL, RTOL);
+    tf_free(&dinp); tf_free(&inp); tf_free(&dout);
 }
 
 static size_t flat(const struct shape *s) { return (size_t)s->B * s->T * s->C; }
@@ -462,7 +546,8 @@ static const struct op {
 } ops[] = {
     ENTRY(encoder_forward), ENTRY(encoder_backward), ENTRY(layernorm_forward), ENTRY(layernorm_backward),
     ENTRY(matmul_forward), ENTRY(matmul_backward), ENTRY(attention_forward), ENTRY(attention_backward),
-    ENTRY(gelu_forward), ENTRY(gelu_backward), ENTRY(residual_forward), ENTRY(residual_backward),
+    ENTRY(rope_forward), ENTRY(rope_backward), ENTRY(rmsnorm_forward), ENTRY(rmsnorm_backward),
+    ENTRY(swiglu_forward), ENTRY(swiglu_backward), ENTRY(gelu_forward), ENTRY(gelu_backward), ENTRY(residual_forward), ENTRY(residual_backward),
     ENTRY(crossentropy_forward), ENTRY(crossentropy_rescale), ENTRY(crossentropy_loss),
     ENTRY(crossentropy_backward), ENTRY(loss_reduce), ENTRY(loss_grad), ENTRY(adamw_update),
     ENTRY(global_norm_squared),
@@ -503,15 +588,15 @@ static void wrong_matmul_forward(float *out, const float *inp, const float *weig
 }
 
 static void wrong_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                     const float *lse, int B, int T, int C, int NH)
+                                     const float *lse, int B, int T, int C, int NH, int NKV)
 {
     /* dq dropped: only dk and dv accumulate */
-    size_t n = (size_t)B * T * 3 * C;
+    size_t row = (size_t)C + 2 * (size_t)NKV * (C / NH), n = (size_t)B * T * row;
     float *keep = malloc(n * sizeof *keep);
     memcpy(keep, dqkv, n * sizeof *keep);
-    attention_backward_cpu(dqkv, dout, qkv, out, lse, B, T, C, NH);
+    attention_backward_cpu(dqkv, dout, qkv, out, lse, B, T, C, NH, NKV);
     for (size_t i = 0; i < (size_t)B * T; i++)
-        memcpy(dqkv + i * 3 * C, keep + i * 3 * C, (size_t)C * sizeof *keep);
+        memcpy(dqkv + i * row, keep + i * row, (size_t)C * sizeof *keep);
     free(keep);
 }
 

@@ -561,15 +561,17 @@ static void test_matmul_blocked(void)
 /* ---- attention ----------------------------------------------------------- */
 
 struct att_ctx {
-    int B, T, C, NH;
+    int B, T, C, NH, NKV;
     double *qkv;
     const float *R;
 };
 
+/* Grouped-query attention in double: head h reads the k and v of group
+ * h / (NH / NKV); each row is [q (C) | k (NKV hs) | v (NKV hs)]. */
 static void att_ref(double *out, double *lse, const struct att_ctx *c)
 {
-    int hs = c->C / c->NH;
-    size_t C3 = (size_t)3 * c->C;
+    int hs = c->C / c->NH, R = c->NH / c->NKV;
+    size_t C3 = (size_t)c->C + 2 * (size_t)c->NKV * hs;
     double scale = 1.0 / sqrt((double)hs);
     double *sc = malloc((size_t)c->T * sizeof *sc);
     for (int b = 0; b < c->B; b++)
@@ -578,7 +580,7 @@ static void att_ref(double *out, double *lse, const struct att_ctx *c)
                 const double *q = c->qkv + ((size_t)b * c->T + t) * C3 + (size_t)h * hs;
                 double mx = -INFINITY, sum = 0.0;
                 for (int s = 0; s <= t; s++) {
-                    const double *k = c->qkv + ((size_t)b * c->T + s) * C3 + c->C + (size_t)h * hs;
+                    const double *k = c->qkv + ((size_t)b * c->T + s) * C3 + c->C + (size_t)(h / R) * hs;
                     double d = 0.0;
                     for (int i = 0; i < hs; i++)
                         d += q[i] * k[i];
@@ -592,7 +594,7 @@ static void att_ref(double *out, double *lse, const struct att_ctx *c)
                     double a = 0.0;
                     for (int s = 0; s <= t; s++)
                         a += exp(sc[s] - mx) / sum *
-                             c->qkv[((size_t)b * c->T + s) * C3 + 2 * (size_t)c->C + (size_t)h * hs + i];
+                             c->qkv[((size_t)b * c->T + s) * C3 + (size_t)c->C + ((size_t)c->NKV + h / R) * hs + i];
                     o[i] = a;
                 }
                 if (lse)
@@ -621,14 +623,14 @@ static void test_attention(void)
         int B = shapes[s][0], T = shapes[s][1], C = shapes[s][2], NH = shapes[s][3];
         size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
         float *qkv = frandv(nq, 2.0f), *out = fzeros(no), *lse = fzeros(nl), *R = frandv(no, 1.0f);
-        attention_forward_cpu(out, lse, qkv, B, T, C, NH);
-        struct att_ctx c = { B, T, C, NH, todouble(qkv, nq), R };
+        attention_forward_cpu(out, lse, qkv, B, T, C, NH, NH);
+        struct att_ctx c = { B, T, C, NH, NH, todouble(qkv, nq), R };
         double *ref = malloc(no * sizeof *ref), *rl = malloc(nl * sizeof *rl);
         att_ref(ref, rl, &c);
         CHECK(close_enough("attention.out", out, ref, no, FWD_ATOL, FWD_RTOL) == 0);
         CHECK(close_enough("attention.lse", lse, rl, nl, FWD_ATOL, FWD_RTOL) == 0);
         float *dqkv = fzeros(nq);
-        attention_backward_cpu(dqkv, R, qkv, out, lse, B, T, C, NH);
+        attention_backward_cpu(dqkv, R, qkv, out, lse, B, T, C, NH, NH);
         CHECK(grad_check("att.qkv", att_loss, &c, c.qkv, nq, dqkv) == 0);
 
         /* Head split (TP): the last NH - NH/2 heads as a local qkv of width
@@ -644,8 +646,8 @@ static void test_attention(void)
                            qkv + (size_t)bt * 3 * C + (size_t)part * C + (size_t)h0 * hs, (size_t)Cl * sizeof(float));
                 memcpy(Rl + (size_t)bt * Cl, R + (size_t)bt * C + (size_t)h0 * hs, (size_t)Cl * sizeof(float));
             }
-            attention_forward_cpu(o, l, q, B, T, Cl, nh);
-            attention_backward_cpu(dq, Rl, q, o, l, B, T, Cl, nh);
+            attention_forward_cpu(o, l, q, B, T, Cl, nh, nh);
+            attention_backward_cpu(dq, Rl, q, o, l, B, T, Cl, nh, nh);
             int same = 1;
             for (int bt = 0; bt < B * T; bt++) {
                 same &= memcmp(o + (size_t)bt * Cl, out + (size_t)bt * C + (size_t)h0 * hs, (size_t)Cl * sizeof(float)) == 0;
@@ -663,8 +665,248 @@ static void test_attention(void)
     }
     /* T = 1: the output is v. */
     float qkv1[12] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 }, o1[4], l1[1];
-    attention_forward_cpu(o1, l1, qkv1, 1, 1, 4, 1);
+    attention_forward_cpu(o1, l1, qkv1, 1, 1, 4, 1, 1);
     CHECK(o1[0] == 9 && o1[1] == 10 && o1[2] == 11 && o1[3] == 12);
+}
+
+/* Grouped-query attention: against the double reference and finite
+ * differences, and equal to multi-head attention on the same heads with
+ * each group's k and v repeated (what Megatron and PyTorch compute). */
+static void test_attention_gqa(void)
+{
+    static const int shapes[][5] = { { 1, 3, 8, 2, 1 }, { 2, 5, 16, 4, 2 }, { 1, 9, 24, 6, 3 },
+                                     { 2, 17, 48, 6, 1 }, { 1, 66, 256, 4, 2 } };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int B = shapes[s][0], T = shapes[s][1], C = shapes[s][2], NH = shapes[s][3], NKV = shapes[s][4];
+        int hs = C / NH, Rg = NH / NKV;
+        size_t row = (size_t)C + 2 * (size_t)NKV * hs;
+        size_t nq = (size_t)B * T * row, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+        float *qkv = frandv(nq, 2.0f), *out = fzeros(no), *lse = fzeros(nl), *R = frandv(no, 1.0f);
+        attention_forward_cpu(out, lse, qkv, B, T, C, NH, NKV);
+        struct att_ctx c = { B, T, C, NH, NKV, todouble(qkv, nq), R };
+        double *ref = malloc(no * sizeof *ref), *rl = malloc(nl * sizeof *rl);
+        att_ref(ref, rl, &c);
+        CHECK(close_enough("gqa.out", out, ref, no, FWD_ATOL, FWD_RTOL) == 0);
+        CHECK(close_enough("gqa.lse", lse, rl, nl, FWD_ATOL, FWD_RTOL) == 0);
+        float *dqkv = fzeros(nq);
+        attention_backward_cpu(dqkv, R, qkv, out, lse, B, T, C, NH, NKV);
+        CHECK(grad_check("gqa.qkv", att_loss, &c, c.qkv, nq, dqkv) == 0);
+        /* the same heads as multi-head attention with k, v repeated: equal
+           outputs bitwise (each head's arithmetic is the same) */
+        size_t nm = (size_t)B * T * 3 * C;
+        float *mh = fzeros(nm), *mo = fzeros(no), *ml = fzeros(nl);
+        for (int bt = 0; bt < B * T; bt++) {
+            const float *src = qkv + (size_t)bt * row;
+            float *dst = mh + (size_t)bt * 3 * C;
+            memcpy(dst, src, (size_t)C * sizeof(float));
+            for (int h = 0; h < NH; h++) {
+                memcpy(dst + C + (size_t)h * hs, src + C + (size_t)(h / Rg) * hs, (size_t)hs * sizeof(float));
+                memcpy(dst + 2 * (size_t)C + (size_t)h * hs, src + C + ((size_t)NKV + h / Rg) * hs,
+                       (size_t)hs * sizeof(float));
+            }
+        }
+        attention_forward_cpu(mo, ml, mh, B, T, C, NH, NH);
+        CHECK(bitwise_equal("gqa vs repeated mha", out, mo, no));
+        free(mh), free(mo), free(ml);
+        free(qkv), free(out), free(lse), free(R), free(c.qkv), free(ref), free(rl), free(dqkv);
+    }
+}
+
+/* ---- rmsnorm ---------------------------------------------------------------- */
+
+struct rms_ctx {
+    int N, C;
+    double *x, *w;
+    const float *R;
+    float eps;
+};
+
+static void rms_ref(double *out, double *rstd, const struct rms_ctx *c)
+{
+    for (int n = 0; n < c->N; n++) {
+        const double *x = c->x + (size_t)n * c->C;
+        double ss = 0.0;
+        for (int i = 0; i < c->C; i++)
+            ss += x[i] * x[i];
+        double r = 1.0 / sqrt(ss / c->C + c->eps);
+        for (int i = 0; i < c->C; i++)
+            out[(size_t)n * c->C + i] = x[i] * r * c->w[i];
+        if (rstd) rstd[n] = r;
+    }
+}
+
+static double rms_loss(void *p)
+{
+    struct rms_ctx *c = p;
+    size_t n = (size_t)c->N * c->C;
+    double *out = malloc(n * sizeof *out);
+    rms_ref(out, NULL, c);
+    double l = dotd(out, c->R, n);
+    free(out);
+    return l;
+}
+
+static void test_rmsnorm(void)
+{
+    static const int shapes[][3] = { { 1, 1, 1 }, { 2, 3, 5 }, { 1, 7, 33 }, { 3, 4, 64 } };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int B = shapes[s][0], T = shapes[s][1], C = shapes[s][2];
+        size_t n = (size_t)B * T * C, N = (size_t)B * T;
+        float *x = frandv(n, 2.0f), *w = frandv((size_t)C, 1.5f), *out = fzeros(n), *rstd = fzeros(N);
+        float *R = frandv(n, 1.0f), *dx = fzeros(n), *dw = fzeros((size_t)C);
+        rmsnorm_forward_cpu(out, rstd, x, w, B, T, C, 1e-5f);
+        struct rms_ctx c = { B * T, C, todouble(x, n), todouble(w, (size_t)C), R, 1e-5f };
+        double *ref = malloc(n * sizeof *ref), *rr = malloc(N * sizeof *rr);
+        rms_ref(ref, rr, &c);
+        CHECK(close_enough("rmsnorm.out", out, ref, n, FWD_ATOL, FWD_RTOL) == 0);
+        CHECK(close_enough("rmsnorm.rstd", rstd, rr, N, FWD_ATOL, FWD_RTOL) == 0);
+        rmsnorm_backward_cpu(dx, dw, R, x, w, rstd, B, T, C);
+        CHECK(grad_check("rmsnorm.x", rms_loss, &c, c.x, n, dx) == 0);
+        CHECK(grad_check("rmsnorm.w", rms_loss, &c, c.w, (size_t)C, dw) == 0);
+        free(x), free(w), free(out), free(rstd), free(R), free(dx), free(dw), free(c.x), free(c.w), free(ref), free(rr);
+    }
+}
+
+/* ---- rope ---------------------------------------------------------------------- */
+
+struct rope_ctx {
+    int B, T, NH, NKV, hs, rot, inter;
+    double *x;
+    const float *cs, *sn;
+    const float *R;
+};
+
+static void rope_ref(double *out, const struct rope_ctx *c)
+{
+    size_t row = ((size_t)c->NH + 2 * (size_t)c->NKV) * c->hs;
+    int half = c->rot / 2;
+    memcpy(out, c->x, (size_t)c->B * c->T * row * sizeof *out);
+    for (int bt = 0; bt < c->B * c->T; bt++) {
+        int t = bt % c->T;
+        for (int h = 0; h < c->NH + c->NKV; h++) {
+            const double *x = c->x + (size_t)bt * row + (size_t)h * c->hs;
+            double *o = out + (size_t)bt * row + (size_t)h * c->hs;
+            for (int i = 0; i < half; i++) {
+                int a = c->inter ? 2 * i : i, b = c->inter ? 2 * i + 1 : i + half;
+                double co = c->cs[(size_t)t * half + i], si = c->sn[(size_t)t * half + i];
+                o[a] = x[a] * co - x[b] * si;
+                o[b] = x[b] * co + x[a] * si;
+            }
+        }
+    }
+}
+
+static double rope_loss(void *p)
+{
+    struct rope_ctx *c = p;
+    size_t n = (size_t)c->B * c->T * ((size_t)c->NH + 2 * (size_t)c->NKV) * c->hs;
+    double *out = malloc(n * sizeof *out);
+    rope_ref(out, c);
+    double l = dotd(out, c->R, n);
+    free(out);
+    return l;
+}
+
+static void test_rope(void)
+{
+    /* the tables: cos/sin of t / base^(2i/rot), to float precision */
+    {
+        int T = 40, rot = 16;
+        float cs[40 * 8], sn[40 * 8];
+        rope_tables(cs, sn, T, rot, 10000.0, 0.0);
+        double worst = 0;
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < rot / 2; i++) {
+                double a = t / pow(10000.0, 2.0 * i / rot);
+                worst = fmax(worst, fabs(cs[t * 8 + i] - cos(a)) + fabs(sn[t * 8 + i] - sin(a)));
+            }
+        CHECK(worst < 2e-5);
+        CHECK(cs[0] == 1.0f && sn[0] == 0.0f);
+        /* Llama 3.1 scaling leaves the high frequencies and divides the low ones by the factor */
+        float cs2[40 * 8], sn2[40 * 8];
+        rope_tables(cs2, sn2, T, rot, 500000.0, 8.0);
+        rope_tables(cs, sn, T, rot, 500000.0, 0.0);
+        CHECK(cs2[1 * 8 + 0] == cs[1 * 8 + 0]);   /* i = 0: wavelength 2 pi < 2048 */
+        double inv7 = 1.0 / pow(500000.0, 14.0 / 16.0);   /* wavelength > 8192: divided by 8 */
+        CHECK(fabs(sn2[39 * 8 + 7] - sin(39 * inv7 / 8.0)) < 1e-6);
+    }
+    static const int shapes[][7] = { /* B, T, NH, NKV, hs, rot, interleaved */
+        { 1, 1, 1, 1, 2, 2, 0 }, { 2, 5, 2, 2, 8, 8, 0 }, { 1, 7, 4, 2, 8, 8, 1 },
+        { 2, 6, 3, 1, 12, 6, 0 }, { 1, 9, 2, 1, 16, 8, 1 } };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int B = shapes[s][0], T = shapes[s][1], NH = shapes[s][2], NKV = shapes[s][3], hs = shapes[s][4];
+        int rot = shapes[s][5], inter = shapes[s][6];
+        size_t row = ((size_t)NH + 2 * (size_t)NKV) * hs, n = (size_t)B * T * row;
+        float *cs = fzeros((size_t)T * rot / 2), *sn = fzeros((size_t)T * rot / 2);
+        rope_tables(cs, sn, T, rot, 10000.0, 0.0);
+        float *x = frandv(n, 2.0f), *y = malloc(n * sizeof *y), *R = frandv(n, 1.0f);
+        memcpy(y, x, n * sizeof *y);
+        rope_forward_cpu(y, cs, sn, B, T, NH, NKV, hs, rot, inter);
+        struct rope_ctx c = { B, T, NH, NKV, hs, rot, inter, todouble(x, n), cs, sn, R };
+        double *ref = malloc(n * sizeof *ref);
+        rope_ref(ref, &c);
+        CHECK(close_enough("rope.out", y, ref, n, FWD_ATOL, FWD_RTOL) == 0);
+        /* v and the channels past rot are untouched */
+        int same = 1;
+        for (int bt = 0; bt < B * T; bt++) {
+            same &= memcmp(y + (size_t)bt * row + ((size_t)NH + NKV) * hs, x + (size_t)bt * row + ((size_t)NH + NKV) * hs,
+                           (size_t)NKV * hs * sizeof(float)) == 0;
+            for (int h = 0; h < NH + NKV; h++)
+                same &= memcmp(y + (size_t)bt * row + (size_t)h * hs + rot, x + (size_t)bt * row + (size_t)h * hs + rot,
+                               (size_t)(hs - rot) * sizeof(float)) == 0;
+        }
+        CHECK(same);
+        /* the backward is the gradient of sum(R * rope(x)) */
+        float *g = malloc(n * sizeof *g);
+        memcpy(g, R, n * sizeof *g);
+        rope_backward_cpu(g, cs, sn, B, T, NH, NKV, hs, rot, inter);
+        CHECK(grad_check("rope.x", rope_loss, &c, c.x, n, g) == 0);
+        free(cs), free(sn), free(x), free(y), free(R), free(c.x), free(ref), free(g);
+    }
+}
+
+/* ---- swiglu -------------------------------------------------------------------- */
+
+struct swi_ctx {
+    size_t N;
+    int F;
+    double *x;
+    const float *R;
+};
+
+static double swi_loss(void *p)
+{
+    struct swi_ctx *c = p;
+    double l = 0.0;
+    for (size_t n = 0; n < c->N; n++)
+        for (int i = 0; i < c->F; i++) {
+            double g = c->x[n * 2 * c->F + i], u = c->x[n * 2 * c->F + c->F + i];
+            l += g / (1.0 + exp(-g)) * u * c->R[n * c->F + i];
+        }
+    return l;
+}
+
+static void test_swiglu(void)
+{
+    static const int shapes[][2] = { { 1, 1 }, { 3, 5 }, { 7, 33 }, { 4, 64 } };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t N = (size_t)shapes[s][0];
+        int F = shapes[s][1];
+        size_t ni = N * 2 * F, no = N * F;
+        float *x = frandv(ni, 5.0f), *out = fzeros(no), *R = frandv(no, 1.0f), *dx = fzeros(ni);
+        swiglu_forward_cpu(out, x, N, F);
+        double *ref = malloc(no * sizeof *ref);
+        for (size_t n = 0; n < N; n++)
+            for (int i = 0; i < F; i++) {
+                double g = x[n * 2 * F + i], u = x[n * 2 * F + F + i];
+                ref[n * F + i] = g / (1.0 + exp(-g)) * u;
+            }
+        CHECK(close_enough("swiglu.out", out, ref, no, FWD_ATOL, FWD_RTOL) == 0);
+        struct swi_ctx c = { N, F, todouble(x, ni), R };
+        swiglu_backward_cpu(dx, x, R, N, F);
+        CHECK(grad_check("swiglu.x", swi_loss, &c, c.x, ni, dx) == 0);
+        free(x), free(out), free(R), free(dx), free(ref), free(c.x);
+    }
 }
 
 /* ---- gelu and residual --------------------------------------------------- */
@@ -923,6 +1165,9 @@ struct det_run {
     float ln[DB * DT * DC], mean[DB * DT], rstd[DB * DT], lndx[DB * DT * DC], lndw[DC], lndb[DC];
     float mm[DB * DT * DOC], mmdx[DB * DT * DC], mmdw[DOC * DC], mmdb[DOC];
     float att[DB * DT * DC], lse[DB * DNH * DT], dqkv[DB * DT * 3 * DC];
+    float gatt[DB * DT * DC], glse[DB * DNH * DT], gdqkv[DB * DT * 3 * DC];
+    float rms[DB * DT * DC], rrstd[DB * DT], rmsdx[DB * DT * DC], rmsdw[DC], rope[DB * DT * 3 * DC];
+    float swi[DB * DT * DC / 2], dswi[DB * DT * DC];
     float ce[DB * DT], cemax[DB * DT], cese[DB * DT], cetl[DB * DT], dlogits[DB * DT * DV];
     float gelu[DB * DT * DC], dgelu[DB * DT * DC], adam[DOC * DC];
     double norm;
@@ -939,8 +1184,20 @@ static void det_all(struct det_run *r, const int *tok, const float *wte, const f
     layernorm_backward_cpu(r->lndx, r->lndw, r->lndb, dout, x, w, r->mean, r->rstd, DB, DT, DC);
     matmul_forward_cpu(r->mm, x, wte, b, DB, DT, DC, DOC);
     matmul_backward_cpu(r->mmdx, r->mmdw, r->mmdb, logits, x, wte, DB, DT, DC, DOC);
-    attention_forward_cpu(r->att, r->lse, qkv, DB, DT, DC, DNH);
-    attention_backward_cpu(r->dqkv, dout, qkv, r->att, r->lse, DB, DT, DC, DNH);
+    attention_forward_cpu(r->att, r->lse, qkv, DB, DT, DC, DNH, DNH);
+    attention_backward_cpu(r->dqkv, dout, qkv, r->att, r->lse, DB, DT, DC, DNH, DNH);
+    /* grouped-query (NKV = 1) over the same buffer's first C + 2 hs columns */
+    attention_forward_cpu(r->gatt, r->glse, qkv, DB, DT, DC, DNH, 1);
+    attention_backward_cpu(r->gdqkv, dout, qkv, r->gatt, r->glse, DB, DT, DC, DNH, 1);
+    rmsnorm_forward_cpu(r->rms, r->rrstd, x, w, DB, DT, DC, LN_EPS);
+    rmsnorm_backward_cpu(r->rmsdx, r->rmsdw, dout, x, w, r->rrstd, DB, DT, DC);
+    memcpy(r->rope, qkv, sizeof r->rope);
+    float cs[DT * 4], sn[DT * 4];
+    rope_tables(cs, sn, DT, 8, 10000.0, 0.0);
+    rope_forward_cpu(r->rope, cs, sn, DB, DT, DNH, DNH, DC / DNH, 8, 0);
+    rope_backward_cpu(r->rope, cs, sn, DB, DT, DNH, DNH, DC / DNH, 8, 1);
+    swiglu_forward_cpu(r->swi, x, (size_t)DB * DT / 2, DC);
+    swiglu_backward_cpu(r->dswi, x, dout, (size_t)DB * DT / 2, DC);
     crossentropy_forward_cpu(r->ce, r->cemax, r->cese, r->cetl, logits, tok, NULL, DB, DT, DV, 0);
     crossentropy_backward_cpu(r->dlogits, logits, r->cemax, r->cese, tok, w, DB, DT, DV, 0);
     gelu_forward_cpu(r->gelu, x, (size_t)DB * DT * DC);
@@ -998,6 +1255,10 @@ int main(int argc, char **argv)
     RUN(test_matmul);
     RUN(test_matmul_blocked);
     RUN(test_attention);
+    RUN(test_attention_gqa);
+    RUN(test_rmsnorm);
+    RUN(test_rope);
+    RUN(test_swiglu);
     RUN(test_gelu);
     RUN(test_residual);
     RUN(test_crossentropy);

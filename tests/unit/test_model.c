@@ -2,7 +2,8 @@
  * test_model.c - the GPT model of train/model.[ch] as a whole: configuration
  * rules, initialisation, a finite-difference check of the loss gradient for
  * a sample of elements of EVERY parameter tensor (tied and untied, with a
- * loss mask), training on a fixed batch, and bitwise determinism.
+ * loss mask, GPT and the Llama block), the Llama block's TP shards, training
+ * on a fixed batch, and bitwise determinism.
  * Checkpoints (train/checkpoint.[ch]): save, load, bitwise continuation,
  * Megatron's path names, and refusal of corrupt or mismatched files.
  * Seeded: prints the seed, takes -s SEED.  It does not test the kernels one
@@ -130,12 +131,25 @@ static double loss_of(gpt_model *m, const int *inp, const int *tgt, const float 
  * 2e-3 + 3e-2 |g|, and per tensor ||num - ana|| / ||ana|| < 1e-2; a 3 %
  * error in any one tensor's gradient fails the second.
  */
-static void gradcheck(int untie, int with_mask)
+/* The Llama block on the tiny model: RoPE (base 500, so the rotation varies
+ * over 6 positions), RMSNorm, SwiGLU, one key/value head for two query heads,
+ * no linear biases. */
+static void llama_config(gpt_config *c, int untie)
 {
-    gpt_config c;
+    tiny_config(c, untie);
+    c->position_embedding = GPT_POS_ROPE;
+    c->rotary_base = 500.0;
+    c->normalization = GPT_NORM_RMSNORM;
+    c->swiglu = 1;
+    c->ffn_hidden_size = 12;
+    c->num_query_groups = 1;
+    c->add_bias_linear = 0;
+}
+
+static void gradcheck_cfg(gpt_config c, int untie, int with_mask)
+{
     gpt_model m;
     char err[200];
-    tiny_config(&c, untie);
     c.init_method_std = 0.3f;   /* larger weights: gradients well above the fp32 noise */
     int B = 2, T = 5;
     CHECK(gpt_model_init(&m, &c, B, T, err, sizeof err) == 0);
@@ -189,8 +203,84 @@ static void gradcheck(int untie, int with_mask)
     gpt_model_free(&m);
 }
 
+static void gradcheck(int untie, int with_mask)
+{
+    gpt_config c;
+    tiny_config(&c, untie);
+    gradcheck_cfg(c, untie, with_mask);
+}
+
 static void test_gradcheck_tied(void) { gradcheck(0, 0); }
 static void test_gradcheck_untied_masked(void) { gradcheck(1, 1); }
+
+static void test_gradcheck_llama(void)
+{
+    gpt_config c;
+    llama_config(&c, 1);
+    gradcheck_cfg(c, 1, 1);
+    llama_config(&c, 0);
+    c.rotary_interleaved = 1;
+    c.rotary_percent = 0.5;
+    c.num_query_groups = 2;
+    c.add_bias_linear = 1;
+    gradcheck_cfg(c, 0, 0);
+}
+
+/* The Llama configuration's rules and sizes, and a TP = 2 shard that holds
+ * exactly its slice of the TP = 1 weights: qkv rows [q | k | v] per query
+ * group, fc1 rows [gate | up]. */
+static void test_llama_config_and_shards(void)
+{
+    gpt_config c;
+    char err[200];
+    llama_config(&c, 1);
+    c.num_heads = 4;
+    c.num_query_groups = 2;
+    c.hidden_size = 16;
+    c.ffn_hidden_size = 8;
+    CHECK(gpt_config_check(&c, err, sizeof err) == 0);
+    c.num_query_groups = 3;
+    CHECK(gpt_config_check(&c, err, sizeof err) == GPT_ERR_ARG && strstr(err, "not a multiple of the number of query groups"));
+    c.num_query_groups = 2;
+    c.tp_size = 4;
+    CHECK(gpt_config_check(&c, err, sizeof err) == GPT_ERR_ARG && strstr(err, "query groups 2 is not divisible"));
+    c.tp_size = 1;
+    c.rotary_percent = 0.25;   /* int(4 * 0.25) = 1: odd */
+    CHECK(gpt_config_check(&c, err, sizeof err) == GPT_ERR_ARG && strstr(err, "rotary dimension"));
+    c.rotary_percent = 1.0;
+    CHECK(gpt_default_ffn(4096, 1) == 10880 && gpt_default_ffn(4096, 0) == 16384 && gpt_default_ffn(16, 1) == 0);
+    c.ffn_hidden_size = 0;
+    CHECK(gpt_config_check(&c, err, sizeof err) == GPT_ERR_ARG && strstr(err, "ffn hidden size is 0"));
+    c.ffn_hidden_size = 8;
+    gpt_model full, half;
+    CHECK(gpt_model_init(&full, &c, 1, 4, err, sizeof err) == 0);
+    /* sizes: no wpe, no biases, RMSNorm without bias, qkv 16 + 2 * 2 * 4 rows, fc1 2 * 8 rows */
+    CHECK(full.param_sizes[GPT_WPE] == 0 && full.param_sizes[GPT_LN1B] == 0 && full.param_sizes[GPT_QKVB] == 0 &&
+          full.param_sizes[GPT_FCB] == 0 && full.param_sizes[GPT_LNFB] == 0);
+    CHECK(full.param_sizes[GPT_QKVW] == (size_t)2 * 32 * 16 && full.param_sizes[GPT_FCW] == (size_t)2 * 16 * 16);
+    CHECK(full.params.ln1w[3] == 1.0f && full.params.lnfw[0] == 1.0f);
+    c.tp_size = 2;
+    c.tp_rank = 1;
+    CHECK(gpt_model_init(&half, &c, 1, 4, err, sizeof err) == 0);
+    int C = 16, hs = 4, Cl = 8, KVl = 4, Fl = 4, QKV = 32, QKVl = 16;
+    int same = 1;
+    for (int l = 0; l < 2; l++) {
+        const float *q = full.params.qkvw + (size_t)l * QKV * C, *qh = half.params.qkvw + (size_t)l * QKVl * C;
+        for (int r = 0; r < QKVl; r++) {
+            /* local row r: q rows 8.., then k rows C + 4.., then v rows C + 8 + 4.. */
+            int g = r < Cl ? Cl + r : r < Cl + KVl ? C + KVl + (r - Cl) : C + 2 * hs + KVl + (r - Cl - KVl);
+            same &= memcmp(qh + (size_t)r * C, q + (size_t)g * C, (size_t)C * sizeof(float)) == 0;
+        }
+        const float *f = full.params.fcw + (size_t)l * 16 * C, *fh = half.params.fcw + (size_t)l * 8 * C;
+        for (int r = 0; r < 2 * Fl; r++) {
+            int g = r < Fl ? Fl + r : 8 + Fl + (r - Fl);   /* gate rows 4..7, up rows 12..15 */
+            same &= memcmp(fh + (size_t)r * C, f + (size_t)g * C, (size_t)C * sizeof(float)) == 0;
+        }
+    }
+    CHECK(same);
+    gpt_model_free(&full);
+    gpt_model_free(&half);
+}
 
 /* Accumulation: two micro-batches with scale 1/2 give the mean of their
  * gradients, and a fully masked micro-batch contributes nothing. */
@@ -377,6 +467,26 @@ static void test_checkpoint(void)
     ckpt_model(&c, 8);
     CHECK(ckpt_load_rank(dir, 3, &c, NULL, NULL, &got, err, sizeof err) == CKPT_ERR_MISMATCH && strstr(err, "hidden_size"));
     gpt_model_free(&c);
+    /* and so is another architecture of the same sizes */
+    {
+        gpt_config lc;
+        tiny_config(&lc, 1);
+        lc.vocab_size = 40;
+        lc.hidden_size = 16;
+        lc.max_position_embeddings = 8;
+        lc.normalization = GPT_NORM_RMSNORM;
+        gpt_model d;
+        CHECK(gpt_model_init(&d, &lc, 2, 8, err, sizeof err) == 0);
+        CHECK(ckpt_load_rank(dir, 3, &d, NULL, NULL, &got, err, sizeof err) == CKPT_ERR_MISMATCH &&
+              strstr(err, "normalization is LayerNorm in the checkpoint but RMSNorm in this run"));
+        gpt_model_free(&d);
+        lc.normalization = GPT_NORM_LAYERNORM;
+        lc.position_embedding = GPT_POS_ROPE;
+        CHECK(gpt_model_init(&d, &lc, 2, 8, err, sizeof err) == 0);
+        CHECK(ckpt_load_rank(dir, 3, &d, NULL, NULL, &got, err, sizeof err) == CKPT_ERR_MISMATCH &&
+              strstr(err, "position_embedding_type is learned_absolute in the checkpoint but rope"));
+        gpt_model_free(&d);
+    }
     /* a flipped byte in the adam v section, then in the header */
     flip_byte(path, (long)(512 + 2 * bytes + 5));
     CHECK(ckpt_load_rank(dir, 3, &b, NULL, NULL, &got, err, sizeof err) == CKPT_ERR_CHECKSUM && strstr(err, "adam v checksum"));
@@ -419,6 +529,8 @@ int main(int argc, char **argv)
     RUN(test_init);
     RUN(test_gradcheck_tied);
     RUN(test_gradcheck_untied_masked);
+    RUN(test_gradcheck_llama);
+    RUN(test_llama_config_and_shards);
     RUN(test_accumulation);
     RUN(test_training_and_determinism);
     RUN(test_checkpoint);

@@ -3,8 +3,11 @@
  * the C model of train/model.c against the reference files that
  * tests/reference/make_reference.py writes with torch (tests/data/reference/,
  * the format is in the script's header).  For a tiny Megatron GPT, tied and
- * untied, with the script's weights and batch (a loss mask with zeros, a
- * padded vocabulary), it checks the logits, the loss and every parameter
+ * untied, and the Llama block (RoPE, RMSNorm, SwiGLU, no biases, tied and
+ * untied, multi-head, grouped-query and multi-query attention, a partial
+ * rotary width, interleaved pairs, a biased variant), with the script's
+ * weights and batch (a loss mask with zeros, a padded vocabulary), it
+ * checks the logits, the loss and every parameter
  * gradient of one forward/backward, then the losses and gradient norms of
  * 10 training steps run as mdstrain runs them (zero grad, forward,
  * backward, norm, clip, AdamW).  It also checks that the loader refuses
@@ -31,8 +34,8 @@
 #include <stdio.h>
 
 #define REF_MAGIC 0x4652444d   /* "MDRF" */
-#define REF_VERSION 1
-#define REF_HEADER 128
+#define REF_HEADER 128           /* version 1; version 2 (the Llama block) adds 64 bytes */
+#define REF_HEADER2 192
 
 #define TOL_LOGITS_ATOL 2e-5
 #define TOL_LOGITS_RTOL 1e-5
@@ -41,12 +44,13 @@
 #define TOL_LOSS_RTOL 2e-6
 #define TOL_NORM_RTOL 1e-5
 
-static const char *param_names[GPT_NUM_PARAMS] = {
-    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "outw"};
+#define param_names gpt_param_names
 
 typedef struct ref_file {
+    int version;
     int L, C, NH, F, maxT, V, div, Vp, untie, B, T, steps, P;
+    int rope, rmsnorm, swiglu, G, bias, interleaved;   /* version 2; GPT's values in version 1 */
+    float rotary_base, rotary_percent;
     float lr, beta1, beta2, eps, wd, clip, ln_eps;
     const int *inputs, *targets;                 /* (B, T) */
     const float *mask;                           /* (B, T) */
@@ -68,7 +72,10 @@ static const char *ref_parse(ref_file *r, unsigned char *buf, size_t len)
     memset(r, 0, sizeof *r);
     if (len < REF_HEADER) return "shorter than the header";
     if ((uint32_t)rd_i32(buf) != REF_MAGIC) return "bad magic";
-    if (rd_i32(buf + 4) != REF_VERSION) return "unsupported version";
+    r->version = rd_i32(buf + 4);
+    if (r->version != 1 && r->version != 2) return "unsupported version";
+    size_t header = r->version == 1 ? REF_HEADER : REF_HEADER2;
+    if (len < header) return "shorter than the header";
     int *f[] = {&r->L, &r->C, &r->NH, &r->F, &r->maxT, &r->V, &r->div, &r->Vp, &r->untie,
                 &r->B, &r->T, &r->steps, &r->P};
     for (int i = 0; i < 13; i++) {
@@ -78,17 +85,30 @@ static const char *ref_parse(ref_file *r, unsigned char *buf, size_t len)
     float *h[] = {&r->lr, &r->beta1, &r->beta2, &r->eps, &r->wd, &r->clip, &r->ln_eps};
     for (int i = 0; i < 7; i++)
         *h[i] = rd_f32(buf + 64 + 4 * i);
+    r->G = r->NH;
+    r->bias = 1;
+    if (r->version == 2) {
+        int *g[] = {&r->rope, &r->rmsnorm, &r->swiglu, &r->G, &r->bias, &r->interleaved};
+        for (int i = 0; i < 6; i++) {
+            *g[i] = rd_i32(buf + 128 + 4 * i);
+            if (*g[i] < 0 || *g[i] > (1 << 20)) return "header field out of range";
+        }
+        r->rotary_base = rd_f32(buf + 160);
+        r->rotary_percent = rd_f32(buf + 164);
+    }
     if (!r->L || !r->C || !r->NH || !r->F || r->C % r->NH || !r->B || !r->T || r->T > r->maxT || !r->steps ||
-        r->untie > 1 || !r->div || r->Vp != (r->V + r->div - 1) / r->div * r->div)
+        r->untie > 1 || !r->div || r->Vp != (r->V + r->div - 1) / r->div * r->div || !r->G || r->NH % r->G)
         return "inconsistent configuration";
     size_t L = (size_t)r->L, C = (size_t)r->C, F = (size_t)r->F, Vp = (size_t)r->Vp;
-    size_t P = Vp * C * (1 + (size_t)r->untie) + (size_t)r->maxT * C + 2 * C +
-               L * (4 * C + 3 * C * C + 3 * C + C * C + C + F * C + F + C * F + C);
+    size_t QKV = C + 2 * (size_t)r->G * (C / (size_t)r->NH), FC1 = r->swiglu ? 2 * F : F;
+    size_t lnb = r->rmsnorm ? 0 : 1, b = (size_t)r->bias;
+    size_t P = Vp * C * (1 + (size_t)r->untie) + (r->rope ? 0 : (size_t)r->maxT * C) + C * (1 + lnb) +
+               L * (C * (1 + lnb) * 2 + QKV * C + b * QKV + C * C + b * C + FC1 * C + b * FC1 + C * F + b * C);
     if ((size_t)r->P != P) return "parameter count does not match the configuration";
     size_t BT = (size_t)r->B * (size_t)r->T;
-    size_t want = REF_HEADER + 4 * (3 * BT + 2 * P + BT * Vp + 1 + 2 * (size_t)r->steps);
+    size_t want = header + 4 * (3 * BT + 2 * P + BT * Vp + 1 + 2 * (size_t)r->steps);
     if (len != want) return "file size does not match the header";
-    unsigned char *p = buf + REF_HEADER;
+    unsigned char *p = buf + header;
     r->inputs = (const int *)(void *)p;   p += 4 * BT;
     r->targets = (const int *)(void *)p;  p += 4 * BT;
     r->mask = (const float *)(void *)p;   p += 4 * BT;
@@ -160,6 +180,16 @@ static int ref_model(gpt_model *m, const ref_file *r)
     c.make_vocab_size_divisible_by = r->div;
     c.untie_embeddings = r->untie;
     c.layernorm_eps = r->ln_eps;
+    c.position_embedding = r->rope ? GPT_POS_ROPE : GPT_POS_LEARNED;
+    c.normalization = r->rmsnorm ? GPT_NORM_RMSNORM : GPT_NORM_LAYERNORM;
+    c.swiglu = r->swiglu;
+    c.num_query_groups = r->G;
+    c.add_bias_linear = r->bias;
+    c.rotary_interleaved = r->interleaved;
+    if (r->rope) {
+        c.rotary_base = r->rotary_base;
+        c.rotary_percent = r->rotary_percent;
+    }
     if (gpt_model_init(m, &c, r->B, r->T, err, sizeof err) != 0) {
         fprintf(stderr, "test_reference: gpt_model_init: %s\n", err);
         return -1;
@@ -258,8 +288,9 @@ static void run_file(const char *name, int steps)
         CHECK(!"reference file loads");
         return;
     }
-    printf("  %s: L %d C %d NH %d T %d B %d V %d (padded %d) %s, %d parameters\n", name, r.L, r.C,
-           r.NH, r.T, r.B, r.V, r.Vp, r.untie ? "untied" : "tied", r.P);
+    printf("  %s: L %d C %d NH %d G %d F %d T %d B %d V %d (padded %d) %s%s%s%s, %d parameters\n", name, r.L, r.C,
+           r.NH, r.G, r.F, r.T, r.B, r.V, r.Vp, r.untie ? "untied" : "tied", r.rope ? ", rope" : "",
+           r.rmsnorm ? ", rmsnorm" : "", r.swiglu ? ", swiglu" : "", r.P);
     if (ref_model(&m, &r) == 0) {
         if (steps)
             check_steps(&r, &m);
@@ -276,6 +307,39 @@ static void test_tied_forward_backward(void) { run_file("gpt_tiny.bin", 0); }
 static void test_tied_training_steps(void) { run_file("gpt_tiny.bin", 1); }
 static void test_untied_forward_backward(void) { run_file("gpt_tiny_untied.bin", 0); }
 static void test_untied_training_steps(void) { run_file("gpt_tiny_untied.bin", 1); }
+
+static const char *const llama_files[] = {"llama_tiny_gqa_untied.bin", "llama_tiny_mha_tied.bin",
+                                          "llama_tiny_mqa_tied_bias.bin", "llama_tiny_mha_untied.bin"};
+
+static void test_llama_forward_backward(void)
+{
+    for (size_t i = 0; i < sizeof llama_files / sizeof llama_files[0]; i++)
+        run_file(llama_files[i], 0);
+}
+
+static void test_llama_training_steps(void)
+{
+    for (size_t i = 0; i < sizeof llama_files / sizeof llama_files[0]; i++)
+        run_file(llama_files[i], 1);
+}
+
+/* A Llama weight moved by 1e-3 shows too (a k weight of the only group). */
+static void test_llama_detects_perturbation(void)
+{
+    ref_file r;
+    gpt_model m;
+    if (ref_load(&r, "llama_tiny_mqa_tied_bias.bin") != 0 || ref_model(&m, &r) != 0) {
+        CHECK(!"reference file loads");
+        free(r.buf);
+        return;
+    }
+    m.params.qkvw[(size_t)(r.C + 1) * r.C + 5] += 1e-3f;
+    long bad = check_grads(&r, &m, 0);
+    printf("  one k weight + 1e-3: %ld values out of tolerance\n", bad);
+    CHECK(bad > 0);
+    gpt_model_free(&m);
+    free(r.buf);
+}
 
 /* The tolerances must be tight enough to matter: one weight of the first
  * layer's QKV moved by 1e-3 has to show as mismatches. */
@@ -333,5 +397,8 @@ int main(void)
     RUN(test_untied_forward_backward);
     RUN(test_untied_training_steps);
     RUN(test_detects_perturbation);
+    RUN(test_llama_forward_backward);
+    RUN(test_llama_training_steps);
+    RUN(test_llama_detects_perturbation);
     return harness_report();
 }
