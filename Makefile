@@ -256,6 +256,7 @@ bench: deps
 	@BUILD=$(BUILD) sh bench/run.sh
 	@BUILD=$(BUILD) sh bench/indices.sh
 	@BUILD=$(BUILD) sh bench/train.sh
+	@BUILD=$(BUILD) MDS_BENCH_LLAMA=1 sh bench/train.sh
 	@BUILD=$(BUILD) sh bench/parallel.sh
 
 ## install: install the tools and the GPT-2 vocab under PREFIX (default /usr/local)

@@ -17,18 +17,36 @@ ITERS=${MDS_BENCH_ITERS:-6}
 SKIP=2
 ROUNDS=${MDS_BENCH_ROUNDS:-2}
 L=6 C=384 NH=6 T=256 MB=4 V=50304
+# MDS_BENCH_LLAMA=1: the Llama block of the same size instead (RoPE, RMSNorm,
+# SwiGLU of Megatron's default width int(8C/3/64)*64 = 1024, 2 key/value heads,
+# no biases, untied output layer), against the same model in torch
+LLAMA=${MDS_BENCH_LLAMA:-0}
+G=2 FFN=1024
 PY=${MDS_TORCH_PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || PY=python3
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 
-FPT=$(echo "$L $C $T $V" | awk '{L = $1; C = $2; T = $3; V = $4; F = 4 * C;
-    printf "%.0f", 6 * (L * (4 * C * C + 2 * C * F) + C * V) + 6 * L * C * T}')
+if [ "$LLAMA" = 1 ]; then
+    FPT=$(echo "$L $C $T $V $NH $G $FFN" | awk '{L = $1; C = $2; T = $3; V = $4; KV = $6 * C / $5; F = $7;
+        printf "%.0f", 6 * (L * (2 * C * C + 2 * C * KV + 3 * C * F) + C * V) + 6 * L * C * T}')
+    MODEL_FLAGS="--position-embedding-type rope --normalization RMSNorm --swiglu --ffn-hidden-size $FFN
+                 --group-query-attention --num-query-groups $G --disable-bias-linear --untie-embeddings-and-output-weights"
+    TORCH_FLAGS="--llama $G $FFN"
+    WHAT="the Llama block (RoPE, RMSNorm, SwiGLU $FFN, $G query groups, no biases, untied)"
+else
+    FPT=$(echo "$L $C $T $V" | awk '{L = $1; C = $2; T = $3; V = $4; F = 4 * C;
+        printf "%.0f", 6 * (L * (4 * C * C + 2 * C * F) + C * V) + 6 * L * C * T}')
+    MODEL_FLAGS=""
+    TORCH_FLAGS=""
+    WHAT="a small GPT"
+fi
 tok_s() { echo "$1" | awk -v n=$((MB * T)) '{printf "%.1f", n * 1000 / $1}'; }
 tflops() { echo "$1" | awk -v n=$((MB * T)) -v f="$FPT" '{printf "%.3f", n * 1000 / $1 * f / 1e12}'; }
 best() { sort -n | head -1; }
 
 mds_once() {
-    "$BUILD/mdstrain" -q --mock-data --num-layers $L --hidden-size $C --num-attention-heads $NH \
+    # shellcheck disable=SC2086
+    "$BUILD/mdstrain" -q --mock-data --num-layers $L --hidden-size $C --num-attention-heads $NH $MODEL_FLAGS \
         --seq-length $T --max-position-embeddings $T --micro-batch-size $MB --global-batch-size $MB \
         --train-iters "$ITERS" --lr 1e-4 --log-interval 1 --eval-iters 0 2>&1 |
         awk -v skip=$SKIP '/elapsed time per iteration/ {
@@ -39,14 +57,15 @@ mds_once() {
 HAVE_TORCH=0
 if "$PY" -c 'import torch' 2>/dev/null; then HAVE_TORCH=1; fi
 
-echo "== 5. training a small GPT on the CPU ($L layers, hidden $C, $NH heads, seq $T, micro-batch $MB, vocab $V, AdamW, fp32; $(nproc) threads)"
+echo "== 5$( [ "$LLAMA" = 1 ] && echo b). training $WHAT on the CPU ($L layers, hidden $C, $NH heads, seq $T, micro-batch $MB, vocab $V, AdamW, fp32; $(nproc) threads)"
 echo "   $(awk -v f="$FPT" 'BEGIN{printf "%.1f", f / 1e6}') MFLOP per token; mean of iterations $((SKIP + 1))..$ITERS, best of $ROUNDS rounds"
 : > "$TMP/mds"; : > "$TMP/torch"
 r=0
 while [ $r -lt "$ROUNDS" ]; do
     mds_once >> "$TMP/mds"
     if [ $HAVE_TORCH = 1 ]; then
-        "$PY" bench/torch_gpt.py --layers $L --hidden $C --heads $NH --seq $T --batch $MB \
+        # shellcheck disable=SC2086
+        "$PY" bench/torch_gpt.py --layers $L --hidden $C --heads $NH --seq $T --batch $MB $TORCH_FLAGS \
             --vocab $V --iters "$ITERS" --skip $SKIP > "$TMP/t.out" 2>&1
         awk '/^torch ms_per_iter/ {print $3}' "$TMP/t.out" >> "$TMP/torch"
         grep '^torch ms_per_iter' "$TMP/t.out" > "$TMP/tinfo"
