@@ -30,6 +30,8 @@
 
 #include <stddef.h>
 
+#include "dropout.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -47,9 +49,12 @@ typedef struct mds_ops {
                            int B, int T, int C, int OC);
     void (*matmul_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                             const float *weight, int B, int T, int C, int OC);
-    void (*attention_forward)(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int NKV);
+    void (*attention_forward)(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int NKV,
+                              mds_dropout drop);
     void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
-                               const float *lse, int B, int T, int C, int NH, int NKV);
+                               const float *lse, int B, int T, int C, int NH, int NKV, mds_dropout drop);
+    void (*dropout_forward)(float *out, const float *inp, int B, int T, int C, mds_dropout drop);
+    void (*dropout_backward)(float *dinp, const float *dout, int B, int T, int C, mds_dropout drop);
     void (*rope_forward)(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV,
                          int hs, int rot, int interleaved);
     void (*rope_backward)(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV,

@@ -70,6 +70,8 @@
 
 #include <stddef.h>
 
+#include "dropout.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -171,7 +173,11 @@ void matmul_backward_cpu(float *dinp,         // (B, T, C)
  * with k, v those of head h's group g = h / (NH/NKV).  Only the row
  * log-sum-exp of the scaled scores is saved (lse, as flash attention does),
  * not the (T, T) probabilities: the backward recomputes them, so activation
- * memory stays O(T).  No dropout (attention-dropout 0).  Dot products over
+ * memory stays O(T).  Attention dropout (Megatron's --attention-dropout) on
+ * the probabilities when drop.p > 0: probability (t, s) of head h is kept,
+ * times 1/(1-p), as dropout.h decides for element ((head0 + h) T + t) T + s
+ * of row b (lse is the softmax's, before dropout); the backward redraws the
+ * same mask.  drop.p = 0 is exactly the computation without it.  Dot products over
  * the head dimension run in order; the softmax sum is in double (16
  * interleaved partial sums over the keys, combined in order).  C and NH are
  * the rank's local query width and heads (C = NH * hs), NKV its local
@@ -181,14 +187,32 @@ void matmul_backward_cpu(float *dinp,         // (B, T, C)
 void attention_forward_cpu(float *out,       // (B, T, C)
                            float *lse,       // (B, NH, T)
                            const float *qkv, // (B, T, C + 2*NKV*hs)
-                           int B, int T, int C, int NH, int NKV);
+                           int B, int T, int C, int NH, int NKV, mds_dropout drop);
 
 void attention_backward_cpu(float *dqkv,       // (B, T, C + 2*NKV*hs)
                             const float *dout, // (B, T, C)
                             const float *qkv,  // (B, T, C + 2*NKV*hs)
                             const float *out,  // (B, T, C)   forward output
                             const float *lse,  // (B, NH, T)  forward lse
-                            int B, int T, int C, int NH, int NKV);
+                            int B, int T, int C, int NH, int NKV, mds_dropout drop);
+
+/* ---- dropout: hidden-state dropout (Megatron's --hidden-dropout) ---------- */
+
+/*
+ * out = inp * 1/(1-p) where kept, 0 where dropped, the mask of dropout.h for
+ * element t*C + c of row b (C is the GLOBAL hidden width: hidden states are
+ * replicated over tensor-parallel ranks, which therefore draw one mask).
+ * out may alias inp.  The backward writes dinp = dout * the same factor
+ * (overwrites; may alias).  drop.p must be > 0 (the model skips the call
+ * otherwise).
+ */
+void dropout_forward_cpu(float *out,        // (B, T, C)
+                         const float *inp,  // (B, T, C)
+                         int B, int T, int C, mds_dropout drop);
+
+void dropout_backward_cpu(float *dinp,       // (B, T, C)
+                          const float *dout, // (B, T, C)
+                          int B, int T, int C, mds_dropout drop);
 
 /* ---- rope: rotary position embeddings (Megatron's RotaryEmbedding) -------- */
 

@@ -13,7 +13,7 @@
  * train/model.[ch] on the backend of kernels/backend.h; the data is
  * dataset.h's pipeline (Megatron's GPTDataset samples, same order).
  *
- * What it deliberately does not do yet: bf16/fp16, dropout, sequence or
+ * What it deliberately does not do yet: bf16/fp16, sequence or
  * context parallelism, interleaved pipeline stages, a GPU backend.
  * Log lines go to stdout (where Megatron prints them); the configuration
  * table, notes and errors go to stderr.  Exit status: 0 success, 1 runtime
@@ -90,8 +90,8 @@ static const struct cli_option model_options[] = {
     {"untie-embeddings-and-output-weights", 0, CLI_ARG_NONE, O_UNTIE, NULL, "separate output layer (default: tied to the word embeddings)"},
     {"init-method-std", 0, CLI_ARG_ONE, O_INIT_STD, "X", "init std (default 0.02; output projections / sqrt(2 L))"},
     {"norm-epsilon", 0, CLI_ARG_ONE, O_NORM_EPS, "X", "LayerNorm epsilon (default 1e-5)"},
-    {"hidden-dropout", 0, CLI_ARG_ONE, O_HIDDEN_DROPOUT, "0", "only 0 (dropout is not implemented; default 0)"},
-    {"attention-dropout", 0, CLI_ARG_ONE, O_ATTN_DROPOUT, "0", "only 0 (default 0)"},
+    {"hidden-dropout", 0, CLI_ARG_ONE, O_HIDDEN_DROPOUT, "P", "dropout of the embedding, attention and MLP outputs (default 0.1)"},
+    {"attention-dropout", 0, CLI_ARG_ONE, O_ATTN_DROPOUT, "P", "dropout of the attention probabilities (default 0.1)"},
     /* the Llama family */
     {"position-embedding-type", 0, CLI_ARG_ONE, O_POS_TYPE, "TYPE", "learned_absolute (default), rope or none"},
     {"use-rotary-position-embeddings", 0, CLI_ARG_NONE, O_USE_ROPE, NULL, "the old spelling of --position-embedding-type rope"},
@@ -171,7 +171,7 @@ struct config {
     int num_layers, hidden, heads, ffn, seq, maxpos;
     uint64_t mbs, gbs, exit_interval;
     train_schedule_args sched;        /* lr, warmup, decay, train length */
-    double wd, clip, beta1, beta2, eps, init_std, norm_eps;
+    double wd, clip, beta1, beta2, eps, init_std, norm_eps, hidden_dropout, attention_dropout;
     uint64_t seed;
     uint64_t log_interval, eval_interval, eval_iters;
     struct data_flags data;
@@ -259,10 +259,8 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_INIT_STD: c->init_std = cli_opt_double(o, v, 0, 1e3); break;
     case O_UNTIE: c->untie = 1; break;
     case O_NORM_EPS: c->norm_eps = cli_opt_double(o, v, 1e-30, 1); break;
-    case O_HIDDEN_DROPOUT: case O_ATTN_DROPOUT:
-        if (cli_opt_double(o, v, 0, 1) != 0.0)
-            cli_usage("option '--%s' other than 0 is not supported yet (no dropout)", o->lng);
-        break;
+    case O_HIDDEN_DROPOUT: c->hidden_dropout = cli_opt_double(o, v, 0, 0.999999); break;
+    case O_ATTN_DROPOUT: c->attention_dropout = cli_opt_double(o, v, 0, 0.999999); break;
     case O_POS_TYPE:
         if (strcmp(v, "relative") == 0 || strcmp(v, "yarn") == 0 || strcmp(v, "mrope") == 0)
             cli_usage("option '--position-embedding-type' %s is not supported (learned_absolute, rope or none)", v);
@@ -309,6 +307,7 @@ static void parse_args(int argc, char **argv, struct config *c)
     c->eps = 1e-8;
     c->init_std = 0.02;
     c->norm_eps = 1e-5;
+    c->hidden_dropout = c->attention_dropout = 0.1;   /* Megatron's defaults */
     c->seed = 1234;
     c->log_interval = 100;
     c->eval_interval = 1000;
@@ -444,6 +443,7 @@ static void print_config(const struct config *c, const gpt_model *m, const train
     ROW("adam beta1 / beta2 / eps", "%g / %g / %g", c->beta1, c->beta2, c->eps);
     ROW("weight decay / clip grad", "%g / %g", c->wd, c->clip);
     ROW("init std / seed", "%g / %" PRIu64, c->init_std, c->seed);
+    ROW("dropout hidden / attention", "%g / %g", c->hidden_dropout, c->attention_dropout);
     ROW("data", "%s", data);
     ROW("split", "%s", c->data.mock ? "1,1,1 (mock)" : c->data.npath ? (c->data.split ? c->data.split : "969, 30, 1")
                                                                      : "none (a data path per split)");
@@ -683,6 +683,8 @@ int main(int argc, char **argv)
     mc.swiglu = c.swiglu;
     mc.num_query_groups = c.gqa ? (int)c.query_groups : 0;
     mc.add_bias_linear = c.add_bias;
+    mc.hidden_dropout = (float)c.hidden_dropout;
+    mc.attention_dropout = (float)c.attention_dropout;
     uint64_t nmicro = trainer_micro_batches(c.gbs, (int)c.mbs, P.dp_size);
     mc.act_slots = trainer_act_slots(&P, nmicro);
     gpt_model model;

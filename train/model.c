@@ -89,6 +89,9 @@ int gpt_config_check(const gpt_config *cfg, char *err, size_t errlen)
     if (cfg->pp_size <= 0 || cfg->pp_rank < 0 || cfg->pp_rank >= cfg->pp_size)
         FAIL("pipeline model parallel rank %d of %d is out of range", cfg->pp_rank, cfg->pp_size);
     if (cfg->act_slots < 0 || cfg->act_slots > 4096) FAIL("activation slots %d out of range", cfg->act_slots);
+    if (!(cfg->hidden_dropout >= 0.0f && cfg->hidden_dropout < 1.0f) ||
+        !(cfg->attention_dropout >= 0.0f && cfg->attention_dropout < 1.0f))
+        FAIL("dropout probabilities must lie in [0, 1)");
     if (cfg->dtype != MDS_F32)
         FAIL("working dtype %s is not implemented (fp32 only)", mds_dtype_name(cfg->dtype));
     if (cfg->hidden_size > 0x7fffffff / 4) FAIL("hidden size too large");
@@ -336,9 +339,10 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     m->act_dtype = cfg->dtype;
     for (int i = 0; i < GPT_NUM_PARAMS; i++)
         m->param_dtype[i] = cfg->dtype;
-    void *pp = NULL, *gp = NULL, *op = NULL, *ap = NULL, *tp = NULL, *dp = NULL, *rp = NULL;
+    void *pp = NULL, *gp = NULL, *op = NULL, *ap = NULL, *tp = NULL, *dp = NULL, *rp = NULL, *kp = NULL;
     size_t rope_n = (size_t)T * (size_t)(m->rot / 2);
-    if ((rc = alloc_buffer(m, &rp, 2 * rope_n, sizeof(float), "rotary tables", err, errlen)) ||
+    if ((rc = alloc_buffer(m, &kp, (size_t)B * (size_t)m->slots, sizeof(uint64_t), "dropout keys", err, errlen)) ||
+        (rc = alloc_buffer(m, &rp, 2 * rope_n, sizeof(float), "rotary tables", err, errlen)) ||
         (rc = alloc_buffer(m, &pp, m->num_params, sizeof(float), "parameters", err, errlen)) ||
         (rc = alloc_buffer(m, &gp, m->num_params, sizeof(float), "gradients", err, errlen)) ||
         (rc = alloc_buffer(m, &op, 2 * m->num_params, sizeof(float), "AdamW state", err, errlen)) ||
@@ -346,15 +350,16 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
         (rc = alloc_buffer(m, &tp, 2 * BT * (size_t)m->slots, sizeof(int), "token ids", err, errlen)) ||
         (rc = alloc_buffer(m, &dp, 2, sizeof(double), "reduction scratch", err, errlen))) {
         m->params_memory = pp; m->grads_memory = gp; m->opt_memory = op;
-        m->acts_memory = ap; m->tokens_memory = tp; m->dsum = dp; m->rope_memory = rp;
+        m->acts_memory = ap; m->tokens_memory = tp; m->dsum = dp; m->rope_memory = rp; m->keys_memory = kp;
         gpt_model_free(m);
         return rc;
     }
     m->params_memory = pp; m->grads_memory = gp; m->opt_memory = op;
-    m->acts_memory = ap; m->tokens_memory = tp; m->dsum = dp; m->rope_memory = rp;
+    m->acts_memory = ap; m->tokens_memory = tp; m->dsum = dp; m->rope_memory = rp; m->keys_memory = kp;
     m->master_memory = m->params_memory;   /* fp32 working weights are their own master */
     m->host_mask = malloc(BT * sizeof(float));
-    if (!m->host_mask) {
+    m->slot_dropout = calloc((size_t)m->slots, sizeof(int));
+    if (!m->host_mask || !m->slot_dropout) {
         gpt_model_free(m);
         if (err && errlen) snprintf(err, errlen, "cannot allocate the host staging buffers (%zu bytes)", BT * sizeof(float));
         return GPT_ERR_NOMEM;
@@ -439,7 +444,11 @@ void gpt_model_free(gpt_model *m)
     m->be->free(m->tokens_memory);
     m->be->free(m->dsum);
     m->be->free(m->rope_memory);
+    m->be->free(m->keys_memory);
     m->rope_memory = NULL;
+    m->keys_memory = NULL;
+    free(m->slot_dropout);
+    m->slot_dropout = NULL;
     free(m->host_mask);
     m->params_memory = m->master_memory = m->grads_memory = m->opt_memory = m->acts_memory = NULL;
     m->m = m->v = NULL;
@@ -512,6 +521,35 @@ void gpt_set_slot(gpt_model *m, int s)
     point_tensors(aptrs, m->acts_memory + (size_t)s * m->num_acts, m->act_sizes, GPT_NUM_ACTS);
     a->inputs = m->tokens_memory + (size_t)s * 2 * BT;
     a->targets = a->inputs + BT;
+}
+
+void gpt_set_dropout_rows(gpt_model *m, const uint64_t *positions)
+{
+    m->slot_dropout[m->slot] = positions && (m->cfg.hidden_dropout > 0.0f || m->cfg.attention_dropout > 0.0f);
+    if (!m->slot_dropout[m->slot])
+        return;
+    uint64_t keys[64], *k = m->B <= 64 ? keys : malloc((size_t)m->B * sizeof *k);
+    if (!k) {   /* cannot happen in practice (B is small); drop nothing rather than draw wrong masks */
+        m->slot_dropout[m->slot] = 0;
+        return;
+    }
+    for (int b = 0; b < m->B; b++)
+        k[b] = mds_dropout_row(m->cfg.seed, positions[b]);
+    m->be->copy(m->keys_memory + (size_t)m->slot * (size_t)m->B, k, (size_t)m->B * sizeof *k);
+    if (k != keys) free(k);
+}
+
+/* The dropout of one site for the current slot (p = 0: none). */
+static mds_dropout site_dropout(const gpt_model *m, float p, int kind, int layer)
+{
+    mds_dropout d = {0};
+    if (!m->slot_dropout[m->slot] || p <= 0.0f)
+        return d;
+    d.p = p;
+    d.site = mds_dropout_site(kind, layer);
+    d.row_keys = m->keys_memory + (size_t)m->slot * (size_t)m->B;
+    d.head0 = m->cfg.tp_rank * m->NHl;
+    return d;
 }
 
 float *gpt_stage_input(gpt_model *m) { return m->acts.encoded; }
@@ -588,12 +626,19 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
            all-reduce sums them. */
         ops->encoder_forward(a->encoded, a->inputs, p->wte, tp0 ? p->wpe : NULL, B, T, C, Vl, m->v_start);
         tp_sum(m, a->encoded, BTC);
+        mds_dropout d = site_dropout(m, m->cfg.hidden_dropout, 0, 0);
+        if (d.p > 0.0f)
+            ops->dropout_forward(a->encoded, a->encoded, B, T, C, d);   /* Megatron's embedding dropout */
     }
     /* else: the caller received `encoded` from the previous stage */
     const float *rcos = m->rope_memory, *rsin = m->rope_memory + (size_t)T * (size_t)(m->rot / 2);
     const float *residual = a->encoded;
     for (int l = 0; l < m->Ll; l++) {
         size_t lC = (size_t)l * C;
+        int gl = m->layer_begin + l;
+        mds_dropout dh1 = site_dropout(m, m->cfg.hidden_dropout, 1, gl);
+        mds_dropout dh2 = site_dropout(m, m->cfg.hidden_dropout, 2, gl);
+        mds_dropout da = site_dropout(m, m->cfg.attention_dropout, 3, gl);
         float *ln1 = a->ln1 + l * BTC, *qkv = a->qkv + l * BT * QKVl, *atty = a->atty + l * BT * Cl;
         float *attproj = a->attproj + l * BTC, *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC;
         float *fch = a->fch + l * BT * FC1l, *fchg = a->fch_gelu + l * BT * Fl;
@@ -605,11 +650,14 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
                             (int)QKVl);
         if (m->rot)
             ops->rope_forward(qkv, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
-        ops->attention_forward(atty, a->att_lse + (size_t)l * NHl * BT, qkv, B, T, Cl, NHl, m->Gl);
-        /* row-parallel projection: partial sums, bias on TP rank 0, then g */
+        ops->attention_forward(atty, a->att_lse + (size_t)l * NHl * BT, qkv, B, T, Cl, NHl, m->Gl, da);
+        /* row-parallel projection: partial sums, bias on TP rank 0, then g;
+           Megatron's bias-dropout-add: residual + dropout(proj + bias) */
         ops->matmul_forward(attproj, atty, p->attprojw + (size_t)l * C * Cl,
                             tp0 ? layer_part(p->attprojb, l, C) : NULL, B, T, Cl, C);
         tp_sum(m, attproj, BTC);
+        if (dh1.p > 0.0f)
+            ops->dropout_forward(attproj, attproj, B, T, C, dh1);
         ops->residual_forward(res2, residual, attproj, BTC);
         norm_forward(m, ln2, layer_part(a->ln2_mean, l, BT), a->ln2_rstd + l * BT, res2, p->ln2w + lC,
                      layer_part(p->ln2b, l, C));
@@ -621,6 +669,8 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
         ops->matmul_forward(fcproj, fchg, p->fcprojw + (size_t)l * C * Fl, tp0 ? layer_part(p->fcprojb, l, C) : NULL,
                             B, T, Fl, C);
         tp_sum(m, fcproj, BTC);
+        if (dh2.p > 0.0f)
+            ops->dropout_forward(fcproj, fcproj, B, T, C, dh2);
         ops->residual_forward(res3, res2, fcproj, BTC);
         residual = res3;
     }
@@ -686,6 +736,10 @@ void gpt_backward(gpt_model *m, float scale)
     const float *rcos = m->rope_memory, *rsin = m->rope_memory + (size_t)T * (size_t)(m->rot / 2);
     for (int l = m->Ll - 1; l >= 0; l--) {
         size_t lC = (size_t)l * C;
+        int gl = m->layer_begin + l;
+        mds_dropout dh1 = site_dropout(m, m->cfg.hidden_dropout, 1, gl);
+        mds_dropout dh2 = site_dropout(m, m->cfg.hidden_dropout, 2, gl);
+        mds_dropout da = site_dropout(m, m->cfg.attention_dropout, 3, gl);
         const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BTC;
         float *ln1 = a->ln1 + l * BTC, *qkv = a->qkv + l * BT * QKVl, *atty = a->atty + l * BT * Cl;
         float *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC;
@@ -693,9 +747,14 @@ void gpt_backward(gpt_model *m, float scale)
         /* dresidual is d(residual3[l]); the skip passes it to residual2 as is.
            Row-parallel biases: every TP rank sees the same dresidual, so each
            computes the same bias gradient and the replicas stay equal. */
+        const float *dmlp = a->dresidual;   /* d(fcproj): through the MLP output's dropout (dln as scratch) */
+        if (dh2.p > 0.0f) {
+            ops->dropout_backward(a->dln, a->dresidual, B, T, C, dh2);
+            dmlp = a->dln;
+        }
         m->be->zero(a->dfch_gelu, BT * Fl * sizeof(float));
         ops->matmul_backward(a->dfch_gelu, g->fcprojw + (size_t)l * C * Fl, layer_part(g->fcprojb, l, C),
-                             a->dresidual, fchg, p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
+                             dmlp, fchg, p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
         m->be->zero(a->dfch, BT * FC1l * sizeof(float));
         if (m->cfg.swiglu)
             ops->swiglu_backward(a->dfch, fch, a->dfch_gelu, BT, Fl);
@@ -708,12 +767,17 @@ void gpt_backward(gpt_model *m, float scale)
         norm_backward(m, a->dresidual, g->ln2w + lC, layer_part(g->ln2b, l, C), a->dln, res2, p->ln2w + lC,
                       layer_part(a->ln2_mean, l, BT), a->ln2_rstd + l * BT);
         /* now dresidual is d(residual2[l]) */
+        const float *datt = a->dresidual;   /* d(attproj): through the attention output's dropout */
+        if (dh1.p > 0.0f) {
+            ops->dropout_backward(a->dln, a->dresidual, B, T, C, dh1);
+            datt = a->dln;
+        }
         m->be->zero(a->datty, BT * Cl * sizeof(float));
         ops->matmul_backward(a->datty, g->attprojw + (size_t)l * C * Cl, layer_part(g->attprojb, l, C),
-                             a->dresidual, atty, p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
+                             datt, atty, p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
         m->be->zero(a->dqkv, BT * QKVl * sizeof(float));
         ops->attention_backward(a->dqkv, a->datty, qkv, atty, a->att_lse + (size_t)l * NHl * BT, B, T, Cl, NHl,
-                                m->Gl);
+                                m->Gl, da);
         if (m->rot)   /* back through the rotation: d(q, k) before it */
             ops->rope_backward(a->dqkv, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
         m->be->zero(a->dln, BTC * sizeof(float));
@@ -727,8 +791,15 @@ void gpt_backward(gpt_model *m, float scale)
        stages, the embedding's gradient on the first.  Tied embeddings under
        PP: the caller all-reduces the wte gradients of the first and last
        stage. */
-    if (m->first_stage)
-        ops->encoder_backward(g->wte, g->wpe, a->dresidual, a->inputs, B, T, C, Vl, m->v_start);
+    if (m->first_stage) {
+        const float *demb = a->dresidual;
+        mds_dropout d = site_dropout(m, m->cfg.hidden_dropout, 0, 0);
+        if (d.p > 0.0f) {
+            ops->dropout_backward(a->dln, a->dresidual, B, T, C, d);
+            demb = a->dln;
+        }
+        ops->encoder_backward(g->wte, g->wpe, demb, a->inputs, B, T, C, Vl, m->v_start);
+    }
 }
 
 int gpt_param_counts_in_norm(const gpt_model *m, int id)

@@ -38,8 +38,13 @@
  * unless a pipeline keeps several in flight); gradient accumulation runs
  * micro-batches one after another into the same gradients.
  *
+ * Dropout (cfg.hidden_dropout, cfg.attention_dropout) runs only in a forward
+ * whose rows were given their training positions (gpt_set_dropout_rows); the
+ * masks are kernels/dropout.h's, a function of the seed, the positions and
+ * global coordinates, so every parallel layout draws the one-process masks
+ * and the backward redraws the forward's.
+ *
  * What it deliberately does not do: read data, open communicators, print, exit,
- * dropout (Megatron's --hidden-dropout / --attention-dropout are 0 here),
  * bf16/fp16 working weights, checkpoint files (train/checkpoint.h reads and
  * writes the state through gpt_state_read/gpt_state_write).
  *
@@ -102,6 +107,9 @@ typedef struct gpt_config {
     int swiglu;               /* --swiglu: FC1 is [gate | up] of ffn width each, silu(gate) * up */
     int num_query_groups;     /* --num-query-groups G (grouped-query attention); 0: = num_heads */
     int add_bias_linear;      /* default 1; --disable-bias-linear: no bias in QKV, proj, FC1, FC2 */
+    float hidden_dropout;     /* --hidden-dropout: embedding, attention and MLP outputs; default 0 here
+                                 (mdstrain passes Megatron's 0.1) */
+    float attention_dropout;  /* --attention-dropout: the attention probabilities; default 0 here */
 } gpt_config;
 
 enum gpt_position { GPT_POS_LEARNED = 0, GPT_POS_ROPE = 1, GPT_POS_NONE = 2 };
@@ -248,6 +256,8 @@ typedef struct gpt_model {
     int step;                     /* AdamW steps taken (t of the bias correction) */
     double *dsum;                 /* backend scratch: the reductions' outputs (2 doubles) */
     float *host_mask;             /* host staging: (B, T) loss mask */
+    uint64_t *keys_memory;        /* (slots, B) dropout row keys (backend memory) */
+    int *slot_dropout;            /* (slots) host: the slot's forward ran with dropout */
 } gpt_model;
 
 /*
@@ -285,6 +295,14 @@ double gpt_init_normal(uint64_t seed, int tensor_id, int layer, uint64_t row, ui
 
 /* Point m->acts at activation slot s (0 <= s < m->slots). */
 void gpt_set_slot(gpt_model *m, int s);
+
+/*
+ * gpt_set_dropout_rows() - the training positions (B, host memory) of the
+ * rows of the current slot's next forward: with them the forward and its
+ * backward apply dropout (keyed by cfg.seed and the positions); with NULL
+ * (evaluation) they do not.  Call before each gpt_forward that should drop.
+ */
+void gpt_set_dropout_rows(gpt_model *m, const uint64_t *positions);
 
 /* The current slot's stage input (B, T, C): the embedding output on the
  * first stage, what the previous stage sent on the others (write it there

@@ -256,6 +256,17 @@ static int step_forward(struct step *st, uint64_t j)
     use_slot(m, j);
     uint64_t first = st->base + j * (uint64_t)m->B * (uint64_t)t->P->dp_size + (uint64_t)t->P->dp_rank * (uint64_t)m->B;
     TRY(load_micro_batch(t, st->split, first));
+    /* dropout while training, keyed by the rows' positions in the training
+       stream (the same in every parallel layout); none in evaluation */
+    if (st->split == DS_SPLIT_TRAIN && st->scale > 0.0f) {
+        uint64_t pos[256], *pp = m->B <= 256 ? pos : malloc((size_t)m->B * sizeof *pp);
+        if (!pp) return fail(t, "out of memory");
+        for (int b = 0; b < m->B; b++) pp[b] = first + (uint64_t)b;
+        gpt_set_dropout_rows(m, pp);
+        if (pp != pos) free(pp);
+    } else {
+        gpt_set_dropout_rows(m, NULL);
+    }
     double ls, nt;
     if (gpt_forward(m, t->inputs, t->targets, t->mask, &ls, &nt) != GPT_OK)
         return fail(t, "the model refused micro-batch %" PRIu64, j);

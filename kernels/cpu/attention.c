@@ -5,9 +5,10 @@
  * It saves the per-row log-sum-exp instead of the (T, T) probabilities and
  * recomputes scores in the backward, like flash attention, so the CUDA
  * backend can keep the same arguments.  Grouped-query attention: NKV key/
- * value heads, each serving NH/NKV consecutive query heads.  It does not
- * implement attention dropout, context parallelism or masks other than
- * causal.
+ * value heads, each serving NH/NKV consecutive query heads.  Attention
+ * dropout on the probabilities, with the counter-based masks of dropout.h
+ * (redrawn in the backward).  It does not implement context parallelism or
+ * masks other than causal.
  */
 #include <assert.h>
 #include <math.h>
@@ -170,8 +171,21 @@ static void att_outer_tile(float *dx, size_t dstride, const float *w, const floa
  * (double, 16 interleaved partial sums), then out_t = (sum_s p_s v_s) / sum
  * with s in order.  No online softmax: no rescaling error.
  */
-void attention_forward_cpu(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int NKV)
+/* Attention dropout: p[s] of query t, head hg (global) of row b becomes
+ * p[s] * scale where kept and 0 where dropped. */
+static void att_drop_row(float *p, int n, const mds_dropout *d, int b, int hg, int t, int T, uint32_t thr,
+                         float scale)
 {
+    uint64_t row = d->row_keys[b], base = ((uint64_t)hg * (uint64_t)T + (uint64_t)t) * (uint64_t)T;
+    for (int s = 0; s < n; s++)
+        p[s] = mds_dropout_keep(row, d->site, base + (uint64_t)s, thr) ? p[s] * scale : 0.0f;
+}
+
+void attention_forward_cpu(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int NKV,
+                           mds_dropout drop)
+{
+    uint32_t thr = mds_dropout_threshold(drop.p);
+    float dscale = 1.0f / (1.0f - drop.p);
     assert(NH > 0 && C % NH == 0 && NKV > 0 && NH % NKV == 0);
     int hs = C / NH, R = NH / NKV;
     size_t row = (size_t)C + 2 * (size_t)NKV * hs;
@@ -195,6 +209,8 @@ void attention_forward_cpu(float *out, float *lse, const float *qkv, int B, int 
                     for (int s = 0; s <= t; s++)
                         mx = sc[s] * scale > mx ? sc[s] * scale : mx;
                     double sum = att_exp(p, sc, t + 1, scale, mx);
+                    if (drop.p > 0.0f)
+                        att_drop_row(p, t + 1, &drop, b, drop.head0 + h, t, T, thr, dscale);
                     for (int i = 0; i < hs; i++)
                         o[i] = 0.0f;
                     att_axpys(o, p, vb, row, t + 1, hs);
@@ -220,8 +236,10 @@ void attention_forward_cpu(float *out, float *lse, const float *qkv, int B, int 
  * dimension run in order, like the forward's.
  */
 void attention_backward_cpu(float *dqkv, const float *dout, const float *qkv, const float *out,
-                            const float *lse, int B, int T, int C, int NH, int NKV)
+                            const float *lse, int B, int T, int C, int NH, int NKV, mds_dropout drop)
 {
+    uint32_t thr = mds_dropout_threshold(drop.p);
+    float dscale = 1.0f / (1.0f - drop.p);
     assert(NH > 0 && C % NH == 0 && NKV > 0 && NH % NKV == 0);
     int hs = C / NH, R = NH / NKV;
     size_t row = (size_t)C + 2 * (size_t)NKV * hs;
@@ -256,8 +274,19 @@ void attention_backward_cpu(float *dqkv, const float *dout, const float *qkv, co
                             att_scores(sc, q, kT, t + 1, T, hs);
                             att_exp(p, sc, t + 1, scale, l);
                             att_scores(ds, dO, vT, t + 1, T, hs);
-                            for (int s = 0; s <= t; s++)
-                                ds[s] = p[s] * (ds[s] - D) * scale;
+                            if (drop.p > 0.0f) {
+                                /* with the kept factors m_s: dP = m (dO . v), P~ = P m for dv */
+                                uint64_t rk = drop.row_keys[b];
+                                uint64_t i0 = ((uint64_t)(drop.head0 + h) * (uint64_t)T + (uint64_t)t) * (uint64_t)T;
+                                for (int s = 0; s <= t; s++) {
+                                    float m = mds_dropout_keep(rk, drop.site, i0 + (uint64_t)s, thr) ? dscale : 0.0f;
+                                    ds[s] = p[s] * (m * ds[s] - D) * scale;
+                                    p[s] = p[s] * m;
+                                }
+                            } else {
+                                for (int s = 0; s <= t; s++)
+                                    ds[s] = p[s] * (ds[s] - D) * scale;
+                            }
                             att_axpys(dq, ds, base + koff, row, t + 1, hs);
                         }
                         att_outer_tile(dbase + koff, row, DS, base + (size_t)h * hs, row, t0, t1, T, hs);

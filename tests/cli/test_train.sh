@@ -124,6 +124,19 @@ run_expect ckpt_sched_mismatch 1 "lr scheduler max lr" "$MDSTRAIN" $CK --lr 2e-2
 run_expect ckpt_load_empty 0 "no 'latest_checkpointed_iteration.txt' in" "$MDSTRAIN" $CK --train-iters 3 \
     --eval-iters 0 --load "$T/empty"
 
+# Dropout is on by default (Megatron's 0.1 and 0.1): the losses differ from a
+# run without it, each kind on its own matters, and every run above (resume,
+# threads) already held with it.
+DR="--mock-data $TINY --train-iters 3 --lr 1e-3 --log-interval 1 --eval-iters 0 -q"
+# shellcheck disable=SC2086
+{
+"$MDSTRAIN" $DR >"$T/d1"; "$MDSTRAIN" $DR --hidden-dropout 0 --attention-dropout 0 >"$T/d0"
+"$MDSTRAIN" $DR --hidden-dropout 0 >"$T/da"; "$MDSTRAIN" $DR --attention-dropout 0 >"$T/dh"
+}
+losses "$T/d1" >"$T/ld1"; losses "$T/d0" >"$T/ld0"; losses "$T/da" >"$T/lda"; losses "$T/dh" >"$T/ldh"
+check dropout_default_on sh -c "test \$(wc -l <'$T/ld1') -eq 3 && ! cmp -s '$T/ld1' '$T/ld0'"
+check dropout_kinds_matter sh -c "! cmp -s '$T/lda' '$T/ld0' && ! cmp -s '$T/ldh' '$T/ld0' && ! cmp -s '$T/lda' '$T/ldh'"
+
 # The Llama block with Megatron's Llama flags (sizes scaled down), on real
 # data: it trains, resumes bitwise, and its checkpoint refuses a GPT run.
 LL="--position-embedding-type rope --rotary-base 500000 --rotary-percent 1.0 --normalization RMSNorm --swiglu
@@ -179,7 +192,7 @@ run_expect bad_gbs 2 "not a multiple of --micro-batch-size" "$MDSTRAIN" $BASE --
 run_expect seq_over_maxpos 2 "less than --seq-length" "$MDSTRAIN" $BASE --max-position-embeddings 16
 run_expect heads 2 "not a multiple of --num-attention-heads" "$MDSTRAIN" $BASE --num-attention-heads 5
 run_expect warmup_too_long 2 "not shorter than the decay" "$MDSTRAIN" $BASE --lr-warmup-iters 1
-run_expect dropout 2 "no dropout" "$MDSTRAIN" $BASE --hidden-dropout 0.1
+run_expect dropout_range 2 "'--hidden-dropout' needs a number in \\[0, " "$MDSTRAIN" $BASE --hidden-dropout 1
 run_expect bad_style 2 "constant, linear or cosine" "$MDSTRAIN" $BASE --lr-decay-style wsd
 run_expect per_split_and_mock 2 "--mock-data are exclusive" "$MDSTRAIN" $BASE --train-data-path "$DATA"
 run_expect per_split_and_data_path 2 "--data-path are exclusive" "$MDSTRAIN" $TINY --train-iters 1 --lr 1e-3 \

@@ -266,22 +266,50 @@ static void t_matmul_backward(const struct shape *s)
     }
 }
 
+static size_t flat(const struct shape *s) { return (size_t)s->B * s->T * s->C; }
+
 /* Attention needs C divisible by NH. */
 static int attention_shape(const struct shape *s) { return s->C % s->NH == 0; }
 
-/* Multi-head, and grouped-query with one key/value head when NH > 1. */
+/* A dropout of probability p for rows of batch B (keys on both sides):
+ * *host for the CPU reference, *dev for the backend (p = 0: none). */
+struct drops { mds_dropout host, dev; uint64_t *keys; void *dkeys; };
+
+static struct drops make_drops(float p, int B, int head0)
+{
+    struct drops d;
+    memset(&d, 0, sizeof d);
+    d.keys = malloc((size_t)(B ? B : 1) * sizeof *d.keys);
+    for (int b = 0; b < B; b++)
+        d.keys[b] = mds_dropout_row(99, (uint64_t)(1000 + 7 * b));
+    d.dkeys = upload(d.keys, (size_t)B * sizeof *d.keys);
+    if (p > 0) {
+        d.host = (mds_dropout){ p, mds_dropout_site(3, 5), d.keys, head0 };
+        d.dev = (mds_dropout){ p, mds_dropout_site(3, 5), d.dkeys, head0 };
+    }
+    return d;
+}
+
+static void free_drops(struct drops *d) { free(d->keys); be->free(d->dkeys); }
+
+/* Multi-head, and grouped-query with one key/value head when NH > 1; each
+ * without and with attention dropout (a rank's heads from global head 3). */
 static void t_attention_forward(const struct shape *s)
 {
     if (!attention_shape(s)) return;
+    for (int dv = 0; dv < 2; dv++)
     for (int nkv = s->NH; nkv >= 1; nkv = nkv > 1 ? 1 : 0) {
+        struct drops dd = make_drops(dv ? 0.3f : 0.0f, s->B, 3);
+        mds_dropout drop = dd.host, ddrop = dd.dev;
         int hs = s->C / s->NH;
         size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, row = C + 2 * (size_t)nkv * hs;
         tf out = tf_rand(BT * C, 1), lse = tf_rand((size_t)s->B * s->NH * s->T, 1), qkv = tf_rand(BT * row, 1);
-        attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, nkv);
-        be->ops.attention_forward(out.dev, lse.dev, qkv.dev, s->B, s->T, s->C, s->NH, nkv);
-        check_f(nkv == s->NH ? "out" : "out (gqa)", &out, ATOL, RTOL);
-        check_f(nkv == s->NH ? "lse" : "lse (gqa)", &lse, ATOL, RTOL);
+        attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, nkv, drop);
+        be->ops.attention_forward(out.dev, lse.dev, qkv.dev, s->B, s->T, s->C, s->NH, nkv, ddrop);
+        check_f(dv ? "out (dropout)" : nkv == s->NH ? "out" : "out (gqa)", &out, ATOL, RTOL);
+        check_f(dv ? "lse (dropout)" : nkv == s->NH ? "lse" : "lse (gqa)", &lse, ATOL, RTOL);
         tf_free(&out); tf_free(&lse); tf_free(&qkv);
+        free_drops(&dd);
         if (nkv == 1) break;
     }
 }
@@ -289,23 +317,45 @@ static void t_attention_forward(const struct shape *s)
 static void t_attention_backward(const struct shape *s)
 {
     if (!attention_shape(s)) return;
+    for (int dv = 0; dv < 2; dv++)
     for (int nkv = s->NH; nkv >= 1; nkv = nkv > 1 ? 1 : 0) {
+        struct drops dd = make_drops(dv ? 0.3f : 0.0f, s->B, 3);
+        mds_dropout drop = dd.host, ddrop = dd.dev;
         int hs = s->C / s->NH;
         size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, row = C + 2 * (size_t)nkv * hs;
         size_t nl = (size_t)s->B * s->NH * s->T;
         tf qkv = tf_rand(BT * row, 1), out = tf_rand(BT * C, 1), lse = tf_rand(nl, 1);
         /* a consistent forward (out, lse) for the backward to start from */
-        attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, nkv);
+        attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, nkv, drop);
         be->copy(out.dev, out.ref, BT * C * sizeof(float));
         be->copy(lse.dev, lse.ref, nl * sizeof(float));
         tf dqkv = tf_rand(BT * row, 1), dout = tf_rand(BT * C, 1);
-        attention_backward_cpu(dqkv.ref, dout.ref, qkv.ref, out.ref, lse.ref, s->B, s->T, s->C, s->NH, nkv);
-        be->ops.attention_backward(dqkv.dev, dout.dev, qkv.dev, out.dev, lse.dev, s->B, s->T, s->C, s->NH, nkv);
-        check_f(nkv == s->NH ? "dqkv" : "dqkv (gqa)", &dqkv, ATOL, RTOL);
+        attention_backward_cpu(dqkv.ref, dout.ref, qkv.ref, out.ref, lse.ref, s->B, s->T, s->C, s->NH, nkv, drop);
+        be->ops.attention_backward(dqkv.dev, dout.dev, qkv.dev, out.dev, lse.dev, s->B, s->T, s->C, s->NH, nkv, ddrop);
+        check_f(dv ? "dqkv (dropout)" : nkv == s->NH ? "dqkv" : "dqkv (gqa)", &dqkv, ATOL, RTOL);
         tf_free(&qkv); tf_free(&out); tf_free(&lse); tf_free(&dqkv); tf_free(&dout);
+        free_drops(&dd);
         if (nkv == 1) break;
     }
 }
+
+static void t_dropout(const struct shape *s, int backward)
+{
+    struct drops dd = make_drops(0.25f, s->B, 0);
+    tf x = tf_rand(flat(s), 1), y = tf_rand(flat(s), 1);
+    if (backward) {
+        dropout_backward_cpu(y.ref, x.ref, s->B, s->T, s->C, dd.host);
+        be->ops.dropout_backward(y.dev, x.dev, s->B, s->T, s->C, dd.dev);
+    } else {
+        dropout_forward_cpu(y.ref, x.ref, s->B, s->T, s->C, dd.host);
+        be->ops.dropout_forward(y.dev, x.dev, s->B, s->T, s->C, dd.dev);
+    }
+    check_f(backward ? "dinp" : "out", &y, ATOL, RTOL);
+    tf_free(&x); tf_free(&y);
+    free_drops(&dd);
+}
+static void t_dropout_forward(const struct shape *s) { t_dropout(s, 0); }
+static void t_dropout_backward(const struct shape *s) { t_dropout(s, 1); }
 
 /* RoPE on the q heads and one kv head, every rotary width and layout. */
 static void t_rope(const struct shape *s, int backward)
@@ -380,8 +430,6 @@ static void t_swiglu_backward(const struct shape *s)
     check_f("dinp", &dinp, ATOL, RTOL);
     tf_free(&dinp); tf_free(&inp); tf_free(&dout);
 }
-
-static size_t flat(const struct shape *s) { return (size_t)s->B * s->T * s->C; }
 
 static void t_gelu_forward(const struct shape *s)
 {
@@ -546,7 +594,7 @@ static const struct op {
 } ops[] = {
     ENTRY(encoder_forward), ENTRY(encoder_backward), ENTRY(layernorm_forward), ENTRY(layernorm_backward),
     ENTRY(matmul_forward), ENTRY(matmul_backward), ENTRY(attention_forward), ENTRY(attention_backward),
-    ENTRY(rope_forward), ENTRY(rope_backward), ENTRY(rmsnorm_forward), ENTRY(rmsnorm_backward),
+    ENTRY(dropout_forward), ENTRY(dropout_backward), ENTRY(rope_forward), ENTRY(rope_backward), ENTRY(rmsnorm_forward), ENTRY(rmsnorm_backward),
     ENTRY(swiglu_forward), ENTRY(swiglu_backward), ENTRY(gelu_forward), ENTRY(gelu_backward), ENTRY(residual_forward), ENTRY(residual_backward),
     ENTRY(crossentropy_forward), ENTRY(crossentropy_rescale), ENTRY(crossentropy_loss),
     ENTRY(crossentropy_backward), ENTRY(loss_reduce), ENTRY(loss_grad), ENTRY(adamw_update),
@@ -588,13 +636,13 @@ static void wrong_matmul_forward(float *out, const float *inp, const float *weig
 }
 
 static void wrong_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                     const float *lse, int B, int T, int C, int NH, int NKV)
+                                     const float *lse, int B, int T, int C, int NH, int NKV, mds_dropout drop)
 {
     /* dq dropped: only dk and dv accumulate */
     size_t row = (size_t)C + 2 * (size_t)NKV * (C / NH), n = (size_t)B * T * row;
     float *keep = malloc(n * sizeof *keep);
     memcpy(keep, dqkv, n * sizeof *keep);
-    attention_backward_cpu(dqkv, dout, qkv, out, lse, B, T, C, NH, NKV);
+    attention_backward_cpu(dqkv, dout, qkv, out, lse, B, T, C, NH, NKV, drop);
     for (size_t i = 0; i < (size_t)B * T; i++)
         memcpy(dqkv + i * row, keep + i * row, (size_t)C * sizeof *keep);
     free(keep);

@@ -39,6 +39,7 @@
 #include "kernels.h"
 
 #define FD_MAX 200
+static const mds_dropout NODROP = {0};
 #define FD_STEP 1e-5
 
 /* Tolerances (atol, rtol).  Forward: float kernel vs double reference.
@@ -564,6 +565,7 @@ struct att_ctx {
     int B, T, C, NH, NKV;
     double *qkv;
     const float *R;
+    mds_dropout drop;   /* p = 0: none */
 };
 
 /* Grouped-query attention in double: head h reads the k and v of group
@@ -590,10 +592,14 @@ static void att_ref(double *out, double *lse, const struct att_ctx *c)
                 for (int s = 0; s <= t; s++)
                     sum += exp(sc[s] - mx);
                 double *o = out + ((size_t)b * c->T + t) * c->C + (size_t)h * hs;
+                uint32_t thr = mds_dropout_threshold(c->drop.p);
                 for (int i = 0; i < hs; i++) {
                     double a = 0.0;
                     for (int s = 0; s <= t; s++)
                         a += exp(sc[s] - mx) / sum *
+                             (c->drop.p > 0 ? (mds_dropout_keep(c->drop.row_keys[b], c->drop.site,
+                                                                ((uint64_t)(c->drop.head0 + h) * c->T + t) * c->T + s, thr)
+                                                   ? 1.0 / (1.0 - c->drop.p) : 0.0) : 1.0) *
                              c->qkv[((size_t)b * c->T + s) * C3 + (size_t)c->C + ((size_t)c->NKV + h / R) * hs + i];
                     o[i] = a;
                 }
@@ -623,14 +629,14 @@ static void test_attention(void)
         int B = shapes[s][0], T = shapes[s][1], C = shapes[s][2], NH = shapes[s][3];
         size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
         float *qkv = frandv(nq, 2.0f), *out = fzeros(no), *lse = fzeros(nl), *R = frandv(no, 1.0f);
-        attention_forward_cpu(out, lse, qkv, B, T, C, NH, NH);
-        struct att_ctx c = { B, T, C, NH, NH, todouble(qkv, nq), R };
+        attention_forward_cpu(out, lse, qkv, B, T, C, NH, NH, NODROP);
+        struct att_ctx c = { B, T, C, NH, NH, todouble(qkv, nq), R, NODROP };
         double *ref = malloc(no * sizeof *ref), *rl = malloc(nl * sizeof *rl);
         att_ref(ref, rl, &c);
         CHECK(close_enough("attention.out", out, ref, no, FWD_ATOL, FWD_RTOL) == 0);
         CHECK(close_enough("attention.lse", lse, rl, nl, FWD_ATOL, FWD_RTOL) == 0);
         float *dqkv = fzeros(nq);
-        attention_backward_cpu(dqkv, R, qkv, out, lse, B, T, C, NH, NH);
+        attention_backward_cpu(dqkv, R, qkv, out, lse, B, T, C, NH, NH, NODROP);
         CHECK(grad_check("att.qkv", att_loss, &c, c.qkv, nq, dqkv) == 0);
 
         /* Head split (TP): the last NH - NH/2 heads as a local qkv of width
@@ -646,8 +652,8 @@ static void test_attention(void)
                            qkv + (size_t)bt * 3 * C + (size_t)part * C + (size_t)h0 * hs, (size_t)Cl * sizeof(float));
                 memcpy(Rl + (size_t)bt * Cl, R + (size_t)bt * C + (size_t)h0 * hs, (size_t)Cl * sizeof(float));
             }
-            attention_forward_cpu(o, l, q, B, T, Cl, nh, nh);
-            attention_backward_cpu(dq, Rl, q, o, l, B, T, Cl, nh, nh);
+            attention_forward_cpu(o, l, q, B, T, Cl, nh, nh, NODROP);
+            attention_backward_cpu(dq, Rl, q, o, l, B, T, Cl, nh, nh, NODROP);
             int same = 1;
             for (int bt = 0; bt < B * T; bt++) {
                 same &= memcmp(o + (size_t)bt * Cl, out + (size_t)bt * C + (size_t)h0 * hs, (size_t)Cl * sizeof(float)) == 0;
@@ -665,7 +671,7 @@ static void test_attention(void)
     }
     /* T = 1: the output is v. */
     float qkv1[12] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 }, o1[4], l1[1];
-    attention_forward_cpu(o1, l1, qkv1, 1, 1, 4, 1, 1);
+    attention_forward_cpu(o1, l1, qkv1, 1, 1, 4, 1, 1, NODROP);
     CHECK(o1[0] == 9 && o1[1] == 10 && o1[2] == 11 && o1[3] == 12);
 }
 
@@ -682,14 +688,14 @@ static void test_attention_gqa(void)
         size_t row = (size_t)C + 2 * (size_t)NKV * hs;
         size_t nq = (size_t)B * T * row, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
         float *qkv = frandv(nq, 2.0f), *out = fzeros(no), *lse = fzeros(nl), *R = frandv(no, 1.0f);
-        attention_forward_cpu(out, lse, qkv, B, T, C, NH, NKV);
-        struct att_ctx c = { B, T, C, NH, NKV, todouble(qkv, nq), R };
+        attention_forward_cpu(out, lse, qkv, B, T, C, NH, NKV, NODROP);
+        struct att_ctx c = { B, T, C, NH, NKV, todouble(qkv, nq), R, NODROP };
         double *ref = malloc(no * sizeof *ref), *rl = malloc(nl * sizeof *rl);
         att_ref(ref, rl, &c);
         CHECK(close_enough("gqa.out", out, ref, no, FWD_ATOL, FWD_RTOL) == 0);
         CHECK(close_enough("gqa.lse", lse, rl, nl, FWD_ATOL, FWD_RTOL) == 0);
         float *dqkv = fzeros(nq);
-        attention_backward_cpu(dqkv, R, qkv, out, lse, B, T, C, NH, NKV);
+        attention_backward_cpu(dqkv, R, qkv, out, lse, B, T, C, NH, NKV, NODROP);
         CHECK(grad_check("gqa.qkv", att_loss, &c, c.qkv, nq, dqkv) == 0);
         /* the same heads as multi-head attention with k, v repeated: equal
            outputs bitwise (each head's arithmetic is the same) */
@@ -705,9 +711,93 @@ static void test_attention_gqa(void)
                        (size_t)hs * sizeof(float));
             }
         }
-        attention_forward_cpu(mo, ml, mh, B, T, C, NH, NH);
+        attention_forward_cpu(mo, ml, mh, B, T, C, NH, NH, NODROP);
         CHECK(bitwise_equal("gqa vs repeated mha", out, mo, no));
         free(mh), free(mo), free(ml);
+        free(qkv), free(out), free(lse), free(R), free(c.qkv), free(ref), free(rl), free(dqkv);
+    }
+}
+
+/* ---- dropout ------------------------------------------------------------------- */
+
+/* Hidden dropout: the drop rate, the kept values scaled exactly by 1/(1-p),
+ * the backward's mask equal to the forward's, the mask a function of the
+ * row key (not of the batch position), and attention dropout against the
+ * double reference with the same mask (values and finite differences),
+ * with a head split (TP) drawing its heads' masks by global head index. */
+static void test_dropout(void)
+{
+    int B = 2, T = 64, C = 96;
+    size_t n = (size_t)B * T * C;
+    uint64_t keys[2] = { mds_dropout_row(1234, 17), mds_dropout_row(1234, 18) };
+    mds_dropout d = { 0.3f, mds_dropout_site(1, 4), keys, 0 };
+    float *x = frandv(n, 1.0f), *y = fzeros(n), *g = fzeros(n), *ones = fzeros(n);
+    for (size_t i = 0; i < n; i++) ones[i] = 1.0f;
+    dropout_forward_cpu(y, x, B, T, C, d);
+    dropout_backward_cpu(g, ones, B, T, C, d);
+    size_t dropped = 0;
+    int exact = 1;
+    float scale = 1.0f / (1.0f - 0.3f);
+    for (size_t i = 0; i < n; i++) {
+        if (y[i] == 0.0f && x[i] != 0.0f) dropped++;
+        exact &= y[i] == (g[i] != 0.0f ? x[i] * scale : 0.0f);   /* same mask in both directions */
+        exact &= g[i] == 0.0f || g[i] == scale;
+    }
+    CHECK(exact);
+    CHECK(fabs((double)dropped / (double)n - 0.3) < 0.02);
+    /* row 1 alone (B = 1, its key first) draws the same mask as row 1 of the batch */
+    float *y1 = fzeros((size_t)T * C);
+    mds_dropout d1 = d;
+    d1.row_keys = keys + 1;
+    dropout_forward_cpu(y1, x + (size_t)T * C, 1, T, C, d1);
+    CHECK(bitwise_equal("dropout row", y1, y + (size_t)T * C, (size_t)T * C));
+    /* in place */
+    float *z = malloc(n * sizeof *z);
+    memcpy(z, x, n * sizeof *z);
+    dropout_forward_cpu(z, z, B, T, C, d);
+    CHECK(bitwise_equal("dropout in place", z, y, n));
+    free(x), free(y), free(g), free(ones), free(y1), free(z);
+
+    /* attention dropout */
+    static const int shapes[][5] = { { 2, 5, 16, 4, 2 }, { 1, 9, 24, 6, 3 }, { 2, 7, 16, 2, 2 } };
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int Bk = shapes[k][0], Tk = shapes[k][1], Ck = shapes[k][2], NH = shapes[k][3], NKV = shapes[k][4];
+        int hs = Ck / NH;
+        size_t row = (size_t)Ck + 2 * (size_t)NKV * hs;
+        size_t nq = (size_t)Bk * Tk * row, no = (size_t)Bk * Tk * Ck, nl = (size_t)Bk * NH * Tk;
+        mds_dropout da = { 0.2f, mds_dropout_site(3, 1), keys, 0 };
+        float *qkv = frandv(nq, 2.0f), *out = fzeros(no), *lse = fzeros(nl), *R = frandv(no, 1.0f);
+        attention_forward_cpu(out, lse, qkv, Bk, Tk, Ck, NH, NKV, da);
+        struct att_ctx c = { Bk, Tk, Ck, NH, NKV, todouble(qkv, nq), R, da };
+        double *ref = malloc(no * sizeof *ref), *rl = malloc(nl * sizeof *rl);
+        att_ref(ref, rl, &c);
+        CHECK(close_enough("attdrop.out", out, ref, no, FWD_ATOL, FWD_RTOL) == 0);
+        CHECK(close_enough("attdrop.lse", lse, rl, nl, FWD_ATOL, FWD_RTOL) == 0);
+        float *dqkv = fzeros(nq);
+        attention_backward_cpu(dqkv, R, qkv, out, lse, Bk, Tk, Ck, NH, NKV, da);
+        CHECK(grad_check("attdrop.qkv", att_loss, &c, c.qkv, nq, dqkv) == 0);
+        /* the second half of the heads (and their groups) as a rank of its
+           own from global head NH/2: the same outputs, bitwise */
+        if (NKV % 2 == 0) {
+            int nh = NH / 2, nkv = NKV / 2, Cl = nh * hs;
+            size_t rl2 = (size_t)Cl + 2 * (size_t)nkv * hs;
+            float *q = fzeros((size_t)Bk * Tk * rl2), *o = fzeros((size_t)Bk * Tk * Cl), *l = fzeros((size_t)Bk * nh * Tk);
+            for (int bt = 0; bt < Bk * Tk; bt++) {
+                const float *src = qkv + (size_t)bt * row;
+                float *dst = q + (size_t)bt * rl2;
+                memcpy(dst, src + (size_t)nh * hs, (size_t)Cl * sizeof(float));
+                memcpy(dst + Cl, src + Ck + (size_t)nkv * hs, (size_t)nkv * hs * sizeof(float));
+                memcpy(dst + Cl + (size_t)nkv * hs, src + Ck + ((size_t)NKV + nkv) * hs, (size_t)nkv * hs * sizeof(float));
+            }
+            mds_dropout dl = da;
+            dl.head0 = nh;
+            attention_forward_cpu(o, l, q, Bk, Tk, Cl, nh, nkv, dl);
+            int same = 1;
+            for (int bt = 0; bt < Bk * Tk; bt++)
+                same &= memcmp(o + (size_t)bt * Cl, out + (size_t)bt * Ck + (size_t)nh * hs, (size_t)Cl * sizeof(float)) == 0;
+            CHECK(same);
+            free(q), free(o), free(l);
+        }
         free(qkv), free(out), free(lse), free(R), free(c.qkv), free(ref), free(rl), free(dqkv);
     }
 }
@@ -1184,11 +1274,11 @@ static void det_all(struct det_run *r, const int *tok, const float *wte, const f
     layernorm_backward_cpu(r->lndx, r->lndw, r->lndb, dout, x, w, r->mean, r->rstd, DB, DT, DC);
     matmul_forward_cpu(r->mm, x, wte, b, DB, DT, DC, DOC);
     matmul_backward_cpu(r->mmdx, r->mmdw, r->mmdb, logits, x, wte, DB, DT, DC, DOC);
-    attention_forward_cpu(r->att, r->lse, qkv, DB, DT, DC, DNH, DNH);
-    attention_backward_cpu(r->dqkv, dout, qkv, r->att, r->lse, DB, DT, DC, DNH, DNH);
+    attention_forward_cpu(r->att, r->lse, qkv, DB, DT, DC, DNH, DNH, NODROP);
+    attention_backward_cpu(r->dqkv, dout, qkv, r->att, r->lse, DB, DT, DC, DNH, DNH, NODROP);
     /* grouped-query (NKV = 1) over the same buffer's first C + 2 hs columns */
-    attention_forward_cpu(r->gatt, r->glse, qkv, DB, DT, DC, DNH, 1);
-    attention_backward_cpu(r->gdqkv, dout, qkv, r->gatt, r->glse, DB, DT, DC, DNH, 1);
+    attention_forward_cpu(r->gatt, r->glse, qkv, DB, DT, DC, DNH, 1, NODROP);
+    attention_backward_cpu(r->gdqkv, dout, qkv, r->gatt, r->glse, DB, DT, DC, DNH, 1, NODROP);
     rmsnorm_forward_cpu(r->rms, r->rrstd, x, w, DB, DT, DC, LN_EPS);
     rmsnorm_backward_cpu(r->rmsdx, r->rmsdw, dout, x, w, r->rrstd, DB, DT, DC);
     memcpy(r->rope, qkv, sizeof r->rope);
@@ -1256,6 +1346,7 @@ int main(int argc, char **argv)
     RUN(test_matmul_blocked);
     RUN(test_attention);
     RUN(test_attention_gqa);
+    RUN(test_dropout);
     RUN(test_rmsnorm);
     RUN(test_rope);
     RUN(test_swiglu);
