@@ -81,6 +81,8 @@ static mds_backend cpu = {
         .crossentropy_backward = crossentropy_backward_cpu,
         .loss_reduce = loss_reduce_cpu,
         .loss_grad = loss_grad_cpu,
+        .round_to = round_to_cpu,
+        .unscale_check = unscale_check_cpu,
         .adamw_update = adamw_update_cpu,
         .global_norm_squared = global_norm_squared_cpu,
     },

@@ -78,6 +78,8 @@ typedef struct mds_ops {
                                   const int *targets, const float *dlosses, int B, int T, int V, int v_start);
     void (*loss_reduce)(double *out, const float *losses, const float *mask, size_t N);
     void (*loss_grad)(float *dlosses, const float *mask, float inv, size_t N);
+    void (*round_to)(float *x, size_t N, int dtype);
+    void (*unscale_check)(double *nonfinite, float *x, size_t N, float factor);
     void (*adamw_update)(float *params, float *m, float *v, const float *grads, size_t N, int t, float lr,
                          float beta1, float beta2, float eps, float weight_decay, float grad_scale);
     void (*global_norm_squared)(double *out, const float *x, size_t N);

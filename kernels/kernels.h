@@ -412,6 +412,27 @@ void loss_grad_cpu(float *dlosses,      // (N)
                    float inv,
                    size_t N);
 
+/* ---- mixed precision: storage rounding and gradient unscaling ------------- */
+
+/*
+ * x[i] = x rounded to dtype (kernels/dtype.h: nearest even, overflow to
+ * infinity), in place: what a tensor holds when a GPU stores it in bf16 or
+ * fp16.  The CPU backend runs the fp32 kernels and rounds their stored
+ * outputs with this, so --bf16/--fp16 on the CPU see the values the GPU
+ * would; dtype MDS_F32 leaves x unchanged.
+ */
+void round_to_cpu(float *x,   // (N)
+                  size_t N, int dtype);
+
+/*
+ * x *= factor (the loss scale's inverse, Megatron's unscale of the main
+ * gradients) in fp32, then *nonfinite = the number of non-finite x (the
+ * optimizer's found_inf).  nonfinite is one double in the backend's memory.
+ */
+void unscale_check_cpu(double *nonfinite,  // (1)
+                       float *x,           // (N)
+                       size_t N, float factor);
+
 /* ---- adamw ----------------------------------------------------------------- */
 
 /*

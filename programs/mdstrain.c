@@ -13,7 +13,7 @@
  * train/model.[ch] on the backend of kernels/backend.h; the data is
  * dataset.h's pipeline (Megatron's GPTDataset samples, same order).
  *
- * What it deliberately does not do yet: bf16/fp16, sequence or
+ * What it deliberately does not do yet: sequence or
  * context parallelism, interleaved pipeline stages, a GPU backend.
  * Log lines go to stdout (where Megatron prints them); the configuration
  * table, notes and errors go to stderr.  Exit status: 0 success, 1 runtime
@@ -74,10 +74,12 @@ enum {
     O_SAVE, O_SAVE_INTERVAL, O_LOAD,
     O_POS_TYPE, O_USE_ROPE, O_NO_POS_EMB, O_ROTARY_BASE, O_ROTARY_PERCENT, O_ROTARY_INTERLEAVED,
     O_USE_ROPE_SCALING, O_ROPE_SCALING_FACTOR, O_NORMALIZATION, O_SWIGLU, O_GQA, O_QUERY_GROUPS,
-    O_DISABLE_BIAS, O_KV_CHANNELS, O_SOFTMAX_FP32
+    O_DISABLE_BIAS, O_KV_CHANNELS, O_SOFTMAX_FP32,
+    O_BF16, O_FP16, O_LOSS_SCALE, O_INITIAL_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_SCALE_WINDOW, O_HYSTERESIS,
+    O_GRADS_FP32
 };
 
-#define NOT_YET(name, arg) {name, 0, arg, CLI_REFUSED, NULL, "yet (CPU fp32)"}
+#define NOT_YET(name, arg) {name, 0, arg, CLI_REFUSED, NULL, "yet"}
 
 static const struct cli_option model_options[] = {
     {"num-layers", 0, CLI_ARG_ONE, O_NUM_LAYERS, "N", "transformer layers (required)"},
@@ -109,8 +111,17 @@ static const struct cli_option model_options[] = {
     {"kv-channels", 0, CLI_ARG_ONE, O_KV_CHANNELS, "N", "head size; only hidden size / heads"},
     {"attention-softmax-in-fp32", 0, CLI_ARG_NONE, O_SOFTMAX_FP32, NULL, "accepted: the softmax is computed in fp32 (double sums)"},
     NOT_YET("rotary-seq-len-interpolation-factor", CLI_ARG_ONE),
-    NOT_YET("bf16", CLI_ARG_NONE),
-    NOT_YET("fp16", CLI_ARG_NONE),
+    /* mixed precision */
+    {"bf16", 0, CLI_ARG_NONE, O_BF16, NULL, "bf16 weights and activations, fp32 masters, optimizer state and main grads"},
+    {"fp16", 0, CLI_ARG_NONE, O_FP16, NULL, "fp16 weights and activations with Megatron's dynamic loss scale"},
+    {"loss-scale", 0, CLI_ARG_ONE, O_LOSS_SCALE, "X", "a constant loss scale for --fp16 (default: dynamic)"},
+    {"initial-loss-scale", 0, CLI_ARG_ONE, O_INITIAL_LOSS_SCALE, "X", "the dynamic scale's start (default 2^32)"},
+    {"min-loss-scale", 0, CLI_ARG_ONE, O_MIN_LOSS_SCALE, "X", "its floor (default 1.0)"},
+    {"loss-scale-window", 0, CLI_ARG_ONE, O_LOSS_SCALE_WINDOW, "N", "iterations without overflow before it doubles (default 1000)"},
+    {"hysteresis", 0, CLI_ARG_ONE, O_HYSTERESIS, "N", "overflows before it halves (default 2)"},
+    {"accumulate-allreduce-grads-in-fp32", 0, CLI_ARG_NONE, O_GRADS_FP32, NULL, "fp32 main gradients with --fp16 (always with --bf16)"},
+    NOT_YET("fp16-lm-cross-entropy", CLI_ARG_NONE),
+    NOT_YET("fp32-residual-connection", CLI_ARG_NONE),
 };
 
 static const struct cli_option train_options[] = {
@@ -187,6 +198,10 @@ struct config {
     int add_bias, kv_channels;
     uint64_t rotary_base, query_groups;
     double rotary_percent, rope_scaling_factor;
+    /* mixed precision */
+    int bf16, fp16, grads_fp32, have_loss_scale;
+    double loss_scale, initial_loss_scale, min_loss_scale;
+    uint64_t loss_scale_window, hysteresis;
 };
 
 static struct cli_table tables[3];
@@ -282,6 +297,14 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_DISABLE_BIAS: c->add_bias = 0; break;
     case O_KV_CHANNELS: c->kv_channels = (int)cli_opt_u64(o, v, 1, 1 << 20); break;
     case O_SOFTMAX_FP32: break;
+    case O_BF16: c->bf16 = 1; break;
+    case O_FP16: c->fp16 = 1; break;
+    case O_LOSS_SCALE: c->loss_scale = cli_opt_double(o, v, 1e-30, 1e30); c->have_loss_scale = 1; break;
+    case O_INITIAL_LOSS_SCALE: c->initial_loss_scale = cli_opt_double(o, v, 1e-30, 1e300); break;
+    case O_MIN_LOSS_SCALE: c->min_loss_scale = cli_opt_double(o, v, 0, 1e300); break;
+    case O_LOSS_SCALE_WINDOW: c->loss_scale_window = cli_opt_u64(o, v, 1, 1u << 30); break;
+    case O_HYSTERESIS: c->hysteresis = cli_opt_u64(o, v, 1, 1u << 30); break;
+    case O_GRADS_FP32: c->grads_fp32 = 1; break;
     case O_DIST_OPT: c->dist_opt = 1; break;
     case O_LOG_THROUGHPUT: break;
     case O_QUIET: if (cli.verbosity > 0) cli.verbosity--; break;
@@ -320,6 +343,10 @@ static void parse_args(int argc, char **argv, struct config *c)
     c->rope_scaling_factor = 8.0;
     c->query_groups = 1;
     c->add_bias = 1;
+    c->initial_loss_scale = 4294967296.0;   /* Megatron's 2**32 */
+    c->min_loss_scale = 1.0;
+    c->loss_scale_window = 1000;
+    c->hysteresis = 2;
     tables[0] = (struct cli_table){ "model", model_options, sizeof model_options / sizeof model_options[0],
                                     handle_option, c };
     tables[1] = data_flags_table(&c->data);
@@ -346,6 +373,8 @@ static void parse_args(int argc, char **argv, struct config *c)
                   c->hidden / c->heads);
     if (c->gqa && c->heads % (int)c->query_groups)
         cli_usage("--num-attention-heads %d is not a multiple of --num-query-groups %d", c->heads, (int)c->query_groups);
+    if (c->fp16 && c->bf16) cli_usage("--fp16 and --bf16 are exclusive");
+    if (c->have_loss_scale && !c->fp16) cli_usage("--loss-scale goes with --fp16");
     if (c->pos_type != GPT_POS_ROPE && (c->rotary_interleaved || c->use_rope_scaling))
         cli_usage("--rotary-interleaved and --use-rope-scaling need --position-embedding-type rope");
     if (!c->gbs) c->gbs = c->mbs;
@@ -452,7 +481,12 @@ static void print_config(const struct config *c, const gpt_model *m, const train
     ROW("log, eval interval / iters", "%" PRIu64 " / %" PRIu64 ", %" PRIu64, c->log_interval, c->eval_interval, c->eval_iters);
     ROW("parallel (TP, PP, DP)", "%d, %d, %d%s; %d OpenMP threads", P->tp_size, P->pp_size, P->dp_size,
         c->dist_opt ? ", distributed optimizer" : "", threads);
-    ROW("backend / precision", "%s (%s) / %s", m->be->name, m->be->device, mds_dtype_name(m->cfg.dtype));
+    ROW("backend / precision", "%s (%s) / %s, %s main grads", m->be->name, m->be->device, mds_dtype_name(m->cfg.dtype),
+        mds_dtype_name(m->cfg.grad_dtype));
+    if (c->fp16)
+        ROW("loss scale", c->have_loss_scale ? "%g (constant)" : "dynamic from %g (min %g, window %" PRIu64
+            ", hysteresis %" PRIu64 ")", c->have_loss_scale ? c->loss_scale : c->initial_loss_scale, c->min_loss_scale,
+            c->loss_scale_window, c->hysteresis);
     ROW("communication", "%s", comm_backend());
 #undef ROW
     fprintf(stderr, "%s\n", sep);
@@ -483,7 +517,7 @@ static void report_comm(const train_layout *P, uint64_t iters, double seconds)
 /* ---- checkpoints: Megatron's save_checkpoint / load_checkpoint --------------- */
 
 static void save_checkpoint(const struct config *c, trainer *t, const train_schedule *s, uint64_t iteration,
-                            uint64_t consumed, uint64_t valid_cursor)
+                            uint64_t consumed, uint64_t sched_steps, uint64_t valid_cursor)
 {
     ckpt_state st = {0};
     st.iteration = iteration;
@@ -494,8 +528,11 @@ static void save_checkpoint(const struct config *c, trainer *t, const train_sche
     st.init_lr = s->init_lr;
     st.warmup_steps = s->warmup_steps;
     st.decay_steps = s->decay_steps;
-    st.num_steps = (double)consumed;
+    st.num_steps = (double)sched_steps;
     st.decay_style = (uint32_t)s->style;
+    st.loss_scale = t->scaler.scale;
+    st.growth_tracker = (uint32_t)t->scaler.growth_tracker;
+    st.hysteresis_tracker = (uint32_t)t->scaler.hysteresis_tracker;
     double t0 = cli_now();
     if (trainer_save(t, c->save, &st) != 0)
         cli_die(1, "%s\nhint: check the space and permissions of --save", t->err);
@@ -517,7 +554,7 @@ static void check_sched(const char *dir, const char *name, double ours, double t
  * means starting afresh, as Megatron does (with a warning).  Every rank
  * reads its (TP, PP) file; a rank that fails ends the job. */
 static void load_checkpoint(const struct config *c, trainer *t, const train_schedule *s, uint64_t *iteration,
-                            uint64_t *consumed, uint64_t *valid_cursor)
+                            uint64_t *consumed, uint64_t *sched_steps, uint64_t *valid_cursor)
 {
     char err[4600];
     uint64_t it;
@@ -545,11 +582,19 @@ static void load_checkpoint(const struct config *c, trainer *t, const train_sche
     check_sched(c->load, "warmup init lr", s->init_lr, st.init_lr);
     check_sched(c->load, "warmup steps", s->warmup_steps, st.warmup_steps);
     check_sched(c->load, "decay steps", s->decay_steps, st.decay_steps);
-    if (st.num_steps != (double)st.consumed_train_samples)
-        cli_die(1, "checkpoint in '%s': lr scheduler num steps %.17g differs from consumed samples %" PRIu64, c->load,
-                st.num_steps, st.consumed_train_samples);
+    /* the scheduler advances on successful steps only (skipped --fp16
+       iterations consume samples but do not step it) */
+    if (!(st.num_steps >= 0 && st.num_steps <= (double)st.consumed_train_samples && st.num_steps == floor(st.num_steps)))
+        cli_die(1, "checkpoint in '%s': lr scheduler num steps %.17g is not a sample count within the consumed %" PRIu64,
+                c->load, st.num_steps, st.consumed_train_samples);
     *iteration = st.iteration;
     *consumed = st.consumed_train_samples;
+    *sched_steps = (uint64_t)st.num_steps;
+    if (t->scaler.enabled) {   /* Megatron restores the grad scaler's state */
+        t->scaler.scale = st.loss_scale;
+        t->scaler.growth_tracker = (int)st.growth_tracker;
+        t->scaler.hysteresis_tracker = (int)st.hysteresis_tracker;
+    }
     *valid_cursor = st.consumed_valid_samples;
     cli_note("  successfully loaded checkpoint from %s [ t %d/%d, p %d/%d ] at iteration %" PRIu64, c->load,
              P->tp_rank + 1, P->tp_size, P->pp_rank + 1, P->pp_size, it);
@@ -683,6 +728,8 @@ int main(int argc, char **argv)
     mc.swiglu = c.swiglu;
     mc.num_query_groups = c.gqa ? (int)c.query_groups : 0;
     mc.add_bias_linear = c.add_bias;
+    mc.dtype = c.bf16 ? MDS_BF16 : c.fp16 ? MDS_F16 : MDS_F32;
+    mc.grad_dtype = c.fp16 && !c.grads_fp32 ? MDS_F16 : MDS_F32;   /* Megatron: fp32 always for bf16 */
     mc.hidden_dropout = (float)c.hidden_dropout;
     mc.attention_dropout = (float)c.attention_dropout;
     uint64_t nmicro = trainer_micro_batches(c.gbs, (int)c.mbs, P.dp_size);
@@ -697,6 +744,8 @@ int main(int argc, char **argv)
     trainer_config tc = { .global_batch_size = c.gbs, .vocab_size = ti.V, .dist_opt = c.dist_opt,
                           .beta1 = (float)c.beta1, .beta2 = (float)c.beta2, .eps = (float)c.eps,
                           .weight_decay = (float)c.wd, .clip_grad = (float)c.clip, .fatal = fatal };
+    train_loss_scaler_init(&tc.scaler, c.fp16, !c.have_loss_scale, c.have_loss_scale ? c.loss_scale : c.initial_loss_scale,
+                           c.min_loss_scale, (int)c.loss_scale_window, (int)c.hysteresis);
     if (trainer_init(&t, &model, &P, data, &tc) != 0)
         cli_die(1, "%s", t.err);
     cli_note("> padded vocab (size: %d) with %d dummy tokens (new size: %d)", ti.V, model.Vp - ti.V, model.Vp);
@@ -712,11 +761,11 @@ int main(int argc, char **argv)
 
     uint64_t train_iters = c.sched.train_iters;
     double flops_per_iter = gpt_flops_per_token(&model) * (double)c.gbs * (double)c.seq;
-    uint64_t consumed = 0, valid_cursor = 0;
+    uint64_t consumed = 0, sched_steps = 0, valid_cursor = 0;
     double interval_time = 0, interval_loss = 0;
-    uint64_t interval_iters = 0;
+    uint64_t interval_iters = 0, interval_advanced = 0, interval_skipped = 0;
     uint64_t iteration = 0;
-    if (c.load) load_checkpoint(&c, &t, &sched, &iteration, &consumed, &valid_cursor);
+    if (c.load) load_checkpoint(&c, &t, &sched, &iteration, &consumed, &sched_steps, &valid_cursor);
     uint64_t last_saved = c.load ? iteration : UINT64_MAX;
     int log_rank = world_rank == world_size - 1;   /* Megatron's print_rank_last */
     cli_note("> training for %" PRIu64 " iterations ...", train_iters);
@@ -725,20 +774,28 @@ int main(int argc, char **argv)
     double run_start = cli_now();
     while (iteration < train_iters) {
         double ts = cli_now();
-        double lr = train_schedule_lr(&sched, (double)consumed);
+        double lr = train_schedule_lr(&sched, (double)sched_steps);
         double loss, norm;
         if (trainer_backward_pass(&t, consumed, &loss, &norm) != 0)
             cli_die(1, "%s", t.err);
-        if (!isfinite(loss) || !isfinite(norm))
+        /* an fp16 overflow is a skipped iteration; any other non-finite
+           value ends the run (Megatron's --check-for-nan-in-loss-and-grad) */
+        if (!isfinite(loss) || (!t.found_inf && !isfinite(norm)))
             cli_die(1, "loss or gradient norm is not finite at iteration %" PRIu64 " (loss %g, norm %g)\n"
                        "hint: lower --lr or raise --lr-warmup-iters", iteration + 1, loss, norm);
+        int skipped = t.found_inf;
         if (trainer_update(&t, lr, norm) != 0)
             cli_die(1, "%s", t.err);
         iteration++;
         iters_run++;
         consumed += c.gbs;
+        if (!skipped) sched_steps += c.gbs;   /* Megatron steps its scheduler on successful updates only */
         interval_time += cli_now() - ts;
-        interval_loss += loss;
+        if (!skipped) {
+            interval_loss += loss;
+            interval_advanced++;
+        }
+        interval_skipped += (uint64_t)skipped;
         interval_iters++;
 
         if (iteration % c.log_interval == 0) {
@@ -747,22 +804,26 @@ int main(int argc, char **argv)
                 char ts_s[64], eta[32];
                 timestamp(ts_s, sizeof ts_s);
                 format_eta(per_iter * (double)(train_iters - iteration), eta, sizeof eta);
+                /* Megatron's training_log: the loss averaged over the advanced
+                   iterations, no grad norm on a skipped one */
+                double avg = interval_loss / (double)(interval_advanced ? interval_advanced : 1);
+                char gn[48] = "";
+                if (!skipped) snprintf(gn, sizeof gn, " grad norm: %.3f |", norm);
                 printf(" [%s] iteration %8" PRIu64 "/%8" PRIu64 " | consumed samples: %12" PRIu64
                        " | elapsed time per iteration (ms): %.1f | throughput per GPU (TFLOP/s/GPU): %.1f"
                        " | learning rate: %.6E | global batch size: %5" PRIu64 " | lm loss: %.6E"
-                       " | loss scale: %.1f | grad norm: %.3f | number of skipped iterations: %3d"
+                       " | loss scale: %.1f |%s number of skipped iterations: %3d"
                        " | number of nan iterations: %3d | tokens per second: %.1f | ETA: %s |\n",
                        ts_s, iteration, train_iters, consumed, per_iter * 1000.0,
-                       flops_per_iter / per_iter / 1e12 / (double)world_size, train_schedule_lr(&sched, (double)consumed),
-                       c.gbs, interval_loss / (double)interval_iters, 1.0, norm, 0, 0,
-                       (double)c.gbs * c.seq / per_iter, eta);
+                       flops_per_iter / per_iter / 1e12 / (double)world_size,
+                       train_schedule_lr(&sched, (double)sched_steps), c.gbs, avg, t.scaler.scale, gn,
+                       (int)interval_skipped, 0, (double)c.gbs * c.seq / per_iter, eta);
                 if (user_verbosity >= 3)
-                    printf(" [rank %d] lm loss %.17g grad norm %.17g\n", world_rank, interval_loss / (double)interval_iters,
-                           norm);
+                    printf(" [rank %d] lm loss %.17g grad norm %.17g\n", world_rank, avg, norm);
                 fflush(stdout);
             }
             interval_time = interval_loss = 0;
-            interval_iters = 0;
+            interval_iters = interval_advanced = interval_skipped = 0;
         }
         if (do_valid && c.eval_interval && iteration % c.eval_interval == 0) {
             char prefix[64];
@@ -773,12 +834,12 @@ int main(int argc, char **argv)
             if (log_rank) print_validation(prefix, vl);
         }
         if (c.save && c.save_interval && iteration % c.save_interval == 0) {
-            save_checkpoint(&c, &t, &sched, iteration, consumed, valid_cursor);
+            save_checkpoint(&c, &t, &sched, iteration, consumed, sched_steps, valid_cursor);
             last_saved = iteration;
         }
         if (c.exit_interval && iteration % c.exit_interval == 0) {
             if (c.save && last_saved != iteration) {
-                save_checkpoint(&c, &t, &sched, iteration, consumed, valid_cursor);
+                save_checkpoint(&c, &t, &sched, iteration, consumed, sched_steps, valid_cursor);
                 last_saved = iteration;
             }
             cli_note("exiting program at iteration %" PRIu64, iteration);
@@ -787,7 +848,7 @@ int main(int argc, char **argv)
     }
     double run_time = cli_now() - run_start;
     if (c.save && last_saved != iteration)
-        save_checkpoint(&c, &t, &sched, iteration, consumed, valid_cursor);
+        save_checkpoint(&c, &t, &sched, iteration, consumed, sched_steps, valid_cursor);
     char prefix[96];
     if (do_valid) {
         snprintf(prefix, sizeof prefix, "iteration %" PRIu64 " on validation set", iteration);

@@ -169,6 +169,9 @@ static void pack_header(unsigned char *h, const gpt_model *m, const ckpt_state *
     arch_fields(m, a, d);
     for (int i = 0; i < A_NINTS; i++) put32(h + ARCH_AT + 4 * i, (uint32_t)a[i]);
     for (int i = 0; i < 3; i++) putf64(h + ARCH_AT + 32 + 8 * i, d[i]);
+    putf64(h + 448, st->loss_scale);
+    put32(h + 456, st->growth_tracker);
+    put32(h + 460, st->hysteresis_tracker);
     put64(h + HEADER_SUM_AT, ckpt_fnv1a64(CKPT_FNV_INIT, h, HEADER_SUM_AT));
 }
 
@@ -473,6 +476,9 @@ int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, float *ada
     st->decay_steps = getf64(h + 296);
     st->num_steps = getf64(h + 304);
     st->decay_style = get32(h + 312);
+    st->loss_scale = version >= 2 ? getf64(h + 448) : 1.0;
+    st->growth_tracker = version >= 2 ? get32(h + 456) : 0;
+    st->hysteresis_tracker = version >= 2 ? get32(h + 460) : 0;
 cleanup:
     free(buf);
     if (f) fclose(f);

@@ -49,8 +49,8 @@ enum ckpt_err {
 
 /*
  * ckpt_state - the training state besides the tensors.  There is no runtime
- * random state to keep: dropout is 0 and the data order is a function of the
- * seed (stored in the model config) and the consumed samples.
+ * random state to keep: the data order and the dropout masks are functions
+ * of the seed (stored in the model config) and the consumed samples.
  */
 typedef struct ckpt_state {
     uint64_t iteration;              /* optimizer steps completed */
@@ -59,6 +59,9 @@ typedef struct ckpt_state {
     /* Megatron's OptimizerParamScheduler, in samples */
     double max_lr, min_lr, init_lr, warmup_steps, decay_steps, num_steps;
     uint32_t decay_style;            /* 0 constant, 1 linear, 2 cosine */
+    /* Megatron's grad scaler (--fp16); 1, 0, 0 without one */
+    double loss_scale;
+    uint32_t growth_tracker, hysteresis_tracker;
 } ckpt_state;
 
 /*

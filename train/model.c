@@ -92,8 +92,11 @@ int gpt_config_check(const gpt_config *cfg, char *err, size_t errlen)
     if (!(cfg->hidden_dropout >= 0.0f && cfg->hidden_dropout < 1.0f) ||
         !(cfg->attention_dropout >= 0.0f && cfg->attention_dropout < 1.0f))
         FAIL("dropout probabilities must lie in [0, 1)");
-    if (cfg->dtype != MDS_F32)
-        FAIL("working dtype %s is not implemented (fp32 only)", mds_dtype_name(cfg->dtype));
+    if (cfg->dtype != MDS_F32 && cfg->dtype != MDS_BF16 && cfg->dtype != MDS_F16)
+        FAIL("unknown working dtype %d", cfg->dtype);
+    if (cfg->grad_dtype != MDS_F32 && !(cfg->grad_dtype == MDS_F16 && cfg->dtype == MDS_F16))
+        FAIL("gradient dtype %s with working dtype %s is not supported", mds_dtype_name(cfg->grad_dtype),
+             mds_dtype_name(cfg->dtype));
     if (cfg->hidden_size > 0x7fffffff / 4) FAIL("hidden size too large");
     int F = ffn_of(cfg);
     if (F <= 0)
@@ -339,9 +342,11 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     m->act_dtype = cfg->dtype;
     for (int i = 0; i < GPT_NUM_PARAMS; i++)
         m->param_dtype[i] = cfg->dtype;
-    void *pp = NULL, *gp = NULL, *op = NULL, *ap = NULL, *tp = NULL, *dp = NULL, *rp = NULL, *kp = NULL;
+    void *pp = NULL, *gp = NULL, *op = NULL, *ap = NULL, *tp = NULL, *dp = NULL, *rp = NULL, *kp = NULL, *mp = NULL;
     size_t rope_n = (size_t)T * (size_t)(m->rot / 2);
-    if ((rc = alloc_buffer(m, &kp, (size_t)B * (size_t)m->slots, sizeof(uint64_t), "dropout keys", err, errlen)) ||
+    if ((cfg->dtype != MDS_F32 &&
+         (rc = alloc_buffer(m, &mp, m->num_params, sizeof(float), "fp32 master weights", err, errlen))) ||
+        (rc = alloc_buffer(m, &kp, (size_t)B * (size_t)m->slots, sizeof(uint64_t), "dropout keys", err, errlen)) ||
         (rc = alloc_buffer(m, &rp, 2 * rope_n, sizeof(float), "rotary tables", err, errlen)) ||
         (rc = alloc_buffer(m, &pp, m->num_params, sizeof(float), "parameters", err, errlen)) ||
         (rc = alloc_buffer(m, &gp, m->num_params, sizeof(float), "gradients", err, errlen)) ||
@@ -351,12 +356,15 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
         (rc = alloc_buffer(m, &dp, 2, sizeof(double), "reduction scratch", err, errlen))) {
         m->params_memory = pp; m->grads_memory = gp; m->opt_memory = op;
         m->acts_memory = ap; m->tokens_memory = tp; m->dsum = dp; m->rope_memory = rp; m->keys_memory = kp;
+        m->master_memory = mp;
         gpt_model_free(m);
         return rc;
     }
     m->params_memory = pp; m->grads_memory = gp; m->opt_memory = op;
     m->acts_memory = ap; m->tokens_memory = tp; m->dsum = dp; m->rope_memory = rp; m->keys_memory = kp;
-    m->master_memory = m->params_memory;   /* fp32 working weights are their own master */
+    /* fp32 working weights are their own master; 16-bit ones are the
+       master rounded (sync_working after every change) */
+    m->master_memory = mp ? (float *)mp : m->params_memory;
     m->host_mask = malloc(BT * sizeof(float));
     m->slot_dropout = calloc((size_t)m->slots, sizeof(int));
     if (!m->host_mask || !m->slot_dropout) {
@@ -425,6 +433,10 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     }
 #undef PUT
     free(h);
+    if (m->master_memory != m->params_memory) {   /* the fp32 initial values are the master */
+        m->be->copy(m->master_memory, m->params_memory, m->num_params * sizeof(float));
+        m->be->ops.round_to(m->params_memory, m->num_params, cfg->dtype);
+    }
     if (m->be->sync() != 0) {
         if (err && errlen) snprintf(err, errlen, "cannot initialise the model on %s: %s", m->be->name, m->be->error());
         gpt_model_free(m);
@@ -437,6 +449,8 @@ void gpt_model_free(gpt_model *m)
 {
     if (!m || !m->be)
         return;
+    if (m->master_memory != m->params_memory)
+        m->be->free(m->master_memory);
     m->be->free(m->params_memory);
     m->be->free(m->grads_memory);
     m->be->free(m->opt_memory);
@@ -502,8 +516,11 @@ int gpt_state_write(gpt_model *m, int which, size_t off, const float *src, size_
     float *base = state_section(m, which, &lo, &hi);
     if (!base || off < lo || off > hi || n > hi - off)
         return GPT_ERR_ARG;
-    /* the weights: the master, which is the working copy while it is fp32 */
     m->be->copy(base + (off - lo), src, n * sizeof(float));
+    if (which == GPT_STATE_WEIGHTS && m->master_memory != m->params_memory) {   /* the working copy follows */
+        m->be->copy(m->params_memory + off, src, n * sizeof(float));
+        m->be->ops.round_to(m->params_memory + off, n, m->cfg.dtype);
+    }
     return m->be->sync() == 0 ? GPT_OK : GPT_ERR_ARG;
 }
 
@@ -574,6 +591,13 @@ static void tp_max(const gpt_model *m, float *x, size_t n)
 
 /* ---- forward / backward --------------------------------------------------- */
 
+/* A tensor the working dtype stores: rounded to it (nothing at fp32). */
+static void keep(const gpt_model *m, float *x, size_t n)
+{
+    if (m->act_dtype != MDS_F32)
+        m->be->ops.round_to(x, n, m->act_dtype);
+}
+
 /* The norm of the configuration, forward: LayerNorm (with mean) or RMSNorm. */
 static void norm_forward(const gpt_model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
                          const float *b)
@@ -582,6 +606,7 @@ static void norm_forward(const gpt_model *m, float *out, float *mean, float *rst
         m->be->ops.rmsnorm_forward(out, rstd, inp, w, m->B, m->T, m->C, m->cfg.layernorm_eps);
     else
         m->be->ops.layernorm_forward(out, mean, rstd, inp, w, b, m->B, m->T, m->C, m->cfg.layernorm_eps);
+    keep(m, out, (size_t)m->B * m->T * m->C);
 }
 
 static void norm_backward(const gpt_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
@@ -591,6 +616,7 @@ static void norm_backward(const gpt_model *m, float *dinp, float *dw, float *db,
         m->be->ops.rmsnorm_backward(dinp, dw, dout, inp, w, rstd, m->B, m->T, m->C);
     else
         m->be->ops.layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, m->B, m->T, m->C);
+    keep(m, dinp, (size_t)m->B * m->T * m->C);   /* the residual stream's gradient */
 }
 
 /* An optional per-layer slice: NULL when the tensor is absent (size 0). */
@@ -625,10 +651,14 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
            position term (learned positions only) comes from TP rank 0, the
            all-reduce sums them. */
         ops->encoder_forward(a->encoded, a->inputs, p->wte, tp0 ? p->wpe : NULL, B, T, C, Vl, m->v_start);
+        keep(m, a->encoded, BTC);
         tp_sum(m, a->encoded, BTC);
+        keep(m, a->encoded, BTC);
         mds_dropout d = site_dropout(m, m->cfg.hidden_dropout, 0, 0);
-        if (d.p > 0.0f)
+        if (d.p > 0.0f) {
             ops->dropout_forward(a->encoded, a->encoded, B, T, C, d);   /* Megatron's embedding dropout */
+            keep(m, a->encoded, BTC);
+        }
     }
     /* else: the caller received `encoded` from the previous stage */
     const float *rcos = m->rope_memory, *rsin = m->rope_memory + (size_t)T * (size_t)(m->rot / 2);
@@ -648,30 +678,46 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
         /* column-parallel QKV (Megatron's f: identity forward) */
         ops->matmul_forward(qkv, ln1, p->qkvw + (size_t)l * QKVl * C, layer_part(p->qkvb, l, QKVl), B, T, C,
                             (int)QKVl);
-        if (m->rot)
+        keep(m, qkv, BT * QKVl);
+        if (m->rot) {
             ops->rope_forward(qkv, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
+            keep(m, qkv, BT * QKVl);
+        }
         ops->attention_forward(atty, a->att_lse + (size_t)l * NHl * BT, qkv, B, T, Cl, NHl, m->Gl, da);
+        keep(m, atty, BT * (size_t)Cl);
         /* row-parallel projection: partial sums, bias on TP rank 0, then g;
            Megatron's bias-dropout-add: residual + dropout(proj + bias) */
         ops->matmul_forward(attproj, atty, p->attprojw + (size_t)l * C * Cl,
                             tp0 ? layer_part(p->attprojb, l, C) : NULL, B, T, Cl, C);
+        keep(m, attproj, BTC);
         tp_sum(m, attproj, BTC);
-        if (dh1.p > 0.0f)
+        keep(m, attproj, BTC);
+        if (dh1.p > 0.0f) {
             ops->dropout_forward(attproj, attproj, B, T, C, dh1);
+            keep(m, attproj, BTC);
+        }
         ops->residual_forward(res2, residual, attproj, BTC);
+        keep(m, res2, BTC);
         norm_forward(m, ln2, layer_part(a->ln2_mean, l, BT), a->ln2_rstd + l * BT, res2, p->ln2w + lC,
                      layer_part(p->ln2b, l, C));
         ops->matmul_forward(fch, ln2, p->fcw + (size_t)l * FC1l * C, layer_part(p->fcb, l, FC1l), B, T, C, (int)FC1l);
+        keep(m, fch, BT * FC1l);
         if (m->cfg.swiglu)
             ops->swiglu_forward(fchg, fch, BT, Fl);
         else
             ops->gelu_forward(fchg, fch, BT * Fl);
+        keep(m, fchg, BT * (size_t)Fl);
         ops->matmul_forward(fcproj, fchg, p->fcprojw + (size_t)l * C * Fl, tp0 ? layer_part(p->fcprojb, l, C) : NULL,
                             B, T, Fl, C);
+        keep(m, fcproj, BTC);
         tp_sum(m, fcproj, BTC);
-        if (dh2.p > 0.0f)
+        keep(m, fcproj, BTC);
+        if (dh2.p > 0.0f) {
             ops->dropout_forward(fcproj, fcproj, B, T, C, dh2);
+            keep(m, fcproj, BTC);
+        }
         ops->residual_forward(res3, res2, fcproj, BTC);
+        keep(m, res3, BTC);
         residual = res3;
     }
     double sums[2];
@@ -686,6 +732,7 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
     norm_forward(m, a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb);
     const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
     ops->matmul_forward(a->logits, a->lnf, outw, NULL, B, T, C, Vl);
+    keep(m, a->logits, BT * (size_t)Vl);   /* logits are stored in the working dtype; the loss is fp32 */
     ops->crossentropy_forward(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, a->targets,
                               a->mask, B, T, Vl, m->v_start);
     if (m->cfg.tp_size > 1) {
@@ -723,11 +770,14 @@ void gpt_backward(gpt_model *m, float scale)
         ops->loss_grad(a->dlosses, a->mask, inv, BT);
         ops->crossentropy_backward(a->logits, a->logits, a->maxes, a->sumexp, a->targets, a->dlosses,
                                    B, T, Vl, m->v_start);
+        keep(m, a->logits, BT * (size_t)Vl);
         const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
         float *doutw = m->cfg.untie_embeddings ? g->outw : g->wte;
         m->be->zero(a->dln, BTC * sizeof(float));
         ops->matmul_backward(a->dln, doutw, NULL, a->logits, a->lnf, outw, B, T, C, Vl);
+        keep(m, a->dln, BTC);
         tp_sum(m, a->dln, BTC);   /* the output layer is column-parallel */
+        keep(m, a->dln, BTC);
         const float *last = a->residual3 + (size_t)(m->Ll - 1) * BTC;
         m->be->zero(a->dresidual, BTC * sizeof(float));
         norm_backward(m, a->dresidual, g->lnfw, g->lnfb, a->dln, last, p->lnfw, a->lnf_mean, a->lnf_rstd);
@@ -750,40 +800,52 @@ void gpt_backward(gpt_model *m, float scale)
         const float *dmlp = a->dresidual;   /* d(fcproj): through the MLP output's dropout (dln as scratch) */
         if (dh2.p > 0.0f) {
             ops->dropout_backward(a->dln, a->dresidual, B, T, C, dh2);
+            keep(m, a->dln, BTC);
             dmlp = a->dln;
         }
         m->be->zero(a->dfch_gelu, BT * Fl * sizeof(float));
         ops->matmul_backward(a->dfch_gelu, g->fcprojw + (size_t)l * C * Fl, layer_part(g->fcprojb, l, C),
                              dmlp, fchg, p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
+        keep(m, a->dfch_gelu, BT * (size_t)Fl);
         m->be->zero(a->dfch, BT * FC1l * sizeof(float));
         if (m->cfg.swiglu)
             ops->swiglu_backward(a->dfch, fch, a->dfch_gelu, BT, Fl);
         else
             ops->gelu_backward(a->dfch, fch, a->dfch_gelu, BT * Fl);
+        keep(m, a->dfch, BT * FC1l);
         m->be->zero(a->dln, BTC * sizeof(float));
         ops->matmul_backward(a->dln, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch, ln2,
                              p->fcw + (size_t)l * FC1l * C, B, T, C, (int)FC1l);
+        keep(m, a->dln, BTC);
         tp_sum(m, a->dln, BTC);   /* f in backward */
+        keep(m, a->dln, BTC);
         norm_backward(m, a->dresidual, g->ln2w + lC, layer_part(g->ln2b, l, C), a->dln, res2, p->ln2w + lC,
                       layer_part(a->ln2_mean, l, BT), a->ln2_rstd + l * BT);
         /* now dresidual is d(residual2[l]) */
         const float *datt = a->dresidual;   /* d(attproj): through the attention output's dropout */
         if (dh1.p > 0.0f) {
             ops->dropout_backward(a->dln, a->dresidual, B, T, C, dh1);
+            keep(m, a->dln, BTC);
             datt = a->dln;
         }
         m->be->zero(a->datty, BT * Cl * sizeof(float));
         ops->matmul_backward(a->datty, g->attprojw + (size_t)l * C * Cl, layer_part(g->attprojb, l, C),
                              datt, atty, p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
+        keep(m, a->datty, BT * (size_t)Cl);
         m->be->zero(a->dqkv, BT * QKVl * sizeof(float));
         ops->attention_backward(a->dqkv, a->datty, qkv, atty, a->att_lse + (size_t)l * NHl * BT, B, T, Cl, NHl,
                                 m->Gl, da);
-        if (m->rot)   /* back through the rotation: d(q, k) before it */
+        keep(m, a->dqkv, BT * QKVl);
+        if (m->rot) {   /* back through the rotation: d(q, k) before it */
             ops->rope_backward(a->dqkv, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
+            keep(m, a->dqkv, BT * QKVl);
+        }
         m->be->zero(a->dln, BTC * sizeof(float));
         ops->matmul_backward(a->dln, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv, ln1,
                              p->qkvw + (size_t)l * QKVl * C, B, T, C, (int)QKVl);
+        keep(m, a->dln, BTC);
         tp_sum(m, a->dln, BTC);
+        keep(m, a->dln, BTC);
         norm_backward(m, a->dresidual, g->ln1w + lC, layer_part(g->ln1b, l, C), a->dln, residual, p->ln1w + lC,
                       layer_part(a->ln1_mean, l, BT), a->ln1_rstd + l * BT);
     }
@@ -796,10 +858,15 @@ void gpt_backward(gpt_model *m, float scale)
         mds_dropout d = site_dropout(m, m->cfg.hidden_dropout, 0, 0);
         if (d.p > 0.0f) {
             ops->dropout_backward(a->dln, a->dresidual, B, T, C, d);
+            keep(m, a->dln, BTC);
             demb = a->dln;
         }
         ops->encoder_backward(g->wte, g->wpe, demb, a->inputs, B, T, C, Vl, m->v_start);
     }
+    /* fp16 main gradients (--fp16 without --accumulate-allreduce-grads-in-fp32):
+       the buffer holds what an fp16 buffer would after this micro-batch */
+    if (m->cfg.grad_dtype != MDS_F32)
+        ops->round_to(m->grads_memory, m->num_params, m->cfg.grad_dtype);
 }
 
 int gpt_param_counts_in_norm(const gpt_model *m, int id)
@@ -855,7 +922,10 @@ void gpt_update_shard(gpt_model *m, const float *g, float lr, float beta1, float
                                 m->step, lr, beta1, beta2, eps, gpt_param_decays(i) ? weight_decay : 0.0f,
                                 grad_scale);
     }
-    /* the working weights are the master while they are fp32: nothing to cast */
+    if (m->master_memory != m->params_memory && hi > lo) {   /* the working copy: the master, rounded */
+        m->be->copy(m->params_memory + lo, m->master_memory + lo, (hi - lo) * sizeof(float));
+        m->be->ops.round_to(m->params_memory + lo, hi - lo, m->cfg.dtype);
+    }
 }
 
 void gpt_update(gpt_model *m, float lr, float beta1, float beta2, float eps,

@@ -30,8 +30,15 @@
  * act_sizes[]); its bytes are the product with mds_dtype_size().  The fp32
  * master weights (master_memory), which the optimizer updates and
  * checkpoints save, are kept apart from the working weights the kernels read
- * (params_memory); while the working dtype is fp32 — the only one so far —
- * they are the same buffer.  Gradients are fp32 (Megatron's main grads).
+ * (params_memory); with fp32 working weights they are the same buffer, with
+ * bf16/fp16 ones the working copy is the master rounded after every update.
+ * Mixed precision on a backend that computes in fp32 (the CPU): every op
+ * computes in fp32 and the tensors a GPU would store in 16 bits (weights,
+ * activations, activation gradients, logits) are rounded to that format
+ * (the backend's round_to) where they are stored; LayerNorm/RMSNorm
+ * statistics, the attention lse, losses and weight gradients stay fp32
+ * (Megatron's main grads), unless grad_dtype is fp16: then the gradient
+ * buffer is rounded after each micro-batch's backward.
  * The AdamW state covers the flat elements [opt_lo, opt_hi): all of them, or
  * one data-parallel shard (gpt_set_optimizer_shard, ZeRO-1).  Activations
  * are sized for act_slots micro-batches of B sequences of T tokens (one
@@ -96,7 +103,11 @@ typedef struct gpt_config {
     int pp_size, pp_rank;     /* default 1, 0 */
     int act_slots;            /* micro-batches whose activations are kept; 0 or 1: one */
     const mds_backend *backend; /* where tensors live and ops run; NULL: mds_backend_cpu() */
-    int dtype;                /* working weights and activations: MDS_F32 (default; the only one yet) */
+    int dtype;                /* working weights and activations: MDS_F32 (default), MDS_BF16 (--bf16),
+                                 MDS_F16 (--fp16); masters, optimizer state, losses and norm
+                                 statistics stay fp32 */
+    int grad_dtype;           /* main gradients: MDS_F32 (default; always with bf16), or MDS_F16
+                                 (--fp16 without --accumulate-allreduce-grads-in-fp32) */
     /* the Llama family (Megatron's flags); the defaults are GPT-2's */
     int position_embedding;   /* enum gpt_position: learned absolute (default), rope, none */
     double rotary_base;       /* --rotary-base, default 10000 */

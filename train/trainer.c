@@ -159,6 +159,7 @@ int trainer_init(trainer *t, gpt_model *m, const train_layout *P, const ds_pipel
     t->cfg = *cfg;
     t->nmicro = trainer_micro_batches(cfg->global_batch_size, m->B, P->dp_size);
     t->tp_ops = (gpt_tp_ops){ t, tp_sum, tp_max };
+    t->scaler = cfg->scaler;
     m->tp = &t->tp_ops;
     size_t BT = (size_t)m->B * (size_t)m->T, T = (size_t)m->T;
     t->inputs = malloc(BT * sizeof *t->inputs);
@@ -382,17 +383,41 @@ static int reduce_grads(trainer *t, double *norm)
         COMM(t, comm_allreduce(P->emb, m->grads.wte, m->param_sizes[GPT_WTE], COMM_F32, COMM_SUM),
              "embedding gradient all-reduce");
     double sq;
+    /* the gradients this rank reduces (all, or its shard) */
+    float *g = m->grads_memory;
+    size_t lo = 0, hi = m->num_params;
     if (!t->cfg.dist_opt) {
         COMM(t, comm_allreduce(P->dp, m->grads_memory, m->num_params, COMM_F32, COMM_SUM),
              "data-parallel gradient all-reduce");
-        sq = gpt_grad_sq_range(m, m->grads_memory, 0, m->num_params);
-        COMM(t, comm_allreduce(P->mp, &sq, 1, COMM_F64, COMM_SUM), "gradient norm all-reduce");
     } else {
         m->be->copy(t->pad, m->grads_memory, m->num_params * sizeof(float));
         COMM(t, comm_reduce_scatter(P->dp, t->gshard, t->pad, t->shard), "data-parallel gradient reduce-scatter");
-        sq = gpt_grad_sq_range(m, t->gshard, t->lo, t->hi);
-        COMM(t, comm_allreduce(P->world, &sq, 1, COMM_F64, COMM_SUM), "gradient norm all-reduce");
+        g = t->gshard;
+        lo = t->lo;
+        hi = t->hi;
     }
+    /* an fp16 gradient buffer's reduction: summed in fp32 in rank order and
+       rounded once (what comm.h's F16 sum gives) */
+    if (m->cfg.grad_dtype != MDS_F32)
+        m->be->ops.round_to(g, hi - lo, m->cfg.grad_dtype);
+    /* unscale the main gradients; with a scaler, the optimizer's found_inf
+       over every rank (each checked what it reduced) */
+    t->found_inf = 0;
+    if (t->scaler.enabled || t->scaler.scale != 1.0) {
+        double bad = 0.0;
+        m->be->ops.unscale_check(m->dsum, g, hi - lo, (float)(1.0 / t->scaler.scale));
+        m->be->copy(&bad, m->dsum, sizeof bad);
+        if (t->scaler.enabled) {
+            COMM(t, comm_allreduce(P->world, &bad, 1, COMM_F64, COMM_MAX), "found-inf all-reduce");
+            t->found_inf = bad > 0.0;
+        }
+    }
+    if (t->found_inf) {
+        *norm = NAN;
+        return 0;
+    }
+    sq = gpt_grad_sq_range(m, g, lo, hi);
+    COMM(t, comm_allreduce(t->cfg.dist_opt ? P->world : P->mp, &sq, 1, COMM_F64, COMM_SUM), "gradient norm all-reduce");
     *norm = sqrt(sq);
     return 0;
 }
@@ -402,7 +427,10 @@ int trainer_backward_pass(trainer *t, uint64_t base, double *loss, double *grad_
     gpt_model *m = t->m;
     gpt_zero_grad(m);
     t->ls = t->nt = 0;
-    struct step st = { t, DS_SPLIT_TRAIN, base, 1.0f / (float)(t->nmicro * (uint64_t)t->P->dp_size) };
+    /* the loss scale rides on the backward's seed (Megatron scales the loss) */
+    uint64_t n = t->nmicro * (uint64_t)t->P->dp_size;
+    struct step st = { t, DS_SPLIT_TRAIN, base,
+                       t->scaler.scale == 1.0 ? 1.0f / (float)n : (float)(t->scaler.scale / (double)n) };
     TRY(run_schedule(&st));
     TRY(reduce_grads(t, grad_norm));
     *loss = 0.0;
@@ -415,6 +443,9 @@ int trainer_update(trainer *t, double lr, double grad_norm)
 {
     gpt_model *m = t->m;
     const trainer_config *c = &t->cfg;
+    train_loss_scaler_update(&t->scaler, t->found_inf);
+    if (t->found_inf)
+        return 0;   /* Megatron's skipped iteration: no step, the scale backs off */
     float scale = global_norm_clip_scale((float)grad_norm, c->clip_grad);
     if (!c->dist_opt) {
         gpt_update(m, (float)lr, c->beta1, c->beta2, c->eps, c->weight_decay, scale);
@@ -478,6 +509,17 @@ int trainer_save(trainer *t, const char *dir, const ckpt_state *st)
         }
         am = full;
         av = full + n;
+    }
+    /* 16-bit working weights under the distributed optimizer: each rank
+       updated only its shard of the fp32 masters; gather them for the file */
+    if (t->cfg.dist_opt && m->master_memory != m->params_memory) {
+        float *mine = t->pad + (size_t)P->dp_rank * t->shard;
+        m->be->copy(mine, m->master_memory + t->lo, (t->hi - t->lo) * sizeof(float));
+        if (comm_allgather(P->dp, t->pad, mine, t->shard) < 0) {
+            free(full);
+            return fail(t, "master weight all-gather: %s", comm_error());
+        }
+        m->be->copy(m->master_memory, t->pad, m->num_params * sizeof(float));
     }
     int rc = 0;
     if (P->dp_rank == 0) rc = ckpt_save_rank(dir, m, am, av, st, err, sizeof err);

@@ -29,6 +29,7 @@
 
 #include "checkpoint.h"
 #include "comm.h"
+#include "loss_scale.h"
 #include "dataset.h"
 #include "model.h"
 
@@ -109,6 +110,7 @@ typedef struct trainer_config {
     int vocab_size;                   /* token ids must be below it */
     int dist_opt;                     /* --use-distributed-optimizer */
     float beta1, beta2, eps, weight_decay, clip_grad;
+    train_loss_scaler scaler;         /* its initial state (disabled unless --fp16) */
     void (*fatal)(const char *msg);   /* a tensor-parallel collective failed; must not return */
 } trainer_config;
 
@@ -129,6 +131,8 @@ typedef struct trainer {
     size_t shard, lo, hi;
     float *pad, *gshard;
     double ls, nt;                    /* the last schedule's loss and mask sums (last stage) */
+    train_loss_scaler scaler;         /* the live loss scale */
+    int found_inf;                    /* the last backward pass overflowed (fp16): skip its update */
     char err[1024];
 } trainer;
 
@@ -155,17 +159,20 @@ int trainer_act_slots(const train_layout *P, uint64_t nmicro);
  * gradients, run the micro-batches (1F1B when PP > 1), sum the tied
  * embedding's gradient over its first and last stage, reduce the gradients
  * over data-parallel ranks (all-reduce, or reduce-scatter into the shard),
- * and compute the global gradient norm.  *loss is Megatron's logged lm loss
- * (sum of masked losses / sum of the mask over the global batch) on the last
- * stage, 0 elsewhere.
+ * unscale them by the loss scale and, with a scaler, look for non-finite
+ * values on every rank (t->found_inf), and compute the global gradient norm
+ * (NaN when found_inf).  *loss is Megatron's logged lm loss (sum of masked
+ * losses / sum of the mask over the global batch) on the last stage, 0
+ * elsewhere; it is not scaled.
  * @return : 0, or -1 with t->err.
  */
 int trainer_backward_pass(trainer *t, uint64_t base, double *loss, double *grad_norm);
 
 /*
- * trainer_update() - clip by grad_norm (Megatron's clip_grad_norm_) and take
+ * trainer_update() - with t->found_inf, skip the step (Megatron's skipped
+ * iteration); else clip by grad_norm (Megatron's clip_grad_norm_) and take
  * one AdamW step at lr; with the distributed optimizer on this rank's shard,
- * then all-gather the parameters.
+ * then all-gather the parameters.  Either way the loss scaler is updated.
  * @return : 0, or -1 with t->err.
  */
 int trainer_update(trainer *t, double lr, double grad_norm);

@@ -22,11 +22,12 @@ TINY="--mock-data --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-s
 # exact FILE...: "loss norm" of each line -v -v adds on the logging rank
 exact() { cat "$@" | sed -n 's/^ \[rank [0-9]*\] lm loss \([^ ]*\) grad norm \([^ ]*\)$/\1 \2/p'; }
 
-# close FILE: 5 lines, each loss within 2e-7 and norm within 1e-5
-# (relative) of $T/ref, the one-process run's exact lines
+# close FILE: 5 lines, each loss within LOSS_TOL (2e-7) and norm within
+# NORM_TOL (1e-5), relative, of $T/ref, the one-process run's exact lines
+# (bf16/fp16 runs set wider ones: a layout changes where sums are rounded)
 close() {
-    test "$(wc -l <"$1")" -eq 5 && paste -d' ' "$T/ref" "$1" | awk '
+    test "$(wc -l <"$1")" -eq 5 && paste -d' ' "$T/ref" "$1" | awk -v lt="${LOSS_TOL:-2e-7}" -v nt="${NORM_TOL:-1e-5}" '
         function rel(a, b) { d = a - b; if (d < 0) d = -d; return d / (a < 0 ? -a : a) }
-        { if (rel($1, $3) > 2e-7 || rel($2, $4) > 1e-5) { print "  differs: " $0 > "/dev/stderr"; bad = 1 } }
+        { if (rel($1, $3) > lt || rel($2, $4) > nt) { print "  differs: " $0 > "/dev/stderr"; bad = 1 } }
         END { exit bad }'
 }

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "dtype.h"
 #include "kernels.h"
 
 static uint64_t rng_state;
@@ -132,6 +133,8 @@ static int report(const char *name, size_t i, double got, double ref, int *shown
 
 static int close_enough(double got, double ref, double atol, double rtol)
 {
+    if (got == ref)
+        return 1;   /* equal infinities too */
     if (isnan(ref) || isnan(got))
         return isnan(ref) && isnan(got);
     return fabs(got - ref) <= atol + rtol * fabs(ref);
@@ -562,6 +565,30 @@ static void t_loss_grad(const struct shape *s)
     tf_free(&dl); tf_free(&mask);
 }
 
+static void t_round_to(const struct shape *s)
+{
+    for (int dt = MDS_F32; dt <= MDS_F16; dt++) {
+        tf x = tf_rand(flat(s), 1e5f);   /* fp16 overflows beyond 65504 */
+        round_to_cpu(x.ref, flat(s), dt);
+        be->ops.round_to(x.dev, flat(s), dt);
+        check_f(dt == MDS_F32 ? "x (fp32)" : dt == MDS_BF16 ? "x (bf16)" : "x (fp16)", &x, 0, 0);
+        tf_free(&x);
+    }
+}
+
+static void t_unscale_check(const struct shape *s)
+{
+    tf x = tf_rand(flat(s), 1e3f);
+    x.ref[flat(s) / 2] = INFINITY;
+    be->copy(x.dev, x.ref, flat(s) * sizeof(float));
+    td out = td_new(1);
+    unscale_check_cpu(out.ref, x.ref, flat(s), 1.0f / 1024);
+    be->ops.unscale_check(out.dev, x.dev, flat(s), 1.0f / 1024);
+    check_f("x", &x, 0, 0);
+    check_d("nonfinite", &out, 0, 0);
+    tf_free(&x); td_free(&out);
+}
+
 static void t_adamw_update(const struct shape *s)
 {
     size_t n = flat(s) + 3;
@@ -597,7 +624,7 @@ static const struct op {
     ENTRY(dropout_forward), ENTRY(dropout_backward), ENTRY(rope_forward), ENTRY(rope_backward), ENTRY(rmsnorm_forward), ENTRY(rmsnorm_backward),
     ENTRY(swiglu_forward), ENTRY(swiglu_backward), ENTRY(gelu_forward), ENTRY(gelu_backward), ENTRY(residual_forward), ENTRY(residual_backward),
     ENTRY(crossentropy_forward), ENTRY(crossentropy_rescale), ENTRY(crossentropy_loss),
-    ENTRY(crossentropy_backward), ENTRY(loss_reduce), ENTRY(loss_grad), ENTRY(adamw_update),
+    ENTRY(crossentropy_backward), ENTRY(loss_reduce), ENTRY(loss_grad), ENTRY(round_to), ENTRY(unscale_check), ENTRY(adamw_update),
     ENTRY(global_norm_squared),
 };
 #define NOPS (sizeof ops / sizeof ops[0])

@@ -266,6 +266,65 @@ static void test_gradcheck_dropout(void)
     gpt_model_free(&m);
 }
 
+/* --bf16 / --fp16 on the CPU: the working weights are the fp32 masters
+ * rounded (before and after an update), the forward and gradients stay
+ * within the 16-bit formats' precision of fp32's, and an fp16 gradient
+ * buffer holds fp16 values. */
+static void test_mixed_precision(void)
+{
+    for (int dt = MDS_BF16; dt <= MDS_F16; dt++) {
+        gpt_config c;
+        gpt_model m, r;
+        char err[200];
+        tiny_config(&c, 0);
+        CHECK(gpt_model_init(&r, &c, 2, 5, err, sizeof err) == 0);
+        c.dtype = dt;
+        c.grad_dtype = dt == MDS_F16 ? MDS_F16 : MDS_F32;
+        CHECK(gpt_model_init(&m, &c, 2, 5, err, sizeof err) == 0);
+        CHECK(m.master_memory != m.params_memory);
+        CHECK(memcmp(m.master_memory, r.params_memory, m.num_params * sizeof(float)) == 0);   /* same init */
+        int rounded = 1;
+        for (size_t i = 0; i < m.num_params; i++)
+            rounded &= m.params_memory[i] == mds_round_to(dt, m.master_memory[i]);
+        CHECK(rounded);
+        int inp[10], tgt[10];
+        float mask[10];
+        make_batch(inp, tgt, mask, 10, c.vocab_size, 0);
+        double l16 = loss_of(&m, inp, tgt, mask), l32 = loss_of(&r, inp, tgt, mask);
+        CHECK(fabs(l16 - l32) < (dt == MDS_BF16 ? 2e-2 : 3e-3) * l32 && l16 != l32);
+        gpt_zero_grad(&m);
+        gpt_backward(&m, 1.0f);
+        gpt_zero_grad(&r);
+        gpt_backward(&r, 1.0f);
+        double e2 = 0, a2 = 0;
+        int fp16_grads = 1;
+        for (size_t i = 0; i < m.num_params; i++) {
+            double d = (double)m.grads_memory[i] - r.grads_memory[i];
+            e2 += d * d;
+            a2 += (double)r.grads_memory[i] * r.grads_memory[i];
+            if (dt == MDS_F16) fp16_grads &= m.grads_memory[i] == mds_round_to(MDS_F16, m.grads_memory[i]);
+        }
+        CHECK(sqrt(e2 / a2) < (dt == MDS_BF16 ? 5e-2 : 1e-2));
+        CHECK(fp16_grads);
+        gpt_update(&m, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f);
+        rounded = 1;
+        int moved = 0;
+        for (size_t i = 0; i < m.num_params; i++) {
+            rounded &= m.params_memory[i] == mds_round_to(dt, m.master_memory[i]);
+            moved |= m.master_memory[i] != r.params_memory[i];
+        }
+        CHECK(rounded && moved);
+        /* the state interface: weights are the masters; writing them rounds the working copy */
+        float w0;
+        CHECK(gpt_state_read(&m, GPT_STATE_WEIGHTS, 3, &w0, 1) == 0 && w0 == m.master_memory[3]);
+        float w1 = 0.123456789f;
+        CHECK(gpt_state_write(&m, GPT_STATE_WEIGHTS, 3, &w1, 1) == 0);
+        CHECK(m.master_memory[3] == w1 && m.params_memory[3] == mds_round_to(dt, w1));
+        gpt_model_free(&m);
+        gpt_model_free(&r);
+    }
+}
+
 static void test_llama_config_and_shards(void)
 {
     gpt_config c;
@@ -569,6 +628,7 @@ int main(int argc, char **argv)
     RUN(test_gradcheck_llama);
     RUN(test_llama_config_and_shards);
     RUN(test_gradcheck_dropout);
+    RUN(test_mixed_precision);
     RUN(test_accumulation);
     RUN(test_training_and_determinism);
     RUN(test_checkpoint);
