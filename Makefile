@@ -187,7 +187,7 @@ $(BUILD)/train/comm_mpi.o: train/comm_mpi.c $(BUILD)/CONFIG
 	@$(if $(Q),echo "  MPICC   $<")
 	$(Q)$(COMM_CC) $(CPPFLAGS) $(CFLAGS) $(COMM_DEFS) -c $< -o $@
 
-$(BUILD)/mdstrain: $(BUILD)/programs/mdstrain.o $(COMM_OBJS) $(CLI_OBJS) $(LIB)
+$(BUILD)/mdstrain: $(BUILD)/programs/mdstrain.o $(BUILD)/programs/tblog.o $(COMM_OBJS) $(CLI_OBJS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(COMM_CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
@@ -283,5 +283,5 @@ FORCE:
 .DELETE_ON_ERROR:
 
 -include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(INSPECT_OBJS:.o=.d) $(BUILD)/programs/mdsprep.d \
-         $(BUILD)/programs/mdsinspect.d $(BUILD)/programs/mdstrain.d \
+         $(BUILD)/programs/mdsinspect.d $(BUILD)/programs/mdstrain.d $(BUILD)/programs/tblog.d \
          $(BUILD)/train/comm.d $(BUILD)/train/comm_tcp.d $(BUILD)/train/comm_mpi.d
