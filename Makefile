@@ -187,7 +187,7 @@ $(BUILD)/train/comm_mpi.o: train/comm_mpi.c $(BUILD)/CONFIG
 	@$(if $(Q),echo "  MPICC   $<")
 	$(Q)$(COMM_CC) $(CPPFLAGS) $(CFLAGS) $(COMM_DEFS) -c $< -o $@
 
-$(BUILD)/mdstrain: $(BUILD)/programs/mdstrain.o $(COMM_OBJS) $(CLI_OBJS) $(LIB)
+$(BUILD)/mdstrain: $(BUILD)/programs/mdstrain.o $(BUILD)/programs/tblog.o $(COMM_OBJS) $(CLI_OBJS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(COMM_CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
@@ -240,6 +240,24 @@ test: deps
 test-run: $(PROGS) $(TEST_BINS) $(FUZZ_BINS)
 	@BUILD=$(BUILD) MDS_FEATURES='$(MDS_FEATURES)' sh tests/run.sh
 
+## test-slurm: install Slurm and munge (Debian), start a one-host cluster, run the examples and mdstrain through sbatch/srun (about 2 min, root)
+# Not part of `make test`: it needs root, two daemons and free ports, and
+# takes longer than the rest together (docs/cli.md, "Slurm").
+SLURM_PACKAGES := slurm-wlm munge
+test-slurm: deps
+	@missing=$$(dpkg-query -W -f='$${Package} $${db:Status-Status}\n' $(SLURM_PACKAGES) 2>/dev/null | \
+	    awk '$$2 == "installed" {ok[$$1] = 1} END {n = split("$(SLURM_PACKAGES)", p, " "); \
+	         for (i = 1; i <= n; i++) if (!(p[i] in ok)) printf " %s", p[i]}'); \
+	if [ -n "$$missing" ]; then \
+	    if [ "$$(id -u)" != 0 ]; then echo "test-slurm: needs root (missing:$$missing)" >&2; exit 1; fi; \
+	    echo "test-slurm: installing$$missing"; \
+	    (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && \
+	     apt-get install -y -qq --no-install-recommends $$missing) >/dev/null || \
+	        { echo "test-slurm: apt-get install failed for:$$missing" >&2; exit 1; }; \
+	fi
+	@$(MAKE) --no-print-directory WERROR=1 $(PROGS) $(BUILD)/tests/test_tensorboard
+	@BUILD=$(BUILD) sh tests/slurm/test_slurm.sh
+
 ## check-golden: also compare the large dev corpus with Megatron's golden output (needs ../shared)
 check-golden: deps
 	@$(MAKE) --no-print-directory all
@@ -280,9 +298,9 @@ help:
 	@sed -n 's/^## \([a-z-]*\): \(.*\)/  make \1\t\2/p' $(MAKEFILE_LIST) | expand -t 24
 
 FORCE:
-.PHONY: all deps test test-run check-golden demo bench install config clean help FORCE
+.PHONY: all deps test test-run test-slurm check-golden demo bench install config clean help FORCE
 .DELETE_ON_ERROR:
 
 -include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(INSPECT_OBJS:.o=.d) $(BUILD)/programs/mdsprep.d \
-         $(BUILD)/programs/mdsinspect.d $(BUILD)/programs/mdstrain.d \
+         $(BUILD)/programs/mdsinspect.d $(BUILD)/programs/mdstrain.d $(BUILD)/programs/tblog.d \
          $(BUILD)/train/comm.d $(BUILD)/train/comm_tcp.d $(BUILD)/train/comm_mpi.d

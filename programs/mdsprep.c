@@ -33,6 +33,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -100,7 +101,7 @@ static const struct cli_option options[] = {
     {"tokenizer-type", 0, CLI_ARG_ONE, O_TOKENIZER_TYPE, "TYPE", "GPT2BPETokenizer (the only one)"},
     {"vocab-file", 0, CLI_ARG_ONE, O_VOCAB_FILE, "PATH", "GPT-2 vocab JSON (default: the bundled gpt2-vocab.json)"},
     {"merge-file", 0, CLI_ARG_ONE, O_MERGE_FILE, "PATH", "GPT-2 merges (default: the bundled gpt2-merges.txt)"},
-    {"workers", 'j', CLI_ARG_ONE, O_WORKERS, "N", "tokenizer threads (default: the number of CPUs)"},
+    {"workers", 'j', CLI_ARG_ONE, O_WORKERS, "N", "tokenizer threads (default: the CPUs this process may use: its affinity mask, at most SLURM_CPUS_PER_TASK)"},
     {"partitions", 0, CLI_ARG_ONE, O_PARTITIONS, "N", "accepted for Megatron compatibility; output keeps input order"},
     {"log-interval", 0, CLI_ARG_ONE, O_LOG_INTERVAL, "N", "print Megatron's progress line every N documents (default 1000)"},
     {"dataset-impl", 0, CLI_ARG_ONE, O_DATASET_IMPL, "mmap", "only mmap (Megatron's MMIDIDX) is written"},
@@ -155,7 +156,7 @@ struct config {
     int keys_given;
     int append_eod;
     const char *vocab_file, *merge_file;
-    int workers;
+    int workers, workers_given;
     uint64_t log_interval;
     int skip_invalid, special_tokens, use_pcre2, skip_empty;
 };
@@ -204,7 +205,7 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
         break;
     case O_VOCAB_FILE: c->vocab_file = val; break;
     case O_MERGE_FILE: c->merge_file = val; break;
-    case O_WORKERS: c->workers = (int)cli_opt_u64(o, val, 1, 1024); break;
+    case O_WORKERS: c->workers = (int)cli_opt_u64(o, val, 1, 1024); c->workers_given = 1; break;
     case O_PARTITIONS: (void)cli_opt_u64(o, val, 1, 1 << 20); break;
     case O_LOG_INTERVAL: c->log_interval = cli_opt_u64(o, val, 1, UINT64_MAX >> 1); break;
     case O_DATASET_IMPL:
@@ -233,6 +234,22 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     }
 }
 
+/* The CPUs this process may use: its affinity mask (what a launcher or
+ * taskset gave it), no more than a Slurm job step's SLURM_CPUS_PER_TASK
+ * (which a mask does not show under TaskPlugin=task/none), else the online
+ * CPUs.  In [1, 1024]. */
+static int default_workers(void)
+{
+    long n = 0;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+    if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *v = getenv("SLURM_CPUS_PER_TASK");
+    uint64_t k;
+    if (v && cli_parse_u64(v, &k) == 0 && k > 0 && (n <= 0 || k < (uint64_t)n)) n = (long)k;
+    return n > 0 ? (int)(n > 1024 ? 1024 : n) : 1;
+}
+
 static void parse_args(int argc, char **argv, struct config *c)
 {
     c->workers = 0;
@@ -248,10 +265,7 @@ static void parse_args(int argc, char **argv, struct config *c)
     for (size_t k = 0; k < c->nkeys; k++)
         for (size_t j = 0; j < k; j++)
             if (strcmp(c->keys[j], c->keys[k]) == 0) cli_usage("key '%s' given twice in --json-keys", c->keys[k]);
-    if (c->workers == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        c->workers = n > 0 ? (int)(n > 1024 ? 1024 : n) : 1;
-    }
+    if (c->workers == 0) c->workers = default_workers();
 }
 
 /* Megatron's --partitions mode takes --input as a glob pattern; we expand a
@@ -283,12 +297,16 @@ static void expand_inputs(struct config *c)
     free(c->inputs);
     c->inputs = out;
     c->ninputs = n;
+    /* Checked before any output is made, without opening: the reader opens
+       each input exactly once, so a named pipe's writer (mkfifo) or a
+       process substitution is read once and not cut off by an early close. */
     size_t stdin_count = 0;
     for (size_t i = 0; i < n; i++) {
         if (strcmp(out[i], "-") == 0) { stdin_count++; continue; }
-        FILE *f = fopen(out[i], "rb");
-        if (!f) cli_die(1, "cannot open '%s': %s", out[i], strerror(errno));
-        fclose(f);
+        struct stat st;
+        if (stat(out[i], &st) != 0 || access(out[i], R_OK) != 0)
+            cli_die(1, "cannot open '%s': %s", out[i], strerror(errno));
+        if (S_ISDIR(st.st_mode)) cli_die(1, "cannot open '%s': %s", out[i], strerror(EISDIR));
     }
     if (stdin_count > 1) cli_usage("stdin ('-') given more than once");
 }
@@ -764,6 +782,8 @@ int main(int argc, char **argv)
     if (cli.verbosity >= 3) {
         for (size_t i = 0; i < cfg.ninputs; i++) fprintf(stderr, "Opening %s\n", cfg.inputs[i]);
         fprintf(stderr, "Time to startup: %.3f\n", cli_now() - t0);
+        fprintf(stderr, "%s: %d worker%s%s\n", cli.name, cfg.workers, cfg.workers == 1 ? "" : "s",
+                cfg.workers_given ? "" : " (the CPUs this process may use; --workers N sets them)");
     }
 
     static struct pipeline p;     /* static: a detached reader may outlive main's frame */
@@ -799,6 +819,7 @@ int main(int argc, char **argv)
 
     /* The writer: chunks in order. */
     uint64_t total_docs = 0, total_chars = 0, total_bytes = 0, blank = 0, skipped = 0, lines_before = 0;
+    uint64_t bytes_in = 0, file_in = 0;   /* input bytes read: earlier files, this file so far */
     uint64_t next_log = cfg.log_interval;
     size_t cur_file = 0;
     int failed = 0;
@@ -818,7 +839,8 @@ int main(int argc, char **argv)
         if (!(c->state == CH_DONE && c->seq == p.next_write)) { pthread_mutex_unlock(&p.mu); break; }
         pthread_mutex_unlock(&p.mu);
 
-        if (c->file != cur_file) { cur_file = c->file; lines_before = 0; }
+        if (c->file != cur_file) { cur_file = c->file; lines_before = 0; bytes_in += file_in; }
+        file_in = c->in_pos;
         const char *fname = strcmp(cfg.inputs[c->file], "-") == 0 ? "<stdin>" : cfg.inputs[c->file];
         for (int i = 0; i < c->nnotes && cli.verbosity >= 3; i++) {
             cli_bar_clear(&pg.bar);
@@ -916,11 +938,7 @@ int main(int argc, char **argv)
     if (failed) {
         cli_error("%s", fail_msg);
     } else if (cli.verbosity >= 2) {
-        uint64_t bytes_in = 0;
-        for (size_t i = 0; i < cfg.ninputs; i++) {
-            struct stat st;
-            if (strcmp(cfg.inputs[i], "-") != 0 && stat(cfg.inputs[i], &st) == 0) bytes_in += (uint64_t)st.st_size;
-        }
+        bytes_in += file_in;   /* the bytes read, so pipes and stdin count too */
         for (size_t k = 0; k < cfg.nkeys; k++) {
             fprintf(stderr, "%s: %s_%s_document: %" PRIu64 " documents, %" PRIu64 " sequences, %" PRIu64 " tokens (%s)\n",
                     cli.name, cfg.output_prefix, cfg.keys[k], ds_writer_num_documents(writers[k]),

@@ -21,6 +21,7 @@
  */
 #include "cli.h"
 #include "dataflags.h"
+#include "tblog.h"
 #include "bpe.h"
 #include "checkpoint.h"
 #include "comm.h"
@@ -202,9 +203,11 @@ struct config {
     int bf16, fp16, grads_fp32, have_loss_scale;
     double loss_scale, initial_loss_scale, min_loss_scale;
     uint64_t loss_scale_window, hysteresis;
+    struct tb_flags tb;               /* --tensorboard-dir and its companions */
+    int log_throughput;
 };
 
-static struct cli_table tables[3];
+static struct cli_table tables[4];
 
 static void print_help(void)
 {
@@ -215,7 +218,7 @@ static void print_help(void)
            "samples, learning-rate schedule and log line (fp32).  In parallel: mpirun -np N %s ...\n"
            "or srun %s ... (Megatron's rank order: TP fastest, then DP, then PP).\n\n",
            cli.name, cli.name, cli.name);
-    cli_print_options(tables, 3, 36);
+    cli_print_options(tables, 4, 36);
     printf("\nExit status: 0 success, 1 runtime failure (data, NaN loss, memory), 2 bad usage.\n");
 }
 
@@ -306,7 +309,7 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_HYSTERESIS: c->hysteresis = cli_opt_u64(o, v, 1, 1u << 30); break;
     case O_GRADS_FP32: c->grads_fp32 = 1; break;
     case O_DIST_OPT: c->dist_opt = 1; break;
-    case O_LOG_THROUGHPUT: break;
+    case O_LOG_THROUGHPUT: c->log_throughput = 1; break;
     case O_QUIET: if (cli.verbosity > 0) cli.verbosity--; break;
     case O_VERBOSE: cli.verbosity++; break;
     case O_HELP:
@@ -352,7 +355,8 @@ static void parse_args(int argc, char **argv, struct config *c)
     tables[1] = data_flags_table(&c->data);
     tables[2] = (struct cli_table){ "training", train_options, sizeof train_options / sizeof train_options[0],
                                     handle_option, c };
-    cli_parse(tables, 3, argc, argv, 1, NULL);
+    tables[3] = tb_flags_table(&c->tb);
+    cli_parse(tables, 4, argc, argv, 1, NULL);
 
     /* Megatron's validate_args, for what exists here. */
     train_schedule_args *s = &c->sched;
@@ -768,6 +772,8 @@ int main(int argc, char **argv)
     if (c.load) load_checkpoint(&c, &t, &sched, &iteration, &consumed, &sched_steps, &valid_cursor);
     uint64_t last_saved = c.load ? iteration : UINT64_MAX;
     int log_rank = world_rank == world_size - 1;   /* Megatron's print_rank_last */
+    struct tblog tbl;
+    tblog_open(&tbl, &c.tb, log_rank);             /* Megatron: the last rank writes */
     cli_note("> training for %" PRIu64 " iterations ...", train_iters);
     train_layout_reset_stats(&P);
     uint64_t iters_run = 0;
@@ -797,6 +803,8 @@ int main(int argc, char **argv)
         }
         interval_skipped += (uint64_t)skipped;
         interval_iters++;
+        tblog_training(&tbl, iteration, consumed, skipped ? NAN : loss, train_schedule_lr(&sched, (double)sched_steps),
+                       c.gbs, t.scaler.scale, skipped ? NAN : norm, world_size);
 
         if (iteration % c.log_interval == 0) {
             if (log_rank) {
@@ -821,6 +829,8 @@ int main(int argc, char **argv)
                 if (user_verbosity >= 3)
                     printf(" [rank %d] lm loss %.17g grad norm %.17g\n", world_rank, avg, norm);
                 fflush(stdout);
+                tblog_interval(&tbl, iteration, per_iter, c.log_throughput,
+                               flops_per_iter / per_iter / 1e12 / (double)world_size);
             }
             interval_time = interval_loss = 0;
             interval_iters = interval_advanced = interval_skipped = 0;
@@ -832,6 +842,7 @@ int main(int argc, char **argv)
             if (trainer_evaluate(&t, DS_SPLIT_VALID, &valid_cursor, c.eval_iters, &vl) != 0)
                 cli_die(1, "%s", t.err);
             if (log_rank) print_validation(prefix, vl);
+            tblog_validation(&tbl, iteration, consumed, vl);
         }
         if (c.save && c.save_interval && iteration % c.save_interval == 0) {
             save_checkpoint(&c, &t, &sched, iteration, consumed, sched_steps, valid_cursor);
@@ -856,6 +867,7 @@ int main(int argc, char **argv)
         if (trainer_evaluate(&t, DS_SPLIT_VALID, &valid_cursor, c.eval_iters, &vl) != 0)
             cli_die(1, "%s", t.err);
         if (log_rank) print_validation(prefix, vl);
+        tblog_validation(&tbl, iteration, consumed, vl);
     }
     if (do_test) {
         uint64_t test_cursor = 0;
@@ -864,7 +876,9 @@ int main(int argc, char **argv)
         if (trainer_evaluate(&t, DS_SPLIT_TEST, &test_cursor, c.eval_iters, &tl) != 0)
             cli_die(1, "%s", t.err);
         if (log_rank) print_validation(prefix, tl);
+        tblog_validation(&tbl, iteration, consumed, tl);   /* Megatron's tag for the test set too */
     }
+    tblog_close(&tbl);
     if (user_verbosity >= 3 && iters_run)
         report_comm(&P, iters_run, run_time);
     trainer_release(&t);

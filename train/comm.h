@@ -71,8 +71,9 @@ typedef struct comm_stats {
 
 /*
  * comm_init() - start the transport and return the world communicator.
- * MPI when a launcher set it up (mpirun, srun with PMI/PMIx: the world has
- * its ranks).  Otherwise, when WORLD_SIZE > 1 (with RANK) or SLURM_NTASKS > 1
+ * MPI when a launcher set it up in a way this MPI can join (mpirun, srun
+ * --mpi=pmix; a PMI-1/PMI-2 server alone, srun --mpi=pmi2, only with MPICH
+ * and its kin: Open MPI would abort in MPI_Init).  Otherwise, when WORLD_SIZE > 1 (with RANK) or SLURM_NTASKS > 1
  * (with SLURM_PROCID), TCP: the ranks meet at MASTER_ADDR:MASTER_PORT (by
  * default Slurm's first node and 10000 + the job id's last 4 digits) within
  * MDS_RENDEZVOUS_TIMEOUT seconds (300), so srun without PMI never gives N

@@ -60,7 +60,8 @@ size_t comm_dtype_size(enum comm_dtype dt);
 #ifdef MDS_HAVE_MPI
 /* MPI_Init (when not done) and MPI_COMM_WORLD; *world NULL on failure. */
 int comm_mpi_init(int *argc, char ***argv, mds_comm **world);
-/* The launcher's environment says an MPI job (mpirun, srun with PMI/PMIx). */
+/* The launcher's environment says an MPI job that this MPI can join (mpirun,
+ * srun --mpi=pmix; PMI-1/2 alone only for MPIs other than Open MPI). */
 int comm_mpi_launched(void);
 /* MPI_Finalize when MPI was initialised but another transport is used. */
 void comm_mpi_finalize(void);

@@ -28,13 +28,30 @@ static int mpi_check(int rc, const char *what)
 
 static MPI_Comm mc(const mds_comm *c) { return *(const MPI_Comm *)c->impl; }
 
+static int env_set(const char *name) { return getenv(name) && *getenv(name); }
+
+/*
+ * Whether MPI_Init will find the launcher's world.  mpirun (OMPI_*) and
+ * PMIx servers (srun --mpi=pmix, PMIX_RANK) serve every MPI this builds
+ * with.  A PMI-1/PMI-2 server alone (srun --mpi=pmi2, MPICH's hydra:
+ * PMI_RANK, PMI_SIZE, PMI_FD) serves MPICH and its derivatives, but not
+ * Open MPI: 5.x speaks only PMIx, and 4.x only when built --with-pmi, which
+ * Debian's (and most distributions') is not, so MPI_Init would abort every
+ * rank.  With Open MPI the job then meets over TCP instead (comm.c), with
+ * the same results bit for bit.
+ */
 int comm_mpi_launched(void)
 {
-    /* mpirun (Open MPI, MPICH's hydra) and srun --mpi=pmi2/pmix set these */
-    static const char *const names[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "PMI_FD",
-                                        "MPI_LOCALNRANKS"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (getenv(names[i]) && *getenv(names[i])) return 1;
+    if (env_set("OMPI_COMM_WORLD_SIZE") || env_set("PMIX_RANK")) return 1;
+    static const char *const pmi[] = {"PMI_RANK", "PMI_SIZE", "PMI_FD", "MPI_LOCALNRANKS"};
+    for (size_t i = 0; i < sizeof pmi / sizeof pmi[0]; i++) {
+        if (!env_set(pmi[i])) continue;
+#ifdef OPEN_MPI
+        return 0;
+#else
+        return 1;
+#endif
+    }
     return 0;
 }
 

@@ -1,0 +1,181 @@
+/*
+ * tblog.c - mdstrain's TensorBoard flags and scalars (tblog.h), following
+ * Megatron-LM's training.py (training_log, evaluate_and_print_results) and
+ * its logging arguments.
+ *
+ * Not written: Megatron's add_text of every argument (write_args_to_tensorboard),
+ * params-norm and num-zeros (their flags are not implemented), the timers of
+ * --timing-log-level 1 and 2 (not implemented; level 0, Megatron's default,
+ * writes none), energy and MoE scalars.
+ */
+#include "tblog.h"
+
+#include <limits.h>
+#include <malloc.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    T_DIR = 1, T_LOG_INTERVAL, T_QUEUE, T_TIMERS, T_MEMORY, T_VALID_PPL, T_WORLD, T_NO_LOSS_SCALE, T_NO_LR,
+    T_BATCH_SIZE
+};
+
+static const struct cli_option tb_options[] = {
+    {"tensorboard-dir", 0, CLI_ARG_ONE, T_DIR, "DIR", "write TensorBoard event files to DIR (from the last rank, as Megatron)"},
+    {"tensorboard-log-interval", 0, CLI_ARG_ONE, T_LOG_INTERVAL, "N", "training scalars every N iterations (default 1)"},
+    {"tensorboard-queue-size", 0, CLI_ARG_ONE, T_QUEUE, "N", "events kept in memory before a write (default 1000); all are written at each --log-interval"},
+    {"log-timers-to-tensorboard", 0, CLI_ARG_NONE, T_TIMERS, NULL, "also iteration-time (and throughput with --log-throughput)"},
+    {"log-memory-to-tensorboard", 0, CLI_ARG_NONE, T_MEMORY, NULL, "also mem-reserved-bytes (RSS), mem-allocated-bytes (heap), mem-max-allocated-bytes (peak RSS)"},
+    {"log-validation-ppl-to-tensorboard", 0, CLI_ARG_NONE, T_VALID_PPL, NULL, "also lm loss validation ppl"},
+    {"log-world-size-to-tensorboard", 0, CLI_ARG_NONE, T_WORLD, NULL, "also world-size"},
+    {"no-log-loss-scale-to-tensorboard", 0, CLI_ARG_NONE, T_NO_LOSS_SCALE, NULL, "no loss-scale scalars"},
+    {"disable-log-loss-scale-to-tensorboard", 0, CLI_ARG_NONE, T_NO_LOSS_SCALE, NULL, NULL},
+    {"no-log-learnig-rate-to-tensorboard", 0, CLI_ARG_NONE, T_NO_LR, NULL, "no learning-rate scalars (Megatron 0.8's spelling)"},
+    /* Megatron 0.8 wrote batch-size only with this flag; HEAD always does */
+    {"log-batch-size-to-tensorboard", 0, CLI_ARG_NONE, T_BATCH_SIZE, NULL, NULL},
+};
+
+static void tb_handle(void *ctx, const struct cli_option *o, const char *const *vals, size_t nvals)
+{
+    struct tb_flags *f = ctx;
+    const char *v = nvals ? vals[0] : NULL;
+    switch (o->id) {
+    case T_DIR: f->dir = v; break;
+    case T_LOG_INTERVAL: f->log_interval = cli_opt_u64(o, v, 1, 1ull << 40); break;
+    case T_QUEUE: f->queue_size = cli_opt_u64(o, v, 1, 1 << 24); break;
+    case T_TIMERS: f->timers = 1; break;
+    case T_MEMORY: f->memory = 1; break;
+    case T_VALID_PPL: f->validation_ppl = 1; break;
+    case T_WORLD: f->world_size = 1; break;
+    case T_NO_LOSS_SCALE: f->loss_scale = 0; break;
+    case T_NO_LR: f->learning_rate = 0; break;
+    case T_BATCH_SIZE: break;
+    }
+}
+
+struct cli_table tb_flags_table(struct tb_flags *f)
+{
+    memset(f, 0, sizeof *f);
+    f->log_interval = 1;
+    f->queue_size = 1000;
+    f->loss_scale = 1;
+    f->learning_rate = 1;
+    return (struct cli_table){ "TensorBoard", tb_options, sizeof tb_options / sizeof tb_options[0], tb_handle, f };
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+/* A failed write ends TensorBoard logging with one warning; training goes on. */
+static void give_up(struct tblog *t)
+{
+    cli_error("warning: TensorBoard: %s; no more events are written", tb_writer_error(t->w));
+    tb_writer_close(t->w);
+    t->w = NULL;
+}
+
+static void scalar(struct tblog *t, const char *tag, double value, uint64_t step)
+{
+    if (t->w && tb_writer_add_scalar(t->w, tag, value, (int64_t)step, -1) != 0) give_up(t);
+}
+
+/* scalar at step = iteration and "TAG vs samples" at step = consumed samples */
+static void scalar2(struct tblog *t, const char *tag, double value, uint64_t iteration, uint64_t consumed)
+{
+    char vs[128];
+    snprintf(vs, sizeof vs, "%s vs samples", tag);
+    scalar(t, tag, value, iteration);
+    scalar(t, vs, value, consumed);
+}
+
+static void flush(struct tblog *t)
+{
+    if (t->w && tb_writer_flush(t->w) != 0) give_up(t);
+}
+
+void tblog_open(struct tblog *t, const struct tb_flags *f, int writes)
+{
+    t->f = f;
+    t->w = NULL;
+    if (!writes || !f->dir) return;
+    int rc = tb_writer_open(f->dir, (size_t)f->queue_size, &t->w);
+    if (rc) {
+        char msg[PATH_MAX + 200];
+        snprintf(msg, sizeof msg, "%s", tb_writer_error(t->w));
+        tb_writer_close(t->w);
+        t->w = NULL;
+        cli_die(1, "cannot write TensorBoard events: %s\nhint: check --tensorboard-dir", msg);
+    }
+    cli_note("> setting tensorboard ... writing %s", tb_writer_path(t->w));
+}
+
+/* The process's memory (the CPU backend has no allocator statistics):
+ * resident set and its peak from /proc/self/status, heap in use from
+ * mallinfo2.  0 when unknown. */
+static void memory_stats(double *rss, double *peak, double *heap)
+{
+    *rss = *peak = *heap = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f)) {
+            unsigned long long kb;
+            if (sscanf(line, "VmRSS: %llu kB", &kb) == 1) *rss = (double)kb * 1024;
+            if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) *peak = (double)kb * 1024;
+        }
+        fclose(f);
+    }
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    struct mallinfo2 mi = mallinfo2();
+    *heap = (double)mi.uordblks + (double)mi.hblkhd;
+#endif
+}
+
+void tblog_training(struct tblog *t, uint64_t iteration, uint64_t consumed, double loss, double lr,
+                    uint64_t batch_size, double loss_scale, double grad_norm, int world_size)
+{
+    if (!t->w || iteration % t->f->log_interval) return;
+    if (t->f->learning_rate) scalar2(t, "learning-rate", lr, iteration, consumed);
+    scalar2(t, "batch-size", (double)batch_size, iteration, consumed);
+    if (!isnan(loss)) scalar2(t, "lm loss", loss, iteration, consumed);
+    if (t->f->loss_scale) scalar2(t, "loss-scale", loss_scale, iteration, consumed);
+    if (t->f->world_size) scalar2(t, "world-size", world_size, iteration, consumed);
+    if (!isnan(grad_norm)) scalar2(t, "grad-norm", grad_norm, iteration, consumed);
+    if (t->f->memory) {
+        double rss, peak, heap;
+        memory_stats(&rss, &peak, &heap);
+        scalar(t, "mem-reserved-bytes", rss, iteration);
+        scalar(t, "mem-allocated-bytes", heap, iteration);
+        scalar(t, "mem-max-allocated-bytes", peak, iteration);
+    }
+}
+
+void tblog_interval(struct tblog *t, uint64_t iteration, double seconds_per_iteration, int log_throughput,
+                    double throughput)
+{
+    if (!t->w) return;
+    if (t->f->timers) {
+        scalar(t, "iteration-time", seconds_per_iteration, iteration);
+        if (log_throughput) scalar(t, "throughput", throughput, iteration);
+    }
+    flush(t);
+}
+
+void tblog_validation(struct tblog *t, uint64_t iteration, uint64_t consumed, double loss)
+{
+    if (!t->w) return;
+    double ppl = exp(loss < 20 ? loss : 20);   /* Megatron: math.exp(min(20, loss)) */
+    scalar2(t, "lm loss validation", loss, iteration, consumed);
+    if (t->f->validation_ppl) scalar2(t, "lm loss validation ppl", ppl, iteration, consumed);
+    flush(t);
+}
+
+void tblog_close(struct tblog *t)
+{
+    if (!t->w) return;
+    flush(t);
+    if (t->w && tb_writer_close(t->w) != 0)
+        cli_error("warning: TensorBoard: cannot close the event file");
+    t->w = NULL;
+}

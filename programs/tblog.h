@@ -1,0 +1,76 @@
+/*
+ * tblog.h - mdstrain's TensorBoard logging: Megatron's flags
+ * (--tensorboard-dir, --tensorboard-log-interval, --tensorboard-queue-size,
+ * --log-timers-to-tensorboard, ...) as one option table, and the scalars
+ * Megatron's training_log and evaluate_and_print_results write, with its
+ * tags and steps (docs/cli.md, "TensorBoard").  The event files themselves
+ * are train/tensorboard.h's.
+ *
+ * Program-side code: bad flags are cli_usage (exit 2); a directory that
+ * cannot be written at the start is cli_die (exit 1); a write that fails
+ * later is one warning and the end of TensorBoard logging (training goes on).
+ * Only the rank that opened a writer writes; on the others every call is a
+ * no-op, so the training loop calls them on every rank.
+ */
+#ifndef MDS_TBLOG_H
+#define MDS_TBLOG_H
+
+#include "cli.h"
+#include "tensorboard.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tb_flags {
+    const char *dir;            /* --tensorboard-dir; NULL: no TensorBoard */
+    uint64_t log_interval;      /* --tensorboard-log-interval (1) */
+    uint64_t queue_size;        /* --tensorboard-queue-size (1000) */
+    int timers;                 /* --log-timers-to-tensorboard */
+    int memory;                 /* --log-memory-to-tensorboard */
+    int validation_ppl;         /* --log-validation-ppl-to-tensorboard */
+    int world_size;             /* --log-world-size-to-tensorboard */
+    int loss_scale;             /* 1 unless --no-log-loss-scale-to-tensorboard */
+    int learning_rate;          /* 1 unless --no-log-learnig-rate-to-tensorboard (Megatron 0.8's spelling) */
+};
+
+/* The table (static rows) whose handler fills f (set to the defaults first). */
+struct cli_table tb_flags_table(struct tb_flags *f);
+
+struct tblog {
+    const struct tb_flags *f;
+    tb_writer *w;               /* NULL: this rank does not write */
+};
+
+/* Opens the writer when writes and f->dir are set (Megatron: the last rank). */
+void tblog_open(struct tblog *t, const struct tb_flags *f, int writes);
+
+/* training_log's TensorBoard block, at iterations that are multiples of
+ * --tensorboard-log-interval: learning-rate, batch-size, lm loss, loss-scale,
+ * world-size, grad-norm (each also "... vs samples" at step = consumed
+ * samples), and the mem-* scalars.  loss and grad_norm NaN: a skipped
+ * iteration (--fp16 overflow): neither is written, as Megatron writes
+ * nothing from its empty loss dict and None norm then. */
+void tblog_training(struct tblog *t, uint64_t iteration, uint64_t consumed, double loss, double lr,
+                    uint64_t batch_size, double loss_scale, double grad_norm, int world_size);
+
+/* At each --log-interval: iteration-time (s) and, with --log-throughput,
+ * throughput (TFLOP/s/GPU) under --log-timers-to-tensorboard; then every
+ * queued event is written (a live TensorBoard sees them). */
+void tblog_interval(struct tblog *t, uint64_t iteration, double seconds_per_iteration, int log_throughput,
+                    double throughput);
+
+/* evaluate_and_print_results: "lm loss validation" (+ "vs samples"), and
+ * its "ppl" with --log-validation-ppl-to-tensorboard; flushed. */
+void tblog_validation(struct tblog *t, uint64_t iteration, uint64_t consumed, double loss);
+
+/* Flushes and closes (nothing on a rank without a writer). */
+void tblog_close(struct tblog *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MDS_TBLOG_H */
