@@ -187,7 +187,7 @@ $(BUILD)/train/comm_mpi.o: train/comm_mpi.c $(BUILD)/CONFIG
 	@$(if $(Q),echo "  MPICC   $<")
 	$(Q)$(COMM_CC) $(CPPFLAGS) $(CFLAGS) $(COMM_DEFS) -c $< -o $@
 
-$(BUILD)/mdstrain: $(BUILD)/programs/mdstrain.o $(COMM_OBJS) $(CLI_OBJS) $(LIB)
+$(BUILD)/mdstrain: $(BUILD)/programs/mdstrain.o $(BUILD)/programs/dsconfig.o $(COMM_OBJS) $(CLI_OBJS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(COMM_CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
