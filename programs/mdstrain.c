@@ -330,7 +330,7 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_TOKENIZER:
         if (strcmp(v, "GPT2BPETokenizer") == 0) c->tokenizer = TOK_GPT2;
         else if (strcmp(v, "NullTokenizer") == 0) c->tokenizer = TOK_NULL;
-        else cli_usage("tokenizer type '%s' is not supported (GPT2BPETokenizer or NullTokenizer)", v);
+        else cli_usage("option '--tokenizer-type' %s is not supported (GPT2BPETokenizer or NullTokenizer)", v);
         break;
     case O_VOCAB_SIZE: c->vocab_size_arg = cli_opt_u64(o, v, 1, 1 << 30); break;
     case O_TP: c->tp = (int)cli_opt_u64(o, v, 1, 1 << 16); break;
