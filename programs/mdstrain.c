@@ -13,6 +13,10 @@
  * train/model.[ch] on the backend of kernels/backend.h; the data is
  * dataset.h's pipeline (Megatron's GPTDataset samples, same order).
  *
+ * It also reads Megatron-DeepSpeed's command lines: the DeepSpeed config
+ * (programs/dsconfig.h), the token schedules, the kill switch; and the flags
+ * of both that name what mds does, accepted at those values only.
+ *
  * What it deliberately does not do yet: bf16/fp16, dropout, sequence or
  * context parallelism, interleaved pipeline stages, a GPU backend.
  * Log lines go to stdout (where Megatron prints them); the configuration
@@ -99,6 +103,7 @@ enum {
 };
 
 #define NOT_YET(name, arg) {name, 0, arg, CLI_REFUSED, NULL, "yet (CPU fp32)"}
+#define CANNOT(name, arg) {name, 0, arg, CLI_REFUSED, NULL, "(FP8 needs a GPU with FP8 tensor cores and Transformer Engine)"}
 
 static const struct cli_option model_options[] = {
     {"num-layers", 0, CLI_ARG_ONE, O_NUM_LAYERS, "N", "transformer layers (required)"},
@@ -218,6 +223,14 @@ static const struct cli_option compat_options[] = {
      "accepted: the 1/layer scaling is undone in the fp32 softmax"},
     {"no-query-key-layer-scaling", 0, CLI_ARG_NONE, O_NO_QK_SCALING, NULL, "accepted (the default)"},
     {"manual-gc", 0, CLI_ARG_NONE, O_MANUAL_GC, NULL, "accepted: mds has no garbage collector"},
+    /* FP8 needs a GPU's FP8 tensor cores (Transformer Engine): this machine cannot run it */
+    CANNOT("fp8-format", CLI_ARG_ONE),
+    CANNOT("fp8-recipe", CLI_ARG_ONE),
+    CANNOT("fp8-margin", CLI_ARG_ONE),
+    CANNOT("fp8-interval", CLI_ARG_ONE),
+    CANNOT("fp8-amax-history-len", CLI_ARG_ONE),
+    CANNOT("fp8-amax-compute-algo", CLI_ARG_ONE),
+    CANNOT("fp8-param-gather", CLI_ARG_NONE),
 };
 
 /* Megatron-DeepSpeed's DeepSpeed flags, read for what they mean here. */

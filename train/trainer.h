@@ -70,9 +70,11 @@ typedef struct train_schedule_args {
  * train_schedule_init() - Megatron's OptimizerParamScheduler.__init__ in
  * samples: with --train-samples the decay and warmup are in samples; with
  * --train-iters in iterations times the global batch; a warmup fraction is
- * of the decay length.
+ * of the decay length.  The token settings are copied (latch_tokens -1).
  * @return : 0, or -1 with a message in err (a zero decay length, a warmup
- *           not shorter than the decay: Megatron's asserts).
+ *           not shorter than the decay: Megatron's asserts; a token decay
+ *           without any warmup setting, a token warmup not shorter than the
+ *           token decay: where Megatron-DeepSpeed fails).
  */
 int train_schedule_init(train_schedule *s, const train_schedule_args *a, char *err, size_t errlen);
 

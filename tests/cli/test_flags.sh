@@ -236,6 +236,25 @@ wait $p1 2>/dev/null
 check timeout_exit1 test $rc -eq 1
 check timeout_message grep -q "rank 0: waited .* s in a collective, more than --distributed-timeout-minutes 0.03" "$T/r0.err"
 
+# --help lists the refused flags docs/cli.md lists, no more, no fewer
+"$MDSTRAIN" --help >"$T/help" 2>&1
+sed -n '/^Refused by name with exit 2/,$p' "$T/help" | grep -o -- '--[A-Za-z0-9_-]*' | sort >"$T/help_refused"
+sed -n '/^Refused by name with exit 2 (the help prints the same list/,/^The FP8 flags need/p' docs/cli.md |
+    grep -o -- '`--[A-Za-z0-9_-]*`' | tr -d '`' | sort >"$T/docs_refused"
+check help_refused_nonempty test "$(wc -l <"$T/help_refused")" -gt 5
+check help_refused_equals_docs cmp -s "$T/help_refused" "$T/docs_refused"
+# mdsprep: every flag its docs row refuses is in its --help list (a NAME-* pattern: some flag starting so)
+"$MDSPREP" --help >"$T/phelp" 2>&1
+sed -n '/^Refused by name with exit 2/,$p' "$T/phelp" | grep -o -- '--[A-Za-z0-9_-]*' | sort >"$T/phelp_refused"
+prefuse_ok=1
+for w in $(grep '\*\*refused\*\* by name' docs/cli.md | head -n 1 | grep -o -- '`--[A-Za-z0-9_*-]*`' | tr -d '`'); do
+    case $w in
+    *'*') grep -q -- "^${w%\*}" "$T/phelp_refused" || { prefuse_ok=0; echo "    mdsprep --help lacks $w" >&2; } ;;
+    *) grep -qx -- "$w" "$T/phelp_refused" || { prefuse_ok=0; echo "    mdsprep --help lacks $w" >&2; } ;;
+    esac
+done
+check mdsprep_help_lists_docs_refused test $prefuse_ok -eq 1
+
 # mdsprep: --vocab is --vocab-file (bigscience Megatron-DeepSpeed's spelling)
 "$MDSPREP" -q --input tests/data/corpus/tiny.jsonl --output-prefix "$T/v1" --vocab "$MDS_ROOT/vocab/gpt2-vocab.json" \
     --merge-file "$MDS_ROOT/vocab/gpt2-merges.txt" --append-eod --workers 1_0
