@@ -640,6 +640,18 @@ static void print_config(const struct config *c, const gpt_model *m, const train
     ROW("parameters (rank 0)", "%zu", m->num_params);
     ROW("micro / global batch", "%" PRIu64 " / %" PRIu64 " (%" PRIu64 " micro-batches per DP rank)", c->mbs, c->gbs, nmicro);
     ROW("train iters", "%" PRIu64, c->sched.train_iters);
+    if (c->rampup[0])
+        ROW("batch ramp-up", "from %" PRIu64 " by %" PRIu64 " over %" PRIu64 " samples", c->rampup[0], c->rampup[1],
+            c->rampup[2]);
+    if (c->sched.have_warmup_tokens || c->sched.have_decay_tokens || c->train_tokens) {
+        char w[24] = "-", d[24] = "-", tr[24] = "-";
+        if (c->sched.have_warmup_tokens) snprintf(w, sizeof w, "%" PRIu64, c->sched.lr_warmup_tokens);
+        if (c->sched.have_decay_tokens) snprintf(d, sizeof d, "%" PRIu64, c->sched.lr_decay_tokens);
+        if (c->train_tokens) snprintf(tr, sizeof tr, "%" PRIu64, c->train_tokens);
+        ROW("tokens: warmup / decay / train", "%s / %s / %s", w, d, tr);
+    }
+    if (c->deepspeed)
+        ROW("deepspeed config", "ZeRO stage %d, %s", c->zero_stage, c->ds_config);
     ROW("lr / min lr / style", "%g / %g / %s", c->sched.lr, c->sched.min_lr, styles[c->sched.decay_style]);
     ROW("adam beta1 / beta2 / eps", "%g / %g / %g", c->beta1, c->beta2, c->eps);
     ROW("weight decay / clip grad", "%g / %g", c->wd, c->clip);
