@@ -187,7 +187,7 @@ $(BUILD)/train/comm_mpi.o: train/comm_mpi.c $(BUILD)/CONFIG
 	@$(if $(Q),echo "  MPICC   $<")
 	$(Q)$(COMM_CC) $(CPPFLAGS) $(CFLAGS) $(COMM_DEFS) -c $< -o $@
 
-$(BUILD)/mdstrain: $(BUILD)/programs/mdstrain.o $(BUILD)/programs/tblog.o $(COMM_OBJS) $(CLI_OBJS) $(LIB)
+$(BUILD)/mdstrain: $(BUILD)/programs/mdstrain.o $(BUILD)/programs/tblog.o $(BUILD)/programs/dsconfig.o $(COMM_OBJS) $(CLI_OBJS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(COMM_CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
@@ -202,6 +202,12 @@ $(BUILD)/tests/test_comm: tests/mpi/test_comm.c $(COMM_OBJS) $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(COMM_OBJS) $(LDFLAGS) $(LDLIBS) -o $@
+
+# The schedule's test links the trainer, hence the communicator.
+$(BUILD)/tests/test_schedule: tests/unit/test_schedule.c $(LIB) $(COMM_OBJS) $(BUILD)/CONFIG
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(LIB) $(COMM_OBJS) $(LDFLAGS) $(LDLIBS) -o $@
 
 # Fuzz targets build against a standalone driver that replays a corpus.
 $(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/driver.c $(LIB) $(BUILD)/CONFIG

@@ -290,10 +290,36 @@ void cli_print_options(const struct cli_table *tables, size_t nt, int width)
 
 /* ---- numbers ---------------------------------------------------------------------- */
 
+/*
+ * Python's int() and float() accept single underscores between digits
+ * ("10_000", "1e1_0"), and Megatron's flags go through them: copies s into
+ * buf without those underscores.  Any other underscore (leading, trailing,
+ * doubled, next to a sign, point or exponent) is an error.
+ * @return 0, or -1 (a misplaced underscore, or s longer than cap - 1).
+ */
+static int strip_underscores(const char *s, char *buf, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; s[i]; i++) {
+        if (s[i] == '_') {
+            if (i == 0 || !(s[i - 1] >= '0' && s[i - 1] <= '9') || !(s[i + 1] >= '0' && s[i + 1] <= '9'))
+                return -1;
+            continue;
+        }
+        if (n + 1 >= cap)
+            return -1;
+        buf[n++] = s[i];
+    }
+    buf[n] = 0;
+    return 0;
+}
+
 int cli_parse_u64(const char *s, uint64_t *out)
 {
-    if (!s || *s < '0' || *s > '9')
+    char buf[128];
+    if (!s || *s < '0' || *s > '9' || strip_underscores(s, buf, sizeof buf) != 0)
         return -1;
+    s = buf;
     errno = 0;
     char *end;
     unsigned long long v = strtoull(s, &end, 10);
@@ -322,10 +348,11 @@ uint64_t cli_opt_u64(const struct cli_option *o, const char *v, uint64_t lo, uin
 
 double cli_opt_double(const struct cli_option *o, const char *v, double lo, double hi)
 {
-    char *end;
+    char *end, buf[128];
     errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi)
+    int bad = strip_underscores(v, buf, sizeof buf) != 0;
+    double x = bad ? 0 : strtod(buf, &end);
+    if (bad || errno || end == buf || *end || !isfinite(x) || x < lo || x > hi)
         cli_usage("option '--%s' needs a number in [%g, %g], got '%s'", o->lng, lo, hi, v);
     return x;
 }

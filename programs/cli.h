@@ -176,7 +176,9 @@ int cli_looks_like_option(const char *s);
 /* ---- numbers ---------------------------------------------------------------------- */
 
 /* A decimal unsigned integer with an optional K, M or G suffix (binary
- * multiples); signs, junk and overflow rejected.  Never atoi.
+ * multiples); signs, junk and overflow rejected.  Single underscores
+ * between digits are allowed, as Python's int() reads them ("10_000"; not
+ * "_1", "1__0", "1_").  Never atoi.
  * @return 0 with *out set, or -1. */
 int cli_parse_u64(const char *s, uint64_t *out);
 
@@ -184,7 +186,8 @@ int cli_parse_u64(const char *s, uint64_t *out);
  * usage: "option '--NAME' needs an integer in [lo, hi], got 'V'". */
 uint64_t cli_opt_u64(const struct cli_option *o, const char *v, uint64_t lo, uint64_t hi);
 
-/* The value of option o as a finite number in [lo, hi] (strtod), or bad
+/* The value of option o as a finite number in [lo, hi] (strtod, with
+ * underscores between digits as Python's float() reads them), or bad
  * usage: "option '--NAME' needs a number in [lo, hi], got 'V'". */
 double cli_opt_double(const struct cli_option *o, const char *v, double lo, double hi);
 

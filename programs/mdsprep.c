@@ -120,6 +120,10 @@ static const struct cli_option options[] = {
     {"vocab-extra-ids", 0, CLI_ARG_ONE, O_VOCAB_EXTRA_IDS, NULL, NULL},
     {"make-vocab-size-divisible-by", 0, CLI_ARG_ONE, O_MAKE_VOCAB_DIV, NULL, NULL},
     {"legacy-tokenizer", 0, CLI_ARG_NONE, O_LEGACY_TOKENIZER, NULL, NULL},
+    /* Megatron-DeepSpeed's users write --vocab: its argparse took the prefix
+       as --vocab-file, the only flag starting so; here it is an exact name,
+       so it never meets --vocab-extra-ids or --vocab-size. */
+    {"vocab", 0, CLI_ARG_ONE, O_VOCAB_FILE, NULL, NULL},
     /* Megatron flags mds does not implement: refused by name, never ignored. */
     REFUSED("split-sentences", CLI_ARG_NONE),
     REFUSED("tokenizer-model", CLI_ARG_ONE),

@@ -13,6 +13,10 @@
  * train/model.[ch] on the backend of kernels/backend.h; the data is
  * dataset.h's pipeline (Megatron's GPTDataset samples, same order).
  *
+ * It also reads Megatron-DeepSpeed's command lines: the DeepSpeed config
+ * (programs/dsconfig.h), the token schedules, the kill switch; and the flags
+ * of both that name what mds does, accepted at those values only.
+ *
  * What it deliberately does not do yet: sequence or
  * context parallelism, interleaved pipeline stages, a GPU backend.
  * Log lines go to stdout (where Megatron prints them); the configuration
@@ -22,6 +26,7 @@
 #include "cli.h"
 #include "dataflags.h"
 #include "tblog.h"
+#include "dsconfig.h"
 #include "bpe.h"
 #include "checkpoint.h"
 #include "comm.h"
@@ -38,6 +43,7 @@
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -62,6 +68,19 @@ static void fatal(const char *msg)
     cli_die(1, "%s", msg);
 }
 
+/* --distributed-timeout-minutes: the watchdog thread of comm.h found this
+ * rank stuck in a collective; the main thread is blocked, so end here. */
+static int timeout_rank;
+static double timeout_minutes;
+static void collective_timeout(double waited)
+{
+    fflush(stdout);
+    fprintf(stderr, "%s: rank %d: waited %.1f s in a collective, more than --distributed-timeout-minutes %g; "
+            "ending the job\nhint: a rank stopped or is far slower than the others\n", cli.name, timeout_rank, waited,
+            timeout_minutes);
+    _exit(1);
+}
+
 /* ---- the option table ----------------------------------------------------- */
 
 enum {
@@ -74,13 +93,23 @@ enum {
     O_ATTN_DROPOUT, O_DIST_OPT, O_LOG_THROUGHPUT, O_QUIET, O_VERBOSE, O_HELP, O_VERSION,
     O_SAVE, O_SAVE_INTERVAL, O_LOAD,
     O_POS_TYPE, O_USE_ROPE, O_NO_POS_EMB, O_ROTARY_BASE, O_ROTARY_PERCENT, O_ROTARY_INTERLEAVED,
-    O_USE_ROPE_SCALING, O_ROPE_SCALING_FACTOR, O_NORMALIZATION, O_SWIGLU, O_GQA, O_QUERY_GROUPS,
+    O_USE_ROPE_SCALING, O_ROPE_SCALING_FACTOR, O_NORMALIZATION, O_SWIGLU, O_GQA, O_QUERY_GROUPS, O_KV_HEADS,
     O_DISABLE_BIAS, O_KV_CHANNELS, O_SOFTMAX_FP32,
     O_BF16, O_FP16, O_LOSS_SCALE, O_INITIAL_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_SCALE_WINDOW, O_HYSTERESIS,
-    O_GRADS_FP32
+    O_GRADS_FP32,
+    /* Megatron flags naming what mds does (their values checked) */
+    O_CP, O_DIST_BACKEND, O_DATA_IMPL, O_OPTIMIZER, O_DDP_IMPL, O_TRANSFORMER_IMPL,
+    O_MCORE, O_NUM_WORKERS, O_DATALOADER, O_NO_ASYNC_TP, O_NO_GRAD_FUSION, O_ATTN_BACKEND, O_FLASH_ATTN,
+    O_QK_SCALING, O_NO_QK_SCALING, O_MANUAL_GC, O_OVERRIDE_SCHED, O_USE_CKPT_SCHED, O_DIST_TIMEOUT,
+    O_KILL_SWITCH, O_EXIT_DURATION, O_NULL_EOD, O_NULL_LEGACY,
+    /* batch ramp-up and token schedules */
+    O_RAMPUP, O_TRAIN_TOKENS, O_DECAY_TOKENS, O_WARMUP_TOKENS,
+    /* Megatron-DeepSpeed */
+    O_DEEPSPEED, O_DS_CONFIG, O_ZERO_STAGE, O_DS_ACT_CKPT, O_PARTITION_ACT, O_NO_PP, O_DS_MPI, O_CPU_OPT, O_DS_SP
 };
 
 #define NOT_YET(name, arg) {name, 0, arg, CLI_REFUSED, NULL, "yet"}
+#define CANNOT(name, arg) {name, 0, arg, CLI_REFUSED, NULL, "(FP8 needs a GPU with FP8 tensor cores and Transformer Engine)"}
 
 static const struct cli_option model_options[] = {
     {"num-layers", 0, CLI_ARG_ONE, O_NUM_LAYERS, "N", "transformer layers (required)"},
@@ -108,6 +137,7 @@ static const struct cli_option model_options[] = {
     {"swiglu", 0, CLI_ARG_NONE, O_SWIGLU, NULL, "SwiGLU MLP: FC1 gives gate and up, silu(gate) * up (default ffn int(8h/3/64)*64)"},
     {"group-query-attention", 0, CLI_ARG_NONE, O_GQA, NULL, "grouped-query attention with --num-query-groups"},
     {"num-query-groups", 0, CLI_ARG_ONE, O_QUERY_GROUPS, "G", "key/value heads under --group-query-attention (default 1)"},
+    {"num-key-value-heads", 0, CLI_ARG_ONE, O_KV_HEADS, "G", "Megatron-DeepSpeed's spelling: G key/value heads (GQA when G < heads)"},
     {"disable-bias-linear", 0, CLI_ARG_NONE, O_DISABLE_BIAS, NULL, "no bias in the QKV, projection and MLP linears"},
     {"kv-channels", 0, CLI_ARG_ONE, O_KV_CHANNELS, "N", "head size; only hidden size / heads"},
     {"attention-softmax-in-fp32", 0, CLI_ARG_NONE, O_SOFTMAX_FP32, NULL, "accepted: the softmax is computed in fp32 (double sums)"},
@@ -132,7 +162,13 @@ static const struct cli_option train_options[] = {
     {"train-iters", 0, CLI_ARG_ONE, O_TRAIN_ITERS, "N", "iterations to train (or --train-samples)"},
     {"train-samples", 0, CLI_ARG_ONE, O_TRAIN_SAMPLES, "N", "samples to train (iterations = N / global batch)"},
     {"exit-interval", 0, CLI_ARG_ONE, O_EXIT_INTERVAL, "N", "stop after an iteration that is a multiple of N (saving first with --save)"},
-    NOT_YET("rampup-batch-size", CLI_ARG_MANY),
+    {"rampup-batch-size", 0, CLI_ARG_MANY, O_RAMPUP, "START INCR SAMPLES",
+     "grow the global batch from START by INCR over SAMPLES samples (Megatron's ramp-up)"},
+    {"train-tokens", 0, CLI_ARG_ONE, O_TRAIN_TOKENS, "N", "also stop once N tokens are consumed (Megatron-DeepSpeed)"},
+    {"exit-duration-in-mins", 0, CLI_ARG_ONE, O_EXIT_DURATION, "X",
+     "stop (saving first with --save) after X minutes, 0 = never; X may be fractional"},
+    {"kill-switch-path", 0, CLI_ARG_ONE, O_KILL_SWITCH, "PATH",
+     "stop (saving first with --save) before an iteration when PATH exists"},
     /* checkpoints */
     {"save", 0, CLI_ARG_ONE, O_SAVE, "DIR", "save checkpoints to DIR (at --save-interval and at the end)"},
     {"save-interval", 0, CLI_ARG_ONE, O_SAVE_INTERVAL, "N", "save every N iterations (with --save)"},
@@ -147,6 +183,12 @@ static const struct cli_option train_options[] = {
     {"lr-warmup-samples", 0, CLI_ARG_ONE, O_WARMUP_SAMPLES, "N", "warmup samples (with --train-samples)"},
     {"lr-decay-iters", 0, CLI_ARG_ONE, O_DECAY_ITERS, "N", "decay iterations (default --train-iters)"},
     {"lr-decay-samples", 0, CLI_ARG_ONE, O_DECAY_SAMPLES, "N", "decay samples (default --train-samples)"},
+    {"lr-warmup-tokens", 0, CLI_ARG_ONE, O_WARMUP_TOKENS, "N", "warmup tokens (Megatron-DeepSpeed's token schedule)"},
+    {"lr-decay-tokens", 0, CLI_ARG_ONE, O_DECAY_TOKENS, "N", "decay tokens (Megatron-DeepSpeed's token schedule)"},
+    {"override-opt_param-scheduler", 0, CLI_ARG_NONE, O_OVERRIDE_SCHED, NULL,
+     "on --load, take the schedule from these flags, not the checkpoint"},
+    {"use-checkpoint-opt_param-scheduler", 0, CLI_ARG_NONE, O_USE_CKPT_SCHED, NULL,
+     "on --load, take the schedule from the checkpoint, not these flags"},
     {"weight-decay", 0, CLI_ARG_ONE, O_WD, "X", "AdamW weight decay, not on biases and norms (default 0.01)"},
     {"clip-grad", 0, CLI_ARG_ONE, O_CLIP, "X", "clip the global gradient norm to X, 0 = off (default 1.0)"},
     {"adam-beta1", 0, CLI_ARG_ONE, O_BETA1, "X", "default 0.9"},
@@ -157,7 +199,10 @@ static const struct cli_option train_options[] = {
     {"tokenizer-type", 0, CLI_ARG_ONE, O_TOKENIZER, "TYPE", "GPT2BPETokenizer (default) or NullTokenizer"},
     {"vocab-file", 0, CLI_ARG_ONE, O_VOCAB_FILE, "PATH", "GPT-2 vocab JSON (default: the bundled one)"},
     {"merge-file", 0, CLI_ARG_ONE, O_MERGE_FILE, "PATH", "GPT-2 merges (default: the bundled one)"},
-    {"vocab-size", 0, CLI_ARG_ONE, O_VOCAB_SIZE, "N", "NullTokenizer: N ids plus EOD = N"},
+    {"vocab-size", 0, CLI_ARG_ONE, O_VOCAB_SIZE, "N", "NullTokenizer: N ids, the last (N - 1) being EOD"},
+    {"null-tokenizer-eod-id", 0, CLI_ARG_ONE, O_NULL_EOD, "ID", "NullTokenizer: the EOD id (default N - 1)"},
+    {"null-tokenizer-legacy", 0, CLI_ARG_NONE, O_NULL_LEGACY, NULL,
+     "NullTokenizer as Megatron before 2026: N ids plus EOD = N (N + 1 ids)"},
     {"eod-mask-loss", 0, CLI_ARG_NONE, O_EOD_MASK, NULL, "no loss on targets after an EOD input"},
     /* logging and evaluation */
     {"log-interval", 0, CLI_ARG_ONE, O_LOG_INTERVAL, "N", "log line every N iterations (default 100)"},
@@ -169,12 +214,67 @@ static const struct cli_option train_options[] = {
     {"pipeline-model-parallel-size", 0, CLI_ARG_ONE, O_PP, "N", "pipeline stages, 1F1B schedule (default 1)"},
     {"use-distributed-optimizer", 0, CLI_ARG_NONE, O_DIST_OPT, NULL, "shard the AdamW state over data-parallel ranks (ZeRO-1)"},
     NOT_YET("sequence-parallel", CLI_ARG_NONE),
-    NOT_YET("context-parallel-size", CLI_ARG_ONE),
+    {"context-parallel-size", 0, CLI_ARG_ONE, O_CP, "1", "only 1 (context parallelism is not implemented)"},
     NOT_YET("num-layers-per-virtual-pipeline-stage", CLI_ARG_ONE),
+    {"distributed-timeout-minutes", 0, CLI_ARG_ONE, O_DIST_TIMEOUT, "X",
+     "a rank waiting longer than X minutes in a collective ends the job (default: no limit)"},
     {"quiet", 'q', CLI_ARG_NONE, O_QUIET, NULL, "no configuration table or notes; twice: errors only"},
     {"verbose", 'v', CLI_ARG_NONE, O_VERBOSE, NULL, "more output"},
     {"help", 'h', CLI_ARG_NONE, O_HELP, NULL, "show this help and exit"},
     {"version", 'V', CLI_ARG_NONE, O_VERSION, NULL, "show the version and exit"},
+};
+
+/* Flags whose meaning is what mds does anyway: accepted at the values
+ * that mean it, refused at any other (docs/cli.md). */
+static const struct cli_option compat_options[] = {
+    {"distributed-backend", 0, CLI_ARG_ONE, O_DIST_BACKEND, "nccl|gloo",
+     "accepted: mds picks its transport (MPI, TCP) itself"},
+    {"data-impl", 0, CLI_ARG_ONE, O_DATA_IMPL, "mmap|infer", "accepted: the mmap format (MMIDIDX) is the one read"},
+    {"dataset-impl", 0, CLI_ARG_ONE, O_DATA_IMPL, NULL, NULL},
+    {"optimizer", 0, CLI_ARG_ONE, O_OPTIMIZER, "adam", "only adam (Megatron's AdamW)"},
+    {"DDP-impl", 0, CLI_ARG_ONE, O_DDP_IMPL, "local|torch", "accepted: data-parallel gradients are averaged either way"},
+    {"transformer-impl", 0, CLI_ARG_ONE, O_TRANSFORMER_IMPL, "local", "only local (mds's own kernels)"},
+    {"use-mcore-models", 0, CLI_ARG_NONE, O_MCORE, NULL, "accepted: the model is Megatron-Core's GPT"},
+    {"num-workers", 0, CLI_ARG_ONE, O_NUM_WORKERS, "N", "accepted: samples are read in the training process"},
+    {"dataloader-type", 0, CLI_ARG_ONE, O_DATALOADER, "single", "only single (Megatron's default sampler)"},
+    {"no-async-tensor-model-parallel-allreduce", 0, CLI_ARG_NONE, O_NO_ASYNC_TP, NULL,
+     "accepted: the TP all-reduce is synchronous"},
+    {"no-gradient-accumulation-fusion", 0, CLI_ARG_NONE, O_NO_GRAD_FUSION, NULL,
+     "accepted: gradients accumulate in fp32 without a fused kernel"},
+    {"attention-backend", 0, CLI_ARG_ONE, O_ATTN_BACKEND, "flash|fused|unfused|local|auto",
+     "accepted: one exact attention computes the same softmax(QK^T/sqrt(d))V"},
+    {"use-flash-attn", 0, CLI_ARG_NONE, O_FLASH_ATTN, NULL, "accepted: the same exact attention"},
+    {"use-flash-attn-v1", 0, CLI_ARG_NONE, O_FLASH_ATTN, NULL, NULL},
+    {"use-flash-attn-v2", 0, CLI_ARG_NONE, O_FLASH_ATTN, NULL, NULL},
+    {"use-flash-attn-triton", 0, CLI_ARG_NONE, O_FLASH_ATTN, NULL, NULL},
+    {"apply-query-key-layer-scaling", 0, CLI_ARG_NONE, O_QK_SCALING, NULL,
+     "accepted: the 1/layer scaling is undone in the fp32 softmax"},
+    {"no-query-key-layer-scaling", 0, CLI_ARG_NONE, O_NO_QK_SCALING, NULL, "accepted (the default)"},
+    {"manual-gc", 0, CLI_ARG_NONE, O_MANUAL_GC, NULL, "accepted: mds has no garbage collector"},
+    /* FP8 needs a GPU's FP8 tensor cores (Transformer Engine): this machine cannot run it */
+    CANNOT("fp8-format", CLI_ARG_ONE),
+    CANNOT("fp8-recipe", CLI_ARG_ONE),
+    CANNOT("fp8-margin", CLI_ARG_ONE),
+    CANNOT("fp8-interval", CLI_ARG_ONE),
+    CANNOT("fp8-amax-history-len", CLI_ARG_ONE),
+    CANNOT("fp8-amax-compute-algo", CLI_ARG_ONE),
+    CANNOT("fp8-param-gather", CLI_ARG_NONE),
+};
+
+/* Megatron-DeepSpeed's DeepSpeed flags, read for what they mean here. */
+static const struct cli_option ds_options[] = {
+    {"deepspeed", 0, CLI_ARG_NONE, O_DEEPSPEED, NULL, "read --deepspeed_config (DeepSpeed's engine settings)"},
+    {"deepspeed_config", 0, CLI_ARG_ONE, O_DS_CONFIG, "FILE",
+     "ds_config.json: batch sizes, clipping, ZeRO stage (1, 2: the distributed optimizer)"},
+    {"zero-stage", 0, CLI_ARG_ONE, O_ZERO_STAGE, "N", "must agree with the JSON's zero_optimization.stage"},
+    {"deepspeed-activation-checkpointing", 0, CLI_ARG_NONE, O_DS_ACT_CKPT, NULL,
+     "accepted: which code recomputes; nothing is recomputed without a recompute flag"},
+    {"partition-activations", 0, CLI_ARG_NONE, O_PARTITION_ACT, NULL,
+     "accepted: where recomputed activations are kept (memory only)"},
+    {"no-pipeline-parallel", 0, CLI_ARG_NONE, O_NO_PP, NULL, "the model without pipeline stages (PP must be 1)"},
+    {"deepspeed_mpi", 0, CLI_ARG_NONE, O_DS_MPI, NULL, "accepted: mds finds an MPI launch itself"},
+    {"cpu-optimizer", 0, CLI_ARG_NONE, O_CPU_OPT, NULL, "accepted: AdamW runs on the CPU backend"},
+    {"ds-sequence-parallel-size", 0, CLI_ARG_ONE, O_DS_SP, "1", "only 1 (DeepSpeed-Ulysses is not implemented)"},
 };
 
 enum tokenizer { TOK_GPT2, TOK_NULL };
@@ -203,11 +303,27 @@ struct config {
     int bf16, fp16, grads_fp32, have_loss_scale;
     double loss_scale, initial_loss_scale, min_loss_scale;
     uint64_t loss_scale_window, hysteresis;
+    unsigned scaler_given;            /* bits: initial, min, window, hysteresis given as flags */
     struct tb_flags tb;               /* --tensorboard-dir and its companions */
     int log_throughput;
+    /* NullTokenizer */
+    int null_legacy, have_null_eod;
+    uint64_t null_eod;
+    /* exits, resume, timeouts */
+    double exit_duration, dist_timeout;         /* minutes; 0: none */
+    const char *kill_switch;
+    int override_sched, use_ckpt_sched;
+    /* ramp-up and tokens */
+    uint64_t rampup[3];                         /* START INCR SAMPLES; start 0: none */
+    uint64_t train_tokens;                      /* 0: none */
+    int have_clip;
+    /* Megatron-DeepSpeed */
+    int deepspeed, have_zero_stage, zero_stage, no_pp, have_gbs, ds_sp;
+    const char *ds_config;
 };
 
-static struct cli_table tables[4];
+#define NTABLES 6
+static struct cli_table tables[NTABLES];
 
 static void print_help(void)
 {
@@ -218,7 +334,7 @@ static void print_help(void)
            "samples, learning-rate schedule and log line (fp32).  In parallel: mpirun -np N %s ...\n"
            "or srun %s ... (Megatron's rank order: TP fastest, then DP, then PP).\n\n",
            cli.name, cli.name, cli.name);
-    cli_print_options(tables, 4, 36);
+    cli_print_options(tables, NTABLES, 36);
     printf("\nExit status: 0 success, 1 runtime failure (data, NaN loss, memory), 2 bad usage.\n");
 }
 
@@ -235,7 +351,7 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_SEQ: c->seq = (int)cli_opt_u64(o, v, 1, 1 << 24); c->have_seq = 1; break;
     case O_MAXPOS: c->maxpos = (int)cli_opt_u64(o, v, 1, 1 << 24); c->have_maxpos = 1; break;
     case O_MBS: c->mbs = cli_opt_u64(o, v, 1, 1 << 20); c->have_mbs = 1; break;
-    case O_GBS: c->gbs = cli_opt_u64(o, v, 1, 1ull << 32); break;
+    case O_GBS: c->gbs = cli_opt_u64(o, v, 1, 1ull << 32); c->have_gbs = 1; break;
     case O_TRAIN_ITERS: s->train_iters = cli_opt_u64(o, v, 1, 1ull << 40); break;
     case O_TRAIN_SAMPLES: s->train_samples = cli_opt_u64(o, v, 1, 1ull << 50); break;
     case O_EXIT_INTERVAL: c->exit_interval = cli_opt_u64(o, v, 1, 1ull << 40); break;
@@ -251,7 +367,7 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_DECAY_ITERS: s->lr_decay_iters = cli_opt_u64(o, v, 1, 1ull << 40); s->have_decay_iters = 1; break;
     case O_DECAY_SAMPLES: s->lr_decay_samples = cli_opt_u64(o, v, 1, 1ull << 50); s->have_decay_samples = 1; break;
     case O_WD: c->wd = cli_opt_double(o, v, 0, 1e6); break;
-    case O_CLIP: c->clip = cli_opt_double(o, v, 0, 1e30); break;
+    case O_CLIP: c->clip = cli_opt_double(o, v, 0, 1e30); c->have_clip = 1; break;
     case O_BETA1: c->beta1 = cli_opt_double(o, v, 0, 1); break;
     case O_BETA2: c->beta2 = cli_opt_double(o, v, 0, 1); break;
     case O_EPS: c->eps = cli_opt_double(o, v, 0, 1); break;
@@ -267,7 +383,7 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_TOKENIZER:
         if (strcmp(v, "GPT2BPETokenizer") == 0) c->tokenizer = TOK_GPT2;
         else if (strcmp(v, "NullTokenizer") == 0) c->tokenizer = TOK_NULL;
-        else cli_usage("tokenizer type '%s' is not supported (GPT2BPETokenizer or NullTokenizer)", v);
+        else cli_usage("option '--tokenizer-type' %s is not supported (GPT2BPETokenizer or NullTokenizer)", v);
         break;
     case O_VOCAB_SIZE: c->vocab_size_arg = cli_opt_u64(o, v, 1, 1 << 30); break;
     case O_TP: c->tp = (int)cli_opt_u64(o, v, 1, 1 << 16); break;
@@ -292,24 +408,82 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_USE_ROPE_SCALING: c->use_rope_scaling = 1; break;
     case O_ROPE_SCALING_FACTOR: c->rope_scaling_factor = cli_opt_double(o, v, 1e-6, 1e6); break;
     case O_NORMALIZATION:
-        c->normalization = cli_opt_choice(o, v, (const char *const[]){"LayerNorm", "RMSNorm", NULL});
+        /* Megatron-DeepSpeed spells them layernorm and rmsnorm */
+        c->normalization = cli_opt_choice(o, v, (const char *const[]){"LayerNorm", "RMSNorm", "layernorm", "rmsnorm", NULL}) % 2;
         break;
     case O_SWIGLU: c->swiglu = 1; break;
     case O_GQA: c->gqa = 1; break;
     case O_QUERY_GROUPS: c->query_groups = cli_opt_u64(o, v, 1, 1 << 16); break;
+    case O_KV_HEADS: c->query_groups = cli_opt_u64(o, v, 1, 1 << 16); c->gqa = 1; break;
     case O_DISABLE_BIAS: c->add_bias = 0; break;
     case O_KV_CHANNELS: c->kv_channels = (int)cli_opt_u64(o, v, 1, 1 << 20); break;
     case O_SOFTMAX_FP32: break;
     case O_BF16: c->bf16 = 1; break;
     case O_FP16: c->fp16 = 1; break;
     case O_LOSS_SCALE: c->loss_scale = cli_opt_double(o, v, 1e-30, 1e30); c->have_loss_scale = 1; break;
-    case O_INITIAL_LOSS_SCALE: c->initial_loss_scale = cli_opt_double(o, v, 1e-30, 1e300); break;
-    case O_MIN_LOSS_SCALE: c->min_loss_scale = cli_opt_double(o, v, 0, 1e300); break;
-    case O_LOSS_SCALE_WINDOW: c->loss_scale_window = cli_opt_u64(o, v, 1, 1u << 30); break;
-    case O_HYSTERESIS: c->hysteresis = cli_opt_u64(o, v, 1, 1u << 30); break;
+    case O_INITIAL_LOSS_SCALE: c->initial_loss_scale = cli_opt_double(o, v, 1e-30, 1e300); c->scaler_given |= 1; break;
+    case O_MIN_LOSS_SCALE: c->min_loss_scale = cli_opt_double(o, v, 0, 1e300); c->scaler_given |= 2; break;
+    case O_LOSS_SCALE_WINDOW: c->loss_scale_window = cli_opt_u64(o, v, 1, 1u << 30); c->scaler_given |= 4; break;
+    case O_HYSTERESIS: c->hysteresis = cli_opt_u64(o, v, 1, 1u << 30); c->scaler_given |= 8; break;
     case O_GRADS_FP32: c->grads_fp32 = 1; break;
     case O_DIST_OPT: c->dist_opt = 1; break;
     case O_LOG_THROUGHPUT: c->log_throughput = 1; break;
+    case O_CP:
+        if (cli_opt_u64(o, v, 1, 1 << 16) != 1)
+            cli_usage("option '--context-parallel-size' %s is not supported yet (only 1: no context parallelism)", v);
+        break;
+    case O_DS_SP:
+        if (cli_opt_u64(o, v, 1, 1 << 16) != 1)
+            cli_usage("option '--ds-sequence-parallel-size' %s is not supported (only 1: no DeepSpeed-Ulysses)", v);
+        break;
+    case O_DIST_BACKEND: cli_opt_choice(o, v, (const char *const[]){"nccl", "gloo", NULL}); break;
+    case O_DATA_IMPL:
+        if (cli_opt_choice(o, v, (const char *const[]){"mmap", "infer", "lazy", "cached", NULL}) >= 2)
+            cli_usage("option '--%s' %s is not supported (only mmap, or infer, which finds mmap)", o->lng, v);
+        break;
+    case O_OPTIMIZER:
+        if (strcmp(v, "adam") != 0)
+            cli_usage("option '--optimizer' %s is not supported (only adam: Megatron's AdamW)", v);
+        break;
+    case O_DDP_IMPL: cli_opt_choice(o, v, (const char *const[]){"local", "torch", NULL}); break;
+    case O_TRANSFORMER_IMPL:
+        if (strcmp(v, "local") != 0)
+            cli_usage("option '--transformer-impl' %s is not supported (only local: %s)", v,
+                      strcmp(v, "transformer_engine") == 0 ? "Transformer Engine is a CUDA library" : "mds's own kernels");
+        break;
+    case O_NUM_WORKERS: cli_opt_u64(o, v, 0, 1 << 20); break;
+    case O_DATALOADER:
+        if (strcmp(v, "single") != 0)
+            cli_usage("option '--dataloader-type' %s is not supported (only single: Megatron's sequential sampler; "
+                      "cyclic reorders samples with PyTorch's randperm, external needs Python)", v);
+        break;
+    case O_ATTN_BACKEND:
+        cli_opt_choice(o, v, (const char *const[]){"flash", "fused", "unfused", "local", "auto", NULL});
+        break;
+    case O_MCORE: case O_NO_ASYNC_TP: case O_NO_GRAD_FUSION: case O_FLASH_ATTN: case O_QK_SCALING:
+    case O_NO_QK_SCALING: case O_MANUAL_GC: case O_DS_ACT_CKPT: case O_PARTITION_ACT: case O_DS_MPI: case O_CPU_OPT:
+        break;
+    case O_OVERRIDE_SCHED: c->override_sched = 1; break;
+    case O_USE_CKPT_SCHED: c->use_ckpt_sched = 1; break;
+    case O_DIST_TIMEOUT: c->dist_timeout = cli_opt_double(o, v, 0, 1e9); break;
+    case O_EXIT_DURATION: c->exit_duration = cli_opt_double(o, v, 0, 1e12); break;
+    case O_KILL_SWITCH: c->kill_switch = v; break;
+    case O_NULL_EOD: c->null_eod = cli_opt_u64(o, v, 0, 1 << 30); c->have_null_eod = 1; break;
+    case O_NULL_LEGACY: c->null_legacy = 1; break;
+    case O_RAMPUP:
+        if (nvals != 3)
+            cli_usage("expected the following format: --rampup-batch-size <start batch size> <batch size increment> "
+                      "<ramp-up samples> (got %zu values)", nvals);
+        for (int i = 0; i < 3; i++)
+            c->rampup[i] = cli_opt_u64(o, vals[i], i < 2 ? 1 : 0, i < 2 ? 1ull << 32 : 1ull << 50);
+        break;
+    case O_TRAIN_TOKENS: c->train_tokens = cli_opt_u64(o, v, 1, 1ull << 62); break;
+    case O_DECAY_TOKENS: s->lr_decay_tokens = cli_opt_u64(o, v, 1, 1ull << 62); s->have_decay_tokens = 1; break;
+    case O_WARMUP_TOKENS: s->lr_warmup_tokens = cli_opt_u64(o, v, 0, 1ull << 62); s->have_warmup_tokens = 1; break;
+    case O_DEEPSPEED: c->deepspeed = 1; break;
+    case O_DS_CONFIG: c->ds_config = v; break;
+    case O_ZERO_STAGE: c->zero_stage = (int)cli_opt_u64(o, v, 0, 3); c->have_zero_stage = 1; break;
+    case O_NO_PP: c->no_pp = 1; break;
     case O_QUIET: if (cli.verbosity > 0) cli.verbosity--; break;
     case O_VERBOSE: cli.verbosity++; break;
     case O_HELP:
@@ -356,7 +530,11 @@ static void parse_args(int argc, char **argv, struct config *c)
     tables[2] = (struct cli_table){ "training", train_options, sizeof train_options / sizeof train_options[0],
                                     handle_option, c };
     tables[3] = tb_flags_table(&c->tb);
-    cli_parse(tables, 4, argc, argv, 1, NULL);
+    tables[4] = (struct cli_table){ "accepted for their meaning (values checked)", compat_options,
+                                    sizeof compat_options / sizeof compat_options[0], handle_option, c };
+    tables[5] = (struct cli_table){ "Megatron-DeepSpeed", ds_options, sizeof ds_options / sizeof ds_options[0],
+                                    handle_option, c };
+    cli_parse(tables, NTABLES, argc, argv, 1, NULL);
 
     /* Megatron's validate_args, for what exists here. */
     train_schedule_args *s = &c->sched;
@@ -381,7 +559,6 @@ static void parse_args(int argc, char **argv, struct config *c)
     if (c->have_loss_scale && !c->fp16) cli_usage("--loss-scale goes with --fp16");
     if (c->pos_type != GPT_POS_ROPE && (c->rotary_interleaved || c->use_rope_scaling))
         cli_usage("--rotary-interleaved and --use-rope-scaling need --position-embedding-type rope");
-    if (!c->gbs) c->gbs = c->mbs;
     if (c->gbs % c->mbs) cli_usage("--global-batch-size %" PRIu64 " is not a multiple of --micro-batch-size %" PRIu64, c->gbs, c->mbs);
     if (!!s->train_iters == !!s->train_samples) cli_usage("give exactly one of --train-iters and --train-samples");
     if (s->have_warmup_fraction && (s->lr_warmup_iters || s->lr_warmup_samples))
@@ -394,11 +571,153 @@ static void parse_args(int argc, char **argv, struct config *c)
     data_flags_check(&c->data, 1);
     if (c->tokenizer == TOK_NULL && !c->vocab_size_arg) cli_usage("NullTokenizer needs --vocab-size");
     if (c->tokenizer == TOK_GPT2 && c->vocab_size_arg) cli_usage("--vocab-size goes with --tokenizer-type NullTokenizer");
-    s->global_batch_size = c->gbs;
-    if (s->train_samples) {
-        s->train_iters = s->train_samples / c->gbs;   /* Megatron's update_train_iters */
-        if (!s->train_iters) cli_usage("--train-samples %" PRIu64 " is less than one global batch", s->train_samples);
+    if (c->tokenizer != TOK_NULL && (c->null_legacy || c->have_null_eod))
+        cli_usage("--%s goes with --tokenizer-type NullTokenizer",
+                  c->null_legacy ? "null-tokenizer-legacy" : "null-tokenizer-eod-id");
+    if (c->null_legacy && c->have_null_eod)
+        cli_usage("--null-tokenizer-legacy and --null-tokenizer-eod-id are exclusive (legacy: EOD = --vocab-size)");
+    if (c->have_null_eod && c->null_eod >= c->vocab_size_arg)
+        cli_usage("--null-tokenizer-eod-id %" PRIu64 " is not below --vocab-size %" PRIu64, c->null_eod,
+                  c->vocab_size_arg);
+    /* Megatron's OptimizerParamScheduler asserts this */
+    if (c->override_sched && c->use_ckpt_sched)
+        cli_usage("both --override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler are set");
+    if ((c->ds_config || c->have_zero_stage) && !c->deepspeed)
+        cli_usage("--%s goes with --deepspeed", c->ds_config ? "deepspeed_config" : "zero-stage");
+    if (c->deepspeed && !c->ds_config)
+        cli_usage("--deepspeed needs --deepspeed_config FILE (DeepSpeed requires a configuration)");
+    if (c->no_pp && c->pp != 1)
+        cli_usage("--no-pipeline-parallel with --pipeline-model-parallel-size %d (it builds the model without stages)",
+                  c->pp);
+    if ((s->have_warmup_tokens || s->have_decay_tokens) && s->have_warmup_fraction)
+        cli_usage("--lr-warmup-fraction does not combine with the token schedule (--lr-*-tokens)");
+}
+
+/* The global batch of every iteration and what it implies, now that the
+ * data-parallel size is known: Megatron's update_train_iters (sample-based
+ * training with a ramp-up), the divisibility Megatron asserts each
+ * iteration (checked for every batch the ramp will reach), and
+ * Megatron-DeepSpeed's warmup latch of a token decay. */
+static void plan_batches(struct config *c, const train_rampup *r, int dp, train_schedule *sched)
+{
+    train_schedule_args *s = &c->sched;
+    uint64_t unit = c->mbs * (uint64_t)dp;
+    uint64_t consumed = 0;
+    for (uint64_t k = 0; k < s->train_iters; k++) {
+        uint64_t b = train_rampup_batch(r, consumed);
+        if (b % unit)
+            cli_usage("the ramp-up's global batch %" PRIu64 " (after %" PRIu64 " samples) is not divisible by "
+                      "micro-batch size (%" PRIu64 ") times data parallel size (%d)", b, consumed, c->mbs, dp);
+        if (b == c->gbs) break;   /* constant from here */
+        consumed += b;
     }
+    if (sched->decay_tokens >= 0 && sched->warmup_tokens < 0 &&
+        train_rampup_warmup_tokens(r, sched->warmup_steps, (uint64_t)c->seq, &sched->latch_tokens) != 0)
+        cli_usage("the warmup (%g samples) does not end with an iteration, so --lr-decay-tokens has no start "
+                  "(Megatron-DeepSpeed fails there); give --lr-warmup-tokens", sched->warmup_steps);
+}
+
+/* One loss-scaler setting from the file against its flag: the file's value
+ * (DeepSpeed's scaler runs under --deepspeed), a flag given as well must
+ * agree. */
+static double ds_scaler_value(const struct config *c, unsigned bit, const char *flag, double flag_value,
+                              const char *key, double file_value, double deepspeed_default)
+{
+    double v = file_value >= 0 ? file_value : deepspeed_default;
+    if ((c->scaler_given & bit) && flag_value != v)
+        cli_usage("--%s %.17g but \"fp16\": \"%s\" %.17g%s in '%s' (DeepSpeed scales the loss, not Megatron)", flag,
+                  flag_value, key, v, file_value >= 0 ? "" : " (DeepSpeed's default)", c->ds_config);
+    return v;
+}
+
+/* The file's fp16 / bf16 sections: DeepSpeed's engine casts the model and
+ * (fp16) runs its loss scaler, whose rule is Megatron's (halve after
+ * `hysteresis` overflows, double after `loss_scale_window` clean steps,
+ * never below `min_loss_scale`) with DeepSpeed's defaults: a start of 2^16,
+ * not Megatron's 2^32.  A precision flag must agree with the file. */
+static void ds_precision(struct config *c, const ds_config *d)
+{
+    if (d->fp16 && d->bf16)
+        cli_usage("--deepspeed_config '%s': fp16 and bf16 are both enabled", c->ds_config);
+    if ((c->fp16 && !d->fp16) || (c->bf16 && !d->bf16))
+        cli_usage("--%s but \"%s\" is not enabled in '%s' (DeepSpeed's engine sets the precision)",
+                  c->fp16 ? "fp16" : "bf16", c->fp16 ? "fp16" : "bf16", c->ds_config);
+    if (d->fp16) c->fp16 = 1;
+    if (d->bf16) c->bf16 = 1;
+    if (!d->fp16) return;
+    double ls = d->loss_scale >= 0 ? d->loss_scale : 0;   /* 0: dynamic */
+    if (ls > 0) {
+        if (c->have_loss_scale && c->loss_scale != ls)
+            cli_usage("--loss-scale %.17g but \"fp16\": \"loss_scale\" %.17g in '%s'", c->loss_scale, ls, c->ds_config);
+        c->loss_scale = ls;
+        c->have_loss_scale = 1;
+    } else if (c->have_loss_scale) {
+        cli_usage("--loss-scale %.17g but a dynamic loss scale (\"fp16\": \"loss_scale\" 0) in '%s'", c->loss_scale,
+                  c->ds_config);
+    }
+    double power = d->initial_scale_power >= 0 ? d->initial_scale_power : 16;
+    if (power != floor(power) || power > 1000)
+        cli_usage("--deepspeed_config '%s': \"fp16\": \"initial_scale_power\" %.17g is not an integer up to 1000",
+                  c->ds_config, power);
+    c->initial_loss_scale = ds_scaler_value(c, 1, "initial-loss-scale", c->initial_loss_scale, "initial_scale_power",
+                                            d->initial_scale_power >= 0 ? ldexp(1.0, (int)power) : -1, 65536.0);
+    c->min_loss_scale = ds_scaler_value(c, 2, "min-loss-scale", c->min_loss_scale, "min_loss_scale",
+                                        d->min_loss_scale, 1.0);
+    double window = ds_scaler_value(c, 4, "loss-scale-window", (double)c->loss_scale_window, "loss_scale_window",
+                                    d->loss_scale_window, 1000.0);
+    double hyst = ds_scaler_value(c, 8, "hysteresis", (double)c->hysteresis, "hysteresis", d->hysteresis, 2.0);
+    if (!(window >= 1 && window <= (1u << 30) && window == floor(window)) ||
+        !(hyst >= 1 && hyst <= (1u << 30) && hyst == floor(hyst)))
+        cli_usage("--deepspeed_config '%s': \"fp16\": loss_scale_window and hysteresis must be positive integers",
+                  c->ds_config);
+    c->loss_scale_window = (uint64_t)window;
+    c->hysteresis = (uint64_t)hyst;
+}
+
+/* Megatron-DeepSpeed's --deepspeed_config against the flags: DeepSpeed's
+ * batch rule, then every value the flags also give must agree (a missing
+ * flag takes the file's value); the ZeRO stage picks the optimizer. */
+static void apply_ds_config(struct config *c, int dp)
+{
+    ds_config d;
+    char err[600];
+    int io;
+    if (ds_config_read(c->ds_config, &d, &io, err, sizeof err) != 0) {
+        if (io) cli_die(1, "--deepspeed_config: %s", err);
+        cli_usage("--deepspeed_config %s", err);
+    }
+    if (d.refused[0])
+        cli_usage("--deepspeed_config '%s': %s is not supported by mds", c->ds_config, d.refused);
+    ds_precision(c, &d);
+    uint64_t train, micro, gas;
+    if (ds_config_batch(&d, (uint64_t)dp, &train, &micro, &gas, err, sizeof err) != 0)
+        cli_usage("--deepspeed_config '%s': %s", c->ds_config, err);
+    if (d.have_micro || d.have_train_batch) {
+        if (c->mbs != micro)
+            cli_usage("--micro-batch-size %" PRIu64 " but train_micro_batch_size_per_gpu %" PRIu64 " in '%s'", c->mbs,
+                      micro, c->ds_config);
+        if (c->have_gbs && c->gbs != train)
+            cli_usage("--global-batch-size %" PRIu64 " but train_batch_size %" PRIu64 " in '%s'", c->gbs, train,
+                      c->ds_config);
+        c->gbs = train;
+        c->have_gbs = 1;
+    }
+    (void)gas;   /* = G / (micro DP), as mds accumulates */
+    double clip = d.have_clip ? d.clip : 0.0;   /* DeepSpeed clips only when gradient_clipping > 0 */
+    if (c->have_clip && c->clip != clip)
+        cli_usage("--clip-grad %g but gradient_clipping %g%s in '%s' (DeepSpeed clips, not Megatron)", c->clip, clip,
+                  d.have_clip ? "" : " (absent)", c->ds_config);
+    c->clip = clip;
+    int stage = d.have_stage ? d.stage : 0;
+    if (c->have_zero_stage && c->zero_stage != stage)
+        cli_usage("--zero-stage %d but zero_optimization.stage %d%s in '%s'", c->zero_stage, stage,
+                  d.have_stage ? "" : " (absent)", c->ds_config);
+    if (stage == 3)
+        cli_usage("--deepspeed_config '%s': ZeRO stage 3 (sharded parameters) is not supported", c->ds_config);
+    if (stage == 0 && c->dist_opt)
+        cli_usage("--use-distributed-optimizer with ZeRO stage 0 in '%s'", c->ds_config);
+    if (stage >= 1) c->dist_opt = 1;   /* 1: sharded AdamW state; 2: and gradients reduce-scattered into shards */
+    c->zero_stage = stage;
 }
 
 /* ---- output --------------------------------------------------------------- */
@@ -472,6 +791,18 @@ static void print_config(const struct config *c, const gpt_model *m, const train
     ROW("parameters (rank 0)", "%zu", m->num_params);
     ROW("micro / global batch", "%" PRIu64 " / %" PRIu64 " (%" PRIu64 " micro-batches per DP rank)", c->mbs, c->gbs, nmicro);
     ROW("train iters", "%" PRIu64, c->sched.train_iters);
+    if (c->rampup[0])
+        ROW("batch ramp-up", "from %" PRIu64 " by %" PRIu64 " over %" PRIu64 " samples", c->rampup[0], c->rampup[1],
+            c->rampup[2]);
+    if (c->sched.have_warmup_tokens || c->sched.have_decay_tokens || c->train_tokens) {
+        char w[24] = "-", d[24] = "-", tr[24] = "-";
+        if (c->sched.have_warmup_tokens) snprintf(w, sizeof w, "%" PRIu64, c->sched.lr_warmup_tokens);
+        if (c->sched.have_decay_tokens) snprintf(d, sizeof d, "%" PRIu64, c->sched.lr_decay_tokens);
+        if (c->train_tokens) snprintf(tr, sizeof tr, "%" PRIu64, c->train_tokens);
+        ROW("tokens: warmup / decay / train", "%s / %s / %s", w, d, tr);
+    }
+    if (c->deepspeed)
+        ROW("deepspeed config", "ZeRO stage %d, %s", c->zero_stage, c->ds_config);
     ROW("lr / min lr / style", "%g / %g / %s", c->sched.lr, c->sched.min_lr, styles[c->sched.decay_style]);
     ROW("adam beta1 / beta2 / eps", "%g / %g / %g", c->beta1, c->beta2, c->eps);
     ROW("weight decay / clip grad", "%g / %g", c->wd, c->clip);
@@ -550,14 +881,15 @@ static void check_sched(const char *dir, const char *name, double ours, double t
 {
     if (ours != theirs)
         cli_die(1, "checkpoint in '%s': lr scheduler %s is %.17g in the checkpoint but %.17g in this run\n"
-                   "hint: resume with the --lr, --min-lr, --lr-warmup-*, --lr-decay-* and --train-* values of the saved run",
+                   "hint: resume with the --lr, --min-lr, --lr-warmup-*, --lr-decay-* and --train-* values of the saved run,\n"
+                   "or give --override-opt_param-scheduler (this run's) or --use-checkpoint-opt_param-scheduler (the saved one)",
                 dir, name, theirs, ours);
 }
 
 /* Restores weights, AdamW state and the counters; no checkpoint in dir
  * means starting afresh, as Megatron does (with a warning).  Every rank
  * reads its (TP, PP) file; a rank that fails ends the job. */
-static void load_checkpoint(const struct config *c, trainer *t, const train_schedule *s, uint64_t *iteration,
+static void load_checkpoint(const struct config *c, trainer *t, train_schedule *s, uint64_t *iteration,
                             uint64_t *consumed, uint64_t *sched_steps, uint64_t *valid_cursor)
 {
     char err[4600];
@@ -578,14 +910,29 @@ static void load_checkpoint(const struct config *c, trainer *t, const train_sche
                 code == CKPT_ERR_MISMATCH ? "resume with the model flags and parallel sizes of the saved run"
                 : code == CKPT_ERR_CHECKSUM || code == CKPT_ERR_FORMAT ? "the file is damaged; load an earlier iteration"
                 : "check --load");
-    if (st.decay_style != (uint32_t)s->style)
-        cli_die(1, "checkpoint in '%s': lr scheduler decay style is %s in the checkpoint but %s in this run", c->load,
-                st.decay_style < 3 ? styles[st.decay_style] : "unknown", styles[s->style]);
-    check_sched(c->load, "max lr", s->max_lr, st.max_lr);
-    check_sched(c->load, "min lr", s->min_lr, st.min_lr);
-    check_sched(c->load, "warmup init lr", s->init_lr, st.init_lr);
-    check_sched(c->load, "warmup steps", s->warmup_steps, st.warmup_steps);
-    check_sched(c->load, "decay steps", s->decay_steps, st.decay_steps);
+    if (c->use_ckpt_sched) {
+        /* Megatron's _check_and_set with use_checkpoint_opt_param_scheduler */
+        if (st.decay_style > 2)
+            cli_die(1, "checkpoint in '%s': unknown lr scheduler decay style %u", c->load, st.decay_style);
+        s->style = (int)st.decay_style;
+        s->max_lr = st.max_lr;
+        s->min_lr = st.min_lr;
+        s->init_lr = st.init_lr;
+        s->warmup_steps = st.warmup_steps;
+        s->decay_steps = st.decay_steps;
+        cli_note(" > using the checkpoint's learning-rate schedule (--use-checkpoint-opt_param-scheduler)");
+    } else if (c->override_sched) {
+        cli_note(" > overriding the checkpoint's learning-rate schedule with this run's (--override-opt_param-scheduler)");
+    } else {
+        if (st.decay_style != (uint32_t)s->style)
+            cli_die(1, "checkpoint in '%s': lr scheduler decay style is %s in the checkpoint but %s in this run", c->load,
+                    st.decay_style < 3 ? styles[st.decay_style] : "unknown", styles[s->style]);
+        check_sched(c->load, "max lr", s->max_lr, st.max_lr);
+        check_sched(c->load, "min lr", s->min_lr, st.min_lr);
+        check_sched(c->load, "warmup init lr", s->init_lr, st.init_lr);
+        check_sched(c->load, "warmup steps", s->warmup_steps, st.warmup_steps);
+        check_sched(c->load, "decay steps", s->decay_steps, st.decay_steps);
+    }
     /* the scheduler advances on successful steps only (skipped --fp16
        iterations consume samples but do not step it) */
     if (!(st.num_steps >= 0 && st.num_steps <= (double)st.consumed_train_samples && st.num_steps == floor(st.num_steps)))
@@ -617,9 +964,15 @@ static void open_tokenizer(const struct config *c, struct tokenizer_info *ti)
 {
     memset(ti, 0, sizeof *ti);
     if (c->tokenizer == TOK_NULL) {
-        ti->V = (int)c->vocab_size_arg + 1;   /* Megatron's _NullTokenizer: ids 0..N-1 plus EOD = N */
-        ti->eod = (int64_t)c->vocab_size_arg;
-        snprintf(ti->desc, sizeof ti->desc, "NullTokenizer (%d ids with EOD)", ti->V);
+        if (c->null_legacy) {   /* Megatron's _NullTokenizer until 2026: ids 0..N-1 plus EOD = N */
+            ti->V = (int)c->vocab_size_arg + 1;
+            ti->eod = (int64_t)c->vocab_size_arg;
+        } else {                /* Megatron-Core's NullTokenizer: N ids, EOD = N - 1 unless given */
+            ti->V = (int)c->vocab_size_arg;
+            ti->eod = c->have_null_eod ? (int64_t)c->null_eod : (int64_t)c->vocab_size_arg - 1;
+        }
+        snprintf(ti->desc, sizeof ti->desc, "NullTokenizer (%d ids, EOD %" PRId64 "%s)", ti->V, ti->eod,
+                 c->null_legacy ? ", legacy" : "");
         return;
     }
     cli_gpt2_files(c->vocab_file, c->merge_file, 1, &ti->vocab_path, &ti->merge_path);
@@ -645,6 +998,9 @@ static ds_pipeline *open_data(const struct config *c, const train_layout *P, con
     if (ds_sample_counts(dc.num_samples, 0, c->sched.train_iters, c->gbs, c->eval_iters,
                          c->eval_interval ? c->eval_interval : UINT64_MAX, 0) < 0)
         cli_die(1, "bad sample counts\nhint: check --train-iters, --global-batch-size, --eval-interval");
+    /* Megatron's get_train_valid_test_num_samples: --train-samples as given
+       (the iterations, ramp-up included, only set the evaluation count) */
+    if (c->sched.train_samples) dc.num_samples[0] = (int64_t)c->sched.train_samples;
     dc.vocab_file = ti->vocab_path;
     dc.merge_file = ti->merge_path;
     dc.eod = ti->eod;
@@ -669,10 +1025,21 @@ static ds_pipeline *open_data(const struct config *c, const train_layout *P, con
     return data;
 }
 
+/* bigscience Megatron-DeepSpeed's found_kill_switch, decided by rank 0 for
+ * every rank (so no rank leaves the others waiting). */
+static int kill_switch_found(const struct config *c, const train_layout *P)
+{
+    double found = P->rank == 0 && access(c->kill_switch, F_OK) == 0;
+    if (comm_allreduce(P->world, &found, 1, COMM_F64, COMM_MAX) < 0)
+        cli_die(1, "rank %d: kill-switch all-reduce: %s", P->rank, comm_error());
+    return found != 0;
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 int main(int argc, char **argv)
 {
+    double start_time = cli_now();   /* Megatron's _TRAIN_START_TIME */
     cli.name = "mdstrain";
     cli.exit_fn = end_job;
     cli.errors_always = 1;
@@ -685,18 +1052,34 @@ int main(int argc, char **argv)
     cli.speaks = world_rank == 0;   /* every rank parses the same arguments: rank 0 speaks for all */
     struct config c;
     parse_args(argc, argv, &c);
-    train_schedule sched;
     char err[1024];
-    if (train_schedule_init(&sched, &c.sched, err, sizeof err) != 0)
-        cli_usage("%s", err);
     /* Megatron's initialize_model_parallel and validate_args */
     if (world_size % (c.tp * c.pp))
         cli_usage("the world size %d is not divisible by tensor (%d) x pipeline (%d) model parallel sizes",
                   world_size, c.tp, c.pp);
     int dp = world_size / (c.tp * c.pp);
+    if (c.dist_timeout > 0) {
+        timeout_rank = world_rank;
+        timeout_minutes = c.dist_timeout;
+        if (comm_set_timeout(c.dist_timeout * 60.0, collective_timeout) != 0)
+            cli_die(1, "%s", comm_error());
+    }
+    if (c.deepspeed) apply_ds_config(&c, dp);
+    if (!c.have_gbs) c.gbs = c.mbs * (uint64_t)dp;   /* Megatron's default */
     if (c.gbs % (c.mbs * (uint64_t)dp))
         cli_usage("--global-batch-size %" PRIu64 " is not divisible by micro-batch size (%" PRIu64
                   ") times data parallel size (%d)", c.gbs, c.mbs, dp);
+    c.sched.global_batch_size = c.gbs;
+    train_rampup ramp;
+    if (train_rampup_init(&ramp, c.rampup[0], c.rampup[1], c.rampup[2], c.gbs, err, sizeof err) != 0)
+        cli_usage("--rampup-batch-size: %s", err);
+    if (c.sched.train_samples && !c.rampup[0] && c.sched.train_samples < c.gbs)
+        cli_usage("--train-samples %" PRIu64 " is less than one global batch", c.sched.train_samples);
+    if (c.sched.train_samples) c.sched.train_iters = train_rampup_train_iters(&ramp, c.sched.train_samples);
+    train_schedule sched;
+    if (train_schedule_init(&sched, &c.sched, err, sizeof err) != 0)
+        cli_usage("%s", err);
+    plan_batches(&c, &ramp, dp, &sched);
     train_layout P;
     if (train_layout_init(&P, world, c.tp, c.pp, err, sizeof err) != 0)
         cli_die(1, "%s", err);
@@ -764,12 +1147,17 @@ int main(int argc, char **argv)
                   ds_pipeline_length(data, DS_SPLIT_TEST) > 0;
 
     uint64_t train_iters = c.sched.train_iters;
-    double flops_per_iter = gpt_flops_per_token(&model) * (double)c.gbs * (double)c.seq;
+    double flops_per_token = gpt_flops_per_token(&model);
     uint64_t consumed = 0, sched_steps = 0, valid_cursor = 0;
     double interval_time = 0, interval_loss = 0;
     uint64_t interval_iters = 0, interval_advanced = 0, interval_skipped = 0;
     uint64_t iteration = 0;
     if (c.load) load_checkpoint(&c, &t, &sched, &iteration, &consumed, &sched_steps, &valid_cursor);
+    /* the samples consumed before the last iteration: Megatron-DeepSpeed's
+       scheduler reads the tokens consumed before the iteration it steps for */
+    uint64_t before, after;
+    train_rampup_consumed(&ramp, iteration, &before, &after);
+    uint64_t prev_consumed = after == consumed ? before : consumed >= c.gbs ? consumed - c.gbs : 0;
     uint64_t last_saved = c.load ? iteration : UINT64_MAX;
     int log_rank = world_rank == world_size - 1;   /* Megatron's print_rank_last */
     struct tblog tbl;
@@ -778,9 +1166,29 @@ int main(int argc, char **argv)
     train_layout_reset_stats(&P);
     uint64_t iters_run = 0;
     double run_start = cli_now();
-    while (iteration < train_iters) {
+    uint64_t batch = train_rampup_batch(&ramp, consumed);
+    const char *stop = NULL;   /* why the loop ended early: no evaluation at the end, as in Megatron */
+    double tokens_per_sample = (double)c.seq;
+    while (iteration < train_iters && (!c.train_tokens || (double)consumed * tokens_per_sample < (double)c.train_tokens)) {
+        if (c.kill_switch && kill_switch_found(&c, &P)) {
+            if (c.save && last_saved != iteration) {
+                save_checkpoint(&c, &t, &sched, iteration, consumed, sched_steps, valid_cursor);
+                last_saved = iteration;
+            }
+            cli_note("Detected kill switch at %s. Exiting", c.kill_switch);
+            stop = "kill switch";
+            break;
+        }
+        /* Megatron's update_num_microbatches; a changed count saves first */
+        uint64_t b = train_rampup_batch(&ramp, consumed);
+        if (b != batch && iteration != 0 && c.save && last_saved != iteration) {
+            save_checkpoint(&c, &t, &sched, iteration, consumed, sched_steps, valid_cursor);
+            last_saved = iteration;
+        }
+        batch = b;
+        trainer_set_global_batch(&t, batch);
         double ts = cli_now();
-        double lr = train_schedule_lr(&sched, (double)sched_steps);
+        double lr = train_schedule_lr_tokens(&sched, (double)sched_steps, (double)prev_consumed * tokens_per_sample);
         double loss, norm;
         if (trainer_backward_pass(&t, consumed, &loss, &norm) != 0)
             cli_die(1, "%s", t.err);
@@ -794,8 +1202,9 @@ int main(int argc, char **argv)
             cli_die(1, "%s", t.err);
         iteration++;
         iters_run++;
-        consumed += c.gbs;
-        if (!skipped) sched_steps += c.gbs;   /* Megatron steps its scheduler on successful updates only */
+        prev_consumed = consumed;
+        consumed += batch;
+        if (!skipped) sched_steps += batch;   /* Megatron steps its scheduler on successful updates only */
         interval_time += cli_now() - ts;
         if (!skipped) {
             interval_loss += loss;
@@ -803,8 +1212,9 @@ int main(int argc, char **argv)
         }
         interval_skipped += (uint64_t)skipped;
         interval_iters++;
-        tblog_training(&tbl, iteration, consumed, skipped ? NAN : loss, train_schedule_lr(&sched, (double)sched_steps),
-                       c.gbs, t.scaler.scale, skipped ? NAN : norm, world_size);
+        tblog_training(&tbl, iteration, consumed, skipped ? NAN : loss,
+                       train_schedule_lr_tokens(&sched, (double)sched_steps, (double)prev_consumed * tokens_per_sample),
+                       batch, t.scaler.scale, skipped ? NAN : norm, world_size);
 
         if (iteration % c.log_interval == 0) {
             if (log_rank) {
@@ -823,14 +1233,14 @@ int main(int argc, char **argv)
                        " | loss scale: %.1f |%s number of skipped iterations: %3d"
                        " | number of nan iterations: %3d | tokens per second: %.1f | ETA: %s |\n",
                        ts_s, iteration, train_iters, consumed, per_iter * 1000.0,
-                       flops_per_iter / per_iter / 1e12 / (double)world_size,
-                       train_schedule_lr(&sched, (double)sched_steps), c.gbs, avg, t.scaler.scale, gn,
-                       (int)interval_skipped, 0, (double)c.gbs * c.seq / per_iter, eta);
+                       flops_per_token * (double)batch * (double)c.seq / per_iter / 1e12 / (double)world_size,
+                       train_schedule_lr_tokens(&sched, (double)sched_steps, (double)prev_consumed * tokens_per_sample),
+                       batch, avg, t.scaler.scale, gn, (int)interval_skipped, 0, (double)batch * c.seq / per_iter, eta);
                 if (user_verbosity >= 3)
                     printf(" [rank %d] lm loss %.17g grad norm %.17g\n", world_rank, avg, norm);
                 fflush(stdout);
                 tblog_interval(&tbl, iteration, per_iter, c.log_throughput,
-                               flops_per_iter / per_iter / 1e12 / (double)world_size);
+                               flops_per_token * (double)batch * (double)c.seq / per_iter / 1e12 / (double)world_size);
             }
             interval_time = interval_loss = 0;
             interval_iters = interval_advanced = interval_skipped = 0;
@@ -854,13 +1264,30 @@ int main(int argc, char **argv)
                 last_saved = iteration;
             }
             cli_note("exiting program at iteration %" PRIu64, iteration);
+            stop = "exit interval";
             break;
+        }
+        /* Megatron's checkpoint_and_decide_exit: the longest-running rank decides */
+        if (c.exit_duration > 0) {
+            double minutes = (cli_now() - start_time) / 60.0, done = minutes > c.exit_duration;
+            if (comm_allreduce(P.world, &done, 1, COMM_F64, COMM_MAX) < 0)
+                cli_die(1, "rank %d: exit-duration all-reduce: %s", world_rank, comm_error());
+            if (done) {
+                if (c.save && last_saved != iteration) {
+                    save_checkpoint(&c, &t, &sched, iteration, consumed, sched_steps, valid_cursor);
+                    last_saved = iteration;
+                }
+                cli_note("exiting program after %.17g minutes", minutes);
+                stop = "exit duration";
+                break;
+            }
         }
     }
     double run_time = cli_now() - run_start;
     if (c.save && last_saved != iteration)
         save_checkpoint(&c, &t, &sched, iteration, consumed, sched_steps, valid_cursor);
     char prefix[96];
+    if (stop) do_valid = do_test = 0;   /* Megatron exits before its end-of-training evaluation */
     if (do_valid) {
         snprintf(prefix, sizeof prefix, "iteration %" PRIu64 " on validation set", iteration);
         double vl;

@@ -13,12 +13,73 @@
 #include "dtype.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static char last_error[512];
+
+/*
+ * The collective watchdog (comm_set_timeout): the main thread marks when
+ * it entered a transport's blocking call; a thread checks the mark and
+ * calls the program's expired() once a call has waited too long.
+ */
+static _Atomic long long busy_since_ms;   /* 0: not inside a collective */
+static double timeout_s;
+static void (*timeout_expired)(double waited_s);
+static int watch_depth;
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void watch_begin(void)
+{
+    if (timeout_s > 0 && watch_depth++ == 0) atomic_store(&busy_since_ms, now_ms());
+}
+
+static int watch_end(int rc)
+{
+    if (timeout_s > 0 && --watch_depth == 0) atomic_store(&busy_since_ms, 0);
+    return rc;
+}
+
+#define WATCH(call) (watch_begin(), watch_end(call))
+
+static void *watchdog(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct timespec nap = {0, 100 * 1000000};
+        nanosleep(&nap, NULL);
+        long long since = atomic_load(&busy_since_ms);
+        if (since && (double)(now_ms() - since) / 1000.0 > timeout_s) {
+            timeout_expired((double)(now_ms() - since) / 1000.0);
+            return NULL;   /* expired() does not return; nothing more to watch if it does */
+        }
+    }
+}
+
+int comm_set_timeout(double seconds, void (*expired)(double waited_s))
+{
+    if (!(seconds > 0) || !expired || timeout_s > 0) return 0;
+    timeout_s = seconds;
+    timeout_expired = expired;
+    pthread_t th;
+    if (pthread_create(&th, NULL, watchdog, NULL) != 0) {
+        timeout_s = 0;
+        return comm_fail("cannot start the collective watchdog thread");
+    }
+    pthread_detach(th);
+    return 0;
+}
 static const struct comm_ops *active;   /* the world's transport */
 #ifdef MDS_HAVE_MPI
 static int mpi_idle;                     /* MPI initialised but unused: finalize it */
@@ -260,7 +321,7 @@ int comm_split(mds_comm *c, int color, int key, mds_comm **out)
 {
     *out = comm_new(0, 1, c->ops, NULL);
     if (!*out) return comm_fail("out of memory");
-    if (c->ops && c->ops->split(c, color, key, *out)) {
+    if (c->ops && WATCH(c->ops->split(c, color, key, *out))) {
         free(*out);
         *out = NULL;
         return -1;
@@ -305,9 +366,9 @@ static int ordered_allreduce(mds_comm *c, unsigned char *buf, size_t n, enum com
     unsigned char *rbuf = sbuf + (size_t)p * chunk * es, *share = rbuf + (size_t)p * chunk * es;
     memcpy(sbuf, buf, n * es);
     memset(sbuf + n * es, 0, ((size_t)p * chunk - n) * es);
-    if (c->ops->alltoall(c, sbuf, rbuf, chunk * es)) return -1;
+    if (WATCH(c->ops->alltoall(c, sbuf, rbuf, chunk * es))) return -1;
     ordered_sum(share, rbuf, chunk, p, dt);
-    if (c->ops->allgather(c, share, sbuf, chunk * es)) return -1;
+    if (WATCH(c->ops->allgather(c, share, sbuf, chunk * es))) return -1;
     memcpy(buf, sbuf, n * es);
     count(c, COMM_K_ALLREDUCE, 2 * (size_t)(p - 1) * chunk * es);
     return 0;
@@ -320,7 +381,7 @@ static int half_max(mds_comm *c, unsigned char *buf, size_t n, enum comm_dtype d
     int p = c->size, h = half_type(dt);
     unsigned char *all = comm_scratch(c, (size_t)p * n * 2);
     if (!all) return comm_fail("out of memory for a %zu-element all-reduce", n);
-    if (c->ops->allgather(c, buf, all, n * 2)) return -1;
+    if (WATCH(c->ops->allgather(c, buf, all, n * 2))) return -1;
     for (size_t i = 0; i < n; i++) {
         float m = mds_load(h, all, i);
         for (int k = 1; k < p; k++) {
@@ -349,7 +410,7 @@ int comm_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum co
     if (op == COMM_MAX) {   /* the maximum is exact in any order */
         for (size_t off = 0; off < n;) {
             size_t k = n - off < PIECE / es ? n - off : PIECE / es;
-            if (c->ops->max(c, (unsigned char *)buf + off * es, k, dt)) return -1;
+            if (WATCH(c->ops->max(c, (unsigned char *)buf + off * es, k, dt))) return -1;
             count(c, COMM_K_ALLREDUCE, 2 * (size_t)(c->size - 1) * ((k + c->size - 1) / c->size) * es);
             off += k;
         }
@@ -371,7 +432,7 @@ int comm_reduce_scatter(mds_comm *c, float *out, const float *in, size_t chunk)
     if (chunk * sizeof(float) > PIECE / 4) return comm_fail("reduce-scatter of %zu floats per rank is too large", chunk);
     float *rbuf = comm_scratch(c, (size_t)p * chunk * sizeof(float));
     if (!rbuf) return comm_fail("out of memory for a reduce-scatter");
-    if (c->ops->alltoall(c, in, rbuf, chunk * sizeof(float))) return -1;
+    if (WATCH(c->ops->alltoall(c, in, rbuf, chunk * sizeof(float)))) return -1;
     ordered_sum(out, rbuf, chunk, p, COMM_F32);
     count(c, COMM_K_REDUCE_SCATTER, (size_t)(p - 1) * chunk * sizeof(float));
     return 0;
@@ -386,7 +447,7 @@ int comm_allgather(mds_comm *c, float *out, const float *in, size_t chunk)
     }
     if (chunk * sizeof(float) > PIECE / 4) return comm_fail("all-gather of %zu floats per rank is too large", chunk);
     const void *src = in == out + (size_t)c->rank * chunk ? NULL : (const void *)in;
-    if (c->ops->allgather(c, src, out, chunk * sizeof(float))) return -1;
+    if (WATCH(c->ops->allgather(c, src, out, chunk * sizeof(float)))) return -1;
     count(c, COMM_K_ALLGATHER, (size_t)(p - 1) * chunk * sizeof(float));
     return 0;
 }
@@ -397,7 +458,7 @@ int comm_broadcast(mds_comm *c, void *buf, size_t bytes, int root)
     if (c->size == 1) return 0;
     for (size_t off = 0; off < bytes; off += PIECE) {
         size_t k = bytes - off < PIECE ? bytes - off : PIECE;
-        if (c->ops->broadcast(c, (unsigned char *)buf + off, k, root)) return -1;
+        if (WATCH(c->ops->broadcast(c, (unsigned char *)buf + off, k, root))) return -1;
     }
     count(c, COMM_K_BROADCAST, c->rank == root ? bytes : 0);
     return 0;
@@ -406,7 +467,7 @@ int comm_broadcast(mds_comm *c, void *buf, size_t bytes, int root)
 int comm_barrier(mds_comm *c)
 {
     if (c->size == 1) return 0;
-    return c->ops->barrier(c);
+    return WATCH(c->ops->barrier(c));
 }
 
 int comm_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void *rbuf, size_t rbytes, int rpeer)
@@ -418,7 +479,7 @@ int comm_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void 
         if (rbuf != sbuf) memmove(rbuf, sbuf, sbytes);
         return 0;
     }
-    if (c->ops->sendrecv(c, sbuf, sbytes, speer, rbuf, rbytes, rpeer)) return -1;
+    if (WATCH(c->ops->sendrecv(c, sbuf, sbytes, speer, rbuf, rbytes, rpeer))) return -1;
     if (speer >= 0) count(c, COMM_K_P2P, sbytes);
     return 0;
 }

@@ -129,6 +129,20 @@ int comm_barrier(mds_comm *c);
  */
 int comm_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void *rbuf, size_t rbytes, int rpeer);
 
+/*
+ * comm_set_timeout() - bound how long this rank waits inside one
+ * collective or send/receive (Megatron's --distributed-timeout-minutes; a
+ * NCCL watchdog's role): a thread checks every 0.1 s and, once a call has
+ * waited more than seconds, calls expired(waited) from that thread, which
+ * must end the process (print, then _exit: the other ranks then see this
+ * one gone, over TCP as closed connections, under mpirun as a process that
+ * exited without MPI_Finalize, which ends the job).  MPI itself has no
+ * timeout for a collective.  Call once, before the collectives; seconds
+ * <= 0 leaves waits unbounded (the default).
+ * @return : 0, or -1 (the thread could not start) with comm_error().
+ */
+int comm_set_timeout(double seconds, void (*expired)(double waited_s));
+
 void comm_get_stats(const mds_comm *c, comm_stats *s);
 void comm_reset_stats(mds_comm *c);
 

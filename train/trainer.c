@@ -32,8 +32,43 @@ double train_schedule_lr(const train_schedule *s, double num_steps)
     return s->min_lr + coeff * delta;
 }
 
+/* Megatron-DeepSpeed's get_lr, its lr_warmup_tokens being None when < 0;
+ * "step/sample-wise warmup + token-wise decay" sets it, in the call where
+ * num_steps == warmup_steps, to the tokens then consumed: latch_tokens. */
+double train_schedule_lr_tokens(const train_schedule *s, double num_steps, double num_tokens)
+{
+    if (s->warmup_tokens < 0 && s->decay_tokens < 0)
+        return train_schedule_lr(s, num_steps);
+    double lwt = s->warmup_tokens;
+    if (lwt < 0 && s->decay_tokens >= 0 && s->warmup_steps > 0 && num_steps > s->warmup_steps)
+        lwt = s->latch_tokens;
+    if (lwt < 0) {
+        if (s->warmup_steps > 0 && num_steps <= s->warmup_steps)
+            return s->init_lr + (s->max_lr - s->init_lr) * num_steps / s->warmup_steps;
+    } else if (lwt > 0 && num_tokens <= lwt) {
+        return s->init_lr + (s->max_lr - s->init_lr) * num_tokens / lwt;
+    }
+    if (s->style == TRAIN_DECAY_CONSTANT)
+        return s->max_lr;
+    double ratio;
+    if (s->decay_tokens < 0) {
+        if (num_steps > s->decay_steps)
+            return s->min_lr;
+        ratio = (num_steps - s->warmup_steps) / (s->decay_steps - s->warmup_steps);
+    } else {
+        if (num_tokens > s->decay_tokens)
+            return s->min_lr;
+        ratio = (num_tokens - lwt) / (s->decay_tokens - lwt);   /* lwt >= 0: train_schedule_init */
+    }
+    double delta = s->max_lr - s->min_lr;
+    double coeff = s->style == TRAIN_DECAY_LINEAR ? 1.0 - ratio : 0.5 * (cos(M_PI * ratio) + 1.0);
+    return s->min_lr + coeff * delta;
+}
+
 int train_schedule_init(train_schedule *s, const train_schedule_args *a, char *err, size_t errlen)
 {
+    s->warmup_tokens = a->have_warmup_tokens ? (double)a->lr_warmup_tokens : -1;
+    s->decay_tokens = a->have_decay_tokens ? (double)a->lr_decay_tokens : -1;
     s->max_lr = a->lr;
     s->min_lr = a->min_lr;
     s->init_lr = a->lr_warmup_init;
@@ -58,6 +93,107 @@ int train_schedule_init(train_schedule *s, const train_schedule_args *a, char *e
                  s->decay_steps);
         return -1;
     }
+    s->latch_tokens = -1;
+    /* where Megatron-DeepSpeed fails: a token decay from no known warmup end
+       (TypeError), a token warmup not below the token decay (its assert) */
+    if (s->decay_tokens >= 0 && s->warmup_tokens < 0 && !(s->warmup_steps > 0)) {
+        snprintf(err, errlen, "--lr-decay-tokens needs --lr-warmup-tokens or a warmup in iterations or samples "
+                              "(Megatron-DeepSpeed fails there); give --lr-warmup-tokens 0 for none");
+        return -1;
+    }
+    if (s->decay_tokens >= 0 && s->warmup_tokens >= 0 && !(s->warmup_tokens < s->decay_tokens)) {
+        snprintf(err, errlen, "the warmup (%g tokens) is not shorter than the decay (%g tokens)", s->warmup_tokens,
+                 s->decay_tokens);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- Megatron's batch-size ramp-up -------------------------------------------- */
+
+int train_rampup_init(train_rampup *r, uint64_t start, uint64_t incr, uint64_t samples, uint64_t global_batch_size,
+                      char *err, size_t errlen)
+{
+    memset(r, 0, sizeof *r);
+    r->global_batch_size = global_batch_size;
+    if (!start)
+        return 0;
+    if (!incr) {
+        snprintf(err, errlen, "batch size increment should be positive, got 0");
+        return -1;
+    }
+    if (start > global_batch_size) {
+        snprintf(err, errlen, "expected global batch size to be greater than or equal to start batch size, got %" PRIu64
+                 " and %" PRIu64, global_batch_size, start);
+        return -1;
+    }
+    if ((global_batch_size - start) % incr) {
+        snprintf(err, errlen, "expected global batch size interval (%" PRIu64 ") to be divisible by global batch size "
+                 "increment (%" PRIu64 ")", global_batch_size - start, incr);
+        return -1;
+    }
+    if (start == global_batch_size || !samples) {
+        snprintf(err, errlen, "a ramp-up %s (Megatron divides by zero there)",
+                 start == global_batch_size ? "that starts at the global batch size has no increments"
+                                            : "over 0 samples has no length");
+        return -1;
+    }
+    r->start = start;
+    r->incr = incr;
+    r->samples = samples;
+    r->samples_per_increment = (double)samples / (double)((global_batch_size - start) / incr);
+    return 0;
+}
+
+uint64_t train_rampup_batch(const train_rampup *r, uint64_t consumed)
+{
+    if (!r->start || consumed > r->samples)
+        return r->global_batch_size;
+    uint64_t steps = (uint64_t)((double)consumed / r->samples_per_increment);   /* int(a / b) */
+    return r->start + steps * r->incr;
+}
+
+uint64_t train_rampup_train_iters(const train_rampup *r, uint64_t train_samples)
+{
+    if (!r->start)
+        return train_samples / r->global_batch_size;
+    uint64_t iterations = 0, consumed = 0;
+    while (consumed <= r->samples && consumed <= train_samples) {
+        consumed += train_rampup_batch(r, consumed);
+        iterations++;
+    }
+    if (train_samples > consumed)
+        iterations += (train_samples - consumed) / r->global_batch_size;
+    return iterations;
+}
+
+void train_rampup_consumed(const train_rampup *r, uint64_t k, uint64_t *before, uint64_t *after)
+{
+    uint64_t prev = 0, cur = 0;
+    for (uint64_t i = 0; i < k; i++) {
+        if (!r->start || cur > r->samples) {   /* constant from here on */
+            uint64_t rest = k - i;
+            prev = cur + (rest - 1) * r->global_batch_size;
+            cur += rest * r->global_batch_size;
+            break;
+        }
+        prev = cur;
+        cur += train_rampup_batch(r, cur);
+    }
+    *before = prev;
+    *after = cur;
+}
+
+int train_rampup_warmup_tokens(const train_rampup *r, double warmup_steps, uint64_t seq_length, double *tokens)
+{
+    uint64_t prev = 0, cur = 0;
+    while ((double)cur < warmup_steps) {
+        prev = cur;
+        cur += train_rampup_batch(r, cur);
+    }
+    if ((double)cur != warmup_steps)
+        return -1;
+    *tokens = (double)prev * (double)seq_length;
     return 0;
 }
 
@@ -137,6 +273,11 @@ static void tp_collective(trainer *t, float *buf, size_t n, enum comm_op op)
 }
 static void tp_sum(void *ctx, float *buf, size_t n) { tp_collective(ctx, buf, n, COMM_SUM); }
 static void tp_max(void *ctx, float *buf, size_t n) { tp_collective(ctx, buf, n, COMM_MAX); }
+
+void trainer_set_global_batch(trainer *t, uint64_t global_batch_size)
+{
+    t->nmicro = trainer_micro_batches(global_batch_size, t->m->B, t->P->dp_size);
+}
 
 uint64_t trainer_micro_batches(uint64_t global_batch_size, int micro_batch_size, int dp_size)
 {
@@ -465,11 +606,13 @@ int trainer_evaluate(trainer *t, int split, uint64_t *cursor, uint64_t iters, do
     gpt_model *m = t->m;
     t->ls = t->nt = 0;
     struct step st = { t, split, 0, 0.0f };
+    /* Megatron evaluates with the full global batch, ramp-up or not */
+    uint64_t nmicro = trainer_micro_batches(t->cfg.global_batch_size, m->B, t->P->dp_size);
     for (uint64_t it = 0; it < iters; it++) {
         st.base = *cursor;
-        for (uint64_t j = 0; j < t->nmicro; j++)
+        for (uint64_t j = 0; j < nmicro; j++)
             TRY(forward_in_chain(&st, j));
-        *cursor += t->nmicro * (uint64_t)m->B * (uint64_t)t->P->dp_size;
+        *cursor += nmicro * (uint64_t)m->B * (uint64_t)t->P->dp_size;
     }
     return dp_mean_loss(t, loss);
 }

@@ -44,13 +44,17 @@ extern "C" {
 
 enum train_decay { TRAIN_DECAY_CONSTANT, TRAIN_DECAY_LINEAR, TRAIN_DECAY_COSINE };
 
-/* Megatron's OptimizerParamScheduler, in samples. */
+/* Megatron's OptimizerParamScheduler, in samples; with Megatron-DeepSpeed's
+ * token schedule when warmup_tokens or decay_tokens is >= 0. */
 typedef struct train_schedule {
     double max_lr, min_lr, init_lr, warmup_steps, decay_steps;
     int style;                       /* enum train_decay */
+    double warmup_tokens, decay_tokens;   /* --lr-warmup-tokens, --lr-decay-tokens; -1: not given */
+    double latch_tokens;             /* step warmup + token decay: tokens consumed when the warmup
+                                        ended (train_rampup_warmup_tokens); -1 until the caller sets it */
 } train_schedule;
 
-/* The flags the schedule is made from (Megatron's names). */
+/* The flags the schedule is made from (Megatron's and Megatron-DeepSpeed's names). */
 typedef struct train_schedule_args {
     double lr, min_lr, lr_warmup_init;
     int decay_style;                  /* enum train_decay */
@@ -59,15 +63,19 @@ typedef struct train_schedule_args {
     int have_decay_iters, have_decay_samples, have_warmup_fraction;
     uint64_t lr_decay_iters, lr_decay_samples, lr_warmup_iters, lr_warmup_samples;
     double lr_warmup_fraction;
+    int have_decay_tokens, have_warmup_tokens;
+    uint64_t lr_decay_tokens, lr_warmup_tokens;
 } train_schedule_args;
 
 /*
  * train_schedule_init() - Megatron's OptimizerParamScheduler.__init__ in
  * samples: with --train-samples the decay and warmup are in samples; with
  * --train-iters in iterations times the global batch; a warmup fraction is
- * of the decay length.
+ * of the decay length.  The token settings are copied (latch_tokens -1).
  * @return : 0, or -1 with a message in err (a zero decay length, a warmup
- *           not shorter than the decay: Megatron's asserts).
+ *           not shorter than the decay: Megatron's asserts; a token decay
+ *           without any warmup setting, a token warmup not shorter than the
+ *           token decay: where Megatron-DeepSpeed fails).
  */
 int train_schedule_init(train_schedule *s, const train_schedule_args *a, char *err, size_t errlen);
 
@@ -78,6 +86,71 @@ int train_schedule_init(train_schedule *s, const train_schedule_args *a, char *e
  * iteration k (from 1) trains with lr(k-1)*G and Megatron logs lr(k*G).
  */
 double train_schedule_lr(const train_schedule *s, double num_steps);
+
+/*
+ * train_schedule_lr_tokens() - Megatron-DeepSpeed's get_lr after num_steps
+ * samples and num_tokens tokens (its scheduler reads the consumed tokens
+ * before the iteration that just stepped: the caller passes them).  Token
+ * warmup when warmup_tokens >= 0: lr = init + (max - init) tokens / warmup
+ * while tokens <= warmup_tokens (Megatron-DeepSpeed has no init: 0); token
+ * decay when decay_tokens >= 0: min after decay_tokens, else the decay style
+ * over (tokens - warmup_tokens) / (decay_tokens - warmup_tokens).  A step
+ * warmup with a token decay needs warmup_tokens set to the tokens consumed
+ * when the warmup ended (train_rampup_warmup_tokens); the step warmup still
+ * applies up to warmup_steps.  Without token settings it is
+ * train_schedule_lr.
+ */
+double train_schedule_lr_tokens(const train_schedule *s, double num_steps, double num_tokens);
+
+/* ---- Megatron's batch-size ramp-up -------------------------------------------- */
+
+/* Megatron's RampupBatchsizeNumMicroBatchesCalculator (core
+ * num_microbatches_calculator.py, before it became step schedules in April
+ * 2026) for --rampup-batch-size START INCR SAMPLES; start 0 means a
+ * constant global batch. */
+typedef struct train_rampup {
+    uint64_t start, incr, samples, global_batch_size;
+    double samples_per_increment;     /* samples / ((G - start) / incr), a float as in Python */
+} train_rampup;
+
+/*
+ * train_rampup_init() - checks Megatron's asserts (start, incr > 0, start
+ * <= G, incr divides G - start) and the divisions Python would fail at
+ * (start == G, samples == 0: ZeroDivisionError in Megatron).
+ * @return : 0, or -1 with a message in err.
+ */
+int train_rampup_init(train_rampup *r, uint64_t start, uint64_t incr, uint64_t samples, uint64_t global_batch_size,
+                      char *err, size_t errlen);
+
+/* The global batch of the iteration that starts after `consumed` samples:
+ * G once consumed > samples, else start + incr int(consumed / (samples /
+ * increments)). */
+uint64_t train_rampup_batch(const train_rampup *r, uint64_t consumed);
+
+/*
+ * train_rampup_train_iters() - Megatron's update_train_iters for
+ * --train-samples with a ramp-up: iterations while consumed <= samples and
+ * consumed <= train_samples (each adding that iteration's batch, so the
+ * ramp may overshoot train_samples), then (train_samples - consumed) // G
+ * more.  Without a ramp-up: train_samples // G.
+ */
+uint64_t train_rampup_train_iters(const train_rampup *r, uint64_t train_samples);
+
+/*
+ * train_rampup_consumed() - the samples consumed after k iterations
+ * (*after) and after k - 1 (*before; 0 when k is 0), replaying the ramp.
+ */
+void train_rampup_consumed(const train_rampup *r, uint64_t k, uint64_t *before, uint64_t *after);
+
+/*
+ * train_rampup_warmup_tokens() - Megatron-DeepSpeed's "step/sample-wise
+ * warmup + token-wise decay" latch: the tokens consumed before the
+ * iteration whose step makes the scheduler's sample count exactly
+ * warmup_steps (seq_length tokens per sample).
+ * @return : 0 with *tokens, or -1 when no iteration ends exactly there
+ *           (Megatron-DeepSpeed then fails with a TypeError).
+ */
+int train_rampup_warmup_tokens(const train_rampup *r, double warmup_steps, uint64_t seq_length, double *tokens);
 
 /* ---- the parallel layout ------------------------------------------------------- */
 
@@ -145,6 +218,11 @@ typedef struct trainer {
 int trainer_init(trainer *t, gpt_model *m, const train_layout *P, const ds_pipeline *data,
                  const trainer_config *cfg);
 void trainer_release(trainer *t);
+
+/* The global batch of the next training iterations (a ramp-up changes it;
+ * evaluation keeps cfg.global_batch_size): nmicro = G / (B DP), which the
+ * caller checks divides, and at most the configured one. */
+void trainer_set_global_batch(trainer *t, uint64_t global_batch_size);
 
 /* Micro-batches per data-parallel rank: G / (B DP).  The caller checks that
  * it divides. */

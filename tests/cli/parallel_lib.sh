@@ -12,7 +12,7 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_hwloc_base_binding
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 
 # 4 layers (PP4 gets one each), 4 heads (TP4 gets one each), vocabulary
-# 127 + EOD padded to 8 x TP; 8 micro-batches of 1 per iteration so the
+# 127 ids (NullTokenizer: EOD 126) padded to 8 x TP; 8 micro-batches of 1 per iteration so the
 # 1F1B schedule has warm-up, steady and cool-down phases.
 TINY="--mock-data --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 8
       --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --max-position-embeddings 16
