@@ -1119,6 +1119,11 @@ static int finish(struct loader *L, int use_pcre2)
         h->declen[e->id] = (uint32_t)dl;
     }
     h->vocab_size = h->model_count + extra;
+    size_t l;
+    for (size_t i = 0; i < h->npre; i++)
+        if (!hf_token_bytes(h, h->pre[i], &l)) return FORMAT(x, NULL, "the post-processor adds id %u, which no token has", h->pre[i]);
+    for (size_t i = 0; i < h->npost; i++)
+        if (!hf_token_bytes(h, h->post[i], &l)) return FORMAT(x, NULL, "the post-processor adds id %u, which no token has", h->post[i]);
     return build_tries(L);
 }
 
