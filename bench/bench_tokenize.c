@@ -39,7 +39,7 @@ struct text { char *s; size_t n; };
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: bench_tokenize FILE.jsonl (VOCAB MERGES | TYPE MODEL) [REPEAT [pcre2]]\n");
+        fprintf(stderr, "usage: bench_tokenize FILE.jsonl (VOCAB MERGES | TYPE MODEL) [REPEAT [pcre2 | whole]]\n");
         return 2;
     }
     int repeat = argc > 4 ? atoi(argv[4]) : 3;
@@ -73,7 +73,8 @@ int main(int argc, char **argv)
     int ttype = tok_type_from_name(argv[2]);
     if (ttype && ttype != TOK_GPT2BPE) {
         tok *t;
-        tok_options o = { ttype, argv[3], NULL, NULL, 0, argc > 5 && strcmp(argv[5], "pcre2") == 0 };
+        tok_options o = { ttype, argv[3], NULL, NULL, 0, argc > 5 && strcmp(argv[5], "pcre2") == 0,
+                          argc > 5 && strcmp(argv[5], "whole") == 0 };
         if (tok_open(&t, &o, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return 1; }
         double mb = (double)total / 1e6, best = 1e9;
         uint64_t h = 0, nt = 0;
@@ -152,7 +153,7 @@ int main(int argc, char **argv)
     uint64_t hash_if = 0;
     {
         tok *t;
-        tok_options o = { TOK_GPT2BPE, NULL, argv[2], argv[3], 0, 0 };
+        tok_options o = { TOK_GPT2BPE, NULL, argv[2], argv[3], 0, 0, 0 };
         if (tok_open(&t, &o, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return 1; }
         tok_ids out = { NULL, 0, 0 };
         for (int r = 0; r < repeat; r++) {

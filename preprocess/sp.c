@@ -34,6 +34,7 @@
 
 #include <errno.h>
 #include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,12 +83,22 @@ struct sp_model {
     struct strmap pieces;    /* NORMAL, USER_DEFINED, UNUSED */
     struct strmap reserved;  /* CONTROL, UNKNOWN, BYTE */
     struct trie user;        /* user-defined symbols (the prefix matcher) */
-    struct trie all;         /* unigram: pieces_ */
+    struct lat {             /* unigram: pieces_ as a trie for the lattice, one hash table */
+        struct lent { uint32_t key, child; int32_t id; float score; } *e;   /* key node << 8 | byte */
+        size_t mask, nodes;
+    } all;
     int has_user, has_unused;
     int64_t unk_id;          /* the model's: the UNKNOWN piece, or -1 */
     int64_t proc_unk, bos, eos, pad;   /* the processor's unk_id(), bos_id(), ... */
     uint32_t byte_id[256];
     float min_score;
+    /* the word split (sp_encode) */
+    int words;               /* 1: encode word by word through the cache */
+    uint8_t pre_ws[256];     /* 1: some piece holds this byte, then (a prefix of) the whitespace mark */
+    uint8_t post_ws[256];    /* 1: some piece holds (a suffix of) the whitespace mark, then this byte */
+    uint64_t pair[256][4];   /* bit (a, b): some piece holds the bytes a, b one after the other */
+    uint8_t plain[128];      /* no user-defined symbol starts with this byte, and 1: no charsmap rule
+                                does, 2: none that goes on with an ASCII byte; 0: other bytes */
     /* decode */
     unsigned char **dec;
     uint32_t *declen;
@@ -109,6 +120,30 @@ struct sp_state {
     /* results: (off, len, id) */
     struct res { uint32_t off, len; int32_t id; } *res;
     size_t rescap;
+    /* the word cache: word -> pieces (offsets in the word), and for unigram the
+       float score of each piece and the largest |entry score| that replays */
+    int norm_valid;          /* the normalized text is valid UTF-8 */
+    struct wgen {            /* two generations: a word found in the older one moves up */
+        struct wslot {
+            uint64_t k8;                 /* the word's first 8 bytes (zero-padded) */
+            uint32_t h;
+            uint8_t klen, n;             /* word bytes (0: empty slot), pieces */
+            uint16_t len0;               /* n == 1: the piece, inline */
+            int32_t id0;
+            float sc0;
+            uint32_t voff;               /* into vals: the pieces when n > 1, then the bytes past 8 */
+            float plim;                  /* unigram: replay while |P| < plim */
+        } *slot;
+        struct wpiece { int32_t id; uint16_t off, len; float score; } *vals;
+        size_t used, vn;
+    } gen[2];
+    int cur;
+    struct wpiece *wtmp;
+    struct cut { uint32_t end, h; } *cuts;
+    size_t cutcap;
+    size_t wtmpcap;
+    struct dbest { double best, second; float score; int id, start; } *dbest;
+    size_t dbestcap;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -513,8 +548,63 @@ static int load(struct rd *r, sp_model *M, const unsigned char *buf, size_t len)
 }
 
 /* InitializePieces and the processor's ids. */
+static inline size_t lat_slot(const struct lat *t, uint32_t k)
+{
+    uint64_t h = (uint64_t)k * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 32) & t->mask;
+}
+
+/* The edge from node on byte c: NULL when there is none. */
+static inline const struct lent *lat_next(const struct lat *t, uint32_t node, unsigned char c)
+{
+    uint32_t k = node << 8 | c;
+    for (size_t i = lat_slot(t, k);; i = (i + 1) & t->mask) {
+        const struct lent *e = &t->e[i];
+        if (e->key == k) return e;
+        if (e->key == UINT32_MAX) return NULL;
+    }
+}
+
+/* The unigram lattice's trie: NORMAL and USER_DEFINED pieces with the score
+ * the Viterbi gives them (UNUSED pieces are nodes without an id). */
+static int lat_build(struct rd *r, sp_model *M)
+{
+    struct lat *t = &M->all;
+    size_t total = 1;
+    for (size_t i = 0; i < M->n; i++) if (want_pieces(M->p[i].type)) total += M->p[i].len;
+    if (total >= (1u << 24) - 1) return bad(r, "the pieces are too long together (%zu bytes)", total);
+    size_t c = 16;
+    while (c < 2 * total) c *= 2;
+    t->e = malloc(c * sizeof *t->e);
+    if (!t->e) return tok_fail(r->err, r->errlen, TOK_ERR_NOMEM, "out of memory loading '%s'", r->file);
+    t->mask = c - 1;
+    memset(t->e, 0xFF, c * sizeof *t->e);
+    t->nodes = 1;
+    for (size_t i = 0; i < M->n; i++) {
+        if (!want_pieces(M->p[i].type)) continue;
+        const unsigned char *s = M->blob + M->p[i].off;
+        uint32_t node = 0;
+        struct lent *e = NULL;
+        for (size_t j = 0; j < M->p[i].len; j++) {
+            uint32_t k = node << 8 | s[j];
+            size_t slot = lat_slot(t, k);
+            while (t->e[slot].key != UINT32_MAX && t->e[slot].key != k) slot = (slot + 1) & t->mask;
+            e = &t->e[slot];
+            if (e->key == UINT32_MAX) *e = (struct lent){ k, (uint32_t)t->nodes++, -1, 0.0f };
+            node = e->child;
+        }
+        if (e && e->id < 0 && M->p[i].type != PT_UNUSED) {
+            e->id = (int32_t)i;
+            /* float throughout; a user-defined piece scores 0.1 * (bytes - 1) */
+            e->score = M->p[i].type == PT_USER ? (float)(0.1 * (double)((int)M->p[i].len - 1)) : M->p[i].score;
+        }
+    }
+    return 0;
+}
+
 static int init_pieces(struct rd *r, sp_model *M)
 {
+    int rc;
     /* ModelInterface::InitializePieces: BPE keeps every piece in one map
        (use_reserved_id_map false); unigram puts CONTROL, UNKNOWN and BYTE
        pieces apart */
@@ -561,8 +651,7 @@ static int init_pieces(struct rd *r, sp_model *M)
     }
     if (M->has_user && trie_build(M, &M->user, want_user))
         return tok_fail(r->err, r->errlen, TOK_ERR_NOMEM, "out of memory loading '%s'", r->file);
-    if (split && trie_build(M, &M->all, want_pieces))
-        return tok_fail(r->err, r->errlen, TOK_ERR_NOMEM, "out of memory loading '%s'", r->file);
+    if (split && (rc = lat_build(r, M))) return rc;
     return 0;
 }
 
@@ -592,6 +681,8 @@ static void byte_ids(sp_model *M)
         M->byte_id[v] = (uint32_t)id;
     }
 }
+
+static void word_tables(sp_model *M, int whole_text);
 
 static int build_decode(sp_model *M)
 {
@@ -628,7 +719,7 @@ static int build_decode(sp_model *M)
     return 0;
 }
 
-int sp_open(sp_model **out, const char *path, char *err, size_t errlen)
+int sp_open(sp_model **out, const char *path, int whole_text, char *err, size_t errlen)
 {
     *out = NULL;
     if (err && errlen) err[0] = 0;
@@ -658,6 +749,7 @@ int sp_open(sp_model **out, const char *path, char *err, size_t errlen)
     free(buf);
     if (!rc) rc = init_pieces(&r, M);
     if (!rc && build_decode(M)) rc = tok_fail(err, errlen, TOK_ERR_NOMEM, "out of memory loading '%s'", path);
+    if (!rc) word_tables(M, whole_text);
     if (rc) {
         sp_free(M);
         return rc;
@@ -690,7 +782,7 @@ void sp_free(sp_model *M)
     free(M->pieces.slot);
     free(M->reserved.slot);
     trie_free(&M->user);
-    trie_free(&M->all);
+    free(M->all.e);
     free(M->unk_piece);
     free(M->bos_piece);
     free(M->eos_piece);
@@ -748,6 +840,13 @@ void sp_state_free(sp_state *s)
     free(s->rev);
     free(s->best);
     free(s->res);
+    for (int g = 0; g < 2; g++) {
+        free(s->gen[g].slot);
+        free(s->gen[g].vals);
+    }
+    free(s->cuts);
+    free(s->wtmp);
+    free(s->dbest);
     free(s);
 }
 
@@ -835,6 +934,64 @@ static size_t charsmap_match(const sp_model *M, const unsigned char *s, size_t n
 #undef OFFSET
 }
 
+/* For an ASCII byte c, which charsmap rules start with it: 0 none, 1 only
+ * rules whose second byte is not ASCII (NFKC's compositions: a letter and a
+ * combining mark), 2 others (a rule for c alone, or c and an ASCII byte). */
+static int charsmap_first(const sp_model *M, unsigned char c)
+{
+#define OFF(u) ((size_t)(((u) >> 10) << (((u) & (1u << 9)) >> 6)))
+#define LAB(u) ((u) & ((1u << 31) | 0xFF))
+    const uint32_t *a = M->da;
+    size_t pos = OFF(a[0]) ^ c;
+    if (pos >= M->da_size || LAB(a[pos]) != c) return 0;
+    uint32_t unit = a[pos];
+    if ((unit >> 8) & 1) return 2;   /* a leaf: a rule for c alone */
+    pos ^= OFF(unit);
+    for (unsigned d = 0; d < 0x80; d++) {
+        size_t q = pos ^ d;
+        if (q < M->da_size && LAB(a[q]) == d) return 2;
+    }
+    return 1;
+#undef OFF
+#undef LAB
+}
+
+/*
+ * The word split.  A position p of the normalized text where no piece can
+ * span (no piece holds the bytes on both sides of it) cuts every merge
+ * sequence (BPE) and every lattice path (unigram) in two, so the text can be
+ * encoded word by word and each word's pieces cached.  In valid UTF-8, a
+ * character boundary p is a cut when no piece holds the byte pair at p, or
+ * when p is before a whitespace mark whose preceding byte no piece holds
+ * right before (a prefix of) the mark, or after a mark whose following byte
+ * no piece holds right after (a suffix of) it.  BPE with UNUSED pieces keeps
+ * the whole text (their resegmentation depends on proposals anywhere in it).
+ */
+static void word_tables(sp_model *M, int whole_text)
+{
+    static const unsigned char WS[3] = { 0xE2, 0x96, 0x81 };
+    const unsigned char *ws = M->escape_ws ? WS : (const unsigned char *)" ";
+    size_t wsl = M->escape_ws ? 3 : 1;
+    for (size_t i = 0; i < M->n; i++) {
+        const struct piece *p = &M->p[i];
+        if (!want_pieces(p->type)) continue;
+        const unsigned char *s = M->blob + p->off;
+        for (size_t k = 1; k < p->len; k++) {
+            M->pair[s[k - 1]][s[k] >> 6] |= 1ull << (s[k] & 63);
+            size_t a = p->len - k < wsl ? p->len - k : wsl;
+            if (memcmp(s + k, ws, a) == 0) M->pre_ws[s[k - 1]] = 1;
+            size_t b = k < wsl ? k : wsl;
+            if (memcmp(s + k - b, ws + wsl - b, b) == 0) M->post_ws[s[k]] = 1;
+        }
+    }
+    for (int c = 0; c < 128; c++) {
+        int r = M->da ? charsmap_first(M, (unsigned char)c) : 0;
+        int u = M->has_user && trie_next(&M->user, 0, (unsigned char)c) != UINT32_MAX;
+        M->plain[c] = (uint8_t)(u || r == 2 ? 0 : r == 1 ? 2 : 1);
+    }
+    M->words = !whole_text && (M->model_type == MODEL_UNIGRAM || !M->has_unused);
+}
+
 /* NormalizePrefix: the replacement of the longest prefix and its length. */
 static size_t normalize_prefix(const sp_model *M, const unsigned char *s, size_t n, const unsigned char **out, size_t *outlen)
 {
@@ -891,15 +1048,39 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
         w += wsl;
     }
     int prev_space = M->remove_extra_ws;
+    st->norm_valid = 1;
     while (n) {
+        unsigned char c = s[0];
+        if (c < 0x80 && (M->plain[c] == 1 || (M->plain[c] == 2 && (n == 1 || s[1] < 0x80)))) {
+            /* what the general step below does for a byte without rules */
+            if (c == ' ') {
+                if (!prev_space) {
+                    memcpy(st->norm + w, ws, wsl);
+                    w += wsl;
+                }
+                prev_space = M->remove_extra_ws;
+            } else {
+                st->norm[w++] = c;
+                prev_space = 0;
+            }
+            s++;
+            n--;
+            continue;
+        }
         const unsigned char *r;
         size_t rl, l = normalize_prefix(M, s, n, &r, &rl);
         while (prev_space && rl && r[0] == ' ') {
             r++;
             rl--;
         }
+        for (size_t k = 0; k < rl && st->norm_valid;) {
+            size_t cl = valid_char(r + k, rl - k);
+            if (!cl) st->norm_valid = 0;
+            k += cl;
+        }
+        /* room for this replacement and three bytes for each input byte left */
+        GROW(st->norm, st->ncap, w + rl * 3 + (n - l) * 3 + 16);
         if (rl) {
-            GROW(st->norm, st->ncap, w + rl * 3 + 8);
             for (size_t k = 0; k < rl; k++) {
                 if (M->escape_ws && r[k] == ' ') {
                     memcpy(st->norm + w, WS, 3);
@@ -1009,9 +1190,9 @@ static int resegment(const sp_model *M, sp_state *st, const unsigned char *t, ui
     return rc ? rc : resegment(M, st, t, off + l1, l2, nr, depth + 1);
 }
 
+/* BPE of t[0, n), appended to st->res (offsets from t) */
 static int bpe_encode(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *nr)
 {
-    *nr = 0;
     size_t ns = 0;
     GROW(st->sym, st->symcap, n);
     for (size_t i = 0; i < n;) {
@@ -1054,24 +1235,35 @@ static int bpe_encode(const sp_model *M, sp_state *st, const unsigned char *t, s
 /* ------------------------------------------------------------------------ */
 /* unigram                                                                    */
 
-static int unigram_encode(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *nr)
+#define SCORE_RESET 100000.0f   /* unigram_model.cc's kScoreResetThreshold */
+
+/*
+ * The Viterbi of t[a, b) entering node a with the score P; the pieces are
+ * appended to st->res, node b's score is left in *Pout.  Over a whole text
+ * (a = 0, P = 0) this is EncodeOptimized; from a cut (see word_tables) it is
+ * the same computation, as no edge crosses the cut.
+ */
+static int unigram_span(const sp_model *M, sp_state *st, const unsigned char *t, size_t a, size_t b, float P, size_t *nr,
+                        float *Pout)
 {
-    *nr = 0;
+    size_t n = b - a;
+    *Pout = P;
     if (n == 0) return 0;
+    t += a;
     GROW(st->best, st->bestcap, n + 1);
-    struct best *b = st->best;
-    for (size_t i = 0; i <= n; i++) b[i] = (struct best){ -1, 0.0f, -1 };
+    struct best *bb = st->best;
+    for (size_t i = 0; i <= n; i++) bb[i] = (struct best){ -1, 0.0f, -1 };
+    bb[0].score = P;
     const float unk_score = M->min_score - 10.0f;   /* min_score() - kUnkPenalty */
-    const float reset = 100000.0f;                   /* kScoreResetThreshold */
-    const struct trie *tr = &M->all;
+    const struct lat *tr = &M->all;
     size_t frontier = 0;
     for (size_t start = 0; start < n;) {
-        float till = b[start].score;
-        if (till < -reset || till > reset) {
+        float till = bb[start].score;
+        if (till < -SCORE_RESET || till > SCORE_RESET) {
             /* sentencepiece keeps scores small by shifting every live node */
             const float off = till;
             for (size_t i = start; i <= frontier; i++)
-                if (i == start || b[i].start != -1) b[i].score -= off;
+                if (i == start || bb[i].start != -1) bb[i].score -= off;
             till = 0.0f;
         }
         int single = 0;
@@ -1079,16 +1271,15 @@ static int unigram_encode(const sp_model *M, sp_state *st, const unsigned char *
         if (mblen > n - start) mblen = n - start;
         uint32_t node = 0;
         for (size_t k = start; k < n; k++) {
-            node = trie_next(tr, node, t[k]);
-            if (node == UINT32_MAX) break;
-            int32_t id = tr->id[node];
-            if (id < 0 || M->p[id].type == PT_UNUSED) continue;
+            const struct lent *e = lat_next(tr, node, t[k]);
+            if (!e) break;
+            node = e->child;
+            int32_t id = e->id;
+            if (id < 0) continue;
             size_t len = k + 1 - start;
             if (k + 1 > frontier) frontier = k + 1;
-            struct best *tg = &b[k + 1];
-            /* float throughout; a user-defined piece scores 0.1 * (bytes - 1) */
-            float score = M->p[id].type == PT_USER ? (float)(0.1 * (double)((int)len - 1)) : M->p[id].score;
-            float cand = score + till;
+            struct best *tg = &bb[k + 1];
+            float cand = e->score + till;
             if (tg->start == -1 || cand > tg->score) {
                 tg->score = cand;
                 tg->start = (int)start;
@@ -1098,7 +1289,7 @@ static int unigram_encode(const sp_model *M, sp_state *st, const unsigned char *
         }
         if (!single) {
             if (start + mblen > frontier) frontier = start + mblen;
-            struct best *tg = &b[start + mblen];
+            struct best *tg = &bb[start + mblen];
             float cand = unk_score + till;
             if (tg->start == -1 || cand > tg->score) {
                 tg->score = cand;
@@ -1108,14 +1299,17 @@ static int unigram_encode(const sp_model *M, sp_state *st, const unsigned char *
         }
         start += mblen;
     }
-    /* backtrack into res, then reverse */
+    *Pout = bb[n].score;
+    /* backtrack into res, then reverse the new part */
+    size_t first = *nr;
     for (size_t end = n; end > 0;) {
-        struct best *nd = &b[end];
+        struct best *nd = &bb[end];
         if (nd->start < 0) return TOK_ERR_ENCODE;   /* cannot happen: every character is reachable */
-        if (add_result(st, nr, (uint32_t)nd->start, (uint32_t)(end - (size_t)nd->start), nd->id)) return TOK_ERR_NOMEM;
+        if (add_result(st, nr, (uint32_t)(a + (size_t)nd->start), (uint32_t)(end - (size_t)nd->start), nd->id))
+            return TOK_ERR_NOMEM;
         end = (size_t)nd->start;
     }
-    for (size_t i = 0, j = *nr; i + 1 < j; i++, j--) {
+    for (size_t i = first, j = *nr; i + 1 < j; i++, j--) {
         struct res x = st->res[i];
         st->res[i] = st->res[j - 1];
         st->res[j - 1] = x;
@@ -1123,15 +1317,323 @@ static int unigram_encode(const sp_model *M, sp_state *st, const unsigned char *
     return 0;
 }
 
+/*
+ * The same lattice in exact arithmetic (double sums of float scores, from 0)
+ * for the word cache: the best path into st->wtmp, and *plim, the largest
+ * |P| with which unigram_span's float arithmetic is known to pick that path
+ * and to need no score reset inside the word, or -1 when some node's two
+ * best candidates are too close to tell.  Each float sum along a path of at
+ * most m pieces is within m/2 ulp of the exact one; below 2^17 an ulp is at
+ * most 2^-7, so candidates further apart than (m + 1) * 2^-7 compare alike.
+ */
+static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *np, float *plim)
+{
+    GROW(st->dbest, st->dbestcap, n + 1);
+    struct dbest *d = st->dbest;
+    for (size_t i = 0; i <= n; i++) d[i] = (struct dbest){ -HUGE_VAL, -HUGE_VAL, 0.0f, -1, -1 };
+    d[0].best = 0.0;
+    const float unk_score = M->min_score - 10.0f;
+    const struct lat *tr = &M->all;
+    double maxabs = 0.0;
+    size_t m = 0;
+#define CAND(tg, c, sc, pid, st_) do { \
+        double c_ = (c); \
+        if (c_ > (tg)->best) { \
+            (tg)->second = (tg)->best; \
+            (tg)->best = c_; \
+            (tg)->score = (sc); \
+            (tg)->id = (pid); \
+            (tg)->start = (st_); \
+        } else if (c_ > (tg)->second) { \
+            (tg)->second = c_; \
+        } \
+        if (c_ > maxabs) maxabs = c_; \
+        if (-c_ > maxabs) maxabs = -c_; \
+    } while (0)
+    for (size_t start = 0; start < n;) {
+        m++;
+        double till = d[start].best;
+        int single = 0;
+        size_t mblen = one_char_len(t[start]);
+        if (mblen > n - start) mblen = n - start;
+        uint32_t node = 0;
+        for (size_t k = start; k < n; k++) {
+            const struct lent *e = lat_next(tr, node, t[k]);
+            if (!e) break;
+            node = e->child;
+            int32_t id = e->id;
+            if (id < 0) continue;
+            size_t len = k + 1 - start;
+            CAND(&d[k + 1], (double)e->score + till, e->score, id, (int)start);
+            if (!single && len == mblen) single = 1;
+        }
+        if (!single) CAND(&d[start + mblen], (double)unk_score + till, unk_score, (int)M->unk_id, (int)start);
+        start += mblen;
+    }
+#undef CAND
+    double thr = (double)(m + 1) / 128.0 + maxabs * 1e-12;
+    int robust = 1;
+    for (size_t i = 1; i <= n && robust; i++)
+        if (d[i].start >= 0 && d[i].second > -HUGE_VAL && !(d[i].best - d[i].second > thr)) robust = 0;
+    double lim = (double)SCORE_RESET - maxabs - (double)(m + 1) / 256.0 - 1.0;
+    *plim = robust && lim > 0 ? (float)lim : -1.0f;
+    /* the path, last piece first, then reversed */
+    size_t k = 0;
+    for (size_t end = n; end > 0; k++) {
+        if (d[end].start < 0) return TOK_ERR_ENCODE;   /* cannot happen */
+        GROW(st->wtmp, st->wtmpcap, k + 1);
+        st->wtmp[k] = (struct wpiece){ d[end].id, (uint16_t)d[end].start, (uint16_t)(end - (size_t)d[end].start), d[end].score };
+        end = (size_t)d[end].start;
+    }
+    for (size_t i = 0, j = k; i + 1 < j; i++, j--) {
+        struct wpiece x = st->wtmp[i];
+        st->wtmp[i] = st->wtmp[j - 1];
+        st->wtmp[j - 1] = x;
+    }
+    *np = k;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* the word cache                                                             */
+
+#define WC_SLOTS (1u << 16)      /* per generation; at most half are filled */
+#define WC_MAXW 64               /* longest word cached, bytes */
+#define WV_CAP (1u << 18)        /* vals per generation */
+
+static inline uint64_t first8(const unsigned char *w, size_t n)
+{
+    uint64_t k = 0;
+    memcpy(&k, w, n < 8 ? n : 8);
+    return k;
+}
+
+static inline const unsigned char *wc_tail(const struct wgen *g, const struct wslot *e)
+{
+    return (const unsigned char *)(g->vals + e->voff + (e->n > 1 ? e->n : 0));
+}
+
+/* Word w's entry in generation g, or NULL and *slot the empty slot to fill. */
+static inline struct wslot *wc_find(struct wgen *g, const unsigned char *w, size_t n, uint32_t h, uint64_t k8, size_t *slot)
+{
+    size_t i = h & (WC_SLOTS - 1);
+    for (;;) {
+        struct wslot *e = &g->slot[i];
+        if (!e->klen) {
+            *slot = i;
+            return NULL;
+        }
+        if (e->h == h && e->klen == n && e->k8 == k8 && (n <= 8 || memcmp(wc_tail(g, e), w + 8, n - 8) == 0)) return e;
+        i = (i + 1) & (WC_SLOTS - 1);
+    }
+}
+
+/* Stores word w with the np pieces in st->wtmp (and plim) in the current
+ * generation; when it is full, the older one is emptied and becomes current. */
+static struct wslot *wc_store(sp_state *st, const unsigned char *w, size_t n, uint32_t h, uint64_t k8, size_t np, float plim)
+{
+    struct wgen *g = &st->gen[st->cur];
+    size_t slot, units = (np > 1 ? np : 0) + (n > 8 ? (n - 8 + sizeof *g->vals - 1) / sizeof *g->vals : 0);
+    if (g->used >= WC_SLOTS / 2 || g->vn + units > WV_CAP) {
+        st->cur ^= 1;
+        g = &st->gen[st->cur];
+        memset(g->slot, 0, WC_SLOTS * sizeof *g->slot);
+        g->used = g->vn = 0;
+    }
+    struct wslot *e = wc_find(g, w, n, h, k8, &slot);
+    if (!e) {
+        e = &g->slot[slot];
+        g->used++;
+    }
+    *e = (struct wslot){ k8, h, (uint8_t)n, (uint8_t)np, 0, -1, 0.0f, (uint32_t)g->vn, plim };
+    if (np == 1) {
+        e->len0 = st->wtmp[0].len;
+        e->id0 = st->wtmp[0].id;
+        e->sc0 = st->wtmp[0].score;
+    } else {
+        memcpy(g->vals + g->vn, st->wtmp, np * sizeof *st->wtmp);
+    }
+    if (n > 8) memcpy((unsigned char *)(g->vals + g->vn + (np > 1 ? np : 0)), w + 8, n - 8);
+    g->vn += units;
+    return e;
+}
+
+/* The cache entry of word w (valid until the next store), or NULL; *v its pieces when it has several. */
+static const struct wslot *wc_get(sp_state *st, const unsigned char *w, size_t n, uint32_t h, uint64_t k8, const struct wpiece **v)
+{
+    size_t slot;
+    struct wgen *g = &st->gen[st->cur];
+    const struct wslot *e = wc_find(g, w, n, h, k8, &slot);
+    if (e) {
+        *v = g->vals + e->voff;
+        return e;
+    }
+    struct wgen *o = &st->gen[st->cur ^ 1];
+    e = o->used ? wc_find(o, w, n, h, k8, &slot) : NULL;
+    if (!e) return NULL;
+    /* move it up: copy out first, the store may empty the older generation */
+    size_t np = e->n;
+    if (np > 1) {
+        if (np > st->wtmpcap) return NULL;   /* (cannot happen: wtmp held them when they were stored) */
+        memcpy(st->wtmp, o->vals + e->voff, np * sizeof *st->wtmp);
+    } else {
+        if (!st->wtmpcap) return NULL;
+        st->wtmp[0] = (struct wpiece){ e->id0, 0, e->len0, e->sc0 };
+    }
+    e = wc_store(st, w, n, h, k8, np, e->plim);
+    *v = st->gen[st->cur].vals + e->voff;
+    return e;
+}
+
+static int wc_alloc(sp_state *st)
+{
+    if (st->gen[0].slot) return 0;
+    for (int i = 0; i < 2; i++) {
+        struct wgen *g = &st->gen[i];
+        g->slot = calloc(WC_SLOTS, sizeof *g->slot);
+        g->vals = malloc(WV_CAP * sizeof *g->vals);
+        if (!g->slot || !g->vals) return TOK_ERR_NOMEM;
+    }
+    GROW(st->wtmp, st->wtmpcap, 256);
+    return 0;
+}
+
+/* Appends a cached word's pieces at offset a; for unigram, adds their scores
+ * to *P as the Viterbi does. */
+static int wc_replay(sp_state *st, const struct wslot *e, const struct wpiece *v, size_t a, size_t *nr, float *P)
+{
+    GROW(st->res, st->rescap, *nr + e->n);
+    if (e->n == 1) {
+        st->res[(*nr)++] = (struct res){ (uint32_t)a, e->len0, e->id0 };
+        *P = e->sc0 + *P;
+        return 0;
+    }
+    float p = *P;
+    struct res *r = st->res + *nr;
+    for (size_t k = 0; k < e->n; k++) {
+        r[k] = (struct res){ (uint32_t)(a + v[k].off), v[k].len, v[k].id };
+        p = v[k].score + p;
+    }
+    *nr += e->n;
+    *P = p;
+    return 0;
+}
+
+static int bpe_word(const sp_model *M, sp_state *st, const unsigned char *t, size_t a, size_t b, uint32_t h, size_t *nr)
+{
+    size_t n = b - a, first = *nr;
+    uint64_t k8 = 0;
+    if (n <= WC_MAXW) {
+        k8 = first8(t + a, n);
+        const struct wpiece *v;
+        const struct wslot *e = wc_get(st, t + a, n, h, k8, &v);
+        if (e) {
+            float unused = 0.0f;
+            return wc_replay(st, e, v, a, nr, &unused);
+        }
+    }
+    int rc = bpe_encode(M, st, t + a, n, nr);
+    if (rc) return rc;
+    for (size_t i = first; i < *nr; i++) st->res[i].off += (uint32_t)a;
+    size_t np = *nr - first;
+    if (n <= WC_MAXW && np <= 0xFF) {
+        GROW(st->wtmp, st->wtmpcap, np);
+        for (size_t i = 0; i < np; i++) {
+            const struct res *r = &st->res[first + i];
+            st->wtmp[i] = (struct wpiece){ r->id, (uint16_t)(r->off - a), (uint16_t)r->len, 0.0f };
+        }
+        wc_store(st, t + a, n, h, k8, np, 0.0f);
+    }
+    return 0;
+}
+
+static int unigram_word(const sp_model *M, sp_state *st, const unsigned char *t, size_t a, size_t b, uint32_t h, size_t *nr,
+                        float *P)
+{
+    size_t n = b - a;
+    /* the reset at the word's first node, the only live one there */
+    if (*P < -SCORE_RESET || *P > SCORE_RESET) *P = 0.0f;
+    if (n <= WC_MAXW) {
+        uint64_t k8 = first8(t + a, n);
+        const struct wpiece *v;
+        const struct wslot *e = wc_get(st, t + a, n, h, k8, &v);
+        if (!e) {
+            size_t np;
+            float plim;
+            int rc = unigram_analyze(M, st, t + a, n, &np, &plim);
+            if (rc) return rc;
+            if (np <= 0xFF) {
+                e = wc_store(st, t + a, n, h, k8, np, plim);
+                v = st->gen[st->cur].vals + e->voff;
+            }
+        }
+        if (e && (*P < 0 ? -*P : *P) < e->plim) return wc_replay(st, e, v, a, nr, P);
+    }
+    return unigram_span(M, st, t, a, b, *P, nr, P);
+}
+
+/* The whole normalized text, word by word (see word_tables): the cuts first,
+ * then the words, each one's cache slots fetched a few words ahead. */
+static int encode_words(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *nr)
+{
+    static const unsigned char WS[3] = { 0xE2, 0x96, 0x81 };
+    const unsigned char *ws = M->escape_ws ? WS : (const unsigned char *)" ";
+    size_t wsl = M->escape_ws ? 3 : 1;
+    const unsigned char w0 = ws[0], wl = ws[wsl - 1];
+    int rc = wc_alloc(st);
+    if (rc) return rc;
+    size_t nc = 0;
+    for (size_t j = 1; j < n; j++) {
+        unsigned char c = t[j], b = t[j - 1];
+        if ((c & 0xC0) == 0x80) continue;   /* inside a character */
+        int cut = !(M->pair[b][c >> 6] >> (c & 63) & 1) ||
+                  (c == w0 && j + wsl <= n && memcmp(t + j, ws, wsl) == 0 && !M->pre_ws[b]) ||
+                  (b == wl && j >= wsl && memcmp(t + j - wsl, ws, wsl) == 0 && !M->post_ws[c]);
+        if (!cut) continue;
+        GROW(st->cuts, st->cutcap, nc + 1);
+        st->cuts[nc++].end = (uint32_t)j;
+    }
+    GROW(st->cuts, st->cutcap, nc + 1);
+    st->cuts[nc++].end = (uint32_t)n;
+    enum { AHEAD = 4 };
+    int bpe = M->model_type == MODEL_BPE;
+    float P = 0.0f;
+    for (size_t i = 0; i < nc && i < AHEAD; i++) {
+        size_t a = i ? st->cuts[i - 1].end : 0, l = st->cuts[i].end - a;
+        st->cuts[i].h = l <= WC_MAXW ? (uint32_t)hash_bytes(t + a, l) : 0;
+    }
+    for (size_t i = 0; i < nc && !rc; i++) {
+        if (i + AHEAD < nc) {
+            size_t k = i + AHEAD, a = st->cuts[k - 1].end, l = st->cuts[k].end - a;
+            uint32_t h = l <= WC_MAXW ? (uint32_t)hash_bytes(t + a, l) : 0;
+            st->cuts[k].h = h;
+            __builtin_prefetch(&st->gen[st->cur].slot[h & (WC_SLOTS - 1)]);
+            __builtin_prefetch(&st->gen[st->cur ^ 1].slot[h & (WC_SLOTS - 1)]);
+        }
+        size_t a = i ? st->cuts[i - 1].end : 0, b = st->cuts[i].end;
+        rc = bpe ? bpe_word(M, st, t, a, b, st->cuts[i].h, nr) : unigram_word(M, st, t, a, b, st->cuts[i].h, nr, &P);
+    }
+    return rc;
+}
+
 /* ------------------------------------------------------------------------ */
 
 int sp_encode(const sp_model *M, sp_state *st, const unsigned char *s, size_t n, tok_ids *out)
 {
     size_t nn, nr;
+    if (n > (UINT32_MAX - 64) / 3) return TOK_ERR_ENCODE;   /* offsets are 32-bit */
     int rc = normalize(M, st, s, n, &nn);
     if (rc) return rc;
     if (nn == 0) return 0;
-    rc = M->model_type == MODEL_BPE ? bpe_encode(M, st, st->norm, nn, &nr) : unigram_encode(M, st, st->norm, nn, &nr);
+    nr = 0;
+    if (M->words && st->norm_valid) {
+        rc = encode_words(M, st, st->norm, nn, &nr);
+    } else if (M->model_type == MODEL_BPE) {
+        rc = bpe_encode(M, st, st->norm, nn, &nr);
+    } else {
+        float P;
+        rc = unigram_span(M, st, st->norm, 0, nn, 0.0f, &nr, &P);
+    }
     if (rc) return rc;
     /* SentencePieceProcessor::EncodeOptimized: control ids as they are, the
        bytes of an unknown piece with byte fallback, else runs of unknowns

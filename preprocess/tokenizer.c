@@ -118,7 +118,7 @@ const char *tok_strerror(int code)
     case TOK_ERR_FORMAT: return "malformed tokenizer file";
     case TOK_ERR_UNSUPPORTED: return "tokenizer feature not supported";
     case TOK_ERR_ARG: return "invalid tokenizer options";
-    case TOK_ERR_ENCODE: return "the pre-tokenizer's regex engine failed";
+    case TOK_ERR_ENCODE: return "the text cannot be encoded (the regex engine's limits, or too long)";
     case TOK_ERR_BUILD: return "this build lacks a library the tokenizer needs";
     default: return "unknown error";
     }
@@ -223,7 +223,7 @@ int tok_open(tok **out, const tok_options *o, char *err, size_t errlen)
         break;
     default:
         if (!o->model) { rc = tok_fail(err, errlen, TOK_ERR_ARG, "%s needs --tokenizer-model", tok_type_name(o->type)); break; }
-        rc = sp_open(&t->sp, o->model, err, errlen);
+        rc = sp_open(&t->sp, o->model, o->sp_whole_text, err, errlen);
         if (rc) break;
         t->vocab = sp_piece_size(t->sp);
         if (o->type == TOK_SENTENCEPIECE) {

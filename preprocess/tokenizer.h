@@ -62,7 +62,8 @@ enum tok_error {
     TOK_ERR_FORMAT = -3,      /* a tokenizer file is malformed (the message names file and cause) */
     TOK_ERR_UNSUPPORTED = -4, /* a valid file uses a feature mds does not implement (named) */
     TOK_ERR_ARG = -5,         /* bad options (a missing path, an unknown type) */
-    TOK_ERR_ENCODE = -6,      /* the regex engine gave up on a text (PCRE2's limits) */
+    TOK_ERR_ENCODE = -6,      /* a text that cannot be encoded: the regex engine gave up (PCRE2's
+                                 limits), or a SentencePiece text of over 1.4 GB */
     TOK_ERR_BUILD = -7        /* this build lacks a library the tokenizer needs (PCRE2) */
 };
 
@@ -80,6 +81,8 @@ typedef struct tok_options {
                                       id 50256 (Megatron's current HF-backed GPT-2) */
     int use_pcre2;                 /* GPT2BPETokenizer, HuggingFaceTokenizer: pre-tokenize with
                                       PCRE2 JIT instead of the scanners (same output; the reference) */
+    int sp_whole_text;             /* SentencePiece: run the model over each text at once, without
+                                      the word split and cache (same output; the reference) */
 } tok_options;
 
 typedef struct tok tok;

@@ -43,7 +43,7 @@ const unsigned char *hf_token_bytes(const hf_tokenizer *h, uint32_t id, size_t *
 typedef struct sp_model sp_model;
 typedef struct sp_state sp_state;
 
-int sp_open(sp_model **out, const char *path, char *err, size_t errlen);
+int sp_open(sp_model **out, const char *path, int whole_text, char *err, size_t errlen);
 void sp_free(sp_model *m);
 size_t sp_piece_size(const sp_model *m);
 /* SentencePieceProcessor's id_to_piece(id), or NULL when id is out of range */

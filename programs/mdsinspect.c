@@ -317,7 +317,7 @@ tok *inspect_vocab(const struct args *a, int required)
     }
     tok *t = NULL;
     char err[1024];
-    tok_options o = { type, a->tokenizer_model, vocab, merges, 0, 0 };
+    tok_options o = { type, a->tokenizer_model, vocab, merges, 0, 0, 0 };
     int rc = tok_open(&t, &o, err, sizeof err);
     free(vocab);
     free(merges);

@@ -721,7 +721,7 @@ int main(int argc, char **argv)
     if (cfg.tokenizer_type == TOK_GPT2BPE) cli_gpt2_files(cfg.vocab_file, cfg.merge_file, 1, &vocab, &merges);
     tok *tk = NULL;
     char err[1024];
-    tok_options to = { cfg.tokenizer_type, cfg.tokenizer_model, vocab, merges, cfg.special_tokens, cfg.use_pcre2 };
+    tok_options to = { cfg.tokenizer_type, cfg.tokenizer_model, vocab, merges, cfg.special_tokens, cfg.use_pcre2, 0 };
     int orc = tok_open(&tk, &to, err, sizeof err);
     if (orc) cli_die(orc == TOK_ERR_UNSUPPORTED ? 2 : 1, "%s", err);
     int64_t eod = tok_eod(tk);

@@ -515,7 +515,7 @@ static void open_tokenizer(const struct config *c, struct tokenizer_info *ti)
     char err[1024];
     if (c->tokenizer == TK_OTHER) {
         /* Megatron's wrapper: its vocab_size pads the model, its eod is the EOD */
-        tok_options o = { c->tok_type, c->tokenizer_model, NULL, NULL, 0, 0 };
+        tok_options o = { c->tok_type, c->tokenizer_model, NULL, NULL, 0, 0, 0 };
         int rc = tok_open(&tk, &o, err, sizeof err);
         if (rc) cli_die(rc == TOK_ERR_UNSUPPORTED ? 2 : 1, "cannot load the tokenizer: %s", err);
         if (tok_vocab_size(tk) > INT32_MAX / 2) cli_die(1, "the tokenizer has too many ids (%zu)", tok_vocab_size(tk));
@@ -529,7 +529,7 @@ static void open_tokenizer(const struct config *c, struct tokenizer_info *ti)
         return;
     }
     cli_gpt2_files(c->vocab_file, c->merge_file, 1, &ti->vocab_path, &ti->merge_path);
-    tok_options o = { TOK_GPT2BPE, NULL, ti->vocab_path, ti->merge_path, 0, 0 };
+    tok_options o = { TOK_GPT2BPE, NULL, ti->vocab_path, ti->merge_path, 0, 0, 0 };
     if (tok_open(&tk, &o, err, sizeof err) != 0)
         cli_die(1, "cannot load the tokenizer: %s\nhint: check --vocab-file and --merge-file", err);
     ti->V = (int)tok_vocab_size(tk);

@@ -73,7 +73,7 @@ static void fz_fail(const char *why)
 static void fz_check(int type, const char *model, const uint8_t *data, size_t size)
 {
     tok *t = NULL;
-    tok_options o = { type, model, NULL, NULL, 0, 0 };
+    tok_options o = { type, model, NULL, NULL, 0, 0, 0 };
     char err[1024] = "";
     int rc = tok_open(&t, &o, err, sizeof err);
     if (rc) {

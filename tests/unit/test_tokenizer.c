@@ -95,7 +95,7 @@ static void check_ref(const char *name, int type, const char *model, int use_pcr
 {
     char file[64], err[1024];
     snprintf(file, sizeof file, "ref-%s.jsonl", name);
-    tok_options o = { type, path(model), NULL, NULL, 0, use_pcre2 };
+    tok_options o = { type, path(model), NULL, NULL, 0, use_pcre2, 0 };
     struct refctx c = { NULL, NULL, { NULL, 0, 0 }, 0, 0, name };
     int rc = tok_open(&c.t, &o, err, sizeof err);
     CHECK(rc == 0);
@@ -366,7 +366,7 @@ static char *write_hf(const char *name, const char *model_extra, const char *top
 static int open_hf(const char *dir, char *err, size_t errlen)
 {
     tok *t = NULL;
-    tok_options o = { TOK_HUGGINGFACE, dir, NULL, NULL, 0, 0 };
+    tok_options o = { TOK_HUGGINGFACE, dir, NULL, NULL, 0, 0, 0 };
     int rc = tok_open(&t, &o, err, errlen);
     tok_free(t);
     return rc;
@@ -380,7 +380,7 @@ static void test_hf_minimal(void)
     /* eos "<eos>" is no token: transformers adds it (id 258) as a special added token */
     const char *dir = write_hf("ok", NULL, BL, "{\"tokenizer_class\": \"PreTrainedTokenizerFast\", \"eos_token\": \"<eos>\"}");
     tok *t = NULL;
-    tok_options o = { TOK_HUGGINGFACE, dir, NULL, NULL, 0, 0 };
+    tok_options o = { TOK_HUGGINGFACE, dir, NULL, NULL, 0, 0, 0 };
     CHECK(tok_open(&t, &o, err, sizeof err) == 0);
     if (!t) { fprintf(stderr, "%s\n", err); return; }
     CHECK(tok_vocab_size(t) == 259 && tok_eod(t) == 258);
@@ -540,7 +540,7 @@ static char *write_sp(const char *name, int model_type, int dup, int byte_bad, f
 static int open_sp(const char *file, int type, char *err, size_t errlen, tok **out)
 {
     tok *t = NULL;
-    tok_options o = { type, file, NULL, NULL, 0, 0 };
+    tok_options o = { type, file, NULL, NULL, 0, 0, 0 };
     int rc = tok_open(&t, &o, err, errlen);
     if (out) *out = t;
     else tok_free(t);
@@ -570,6 +570,97 @@ static void test_sp_small(void)
     CHECK(open_sp(write_sp("ok", 2, 0, 0, -1.5f, NULL, 0), TOK_SENTENCEPIECE, err, sizeof err, &t) == 0);
     CHECK(t && tok_vocab_size(t) == 13 && tok_eod(t) == 10);
     tok_free(t);
+}
+
+/* Random texts, some long enough for the unigram score resets, through the
+ * word split and cache and through the whole-text path (the one checked
+ * against sentencepiece): the ids must be equal. */
+static void words_vs_whole(const char *file, int type, unsigned seed)
+{
+    static const char *const frag[] = { "a", "b", "ab", "ba", " ", " ", " ", "  ", "\n", "\t", "\xe2\x96\x81", "\xc3\xa9",
+                                        "e\xcc\x81", "\xe4\xb8\xad", "\xe6\x96\x87", "<sep>", "[MASK]", "<s>", "x", "\xff",
+                                        "the", "The", "ing", ",", ".", "1", "23", "\xef\xbc\xa1", "\xf0\x9f\x98\x80", "q",
+                                        "hello", " world", "\xe2\x80\x94", "'s", "\xd0\xbf\xd1\x80" };
+    const size_t nf = sizeof frag / sizeof frag[0];
+    char err[1024];
+    tok *tw = NULL, *tx = NULL;
+    tok_options o = { type, file, NULL, NULL, 0, 0, 0 }, ow = { type, file, NULL, NULL, 0, 0, 1 };
+    CHECK(tok_open(&tw, &o, err, sizeof err) == 0);
+    CHECK(tok_open(&tx, &ow, err, sizeof err) == 0);
+    if (!tw || !tx) {
+        fprintf(stderr, "%s\n", err);
+        tok_free(tw);
+        tok_free(tx);
+        return;
+    }
+    tok_state *sw, *sx;
+    CHECK(tok_state_new(tw, &sw) == 0 && tok_state_new(tx, &sx) == 0);
+    srand(seed);
+    size_t cap = 1 << 20, n;
+    unsigned char *text = malloc(cap + 64);
+    tok_ids a = { NULL, 0, 0 }, b = { NULL, 0, 0 };
+    int bad = 0;
+    for (int iter = 0; iter < 400 && bad < 3; iter++) {
+        /* mostly short texts; every 40th one long (up to 600 kB), with many distinct words */
+        size_t k = iter % 40 == 39 ? (size_t)(rand() % 150000) + 20000 : (size_t)(rand() % 60);
+        n = 0;
+        for (size_t i = 0; i < k && n < cap; i++) {
+            const char *f = frag[rand() % nf];
+            if (rand() % 8 == 0) {
+                n += (size_t)snprintf((char *)text + n, 64, " w%x", (unsigned)rand() % 50000);
+                continue;
+            }
+            size_t l = strlen(f);
+            memcpy(text + n, f, l);
+            n += l;
+        }
+        a.n = b.n = 0;
+        int ra = tok_encode(tw, sw, text, n, &a), rb = tok_encode(tx, sx, text, n, &b);
+        int same = ra == 0 && rb == 0 && a.n == b.n && (a.n == 0 || memcmp(a.ids, b.ids, a.n * sizeof *a.ids) == 0);
+        if (!same && bad++ < 3)
+            fprintf(stderr, "%s: text %d (%zu bytes): %zu ids by word, %zu whole\n", file, iter, n, a.n, b.n);
+    }
+    CHECK(bad == 0);
+    free(text);
+    free(a.ids);
+    free(b.ids);
+    tok_state_free(sw);
+    tok_state_free(sx);
+    tok_free(tw);
+    tok_free(tx);
+}
+
+static void test_sp_words(void)
+{
+    words_vs_whole(path("sp-bpe.model"), TOK_LLAMA2, seed_arg);
+    words_vs_whole(path("sp-unigram.model"), TOK_LLAMA2, seed_arg + 1);
+    /* a unigram model of ties and near-ties (segmentations one float ulp
+       apart), where only the exact arithmetic at the document's score picks */
+    struct pbw b = { NULL, 0, 0 };
+    piece(&b, "<unk>", 0, 2);
+    piece(&b, "<s>", 0, 3);
+    piece(&b, "</s>", 0, 3);
+    piece(&b, "\xe2\x96\x81", -1.0f, 1);
+    piece(&b, "a", -2.0f, 1);
+    piece(&b, "b", -3.0f, 1);
+    piece(&b, "\xe2\x96\x81" "a", -3.0f, 1);
+    piece(&b, "ab", -5.0f, 1);
+    piece(&b, "\xe2\x96\x81" "ab", -6.0000005f, 1);
+    piece(&b, "ba", -4.9999995f, 1);
+    piece(&b, "\xe2\x96\x81" "b", -4.0078125f, 1);
+    piece(&b, "x", -2.5f, 1);
+    piece(&b, "<sep>", 0, 4);
+    struct pbw ts = { NULL, 0, 0 };
+    varint(&ts, 3 << 3);
+    varint(&ts, 1);   /* UNIGRAM */
+    field_bytes(&b, 2, ts.p, ts.n);
+    free(ts.p);
+    char file[600];
+    snprintf(file, sizeof file, "%s/ties.model", tmpdir);
+    FILE *f = fopen(file, "wb");
+    CHECK(f && fwrite(b.p, 1, b.n, f) == b.n && fclose(f) == 0);
+    free(b.p);
+    words_vs_whole(file, TOK_LLAMA2, seed_arg + 2);
 }
 
 static void test_sp_refusals(void)
@@ -642,6 +733,7 @@ int main(int argc, char **argv)
     RUN(test_sp_bpe);
     RUN(test_sp_unigram);
     RUN(test_sp_small);
+    RUN(test_sp_words);
     RUN(test_sp_refusals);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) return 1;
