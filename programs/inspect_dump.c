@@ -128,6 +128,6 @@ static int run_dump(struct args *a)
 const struct command inspect_dump = {
     "dump", "PREFIX (--doc N | --seq N | --range A:B) [--ids | --text] [options]",
     "token ids or text of documents or sequences",
-    "Print token ids (default) or GPT-2 text.  With --range each document starts\n"
-    "with a line '# document K'.",
+    "Print token ids (default) or their text (GPT-2's, or --tokenizer-type's).\n"
+    "With --range each document starts with a line '# document K'.",
     dump_opts, NOPTS(dump_opts), 0, 1, 1, run_dump};

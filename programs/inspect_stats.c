@@ -461,6 +461,6 @@ const struct command inspect_stats = {
     "stats", "[options] PREFIX", "length histogram, EOD count, most frequent tokens",
     "Scan every token (in parallel) and print the sequence-length histogram, the\n"
     "number of EOD tokens and of documents ending with one, and the most frequent\n"
-    "tokens with their GPT-2 text.  A progress bar shows on a terminal when the\n"
-    "scan takes longer than a moment.",
+    "tokens with their text (GPT-2's, or --tokenizer-type's).  A progress bar\n"
+    "shows on a terminal when the scan takes longer than a moment.",
     stats_opts, NOPTS(stats_opts), 0, 1, 1, run_stats};
