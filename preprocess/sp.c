@@ -83,6 +83,12 @@ struct sp_model {
     struct strmap pieces;    /* NORMAL, USER_DEFINED, UNUSED */
     struct strmap reserved;  /* CONTROL, UNKNOWN, BYTE */
     struct trie user;        /* user-defined symbols (the prefix matcher) */
+    struct pairs {           /* BPE: (id a, id b) -> the piece a + b when it is mergeable */
+        uint64_t *key;       /* a << 32 | b, UINT64_MAX empty */
+        uint32_t *val;
+        size_t mask;
+    } pairs;
+    int32_t byte1[256];      /* BPE: the id of each one-byte string, -1 */
     struct lat {             /* unigram: pieces_ as a trie for the lattice, one hash table */
         struct lent { uint32_t key, child; int32_t id; float score; } *e;   /* key node << 8 | byte */
         size_t mask, nodes;
@@ -108,9 +114,9 @@ struct sp_state {
     unsigned char *norm;
     size_t ncap;
     /* BPE */
-    struct sym { int prev, next; uint32_t off, len; uint8_t freeze; } *sym;
+    struct sym { int prev, next; uint32_t off, len; int32_t id; uint8_t freeze; } *sym;   /* id: of the string, -1 none */
     size_t symcap;
-    struct agenda { float score; int left, right; uint32_t size; } *heap;
+    struct agenda { float score; int left, right; uint32_t size; int32_t id; } *heap;
     size_t heapcap;
     struct rev { uint32_t stamp, loff, llen, roff, rlen; } *rev;   /* (n) last proposal per unused piece */
     uint32_t stamp;
@@ -602,6 +608,64 @@ static int lat_build(struct rd *r, sp_model *M)
     return 0;
 }
 
+static inline size_t pair_slot(const struct pairs *t, uint64_t k)
+{
+    k *= 0x9E3779B97F4A7C15ull;
+    return (size_t)(k ^ (k >> 29)) & t->mask;
+}
+
+/* The mergeable piece a + b, or -1. */
+static inline int64_t pair_get(const struct pairs *t, uint32_t a, uint32_t b)
+{
+    uint64_t k = (uint64_t)a << 32 | b;
+    for (size_t i = pair_slot(t, k);; i = (i + 1) & t->mask) {
+        if (t->key[i] == k) return t->val[i];
+        if (t->key[i] == UINT64_MAX) return -1;
+    }
+}
+
+/* BPE: every way of writing a mergeable piece as two strings that are
+ * pieces, so that merging looks up ids instead of hashing strings. */
+static int pairs_build(struct rd *r, sp_model *M)
+{
+    struct pairs *t = &M->pairs;
+    for (int c = 0; c < 256; c++) {
+        unsigned char b = (unsigned char)c;
+        M->byte1[c] = (int32_t)map_get(M, &M->pieces, &b, 1);
+    }
+    size_t n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) {
+            size_t c = 16;
+            while (c < 2 * n + 16) c *= 2;
+            t->key = malloc(c * sizeof *t->key);
+            t->val = malloc(c * sizeof *t->val);
+            if (!t->key || !t->val) return tok_fail(r->err, r->errlen, TOK_ERR_NOMEM, "out of memory loading '%s'", r->file);
+            memset(t->key, 0xFF, c * sizeof *t->key);
+            t->mask = c - 1;
+        }
+        for (size_t i = 0; i < M->n; i++) {
+            const struct piece *p = &M->p[i];
+            if ((int64_t)i == M->unk_id || !want_pieces(p->type)) continue;
+            const unsigned char *str = M->blob + p->off;
+            for (uint32_t k = 1; k < p->len; k++) {
+                int64_t a = map_get(M, &M->pieces, str, k), b = a < 0 ? -1 : map_get(M, &M->pieces, str + k, p->len - k);
+                if (b < 0) continue;
+                if (!pass) {
+                    n++;
+                    continue;
+                }
+                uint64_t key = (uint64_t)a << 32 | (uint64_t)b;
+                size_t j = pair_slot(t, key);
+                while (t->key[j] != UINT64_MAX && t->key[j] != key) j = (j + 1) & t->mask;
+                t->key[j] = key;   /* (a string splits one way into a and b: one piece per key) */
+                t->val[j] = (uint32_t)i;
+            }
+        }
+    }
+    return 0;
+}
+
 static int init_pieces(struct rd *r, sp_model *M)
 {
     int rc;
@@ -652,6 +716,7 @@ static int init_pieces(struct rd *r, sp_model *M)
     if (M->has_user && trie_build(M, &M->user, want_user))
         return tok_fail(r->err, r->errlen, TOK_ERR_NOMEM, "out of memory loading '%s'", r->file);
     if (split && (rc = lat_build(r, M))) return rc;
+    if (!split && (rc = pairs_build(r, M))) return rc;
     return 0;
 }
 
@@ -783,6 +848,8 @@ void sp_free(sp_model *M)
     free(M->reserved.slot);
     trie_free(&M->user);
     free(M->all.e);
+    free(M->pairs.key);
+    free(M->pairs.val);
     free(M->unk_piece);
     free(M->bos_piece);
     free(M->eos_piece);
@@ -1157,13 +1224,16 @@ static int maybe_pair(const sp_model *M, sp_state *st, const unsigned char *t, s
     const struct sym *L = &st->sym[left], *R = &st->sym[right];
     if (L->freeze || R->freeze) return 0;
     uint32_t size = L->len + R->len;
-    int64_t id = map_get(M, &M->pieces, t + L->off, size);
+    /* the piece with the string L + R: by ids when both halves are pieces
+       (pairs_build), else by the string */
+    int64_t id = L->id >= 0 && R->id >= 0 ? pair_get(&M->pairs, (uint32_t)L->id, (uint32_t)R->id)
+                                          : map_get(M, &M->pieces, t + L->off, size);
     if (!mergeable(M, id)) return 0;
     if (M->p[id].type == PT_UNUSED) {
         struct rev *v = &st->rev[id];
         *v = (struct rev){ st->stamp, L->off, L->len, R->off, R->len };
     }
-    return heap_push(st, hn, (struct agenda){ M->p[id].score, left, right, size });
+    return heap_push(st, hn, (struct agenda){ M->p[id].score, left, right, size, (int32_t)id });
 }
 
 static int add_result(sp_state *st, size_t *nr, uint32_t off, uint32_t len, int32_t id)
@@ -1175,9 +1245,10 @@ static int add_result(sp_state *st, size_t *nr, uint32_t off, uint32_t len, int3
 
 /* bpe_model.cc's resegment: an UNUSED piece is split the way it was last
  * proposed; anything that is no mergeable piece is the model's unk. */
-static int resegment(const sp_model *M, sp_state *st, const unsigned char *t, uint32_t off, uint32_t len, size_t *nr, int depth)
+static int resegment(const sp_model *M, sp_state *st, const unsigned char *t, uint32_t off, uint32_t len, size_t *nr, int depth,
+                     int64_t id)
 {
-    int64_t id = map_get(M, &M->pieces, t + off, len);
+    if (id == -2) id = map_get(M, &M->pieces, t + off, len);
     if (id < 0) id = M->unk_id;
     if (depth > 100) return add_result(st, nr, off, len, (int32_t)id);
     if (id == M->unk_id || !want_pieces(M->p[id].type)) return add_result(st, nr, off, len, (int32_t)M->unk_id);
@@ -1186,8 +1257,8 @@ static int resegment(const sp_model *M, sp_state *st, const unsigned char *t, ui
     if (v->stamp != st->stamp) return add_result(st, nr, off, len, (int32_t)M->unk_id);
     /* rev_merge keys on the string: the halves are the lengths of the last proposal */
     uint32_t l1 = v->llen, l2 = v->rlen;
-    int rc = resegment(M, st, t, off, l1, nr, depth + 1);
-    return rc ? rc : resegment(M, st, t, off + l1, l2, nr, depth + 1);
+    int rc = resegment(M, st, t, off, l1, nr, depth + 1, -2);
+    return rc ? rc : resegment(M, st, t, off + l1, l2, nr, depth + 1, -2);
 }
 
 /* BPE of t[0, n), appended to st->res (offsets from t) */
@@ -1206,7 +1277,8 @@ static int bpe_encode(const sp_model *M, sp_state *st, const unsigned char *t, s
             l = one_char_len(t[i]);
             if (l > n - i) l = n - i;
         }
-        st->sym[ns] = (struct sym){ (int)ns - 1, 0, (uint32_t)i, (uint32_t)l, (uint8_t)freeze };
+        int32_t id = l == 1 ? M->byte1[t[i]] : (int32_t)map_get(M, &M->pieces, t + i, l);
+        st->sym[ns] = (struct sym){ (int)ns - 1, 0, (uint32_t)i, (uint32_t)l, id, (uint8_t)freeze };
         i += l;
         st->sym[ns].next = i < n ? (int)ns + 1 : -1;
         ns++;
@@ -1221,6 +1293,7 @@ static int bpe_encode(const sp_model *M, sp_state *st, const unsigned char *t, s
         struct sym *L = &st->sym[top.left], *R = &st->sym[top.right];
         if (L->len == 0 || R->len == 0 || L->len + R->len != top.size) continue;
         L->len += R->len;
+        L->id = top.id;
         L->next = R->next;
         if (R->next >= 0) st->sym[R->next].prev = top.left;
         R->len = 0;
@@ -1228,7 +1301,7 @@ static int bpe_encode(const sp_model *M, sp_state *st, const unsigned char *t, s
         if (!rc) rc = maybe_pair(M, st, t, &hn, top.left, L->next);
     }
     for (int i = 0; i != -1 && !rc; i = st->sym[i].next)
-        rc = resegment(M, st, t, st->sym[i].off, st->sym[i].len, nr, 0);
+        rc = resegment(M, st, t, st->sym[i].off, st->sym[i].len, nr, 0, st->sym[i].id);
     return rc;
 }
 
