@@ -48,7 +48,7 @@ struct classes {
     uint8_t ascii[128];
 };
 static struct classes c15, c16;
-static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+static pthread_once_t once15 = PTHREAD_ONCE_INIT, once16 = PTHREAD_ONCE_INIT;
 
 static void fill(uint8_t *cls, const uint32_t (*r)[2], size_t n, uint8_t v)
 {
@@ -84,19 +84,25 @@ static void pack(struct classes *t, const uint8_t *cls)
     t->stage2 = shrunk ? shrunk : blocks;
 }
 
-static void build_tables(void)
+static void build15(void)
+{
+    uint8_t *cls = calloc(0x110000, 1);
+    if (cls) {
+        fill(cls, unitab_letter, unitab_letter_len, PRETOK_LETTER);
+        fill(cls, unitab_number, unitab_number_len, PRETOK_NUMBER);
+        fill(cls, unitab_space, unitab_space_len, PRETOK_SPACE);
+    }
+    pack(&c15, cls);   /* (NULL: out of memory; see pack()) */
+    free(cls);
+}
+
+static void build16(void)
 {
     uint8_t *cls = calloc(0x110000, 1);
     if (!cls) {
-        pack(&c15, NULL);   /* out of memory; see pack() */
         pack(&c16, NULL);
         return;
     }
-    fill(cls, unitab_letter, unitab_letter_len, PRETOK_LETTER);
-    fill(cls, unitab_number, unitab_number_len, PRETOK_NUMBER);
-    fill(cls, unitab_space, unitab_space_len, PRETOK_SPACE);
-    pack(&c15, cls);
-    memset(cls, 0, 0x110000);
     for (size_t i = 0; i < hftab_gc_len; i++) {
         uint32_t g = hftab_gc[i][2];
         uint8_t v = g <= 4 ? PRETOK_LETTER : (g >= 8 && g <= 10) ? PRETOK_NUMBER : PRETOK_OTHER;
@@ -110,7 +116,12 @@ static void build_tables(void)
 
 void pretok_init(void)
 {
-    pthread_once(&tables_once, build_tables);
+    pthread_once(&once15, build15);
+}
+
+void pretok_init_hf(void)
+{
+    pthread_once(&once16, build16);
 }
 
 static inline int class_of(const struct classes *t, uint32_t cp)
@@ -128,7 +139,7 @@ int pretok_class(uint32_t cp)
 
 int pretok_class16(uint32_t cp)
 {
-    pretok_init();
+    pretok_init_hf();
     return class_of(&c16, cp);
 }
 
@@ -179,7 +190,7 @@ static inline size_t space_run(const struct classes *t, const unsigned char *s, 
 }
 
 /* The GPT-2 pattern (pretok.h), with the classes of t. */
-static inline size_t gpt2_next(const struct classes *t, const unsigned char *s, size_t n, size_t pos)
+static inline __attribute__((always_inline)) size_t gpt2_next(const struct classes *t, const unsigned char *s, size_t n, size_t pos)
 {
     size_t i = pos, len;
     unsigned c = s[i];
@@ -239,7 +250,7 @@ size_t pretok_next(const unsigned char *s, size_t n, size_t pos)
 
 size_t pretok_gpt2_hf_next(const unsigned char *s, size_t n, size_t pos)
 {
-    if (!c16.stage2) pretok_init();
+    if (!c16.stage2) pretok_init_hf();
     return gpt2_next(&c16, s, n, pos);
 }
 
@@ -278,7 +289,7 @@ static inline size_t letters(const struct classes *t, const unsigned char *s, si
 size_t pretok_cl100k_next(const unsigned char *s, size_t n, size_t pos, unsigned maxdigits)
 {
     const struct classes *t = &c16;
-    if (!t->stage2) pretok_init();
+    if (!t->stage2) pretok_init_hf();
     size_t i = pos, len;
     unsigned c = s[i];
 

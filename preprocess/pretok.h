@@ -37,10 +37,15 @@ extern "C" {
 
 enum pretok_class { PRETOK_OTHER = 0, PRETOK_LETTER = 1, PRETOK_NUMBER = 2, PRETOK_SPACE = 3 };
 
-/* Builds the code point class tables.  Idempotent and thread safe (runs once);
- * pretok_next() calls it lazily, but calling it up front keeps that cost out
- * of the first document. */
+/* Builds the code point class tables (Unicode 15.0) of GPT-2's scanner.
+ * Idempotent and thread safe (runs once); pretok_next() calls it lazily, but
+ * calling it up front keeps that cost out of the first document. */
 void pretok_init(void);
+
+/* The same for the Unicode 16.0 tables of the HuggingFace scanners
+ * (pretok_gpt2_hf_next, pretok_cl100k_next, pretok_class16); separate so
+ * that GPT-2 runs do not build them. */
+void pretok_init_hf(void);
 
 /* The class of code point cp (any value; those above U+10FFFF are OTHER). */
 int pretok_class(uint32_t cp);

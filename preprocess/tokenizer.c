@@ -216,7 +216,7 @@ int tok_open(tok **out, const tok_options *o, char *err, size_t errlen)
         if (!o->model) { rc = tok_fail(err, errlen, TOK_ERR_ARG, "HuggingFaceTokenizer needs --tokenizer-model"); break; }
         rc = hf_open(&t->hf, o->model, o->use_pcre2, err, errlen);
         if (rc) break;
-        pretok_init();
+        pretok_init_hf();
         t->vocab = hf_vocab_size(t->hf);
         t->eod = hf_eos_id(t->hf);
         snprintf(t->desc, sizeof t->desc, "%s", hf_describe(t->hf));
