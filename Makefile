@@ -278,6 +278,7 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/bench_tokenize
 	@BUILD=$(BUILD) sh bench/run.sh
+	@BUILD=$(BUILD) sh bench/tokenizers.sh
 	@BUILD=$(BUILD) sh bench/indices.sh
 	@BUILD=$(BUILD) sh bench/train.sh
 	@BUILD=$(BUILD) MDS_BENCH_LLAMA=1 sh bench/train.sh

@@ -2,6 +2,12 @@
  * bench_tokenize.c - single-thread tokenizer throughput on the texts of a
  * JSON-lines file, for `make bench`.
  *
+ *   bench_tokenize FILE.jsonl VOCAB MERGES [REPEAT]      GPT-2 (below)
+ *   bench_tokenize FILE.jsonl TYPE MODEL [REPEAT]        any tokenizer.h type
+ *     (HuggingFaceTokenizer, SentencePieceTokenizer, ...): tok_encode on every
+ *     text, MB/s and tokens/s, and the FNV-1a checksum of all ids that
+ *     bench/tok_reference.py prints for the reference library.
+ *
  * Loads every document's "text" into memory first (JSON parsing is not
  * timed), then times, on one thread: the scanner alone, PCRE2 alone, and the
  * whole tokenizer (scanner + BPE, and PCRE2 + BPE).  Prints MB/s of UTF-8
@@ -13,6 +19,7 @@
 #include "json.h"
 #include "pretok.h"
 #include "tokenize.h"
+#include "tokenizer.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -32,7 +39,7 @@ struct text { char *s; size_t n; };
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: bench_tokenize FILE.jsonl VOCAB MERGES [REPEAT]\n");
+        fprintf(stderr, "usage: bench_tokenize FILE.jsonl (VOCAB MERGES | TYPE MODEL) [REPEAT [pcre2 | whole]]\n");
         return 2;
     }
     int repeat = argc > 4 ? atoi(argv[4]) : 3;
@@ -62,8 +69,42 @@ int main(int argc, char **argv)
     free(line);
     json_doc_release(&d);
 
+    char err[1024];
+    int ttype = tok_type_from_name(argv[2]);
+    if (ttype && ttype != TOK_GPT2BPE) {
+        tok *t;
+        tok_options o = { ttype, argv[3], NULL, NULL, 0, argc > 5 && strcmp(argv[5], "pcre2") == 0,
+                          argc > 5 && strcmp(argv[5], "whole") == 0 };
+        if (tok_open(&t, &o, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return 1; }
+        double mb = (double)total / 1e6, best = 1e9;
+        uint64_t h = 0, nt = 0;
+        tok_ids out = { NULL, 0, 0 };
+        printf("texts: %zu documents, %.1f MB of UTF-8 text; %s\n", ntexts, mb, tok_describe(t));
+        for (int r = 0; r < repeat; r++) {
+            tok_state *st;
+            tok_state_new(t, &st);          /* fresh state: what a worker starts with */
+            double t0 = now();
+            h = 1469598103934665603ULL;
+            nt = 0;
+            for (size_t i = 0; i < ntexts; i++) {
+                out.n = 0;
+                if (tok_encode(t, st, (const unsigned char *)texts[i].s, texts[i].n, &out) != 0) { fprintf(stderr, "encode failed\n"); return 1; }
+                for (size_t j = 0; j < out.n; j++) { h ^= out.ids[j]; h *= 1099511628211ULL; }
+                nt += out.n;
+            }
+            t0 = now() - t0;
+            if (t0 < best) best = t0;
+            tok_state_free(st);
+        }
+        printf("tokens: %llu, ids checksum %016llx\n", (unsigned long long)nt, (unsigned long long)h);
+        printf("tokenize              %8.1f MB/s  %10.0f tokens/s  (1 thread)\n", mb / best, (double)nt / best);
+        free(out.ids);
+        tok_free(t);
+        for (size_t i = 0; i < ntexts; i++) free(texts[i].s);
+        free(texts);
+        return 0;
+    }
     bpe *b;
-    char err[256];
     if (bpe_load(&b, argv[2], argv[3], err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return 1; }
     pretok_init();
     pretok_pcre2 *pc = NULL;   /* the PCRE2 rows only when the build has it */
@@ -107,14 +148,41 @@ int main(int argc, char **argv)
             bpe_cache_free(c);
         }
     }
+    /* the same GPT-2 tokenizer through tokenizer.h, as mdsprep now calls it */
+    double best_if = 1e9;
+    uint64_t hash_if = 0;
+    {
+        tok *t;
+        tok_options o = { TOK_GPT2BPE, NULL, argv[2], argv[3], 0, 0, 0 };
+        if (tok_open(&t, &o, err, sizeof err) != 0) { fprintf(stderr, "%s\n", err); return 1; }
+        tok_ids out = { NULL, 0, 0 };
+        for (int r = 0; r < repeat; r++) {
+            tok_state *st;
+            tok_state_new(t, &st);
+            double t0 = now();
+            uint64_t h = 1469598103934665603ULL;
+            for (size_t i = 0; i < ntexts; i++) {
+                out.n = 0;
+                tok_encode(t, st, (const unsigned char *)texts[i].s, texts[i].n, &out);
+                for (size_t j = 0; j < out.n; j++) { h ^= out.ids[j]; h *= 1099511628211ULL; }
+            }
+            t0 = now() - t0;
+            if (t0 < best_if) best_if = t0;
+            hash_if = h;
+            tok_state_free(st);
+        }
+        free(out.ids);
+        tok_free(t);
+    }
     printf("pieces: %llu, tokens: %llu, ids checksum %016llx\n", (unsigned long long)pieces,
            (unsigned long long)ntok[0], (unsigned long long)hash[0]);
     printf("pretokenize scan      %8.1f MB/s\n", mb / best[0]);
     if (pc) printf("pretokenize pcre2     %8.1f MB/s\n", mb / best[1]);
     printf("tokenize scan+bpe     %8.1f MB/s  (1 thread)\n", mb / best[2]);
     if (pc) printf("tokenize pcre2+bpe    %8.1f MB/s  (1 thread)\n", mb / best[3]);
-    int same = !pc || (hash[0] == hash[1] && ntok[0] == ntok[1]);
-    if (!same) printf("MISMATCH between scan and pcre2 tokenization\n");
+    printf("tokenize tok_encode   %8.1f MB/s  (1 thread; the same through tokenizer.h)\n", mb / best_if);
+    int same = (!pc || (hash[0] == hash[1] && ntok[0] == ntok[1])) && hash_if == hash[0];
+    if (!same) printf("MISMATCH between the scanner, PCRE2 and tokenizer.h tokenizations\n");
     pretok_pcre2_free(pc);
     bpe_free(b);
     for (size_t i = 0; i < ntexts; i++) free(texts[i].s);

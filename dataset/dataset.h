@@ -551,6 +551,14 @@ typedef struct ds_gpt_config {
     int tokenizer_ids;             /* enum ds_tokenizer_ids, default LEGACY */
     const char *vocab_file;        /* as typed on Megatron's command line (identifiers only) */
     const char *merge_file;
+    const char *tokenizer_class;   /* NULL: GPT-2 (tokenizer_ids above).  Otherwise the legacy
+                                      wrapper class of another tokenizer ("_HuggingFaceTokenizer",
+                                      "_SentencePieceTokenizer", "_GPTSentencePieceTokenizer",
+                                      "_Llama2Tokenizer"): the identifiers are then {"class": CLASS,
+                                      "tokenizer_path": [tokenizer_model]}, plus "vocab_extra_ids":
+                                      "0" for the SentencePiece classes, as MegatronTokenizer
+                                      records them; tokenizer_ids is not looked at */
+    const char *tokenizer_model;   /* --tokenizer-model as typed (with tokenizer_class) */
     int64_t eod;                   /* default 50256 */
     int64_t pad;                   /* default -1: GPT-2 has no pad token */
     int reset_position_ids, reset_attention_mask, eod_mask_loss;

@@ -299,6 +299,7 @@ struct ds_pipeline {
     int32_t *mock_lengths;          /* (DS_MOCK_SEQUENCES) with cfg.mock, else NULL */
     char *split_str;
     char *vocab_file, *merge_file;
+    char *tok_class, *tok_model;    /* ds_gpt_config.tokenizer_class/_model copies, or NULL */
     size_t nd;
     char **paths;                   /* (nd) */
     ds_reader **readers;            /* (nd) */

@@ -26,7 +26,24 @@
 static void describe_tokenizer(ds_sbuf *b, const ds_pipeline *p, int lvl)
 {
     ds_sb_printf(b, "{");
-    if (p->cfg.tokenizer_ids == DS_TOKENIZER_IDS_MAIN) {
+    if (p->tok_class) {
+        /* MegatronTokenizer.__init__(*paths, **options): class, paths, str(options) */
+        ds_sb_indent(b, lvl + 1);
+        ds_sb_printf(b, "\"class\": ");
+        ds_sb_json_string(b, p->tok_class);
+        ds_sb_printf(b, ",");
+        ds_sb_indent(b, lvl + 1);
+        ds_sb_printf(b, "\"tokenizer_path\": [");
+        ds_sb_indent(b, lvl + 2);
+        ds_sb_json_string(b, p->tok_model);
+        ds_sb_indent(b, lvl + 1);
+        ds_sb_printf(b, "]");
+        if (strstr(p->tok_class, "SentencePiece") || strcmp(p->tok_class, "_Llama2Tokenizer") == 0) {
+            ds_sb_printf(b, ",");
+            ds_sb_indent(b, lvl + 1);
+            ds_sb_printf(b, "\"vocab_extra_ids\": \"0\"");
+        }
+    } else if (p->cfg.tokenizer_ids == DS_TOKENIZER_IDS_MAIN) {
         static const char *const keys[] = {"class", "tokenizer_path", "additional_special_tokens",
                                            "vocab_file", "merges_file", "use_fast",
                                            "trust_remote_code", "include_special_tokens",

@@ -206,6 +206,8 @@ void ds_pipeline_close(ds_pipeline *p)
     free(p->split_str);
     free(p->vocab_file);
     free(p->merge_file);
+    free(p->tok_class);
+    free(p->tok_model);
     free(p);
 }
 
@@ -842,6 +844,7 @@ static int configure(ds_pipeline *p, const ds_gpt_config *cfg)
     p->cfg = *cfg;
     p->cfg.data_path = NULL;
     p->cfg.split = p->cfg.vocab_file = p->cfg.merge_file = NULL;
+    p->cfg.tokenizer_class = p->cfg.tokenizer_model = NULL;
     p->cfg.cache_dir = NULL;
     for (int s = 0; s < 3; s++) {
         p->cfg.split_data_path[s] = NULL;
@@ -861,6 +864,11 @@ static int configure(ds_pipeline *p, const ds_gpt_config *cfg)
     p->vocab_file = xstrdup0(cfg->vocab_file ? cfg->vocab_file : "");
     p->merge_file = xstrdup0(cfg->merge_file ? cfg->merge_file : "");
     p->cfg.cache_dir = cfg->cache_dir ? xstrdup0(cfg->cache_dir) : NULL;
+    if (cfg->tokenizer_class) {
+        p->tok_class = xstrdup0(cfg->tokenizer_class);
+        p->tok_model = xstrdup0(cfg->tokenizer_model ? cfg->tokenizer_model : "");
+        RETURN_ERROR_IF(!p->tok_class || !p->tok_model, DS_ERR_NOMEM, "out of memory");
+    }
     RETURN_ERROR_IF(!p->split_str || !p->vocab_file || !p->merge_file || (cfg->cache_dir && !p->cfg.cache_dir),
                     DS_ERR_NOMEM, "out of memory");
     if (p->per_split) {

@@ -76,7 +76,7 @@ static inline uint32_t vocab_find(const bpe *b, const unsigned char *p, size_t n
     for (;;) {
         const struct vocab_slot *s = &b->vt[i];
         if (s->len == n && s->k8 == k8 &&
-            (n <= 8 || memcmp(p + 8, b->blob + b->tok_off[s->val & ~SELF_FLAG] + 8, n - 8) == 0))
+            (n <= 8 || memcmp(p + 8, b->blob + b->tok_off[s->val & ID_MASK] + 8, n - 8) == 0))
             return s->val;
         if (s->len == 0)
             return ID_NONE;
@@ -295,17 +295,47 @@ static void scratch_trim(struct scratch *s)
     }
 }
 
+/*
+ * Leftmost lowest rank, one merge at a time, in place and without scratch:
+ * O(n^2).  The fallback of HuggingFace semantics (BPE_BUILD_HF) when scratch
+ * memory for merge_heap cannot be had; merge_literal is not an option there,
+ * since it equals this only in trained order.
+ */
+static size_t merge_inplace(const bpe *b, const unsigned char *p, size_t n, uint32_t *sym)
+{
+    for (size_t i = 0; i < n; i++)
+        sym[i] = b->byte_id[p[i]];
+    size_t m = n;
+    while (m > 1) {
+        uint32_t best = RANK_NONE;
+        size_t at = 0;
+        for (size_t i = 0; i + 1 < m; i++) {
+            uint32_t r = pair_rank(b, sym[i], sym[i + 1]);
+            if (r < best) {
+                best = r;
+                at = i;
+            }
+        }
+        if (best == RANK_NONE)
+            break;
+        sym[at] = b->merged_id[best];
+        memmove(sym + at + 1, sym + at + 2, (m - at - 2) * sizeof *sym);
+        m--;
+    }
+    return m;
+}
+
 /* one part of a piece (n >= 2) by the merge loops */
 static size_t merge_part(const bpe *b, struct scratch *s, const unsigned char *p, size_t n, uint32_t *out)
 {
-    if (!(b->flags & BPE_FLAG_TRAINED_ORDER))
+    if (!(b->flags & BPE_FLAG_TRAINED_ORDER) && !b->hf)
         return merge_literal(b, p, n, out);
     if (n <= SHORT_MAX)
         return merge_short(b, p, n, out);
     size_t bytes = heap_scratch_bytes(n);
     void *mem = bytes ? scratch_get(s, bytes) : NULL;
     if (!mem)
-        return merge_literal(b, p, n, out);
+        return b->hf ? merge_inplace(b, p, n, out) : merge_literal(b, p, n, out);
     size_t m = merge_heap(b, mem, p, n, out);
     scratch_trim(s);
     return m;
@@ -345,7 +375,7 @@ static size_t merge_any(const bpe *b, struct scratch *s, const unsigned char *p,
             uint64_t k8 = key8(q, len);
             uint32_t v = vocab_find(b, q, len, hash_piece(q, len, k8), k8);
             if (v != ID_NONE && (v & SELF_FLAG)) {
-                out[m++] = v & ~SELF_FLAG;
+                out[m++] = v & ID_MASK;
                 continue;
             }
         }
@@ -371,8 +401,8 @@ size_t bpe_encode_piece(const bpe *b, bpe_cache *c, const unsigned char *piece, 
         h = hash_piece(piece, n, k8);
         hashed = 1;
         uint32_t v = vocab_find(b, piece, n, h, k8);
-        if (v != ID_NONE && (v & SELF_FLAG)) {
-            out[0] = v & ~SELF_FLAG;
+        if (v != ID_NONE && (v & WHOLE_FLAG)) {
+            out[0] = v & ID_MASK;
             return 1;
         }
     }
@@ -427,7 +457,7 @@ size_t bpe_encode_piece_with(const bpe *b, int method, const unsigned char *piec
         m = merge_literal(b, piece, n, out);
         break;
     case BPE_METHOD_MERGE:
-        if (!(b->flags & BPE_FLAG_TRAINED_ORDER))
+        if (!(b->flags & BPE_FLAG_TRAINED_ORDER) && !b->hf)
             break;
         if (n <= SHORT_MAX) {
             m = merge_short(b, piece, n, out);
@@ -461,7 +491,7 @@ int bpe_decode(const bpe *b, const uint32_t *ids, size_t n, unsigned char *out, 
     *outlen = 0;
     size_t need = 0;
     for (size_t i = 0; i < n; i++) {
-        if (ids[i] >= b->n)
+        if (ids[i] >= b->n || b->tok_off[ids[i] + 1] == b->tok_off[ids[i]])
             return BPE_ERR_BAD_ID;
         need += b->tok_off[ids[i] + 1] - b->tok_off[ids[i]];
     }
@@ -490,12 +520,12 @@ int32_t bpe_token_id(const bpe *b, const char *bytes, size_t len)
         return -1;
     uint64_t k8 = key8(p, len);
     uint32_t v = vocab_find(b, p, len, hash_piece(p, len, k8), k8);
-    return v == ID_NONE ? -1 : (int32_t)(v & ~SELF_FLAG);
+    return v == ID_NONE ? -1 : (int32_t)(v & ID_MASK);
 }
 
 const unsigned char *bpe_token_bytes(const bpe *b, uint32_t id, size_t *len)
 {
-    if (id >= b->n) {
+    if (id >= b->n || b->tok_off[id + 1] == b->tok_off[id]) {
         *len = 0;
         return NULL;
     }

@@ -86,7 +86,48 @@ const char *bpe_strerror(int code);
  */
 int bpe_load(bpe **out, const char *vocab_path, const char *merges_path, char *errbuf, size_t errlen);
 
-/* Frees a handle from bpe_load(); accepts NULL.  No cache may be in use with it. */
+/* Flags of bpe_build(). */
+#define BPE_BUILD_HF 1u            /* HuggingFace tokenizers' BPE: the leftmost lowest-ranked
+                                      pair is merged, one at a time (its binary heap), whatever
+                                      the order of the merges; never encoder.py's loop */
+#define BPE_BUILD_IGNORE_MERGES 2u /* tokenizers' ignore_merges: a piece that is a token
+                                      encodes to that token, without merging */
+
+/*
+ * The vocabulary and merges of bpe_build(), in raw bytes.
+ * bytes/len: (n) the raw bytes of each id; bytes[id] NULL or len[id] 0 marks an
+ *   id that no token has (a hole: decoding it is BPE_ERR_BAD_ID).
+ * reachable: (n) or NULL (all reachable): 0 marks a token that no piece can ever
+ *   become (in tokenizer.json, a token with a character outside the byte-level
+ *   alphabet); it is kept for decoding only.  Reachable tokens must differ.
+ * merges: (nmerges) left id, right id and the id of their concatenation, by
+ *   rank (rank = index).  A pair listed twice keeps its last rank.  A merge
+ *   with an unreachable or missing part is skipped; one whose result is no
+ *   reachable token is an error.
+ */
+typedef struct bpe_spec {
+    size_t n;
+    const unsigned char *const *bytes;
+    const uint32_t *len;
+    const uint8_t *reachable;
+    const uint32_t (*merges)[3];
+    size_t nmerges;
+    unsigned flags;                /* BPE_BUILD_* */
+} bpe_spec;
+
+/*
+ * bpe_build() - the same tables as bpe_load(), from memory: for vocabularies
+ * read by another loader (tokenizer.json, preprocess/hf.c).  Every single byte
+ * must be a reachable token.  The encoder then runs with the flags' semantics;
+ * bpe_flags() never reports BPE_FLAG_TRAINED_ORDER for a built handle.
+ * errbuf: a one-line cause on failure (no file name: the caller adds it).
+ * @return 0, BPE_ERR_ARG, BPE_ERR_NOMEM, BPE_ERR_VOCAB (ids, duplicate or
+ *   missing bytes) or BPE_ERR_MERGES (a merge names an unknown id or makes no
+ *   token).  *out is NULL on failure.
+ */
+int bpe_build(bpe **out, const bpe_spec *spec, char *errbuf, size_t errlen);
+
+/* Frees a handle from bpe_load() or bpe_build(); accepts NULL.  No cache may be in use with it. */
 void bpe_free(bpe *b);
 
 /* Number of tokens in the vocab (len(encoder) in Python): 50257 for GPT-2. */
@@ -103,7 +144,7 @@ unsigned bpe_flags(const bpe *b);
 int32_t bpe_token_id(const bpe *b, const char *bytes, size_t len);
 
 /* The raw bytes of token `id` (not terminated) and their count in *len, or NULL
- * (and *len = 0) if id >= bpe_vocab_size().  The memory belongs to b and lives
+ * (and *len = 0) if id >= bpe_vocab_size() or is a hole (bpe_build).  The memory belongs to b and lives
  * until bpe_free(). */
 const unsigned char *bpe_token_bytes(const bpe *b, uint32_t id, size_t *len);
 

@@ -27,6 +27,9 @@
 #define RANK_NONE UINT32_MAX
 #define ID_NONE UINT32_MAX
 #define SELF_FLAG 0x80000000u        /* in a vocab slot: the token encodes to itself */
+#define WHOLE_FLAG 0x40000000u       /* ... a piece equal to the token is that token: SELF_FLAG,
+                                        or any token under BPE_BUILD_IGNORE_MERGES */
+#define ID_MASK (~(SELF_FLAG | WHOLE_FLAG))
 #define PAIR_EMPTY UINT64_MAX
 
 /* ------------------------------------------------------------------------- */
@@ -110,7 +113,7 @@ static inline uint64_t hash_pair(uint64_t key)
 
 struct vocab_slot {
     uint64_t k8;  /* key8() of the token; the rest is compared against the blob */
-    uint32_t val; /* id | SELF_FLAG when the token encodes to itself */
+    uint32_t val; /* id | SELF_FLAG | WHOLE_FLAG (see above) */
     uint32_t len; /* 0: empty slot */
 };
 
@@ -118,6 +121,8 @@ struct bpe {
     size_t n;               /* tokens; ids are 0..n-1 */
     size_t max_len;         /* longest token in bytes */
     unsigned flags;         /* BPE_FLAG_* */
+    int hf;                 /* BPE_BUILD_HF: leftmost lowest rank is the definition (never
+                               encoder.py's literal loop) */
     uint64_t serial;        /* tells caches which handle filled them */
     unsigned char *blob;    /* (sum of token lengths) token bytes by id */
     uint32_t *tok_off;      /* (n + 1) offsets into blob */

@@ -401,7 +401,7 @@ static size_t vocab_slot_index(const bpe *b, const unsigned char *p, size_t n)
     for (;;) {
         const struct vocab_slot *s = &b->vt[i];
         if (s->len == 0 || (s->len == n && s->k8 == k8 &&
-            memcmp(p, b->blob + b->tok_off[s->val & ~SELF_FLAG], n) == 0))
+            memcmp(p, b->blob + b->tok_off[s->val & ID_MASK], n) == 0))
             return i;
         i = (i + 1) & b->vt_mask;
     }
@@ -412,7 +412,7 @@ static uint32_t vocab_id(const bpe *b, const unsigned char *p, size_t n)
     if (n == 0 || n > b->max_len)
         return ID_NONE;
     const struct vocab_slot *s = &b->vt[vocab_slot_index(b, p, n)];
-    return s->len ? s->val & ~SELF_FLAG : ID_NONE;
+    return s->len ? s->val & ID_MASK : ID_NONE;
 }
 
 /* Orders the parsed tokens by id into b's blob and builds the bytes -> id table. */
@@ -758,11 +758,119 @@ static int mark_self_encoding(struct load_ctx *x, bpe *b, const char *path)
     for (size_t id = 0; id < b->n; id++) {
         const unsigned char *p = b->blob + b->tok_off[id];
         size_t len = b->tok_off[id + 1] - b->tok_off[id];
+        if (len == 0 || len > b->max_len)
+            continue; /* a hole, or an unreachable token (bpe_build) */
         size_t m = bpe_encode_piece_with(b, BPE_METHOD_SPLIT, p, len, tmp);
         if (m == 1 && tmp[0] == id)
-            b->vt[vocab_slot_index(b, p, len)].val |= SELF_FLAG;
+            b->vt[vocab_slot_index(b, p, len)].val |= SELF_FLAG | WHOLE_FLAG;
     }
     free(tmp);
+    return BPE_OK;
+}
+
+/*
+ * bpe_build(): the tables from token bytes by id and merges by rank, for
+ * vocabularies read elsewhere (tokenizer.json).  Ids without bytes are holes;
+ * unreachable tokens are kept for decoding only.  A merge whose parts are not
+ * both reachable can never apply and is skipped (its rank stays used).
+ */
+int bpe_build(bpe **out, const bpe_spec *sp, char *errbuf, size_t errlen)
+{
+    struct load_ctx ctx = { errbuf, errlen }, *x = &ctx;
+    if (errbuf && errlen)
+        errbuf[0] = 0;
+    RETURN_ERROR_IF(!out || !sp || !sp->bytes || !sp->len || (sp->nmerges && !sp->merges), BPE_ERR_ARG,
+                    "bpe_build: missing argument");
+    *out = NULL;
+    RETURN_ERROR_IF(sp->n == 0 || sp->n >= VOCAB_MAX, BPE_ERR_VOCAB, "vocabulary of %zu ids (must be 1..%u)",
+                    sp->n, VOCAB_MAX - 1);
+    RETURN_ERROR_IF(sp->nmerges >= RANK_MAX, BPE_ERR_MERGES, "%zu merges (at most %u)", sp->nmerges, RANK_MAX - 1);
+    int rc = BPE_OK;
+    char show[128];
+    bpe *b = calloc(1, sizeof *b);
+    RETURN_ERROR_IF(!b, BPE_ERR_NOMEM, "out of memory building the BPE tables");
+    b->hf = (sp->flags & BPE_BUILD_HF) != 0;
+    size_t n = sp->n, total = 0, nreach = 0;
+    for (size_t id = 0; id < n; id++) {
+        total += sp->bytes[id] ? sp->len[id] : 0;
+        nreach += sp->bytes[id] && sp->len[id] && (!sp->reachable || sp->reachable[id]);
+    }
+    ERROR_GOTO_IF(total >= UINT32_MAX, BPE_ERR_VOCAB, "vocabulary too large (%zu bytes of tokens)", total);
+    b->n = n;
+    b->tok_off = malloc((n + 1) * sizeof *b->tok_off);
+    b->blob = malloc(total ? total : 1);
+    b->vt = calloc(table_size(nreach), sizeof *b->vt);
+    ERROR_GOTO_IF(!b->tok_off || !b->blob || !b->vt, BPE_ERR_NOMEM, "out of memory building the BPE tables");
+    uint32_t off = 0;
+    for (size_t id = 0; id < n; id++) {
+        b->tok_off[id] = off;
+        if (sp->bytes[id] && sp->len[id]) {
+            memcpy(b->blob + off, sp->bytes[id], sp->len[id]);
+            off += sp->len[id];
+            if (sp->len[id] > b->max_len && (!sp->reachable || sp->reachable[id]))
+                b->max_len = sp->len[id];
+        }
+    }
+    b->tok_off[n] = off;
+    b->vt_mask = table_size(nreach) - 1;
+    b->vt_shift = table_shift(b->vt_mask + 1);
+    for (size_t id = 0; id < n; id++) {
+        size_t len = b->tok_off[id + 1] - b->tok_off[id];
+        if (!len || (sp->reachable && !sp->reachable[id]))
+            continue;
+        const unsigned char *p = b->blob + b->tok_off[id];
+        struct vocab_slot *s = &b->vt[vocab_slot_index(b, p, len)];
+        ERROR_GOTO_IF(s->len != 0, BPE_ERR_VOCAB, "token '%s' has two ids, %u and %zu",
+                      show_token(show, sizeof show, p, len), s->val & ID_MASK, id);
+        s->k8 = key8(p, len);
+        s->val = (uint32_t)id | ((sp->flags & BPE_BUILD_IGNORE_MERGES) ? WHOLE_FLAG : 0);
+        s->len = (uint32_t)len;
+        for (size_t i = 0; i + 1 < len; i++) {
+            unsigned k = (unsigned)p[i] << 8 | p[i + 1];
+            b->pair_in_token[k >> 6] |= (uint64_t)1 << (k & 63);
+        }
+    }
+    for (unsigned v = 0; v < 256; v++) {
+        unsigned char c = (unsigned char)v;
+        b->byte_id[v] = vocab_id(b, &c, 1);
+        ERROR_GOTO_IF(b->byte_id[v] == ID_NONE, BPE_ERR_VOCAB, "no token for byte 0x%02X ('%s')", v,
+                      show_token(show, sizeof show, &c, 1));
+    }
+    size_t psize = table_size(sp->nmerges);
+    b->pt = malloc(psize * sizeof *b->pt);
+    b->merged_id = calloc(sp->nmerges ? sp->nmerges : 1, sizeof *b->merged_id);
+    ERROR_GOTO_IF(!b->pt || !b->merged_id, BPE_ERR_NOMEM, "out of memory building the BPE tables");
+    b->pt_mask = psize - 1;
+    b->pt_shift = table_shift(psize);
+    for (size_t i = 0; i < psize; i++)
+        b->pt[i] = PAIR_EMPTY;
+    for (size_t r = 0; r < sp->nmerges; r++) {
+        uint32_t l = sp->merges[r][0], rt = sp->merges[r][1], m = sp->merges[r][2];
+        ERROR_GOTO_IF(l >= n || rt >= n || m >= n, BPE_ERR_MERGES, "merge %zu names an id outside the vocabulary", r);
+        if (b->tok_off[l + 1] == b->tok_off[l] || b->tok_off[rt + 1] == b->tok_off[rt] ||
+            (sp->reachable && (!sp->reachable[l] || !sp->reachable[rt])))
+            continue;
+        ERROR_GOTO_IF(b->tok_off[m + 1] == b->tok_off[m] || (sp->reachable && !sp->reachable[m]), BPE_ERR_MERGES,
+                      "merge %zu makes id %u, which is not a token", r, m);
+        uint64_t key = (uint64_t)l << ID_BITS | rt;
+        size_t j = (size_t)(hash_pair(key) >> b->pt_shift);
+        while (b->pt[j] != PAIR_EMPTY && b->pt[j] >> RANK_BITS != key)
+            j = (j + 1) & b->pt_mask;
+        b->pt[j] = key << RANK_BITS | r; /* a pair listed twice keeps its last rank */
+        b->merged_id[r] = m;
+    }
+    for (unsigned v = 0; v < 256 * 256; v++)
+        b->byte_rank[v] = pair_rank(b, b->byte_id[v >> 8], b->byte_id[v & 255]);
+    /* BPE_FLAG_TRAINED_ORDER stays clear: nothing here checks it, and with
+       BPE_BUILD_HF the merge loops are the definition anyway (bpe.h) */
+    rc = mark_self_encoding(x, b, "the vocabulary");
+cleanup:
+    if (rc != BPE_OK) {
+        bpe_free(b);
+        return rc;
+    }
+    b->serial = atomic_fetch_add(&bpe_serial_next, 1);
+    *out = b;
     return BPE_OK;
 }
 

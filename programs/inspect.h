@@ -9,7 +9,7 @@
 
 #include "cli.h"
 #include "dataflags.h"
-#include "bpe.h"
+#include "tokenizer.h"
 #include "dataset.h"
 
 #include <stddef.h>
@@ -28,12 +28,15 @@ enum opt_id {
     O_SEQ_LENGTH, O_SEED, O_TRAIN_SAMPLES, O_TRAIN_ITERS, O_GBS,
     O_EVAL_ITERS, O_EVAL_INTERVAL, O_SKIP_TRAIN, O_VALID_SAMPLES, O_TEST_SAMPLES, O_SHOW,
     O_SHOW_SPLIT, O_CACHE, O_MEGATRON_VERSION, O_TOKENIZER_IDS, O_VOCAB_SIZE,
-    O_EOD_MASK_LOSS, O_RESET_POSITION_IDS, O_RESET_ATTENTION_MASK, O_SHOW_MASKS
+    O_EOD_MASK_LOSS, O_RESET_POSITION_IDS, O_RESET_ATTENTION_MASK, O_SHOW_MASKS,
+    O_TOKENIZER_TYPE, O_TOKENIZER_MODEL
 };
 
 /* Rows several commands share. */
 #define OPT_HELP {"help", 'h', CLI_ARG_NONE, O_HELP, NULL, "show this help and exit"}
 #define OPT_VOCAB \
+    {"tokenizer-type", 0, CLI_ARG_ONE, O_TOKENIZER_TYPE, "TYPE", "the tokenizer of the token text: GPT2BPETokenizer (default), HuggingFaceTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer"}, \
+    {"tokenizer-model", 0, CLI_ARG_ONE, O_TOKENIZER_MODEL, "PATH", "HuggingFace directory or tokenizer.json, or SentencePiece .model (the non-GPT-2 types)"}, \
     {"vocab-file", 0, CLI_ARG_ONE, O_VOCAB_FILE, "PATH", "GPT-2 vocab JSON (default: the bundled gpt2-vocab.json)"}, \
     {"merge-file", 0, CLI_ARG_ONE, O_MERGE_FILE, "PATH", "GPT-2 merges (default: the bundled gpt2-merges.txt)"}
 #define NOPTS(t) (sizeof t / sizeof t[0])
@@ -45,6 +48,9 @@ struct args {
     int have_doc, have_seq, have_range, range_lo_set, range_hi_set;
     uint64_t doc, seq, range_lo, range_hi;
     const char *vocab_file, *merge_file, *output;
+    int tokenizer_type;        /* enum tok_type, 0: GPT-2 */
+    const char *tokenizer_model;
+    int eod_given;             /* --eod was given (else: the tokenizer's EOD when one is named) */
     uint64_t top, eod, threads, context;
     /* samples */
     struct data_flags data;    /* --data-path, --split, per-split paths, cache, mock */
@@ -89,9 +95,15 @@ int64_t inspect_token(const uint8_t *p, int dtype);
 /* A JSON string of n bytes, made valid UTF-8 first (errors='replace'). */
 void json_string(FILE *f, const char *s, size_t n);
 void json_cstr(FILE *f, const char *s);
-/* The GPT-2 tables; required: a missing default vocabulary is an error,
- * otherwise it means "no token text" (NULL). */
-bpe *inspect_vocab(const struct args *a, int required);
+/* The tokenizer named by --tokenizer-type/--tokenizer-model (default: GPT-2
+ * with --vocab-file/--merge-file or the bundled files); required: a missing
+ * default vocabulary is an error, otherwise it means "no token text" (NULL).
+ * A tokenizer file that cannot be loaded is exit 1 (2 for an unsupported feature). */
+tok *inspect_vocab(const struct args *a, int required);
+/* The text of ids[0..n) as the tokenizer decodes it, made valid UTF-8
+ * (errors='replace') into *out (*outcap grows); returns its length, or
+ * exit 1 naming `what` and the position of an id outside the vocabulary. */
+size_t inspect_decode(const tok *t, const int64_t *ids, size_t n, char **out, size_t *outcap, const char *what);
 /* Registers the writer's temporary files for removal on error and signals. */
 void inspect_register_temps(ds_writer *w);
 /* Forgets them (the writer renamed or removed them). */

@@ -12,7 +12,7 @@ static const struct cli_option dump_opts[] = {
     {"seq", 's', CLI_ARG_ONE, O_SEQ, "N", "sequence N (0-based)"},
     {"range", 'r', CLI_ARG_ONE, O_RANGE, "A:B", "documents A to B-1, as a Python slice (A or B may be omitted)"},
     {"ids", 0, CLI_ARG_NONE, O_IDS, NULL, "token ids, one line per sequence (the default)"},
-    {"text", 't', CLI_ARG_NONE, O_TEXT, NULL, "GPT-2 text, a newline after each sequence, invalid UTF-8 as U+FFFD (Python's errors='replace')"},
+    {"text", 't', CLI_ARG_NONE, O_TEXT, NULL, "the tokenizer's text (GPT-2 by default), a newline after each sequence, invalid UTF-8 as U+FFFD (Python's errors='replace')"},
     {"json", 0, CLI_ARG_NONE, O_JSON, NULL, "one JSON object per document: {\"document\", \"first_sequence\", \"ids\" or \"text\"}"},
     OPT_VOCAB,
     OPT_HELP,
@@ -37,8 +37,8 @@ struct dumper {
     const struct args *a;
     const char *prefix;
     const ds_reader *r;
-    bpe *tok;
-    unsigned char *raw; size_t rawcap;
+    tok *tok;
+    int64_t *ids; size_t idcap;
     char *text; size_t textcap;
 };
 
@@ -46,21 +46,13 @@ struct dumper {
 static size_t decode_sequence(struct dumper *d, uint64_t s, const uint8_t *p, uint64_t len)
 {
     int dt = ds_reader_dtype(d->r);
-    size_t isz = ds_dtype_size(dt), n = 0;
-    for (uint64_t k = 0; k < len; k++) {
-        int64_t id = inspect_token(p + k * isz, dt);
-        size_t tl = 0;
-        const unsigned char *tb = id >= 0 && id <= UINT32_MAX ? bpe_token_bytes(d->tok, (uint32_t)id, &tl) : NULL;
-        if (!tb)
-            cli_die(1, "'%s': sequence %llu: token %lld at position %llu is not in the vocabulary (%zu tokens)",
-                d->prefix, (ull)s, (sll)id, (ull)k, bpe_vocab_size(d->tok));
-        GROW(d->raw, d->rawcap, n + tl);
-        memcpy(d->raw + n, tb, tl);
-        n += tl;
-    }
-    size_t need = ds_utf8_replace_bound(n);
-    GROW(d->text, d->textcap, need);
-    return ds_utf8_replace(d->text, d->textcap, d->raw, n);
+    size_t isz = ds_dtype_size(dt);
+    GROW(d->ids, d->idcap, len + 1);
+    for (uint64_t k = 0; k < len; k++)
+        d->ids[k] = inspect_token(p + k * isz, dt);
+    char what[600];
+    snprintf(what, sizeof what, "'%s': sequence %llu", d->prefix, (ull)s);
+    return inspect_decode(d->tok, d->ids, (size_t)len, &d->text, &d->textcap, what);
 }
 
 /* Sequences [s0, s1) of document doc. */
@@ -125,9 +117,9 @@ static int run_dump(struct args *a)
             dump_sequences(&d, k, ds_reader_doc_index(r, k), ds_reader_doc_index(r, k + 1), 1);
     }
     cli_check_stdout();
-    free(d.raw);
+    free(d.ids);
     free(d.text);
-    bpe_free(d.tok);
+    tok_free(d.tok);
     ds_reader_close(r);
     free(prefix);
     return 0;
@@ -136,6 +128,6 @@ static int run_dump(struct args *a)
 const struct command inspect_dump = {
     "dump", "PREFIX (--doc N | --seq N | --range A:B) [--ids | --text] [options]",
     "token ids or text of documents or sequences",
-    "Print token ids (default) or GPT-2 text.  With --range each document starts\n"
-    "with a line '# document K'.",
+    "Print token ids (default) or their text (GPT-2's, or --tokenizer-type's).\n"
+    "With --range each document starts with a line '# document K'.",
     dump_opts, NOPTS(dump_opts), 0, 1, 1, run_dump};

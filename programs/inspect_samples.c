@@ -22,7 +22,7 @@ static const struct cli_option samples_opts[] = {
     {"vocab-size", 0, CLI_ARG_ONE, O_VOCAB_SIZE, "N", "mock tokens are (k+1) % N (default 50257, GPT-2's)"},
     {"show", 0, CLI_ARG_ONE, O_SHOW, "K", "print sample K (its seq-length+1 token window)"},
     {"show-masks", 0, CLI_ARG_NONE, O_SHOW_MASKS, NULL, "--show prints tokens, labels, loss mask, position ids and attention starts"},
-    {"eod", 0, CLI_ARG_ONE, O_EOD, "ID", "end-of-document id for the masks and mock data (default 50256)"},
+    {"eod", 0, CLI_ARG_ONE, O_EOD, "ID", "end-of-document id for the masks and mock data (default: the EOD of --tokenizer-type, else 50256)"},
     {"eod-mask-loss", 0, CLI_ARG_NONE, O_EOD_MASK_LOSS, NULL, "loss mask 0 on input EODs (Megatron's --eod-mask-loss)"},
     {"reset-position-ids", 0, CLI_ARG_NONE, O_RESET_POSITION_IDS, NULL, "position ids restart after each EOD"},
     {"reset-attention-mask", 0, CLI_ARG_NONE, O_RESET_ATTENTION_MASK, NULL, "no attention across an EOD"},
@@ -124,6 +124,15 @@ static int run_samples(struct args *a)
     c.reset_attention_mask = a->reset_attention_mask;
     c.vocab_file = vocab ? vocab : "gpt2-vocab.json";
     c.merge_file = merges ? merges : "gpt2-merges.txt";
+    if (a->tokenizer_type && a->tokenizer_type != TOK_GPT2BPE) {
+        /* another tokenizer: its Megatron identifiers, EOD and (mock) vocabulary size */
+        tok *tk = inspect_vocab(a, 1);
+        c.tokenizer_class = tok_type_class(a->tokenizer_type);
+        c.tokenizer_model = a->tokenizer_model;
+        if (!a->eod_given) c.eod = tok_eod(tk);
+        if (!a->vocab_size) c.vocab_size = (int64_t)tok_vocab_size(tk);
+        tok_free(tk);
+    }
     double t0 = cli_now();
     ds_pipeline *p = NULL;
     int rc = ds_pipeline_open(&c, &p);
@@ -205,27 +214,15 @@ static int run_samples(struct args *a)
         if (a->show_masks) {
             print_masks(p, show_split, a->show, L);
         } else if (a->text) {
-            bpe *tok = inspect_vocab(a, 1);
-            unsigned char *raw = NULL;
-            size_t cap = 0, len = 0;
-            for (uint64_t k = 0; k < n; k++) {
-                size_t tl = 0;
-                const unsigned char *tb = text[k] >= 0 && text[k] <= UINT32_MAX
-                                              ? bpe_token_bytes(tok, (uint32_t)text[k], &tl) : NULL;
-                if (!tb)
-                    cli_die(1, "token %lld of sample %llu is not in the vocabulary", (sll)text[k], (ull)a->show);
-                GROW(raw, cap, len + tl);
-                memcpy(raw + len, tb, tl);
-                len += tl;
-            }
-            size_t need = ds_utf8_replace_bound(len);
-            char *out = mallocCheck(need ? need : 1);
-            size_t m = ds_utf8_replace(out, need, raw, len);
+            tok *tk = inspect_vocab(a, 1);
+            char *out = NULL, what[64];
+            size_t cap = 0;
+            snprintf(what, sizeof what, "sample %llu", (ull)a->show);
+            size_t m = inspect_decode(tk, text, (size_t)n, &out, &cap, what);
             fwrite(out, 1, m, stdout);
             putchar('\n');
             free(out);
-            free(raw);
-            bpe_free(tok);
+            tok_free(tk);
         } else {
             for (uint64_t k = 0; k < n; k++)
                 printf(k ? " %lld" : "%lld", (sll)text[k]);

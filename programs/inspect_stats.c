@@ -15,7 +15,7 @@
 
 static const struct cli_option stats_opts[] = {
     {"top", 'n', CLI_ARG_ONE, O_TOP, "N", "list the N most frequent tokens (default 10)"},
-    {"eod", 0, CLI_ARG_ONE, O_EOD, "ID", "end-of-document token id to count (default 50256, GPT-2's <|endoftext|>)"},
+    {"eod", 0, CLI_ARG_ONE, O_EOD, "ID", "end-of-document token id to count (default: the EOD of --tokenizer-type, else 50256, GPT-2's)"},
     {"threads", 'j', CLI_ARG_ONE, O_THREADS, "N", "counting threads (default: all CPUs)"},
     {"json", 0, CLI_ARG_NONE, O_JSON, NULL, "one JSON object"},
     {"quiet", 'q', CLI_ARG_NONE, O_QUIET, NULL, "no progress bar"},
@@ -340,13 +340,13 @@ struct stats {
     struct histogram h;
     const struct tokcount *tc;
     size_t m, ntop;
-    const bpe *tok;
+    const tok *tok;
 };
 
-static const unsigned char *token_text(const bpe *tok, int64_t id, size_t *len)
+static const unsigned char *token_text(const tok *t, int64_t id, size_t *len)
 {
     *len = 0;
-    return tok && id >= 0 && id <= UINT32_MAX ? bpe_token_bytes(tok, (uint32_t)id, len) : NULL;
+    return t && id >= 0 && id <= UINT32_MAX ? tok_token_bytes(t, (uint32_t)id, len) : NULL;
 }
 
 static void print_json(const struct stats *st)
@@ -420,10 +420,12 @@ static int run_stats(struct args *a)
 {
     char *prefix = inspect_prefix(a->pos[0]);
     ds_reader *r = inspect_open_or_die(prefix);
-    bpe *tok = a->top ? inspect_vocab(a, 0) : NULL;
+    tok *tk = a->top || (a->tokenizer_type && !a->eod_given) ? inspect_vocab(a, 0) : NULL;
+    if (tk && a->tokenizer_type && !a->eod_given && tok_eod(tk) >= 0)
+        a->eod = (uint64_t)tok_eod(tk);   /* the named tokenizer's EOD */
     struct stats st = { .prefix = prefix, .dt = ds_reader_dtype(r), .n = ds_reader_num_sequences(r),
                         .ndoc = ds_reader_num_documents(r), .total = ds_reader_num_tokens(r), .eod = a->eod,
-                        .tok = tok };
+                        .tok = tk };
     size_t isz = ds_dtype_size(st.dt);
     size_t ndense = isz == 1 ? 256 : isz == 2 ? 65536 : DENSE_WIDE;
     int nthreads = 1;
@@ -449,7 +451,7 @@ static int run_stats(struct args *a)
     cli_check_stdout();
     free(tc);
     counter_release(&all);
-    bpe_free(tok);
+    tok_free(tk);
     ds_reader_close(r);
     free(prefix);
     return 0;
@@ -459,6 +461,6 @@ const struct command inspect_stats = {
     "stats", "[options] PREFIX", "length histogram, EOD count, most frequent tokens",
     "Scan every token (in parallel) and print the sequence-length histogram, the\n"
     "number of EOD tokens and of documents ending with one, and the most frequent\n"
-    "tokens with their GPT-2 text.  A progress bar shows on a terminal when the\n"
-    "scan takes longer than a moment.",
+    "tokens with their text (GPT-2's, or --tokenizer-type's).  A progress bar\n"
+    "shows on a terminal when the scan takes longer than a moment.",
     stats_opts, NOPTS(stats_opts), 0, 1, 1, run_stats};

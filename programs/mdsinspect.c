@@ -152,9 +152,16 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_SEQ: a->seq = cli_opt_u64(o, val, 0, UINT64_MAX); a->have_seq = 1; break;
     case O_RANGE: parse_range(val, a); a->have_range = 1; break;
     case O_VOCAB_FILE: a->vocab_file = val; break;
+    case O_TOKENIZER_TYPE:
+        a->tokenizer_type = tok_type_from_name(val);
+        if (!a->tokenizer_type)
+            cli_usage("tokenizer type '%s' is not supported (GPT2BPETokenizer, HuggingFaceTokenizer, "
+                      "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer)", val);
+        break;
+    case O_TOKENIZER_MODEL: a->tokenizer_model = val; break;
     case O_MERGE_FILE: a->merge_file = val; break;
     case O_TOP: a->top = cli_opt_u64(o, val, 0, 1u << 20); break;
-    case O_EOD: a->eod = cli_opt_u64(o, val, 0, INT64_MAX); break;
+    case O_EOD: a->eod = cli_opt_u64(o, val, 0, INT64_MAX); a->eod_given = 1; break;
     case O_THREADS: a->threads = cli_opt_u64(o, val, 1, 1024); break;
     case O_CONTEXT: a->context = cli_opt_u64(o, val, 0, 1u << 16); break;
     case O_OUTPUT_PREFIX: a->output = val; break;
@@ -298,21 +305,49 @@ void json_string(FILE *f, const char *s, size_t n)
 void json_cstr(FILE *f, const char *s) { json_string(f, s, strlen(s)); }
 
 
-/* Loads the GPT-2 tables.  required: a missing default vocabulary is an
-   error; otherwise it only means "no token text" (NULL). */
-bpe *inspect_vocab(const struct args *a, int required)
+tok *inspect_vocab(const struct args *a, int required)
 {
-    char *vocab, *merges;
-    cli_gpt2_files(a->vocab_file, a->merge_file, required, &vocab, &merges);
-    bpe *b = NULL;
-    if (vocab) {
-        char err[512];
-        if (bpe_load(&b, vocab, merges, err, sizeof err) != 0)
-            cli_die(1, "%s", err);
+    int type = a->tokenizer_type ? a->tokenizer_type : TOK_GPT2BPE;
+    char *vocab = NULL, *merges = NULL;
+    if (type == TOK_GPT2BPE) {
+        cli_gpt2_files(a->vocab_file, a->merge_file, required, &vocab, &merges);
+        if (!vocab) return NULL;
+    } else if (!a->tokenizer_model) {
+        cli_usage("%s needs --tokenizer-model", tok_type_name(type));
     }
+    tok *t = NULL;
+    char err[1024];
+    tok_options o = { type, a->tokenizer_model, vocab, merges, 0, 0, 0 };
+    int rc = tok_open(&t, &o, err, sizeof err);
     free(vocab);
     free(merges);
-    return b;
+    if (rc) cli_die(rc == TOK_ERR_UNSUPPORTED ? 2 : 1, "%s", err);
+    return t;
+}
+
+size_t inspect_decode(const tok *t, const int64_t *ids, size_t n, char **out, size_t *outcap, const char *what)
+{
+    uint32_t *u = mallocCheck((n ? n : 1) * sizeof *u);
+    for (size_t k = 0; k < n; k++) {
+        size_t tl;
+        if (ids[k] < 0 || ids[k] > UINT32_MAX || !tok_token_bytes(t, (uint32_t)ids[k], &tl))
+            cli_die(1, "%s: token %lld at position %zu is not in the vocabulary (%zu tokens)", what, (long long)ids[k], k,
+                    tok_vocab_size(t));
+        u[k] = (uint32_t)ids[k];
+    }
+    unsigned char *raw = NULL;
+    size_t len = 0, cap = 0, bad = 0;
+    int rc = tok_decode(t, u, n, &raw, &len, &cap, &bad);
+    if (rc == TOK_ERR_NOMEM) cli_die(1, "out of memory decoding %s", what);
+    if (rc)
+        cli_die(1, "%s: token %lld at position %zu is not in the vocabulary (%zu tokens)", what, (long long)ids[bad], bad,
+                tok_vocab_size(t));
+    size_t need = ds_utf8_replace_bound(len);
+    GROW(*out, *outcap, need ? need : 1);
+    size_t m = ds_utf8_replace(*out, *outcap, raw, len);
+    free(raw);
+    free(u);
+    return m;
 }
 
 /* O(N + D) over the .idx only. */

@@ -1,31 +1,32 @@
 /*
  * mdsprep.c - mdsprep: JSON lines in, Megatron MMIDIDX datasets out.
  *
- * A drop-in for Megatron-LM's tools/preprocess_data.py with the GPT-2 BPE
- * tokenizer: the same flags, the same output bytes, many times faster.
+ * A drop-in for Megatron-LM's tools/preprocess_data.py with its GPT-2 BPE,
+ * HuggingFace (tokenizer.json) and SentencePiece tokenizers (tokenizer.h):
+ * the same flags, the same output bytes, many times faster.
  *
  * Pipeline (docs/architecture.md):
  *   reader thread   decompresses the inputs in order and cuts them into chunks
  *                   of whole lines (about 1 MiB each);
  *   N workers       parse the JSON of each line, pull the --json-keys fields,
- *                   pre-tokenize and BPE-encode them into per-chunk buffers;
+ *                   tokenize them (tok_encode) into per-chunk buffers;
  *   main thread     takes the finished chunks in input order and appends
  *                   every document to one ds_writer per key, prints
  *                   progress, and reports the first bad line in file order.
  * A fixed ring of chunk slots bounds memory: the reader blocks when the
  * writer falls behind, so peak RSS does not grow with the corpus.
  *
- * Not done here: sentence splitting (--split-sentences is refused), other
- * tokenizers, the partition files of Megatron's --partitions mode (we keep
- * input order with any --partitions value; docs/cli.md says so).
+ * Not done here: sentence splitting (--split-sentences is refused), the
+ * tokenizer types tokenizer.h does not implement (refused), the partition
+ * files of Megatron's --partitions mode (we keep input order with any
+ * --partitions value; docs/cli.md says so).
  */
 #include "cli.h"
-#include "bpe.h"
 #include "dataset.h"
 #include "input.h"
 #include "json.h"
 #include "pretok.h"
-#include "tokenize.h"
+#include "tokenizer.h"
 
 #include <errno.h>
 #include <glob.h>
@@ -44,7 +45,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define EOD_TOKEN "<|endoftext|>"
 #define MAX_KEYS 16
 #define CHUNK_BYTES (1u << 20)
 #define MAX_SKIP_NOTES 8
@@ -87,18 +87,19 @@ enum opt_id {
     O_MERGE_FILE, O_WORKERS, O_PARTITIONS, O_LOG_INTERVAL, O_DATASET_IMPL, O_KEEP_SEQUENTIAL,
     O_KEEP_NEWLINES, O_LANG, O_VOCAB_EXTRA_IDS, O_MAKE_VOCAB_DIV, O_LEGACY_TOKENIZER,
     O_SKIP_INVALID, O_SPECIAL_TOKENS, O_PRETOKENIZER, O_SKIP_EMPTY, O_QUIET, O_VERBOSE,
-    O_HELP, O_VERSION
+    O_HELP, O_VERSION, O_TOKENIZER_MODEL
 };
 
-#define REFUSED(name, arg) {name, 0, arg, CLI_REFUSED, NULL, "by mds (only GPT2BPETokenizer, one sequence per document)"}
+#define REFUSED(name, arg) {name, 0, arg, CLI_REFUSED, NULL, "by mds (not implemented; one sequence per document)"}
 
 /* One table drives both the parser and --help (docs/cli.md lists it). */
 static const struct cli_option options[] = {
     {"input", 'i', CLI_ARG_ONE, O_INPUT, "PATH", "input JSON lines: plain, .gz, .xz or .zst (by content); '-' is stdin; repeat for several files; a glob pattern is expanded (sorted)"},
     {"output-prefix", 'o', CLI_ARG_ONE, O_OUTPUT_PREFIX, "PREFIX", "write PREFIX_{key}_document.bin/.idx"},
     {"json-keys", 0, CLI_ARG_MANY, O_JSON_KEYS, "KEY...", "keys to extract, one dataset per key (default: text)"},
-    {"append-eod", 0, CLI_ARG_NONE, O_APPEND_EOD, NULL, "append <|endoftext|> (50256) to every non-empty document"},
-    {"tokenizer-type", 0, CLI_ARG_ONE, O_TOKENIZER_TYPE, "TYPE", "GPT2BPETokenizer (the only one)"},
+    {"append-eod", 0, CLI_ARG_NONE, O_APPEND_EOD, NULL, "append the tokenizer's EOD to every non-empty document (GPT-2: <|endoftext|>, 50256)"},
+    {"tokenizer-type", 0, CLI_ARG_ONE, O_TOKENIZER_TYPE, "TYPE", "GPT2BPETokenizer (default), HuggingFaceTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer or Llama2Tokenizer"},
+    {"tokenizer-model", 0, CLI_ARG_ONE, O_TOKENIZER_MODEL, "PATH", "HuggingFaceTokenizer: a directory with tokenizer.json (+ tokenizer_config.json) or the tokenizer.json; SentencePiece types: the .model file"},
     {"vocab-file", 0, CLI_ARG_ONE, O_VOCAB_FILE, "PATH", "GPT-2 vocab JSON (default: the bundled gpt2-vocab.json)"},
     {"merge-file", 0, CLI_ARG_ONE, O_MERGE_FILE, "PATH", "GPT-2 merges (default: the bundled gpt2-merges.txt)"},
     {"workers", 'j', CLI_ARG_ONE, O_WORKERS, "N", "tokenizer threads (default: the CPUs this process may use: its affinity mask, at most SLURM_CPUS_PER_TASK)"},
@@ -107,8 +108,8 @@ static const struct cli_option options[] = {
     {"dataset-impl", 0, CLI_ARG_ONE, O_DATASET_IMPL, "mmap", "only mmap (Megatron's MMIDIDX) is written"},
     {"keep-sequential-samples", 0, CLI_ARG_NONE, O_KEEP_SEQUENTIAL, NULL, "accepted; order is always kept"},
     {"skip-invalid", 0, CLI_ARG_NONE, O_SKIP_INVALID, NULL, "skip and count bad lines instead of stopping at the first"},
-    {"special-tokens", 0, CLI_ARG_NONE, O_SPECIAL_TOKENS, NULL, "map a literal <|endoftext|> in text to 50256 (Megatron's HF tokenizer)"},
-    {"pretokenizer", 0, CLI_ARG_ONE, O_PRETOKENIZER, "scan|pcre2", "pre-tokenizer: the fast scanner (default) or the PCRE2 JIT reference"},
+    {"special-tokens", 0, CLI_ARG_NONE, O_SPECIAL_TOKENS, NULL, "GPT-2: map a literal <|endoftext|> in text to 50256 (Megatron's HF tokenizer)"},
+    {"pretokenizer", 0, CLI_ARG_ONE, O_PRETOKENIZER, "scan|pcre2", "GPT-2 and HuggingFace: the fast scanners (default) or PCRE2 JIT (the reference)"},
     {"skip-empty-documents", 0, CLI_ARG_NONE, O_SKIP_EMPTY, NULL, "do not record empty documents (old Megatron/DeepSpeed behaviour)"},
     {"quiet", 'q', CLI_ARG_NONE, O_QUIET, NULL, "less output (errors only); twice: nothing"},
     {"verbose", 'v', CLI_ARG_NONE, O_VERBOSE, NULL, "more output (each skipped line, timings)"},
@@ -126,7 +127,6 @@ static const struct cli_option options[] = {
     {"vocab", 0, CLI_ARG_ONE, O_VOCAB_FILE, NULL, NULL},
     /* Megatron flags mds does not implement: refused by name, never ignored. */
     REFUSED("split-sentences", CLI_ARG_NONE),
-    REFUSED("tokenizer-model", CLI_ARG_ONE),
     REFUSED("tokenizer-metadata", CLI_ARG_ONE),
     REFUSED("tokenizer-special-tokens", CLI_ARG_MANY),
     REFUSED("tiktoken-pattern", CLI_ARG_ONE),
@@ -159,6 +159,8 @@ struct config {
     const char *keys[MAX_KEYS]; size_t nkeys;
     int keys_given;
     int append_eod;
+    int tokenizer_type;
+    const char *tokenizer_model;
     const char *vocab_file, *merge_file;
     int workers, workers_given;
     uint64_t log_interval;
@@ -170,8 +172,9 @@ static const struct cli_table table = { NULL, options, NOPTIONS, NULL, NULL };
 static void print_help(void)
 {
     printf("usage: %s --input PATH [--input PATH...] --output-prefix PREFIX [options]\n\n"
-           "Tokenize JSON lines with GPT-2 BPE into Megatron's indexed dataset (.bin/.idx),\n"
-           "byte-identical to Megatron-LM's tools/preprocess_data.py.\n\n", cli.name);
+           "Tokenize JSON lines (GPT-2 BPE, a HuggingFace tokenizer.json or a SentencePiece\n"
+           "model) into Megatron's indexed dataset (.bin/.idx), byte-identical to\n"
+           "Megatron-LM's tools/preprocess_data.py.\n\n", cli.name);
     cli_print_options(&table, 1, 34);
     printf("\nExit status: 0 success, 1 runtime failure (bad input, I/O), 2 bad usage.\n");
 }
@@ -204,9 +207,12 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
         break;
     case O_APPEND_EOD: c->append_eod = 1; break;
     case O_TOKENIZER_TYPE:
-        if (strcmp(val, "GPT2BPETokenizer") != 0)
-            cli_usage("tokenizer type '%s' is not supported (only GPT2BPETokenizer)", val);
+        c->tokenizer_type = tok_type_from_name(val);
+        if (!c->tokenizer_type)
+            cli_usage("tokenizer type '%s' is not supported (GPT2BPETokenizer, HuggingFaceTokenizer, "
+                      "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer)", val);
         break;
+    case O_TOKENIZER_MODEL: c->tokenizer_model = val; break;
     case O_VOCAB_FILE: c->vocab_file = val; break;
     case O_MERGE_FILE: c->merge_file = val; break;
     case O_WORKERS: c->workers = (int)cli_opt_u64(o, val, 1, 1024); c->workers_given = 1; break;
@@ -231,8 +237,9 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_HELP: print_help(); exit(0);
     case O_VERSION: {
         const char *f = mds_input_features();
-        printf("%s %s (dataset library %s; compressed inputs: %s; PCRE2 pre-tokenizer: %s)\n", cli.name, MDS_VERSION,
-               ds_version_string(), *f ? f : "none", pretok_have_pcre2() ? "yes" : "no (built without PCRE2)");
+        printf("%s %s (dataset library %s; compressed inputs: %s; PCRE2 pre-tokenizer: %s; tokenizers: GPT2BPETokenizer, "
+               "HuggingFaceTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer)\n", cli.name,
+               MDS_VERSION, ds_version_string(), *f ? f : "none", pretok_have_pcre2() ? "yes" : "no (built without PCRE2)");
         exit(0);
     }
     }
@@ -265,6 +272,19 @@ static void parse_args(int argc, char **argv, struct config *c)
     cli_parse(&t, 1, argc, argv, 1, &po);
     if (!c->ninputs) cli_usage("missing --input");
     if (!c->output_prefix) cli_usage("missing --output-prefix");
+    if (!c->tokenizer_type) c->tokenizer_type = TOK_GPT2BPE;
+    const char *tname = tok_type_name(c->tokenizer_type);
+    if (c->tokenizer_type == TOK_GPT2BPE) {
+        if (c->tokenizer_model)
+            cli_note("%s: note: --tokenizer-model is not used by GPT2BPETokenizer (nor by Megatron)", cli.name);
+    } else {
+        if (!c->tokenizer_model) cli_usage("%s needs --tokenizer-model", tname);
+        if (c->vocab_file || c->merge_file)
+            cli_note("%s: note: --vocab-file and --merge-file are not used by %s (nor by Megatron)", cli.name, tname);
+        if (c->special_tokens) cli_usage("option '--special-tokens' is for GPT2BPETokenizer (%s decides its special tokens itself)", tname);
+        if (c->use_pcre2 && c->tokenizer_type != TOK_HUGGINGFACE)
+            cli_usage("option '--pretokenizer' is for GPT2BPETokenizer and HuggingFaceTokenizer (%s has no pre-tokenizer)", tname);
+    }
     if (!c->keys_given) { c->keys[0] = "text"; c->nkeys = 1; }
     for (size_t k = 0; k < c->nkeys; k++)
         for (size_t j = 0; j < k; j++)
@@ -319,7 +339,7 @@ static void expand_inputs(struct config *c)
 /* ---- chunks and the pipeline -------------------------------------------- */
 
 struct keyout {
-    uint32_t *tok; size_t ntok, tokcap;       /* token ids of all documents */
+    tok_ids ids;                              /* token ids of all documents */
     uint32_t *seqlen; size_t nseq, seqcap;    /* sequence lengths */
     uint32_t *docseq; size_t docseqcap;       /* per document: sequence count */
 };
@@ -350,7 +370,7 @@ struct chunk {
 
 struct pipeline {
     const struct config *cfg;
-    const bpe *tok;
+    const tok *tok;
     uint32_t eod;
     pthread_mutex_t mu;
     pthread_cond_t cv_reader, cv_worker, cv_writer;
@@ -372,7 +392,7 @@ static void chunk_reset(struct chunk *c, size_t nkeys)
     c->error_line = 0;
     c->error_msg[0] = 0;
     c->nnotes = 0;
-    for (size_t k = 0; k < nkeys; k++) c->key[k].ntok = c->key[k].nseq = 0;
+    for (size_t k = 0; k < nkeys; k++) c->key[k].ids.n = c->key[k].nseq = 0;
 }
 
 /* Offset just past the last line break in buf[from, len), 0 if none.  A
@@ -487,41 +507,9 @@ static void *reader_main(void *arg)
 /* Per-thread tokenizer state. */
 struct worker {
     struct pipeline *p;
-    bpe_cache *cache;
-    pretok_pcre2 *pcre;
+    tok_state *ts;
     json_doc doc;
 };
-
-/* Tokenize text s[0..n) appending ids to ko->tok; returns the count. */
-static size_t tokenize_plain(struct worker *w, struct keyout *ko, const unsigned char *s, size_t n)
-{
-    GROW(ko->tok, ko->tokcap, ko->ntok + bpe_encode_bound(n) + 1);
-    tokenize_ctx t = { w->p->tok, w->cache, w->pcre };
-    size_t nout = tokenize_text(&t, s, n, ko->tok + ko->ntok);
-    ko->ntok += nout;
-    return nout;
-}
-
-static size_t tokenize(struct worker *w, struct keyout *ko, const unsigned char *s, size_t n)
-{
-    if (!w->p->cfg->special_tokens) return tokenize_plain(w, ko, s, n);
-    /* HF-style added token: split the text at every literal <|endoftext|>
-     * and encode each part on its own. */
-    static const size_t ml = sizeof EOD_TOKEN - 1;
-    size_t total = 0;
-    for (;;) {
-        const unsigned char *m = memmem(s, n, EOD_TOKEN, ml);
-        size_t part = m ? (size_t)(m - s) : n;
-        total += tokenize_plain(w, ko, s, part);
-        if (!m) break;
-        GROW(ko->tok, ko->tokcap, ko->ntok + 1);
-        ko->tok[ko->ntok++] = w->p->eod;
-        total++;
-        s += part + ml;
-        n -= part + ml;
-    }
-    return total;
-}
 
 /* Characters in a UTF-8 line as Python counts them (code points). */
 static uint64_t count_chars(const char *s, size_t n)
@@ -538,7 +526,7 @@ static int process_line(struct worker *w, struct chunk *c, const char *line, siz
     const struct config *cfg = w->p->cfg;
     size_t mark_tok[MAX_KEYS], mark_seq[MAX_KEYS];
     for (size_t k = 0; k < cfg->nkeys; k++) {
-        mark_tok[k] = c->key[k].ntok;
+        mark_tok[k] = c->key[k].ids.n;
         mark_seq[k] = c->key[k].nseq;
     }
     int jrc = json_extract(&w->doc, line, len, cfg->keys, cfg->nkeys);
@@ -560,7 +548,14 @@ static int process_line(struct worker *w, struct chunk *c, const char *line, siz
         for (size_t j = 0; j < ns; j++) {
             size_t slen;
             const char *s = json_doc_string(&w->doc, k, j, &slen);
-            size_t t = tokenize(w, ko, (const unsigned char *)s, slen);
+            size_t before = ko->ids.n;
+            int trc = tok_encode(w->p->tok, w->ts, (const unsigned char *)s, slen, &ko->ids);
+            if (trc == TOK_ERR_NOMEM) cli_die(1, "out of memory tokenizing");
+            if (trc) {
+                snprintf(msg, msgcap, "key '%s': %s", cfg->keys[k], tok_strerror(trc));
+                goto rollback;
+            }
+            size_t t = ko->ids.n - before;
             if (t == 0) continue;           /* empty sentences are dropped */
             if (t >= INT32_MAX) {
                 /* .idx lengths are int32 (and the EOD may add one) */
@@ -573,8 +568,8 @@ static int process_line(struct worker *w, struct chunk *c, const char *line, siz
             doc_tokens += t;
         }
         if (nseq > 0 && cfg->append_eod) {
-            GROW(ko->tok, ko->tokcap, ko->ntok + 1);
-            ko->tok[ko->ntok++] = w->p->eod;
+            GROW(ko->ids.ids, ko->ids.cap, ko->ids.n + 1);
+            ko->ids.ids[ko->ids.n++] = w->p->eod;
             ko->seqlen[ko->nseq - 1]++;
         }
         GROW(ko->docseq, ko->docseqcap, c->ndocs + 1);
@@ -583,7 +578,7 @@ static int process_line(struct worker *w, struct chunk *c, const char *line, siz
     return 0;
 rollback:
     for (size_t k = 0; k < cfg->nkeys; k++) {
-        c->key[k].ntok = mark_tok[k];
+        c->key[k].ids.n = mark_tok[k];
         c->key[k].nseq = mark_seq[k];
     }
     return -1;
@@ -744,23 +739,20 @@ int main(int argc, char **argv)
     expand_inputs(&cfg);
 
     double t0 = cli_now();
-    char *vocab, *merges;
-    cli_gpt2_files(cfg.vocab_file, cfg.merge_file, 1, &vocab, &merges);
-    bpe *tok = NULL;
-    char err[512];
-    if (bpe_load(&tok, vocab, merges, err, sizeof err) != 0) cli_die(1, "%s", err);
-    int32_t eod = bpe_token_id(tok, EOD_TOKEN, sizeof EOD_TOKEN - 1);
-    if (eod < 0 && (cfg.append_eod || cfg.special_tokens))
-        cli_die(1, "vocabulary '%s' has no '" EOD_TOKEN "' token", vocab);
-    pretok_init();
-    if (cfg.use_pcre2) {
-        pretok_pcre2 *probe;
-        if (pretok_pcre2_new(&probe, err, sizeof err) != 0) cli_die(1, "%s", err);
-        pretok_pcre2_free(probe);
-    }
+    char *vocab = NULL, *merges = NULL;
+    if (cfg.tokenizer_type == TOK_GPT2BPE) cli_gpt2_files(cfg.vocab_file, cfg.merge_file, 1, &vocab, &merges);
+    tok *tk = NULL;
+    char err[1024];
+    tok_options to = { cfg.tokenizer_type, cfg.tokenizer_model, vocab, merges, cfg.special_tokens, cfg.use_pcre2, 0 };
+    int orc = tok_open(&tk, &to, err, sizeof err);
+    if (orc) cli_die(orc == TOK_ERR_UNSUPPORTED ? 2 : 1, "%s", err);
+    int64_t eod = tok_eod(tk);
+    if (eod < 0 && cfg.append_eod)
+        cli_die(1, "the tokenizer has no EOD (%s), so --append-eod cannot be used", tok_describe(tk));
+    if (cli.verbosity >= 3) cli_note("%s", tok_describe(tk));
 
     /* One writer per key: PREFIX_{key}_document, Megatron's names. */
-    int dtype = ds_dtype_for_vocab(bpe_vocab_size(tok));
+    int dtype = ds_dtype_for_vocab(tok_vocab_size(tk));
     ds_writer *writers[MAX_KEYS] = {0};
     char names[MAX_KEYS][PATH_MAX];
     /* Clean up on the usual termination signals, but leave a signal that was
@@ -792,7 +784,7 @@ int main(int argc, char **argv)
 
     static struct pipeline p;     /* static: a detached reader may outlive main's frame */
     p.cfg = &cfg;
-    p.tok = tok;
+    p.tok = tk;
     p.eod = eod < 0 ? 0 : (uint32_t)eod;
     pthread_mutex_init(&p.mu, NULL);
     pthread_cond_init(&p.cv_reader, NULL);
@@ -809,8 +801,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < nw; i++) {
         ws[i].p = &p;
         json_doc_init(&ws[i].doc);
-        if (bpe_cache_new(&ws[i].cache, 1u << 14) != 0) cli_die(1, "out of memory");
-        if (cfg.use_pcre2 && pretok_pcre2_new(&ws[i].pcre, err, sizeof err) != 0) cli_die(1, "%s", err);
+        if (tok_state_new(tk, &ws[i].ts) != 0) cli_die(1, "out of memory");
     }
     struct progress pg = {0};
     pg.start = cli_now();
@@ -862,7 +853,7 @@ int main(int argc, char **argv)
                 size_t ntok = 0;
                 for (uint32_t j = 0; j < ns; j++) ntok += ko->seqlen[soff[k] + j];
                 if (!(ns == 0 && cfg.skip_empty)) {
-                    if (ds_writer_add_document(writers[k], ko->tok + toff[k], ntok, ko->seqlen + soff[k], ns) != 0) {
+                    if (ds_writer_add_document(writers[k], ko->ids.ids + toff[k], ntok, ko->seqlen + soff[k], ns) != 0) {
                         snprintf(fail_msg, sizeof fail_msg, "%s", ds_writer_error(writers[k]));
                         failed = 1;
                         break;
@@ -959,14 +950,13 @@ int main(int argc, char **argv)
     ntemps = 0;
     for (int i = 0; i < nw; i++) {
         json_doc_release(&ws[i].doc);
-        bpe_cache_free(ws[i].cache);
-        pretok_pcre2_free(ws[i].pcre);
+        tok_state_free(ws[i].ts);
     }
     for (size_t i = 0; i < p.nslots && !failed; i++) {
         free(p.slots[i].data);
         free(p.slots[i].doc_chars);
         for (size_t k = 0; k < MAX_KEYS; k++) {
-            free(p.slots[i].key[k].tok);
+            free(p.slots[i].key[k].ids.ids);
             free(p.slots[i].key[k].seqlen);
             free(p.slots[i].key[k].docseq);
         }
@@ -974,7 +964,7 @@ int main(int argc, char **argv)
     if (!failed) free(p.slots);
     free(ws);
     free(tids);
-    bpe_free(tok);
+    tok_free(tk);
     free(vocab);
     free(merges);
     free_inputs(&cfg);

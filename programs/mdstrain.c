@@ -28,6 +28,7 @@
 #include "tblog.h"
 #include "dsconfig.h"
 #include "bpe.h"
+#include "tokenizer.h"
 #include "checkpoint.h"
 #include "comm.h"
 #include "dataset.h"
@@ -88,7 +89,7 @@ enum {
     O_TRAIN_SAMPLES, O_LR, O_MIN_LR, O_LR_WARMUP_INIT, O_DECAY_STYLE, O_WARMUP_ITERS,
     O_WARMUP_FRACTION, O_WARMUP_SAMPLES, O_DECAY_ITERS, O_DECAY_SAMPLES, O_WD, O_CLIP, O_BETA1,
     O_BETA2, O_EPS, O_SEED, O_LOG_INTERVAL, O_EVAL_INTERVAL, O_EVAL_ITERS, O_EXIT_INTERVAL,
-    O_VOCAB_FILE, O_MERGE_FILE, O_TOKENIZER, O_VOCAB_SIZE,
+    O_VOCAB_FILE, O_MERGE_FILE, O_TOKENIZER, O_VOCAB_SIZE, O_TOKENIZER_MODEL,
     O_TP, O_PP, O_EOD_MASK, O_VOCAB_DIV, O_INIT_STD, O_UNTIE, O_NORM_EPS, O_HIDDEN_DROPOUT,
     O_ATTN_DROPOUT, O_DIST_OPT, O_LOG_THROUGHPUT, O_QUIET, O_VERBOSE, O_HELP, O_VERSION,
     O_SAVE, O_SAVE_INTERVAL, O_LOAD,
@@ -196,7 +197,8 @@ static const struct cli_option train_options[] = {
     {"adam-eps", 0, CLI_ARG_ONE, O_EPS, "X", "default 1e-8"},
     {"seed", 0, CLI_ARG_ONE, O_SEED, "N", "initialisation and data shuffling seed (default 1234)"},
     /* tokenizer and samples */
-    {"tokenizer-type", 0, CLI_ARG_ONE, O_TOKENIZER, "TYPE", "GPT2BPETokenizer (default) or NullTokenizer"},
+    {"tokenizer-type", 0, CLI_ARG_ONE, O_TOKENIZER, "TYPE", "GPT2BPETokenizer (default), NullTokenizer, HuggingFaceTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer or Llama2Tokenizer"},
+    {"tokenizer-model", 0, CLI_ARG_ONE, O_TOKENIZER_MODEL, "PATH", "HuggingFace directory or tokenizer.json, or SentencePiece .model (vocabulary size and EOD)"},
     {"vocab-file", 0, CLI_ARG_ONE, O_VOCAB_FILE, "PATH", "GPT-2 vocab JSON (default: the bundled one)"},
     {"merge-file", 0, CLI_ARG_ONE, O_MERGE_FILE, "PATH", "GPT-2 merges (default: the bundled one)"},
     {"vocab-size", 0, CLI_ARG_ONE, O_VOCAB_SIZE, "N", "NullTokenizer: N ids, the last (N - 1) being EOD"},
@@ -277,7 +279,7 @@ static const struct cli_option ds_options[] = {
     {"ds-sequence-parallel-size", 0, CLI_ARG_ONE, O_DS_SP, "1", "only 1 (DeepSpeed-Ulysses is not implemented)"},
 };
 
-enum tokenizer { TOK_GPT2, TOK_NULL };
+enum tokenizer_kind { TK_GPT2, TK_NULL, TK_OTHER };  /* TK_OTHER: tokenizer.h types */
 
 struct config {
     int num_layers, hidden, heads, ffn, seq, maxpos;
@@ -291,6 +293,8 @@ struct config {
     const char *save, *load;
     uint64_t save_interval;
     int tokenizer, eod_mask, untie;
+    int tok_type;                     /* enum tok_type with TK_OTHER */
+    const char *tokenizer_model;
     int tp, pp, dist_opt;
     uint64_t vocab_size_arg, vocab_div;
     int have_lr, have_layers, have_seq, have_maxpos, have_mbs;
@@ -381,10 +385,13 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_VOCAB_FILE: c->vocab_file = v; break;
     case O_MERGE_FILE: c->merge_file = v; break;
     case O_TOKENIZER:
-        if (strcmp(v, "GPT2BPETokenizer") == 0) c->tokenizer = TOK_GPT2;
-        else if (strcmp(v, "NullTokenizer") == 0) c->tokenizer = TOK_NULL;
-        else cli_usage("option '--tokenizer-type' %s is not supported (GPT2BPETokenizer or NullTokenizer)", v);
+        if (strcmp(v, "GPT2BPETokenizer") == 0) c->tokenizer = TK_GPT2;
+        else if (strcmp(v, "NullTokenizer") == 0) c->tokenizer = TK_NULL;
+        else if ((c->tok_type = tok_type_from_name(v)) != 0) c->tokenizer = TK_OTHER;
+        else cli_usage("tokenizer type '%s' is not supported (GPT2BPETokenizer, NullTokenizer, HuggingFaceTokenizer, "
+                       "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer)", v);
         break;
+    case O_TOKENIZER_MODEL: c->tokenizer_model = v; break;
     case O_VOCAB_SIZE: c->vocab_size_arg = cli_opt_u64(o, v, 1, 1 << 30); break;
     case O_TP: c->tp = (int)cli_opt_u64(o, v, 1, 1 << 16); break;
     case O_PP: c->pp = (int)cli_opt_u64(o, v, 1, 1 << 16); break;
@@ -513,7 +520,7 @@ static void parse_args(int argc, char **argv, struct config *c)
     c->eval_interval = 1000;
     c->eval_iters = 100;
     c->vocab_div = 128;
-    c->tokenizer = TOK_GPT2;
+    c->tokenizer = TK_GPT2;
     c->tp = c->pp = 1;
     c->rotary_base = 10000;
     c->rotary_percent = 1.0;
@@ -569,9 +576,10 @@ static void parse_args(int argc, char **argv, struct config *c)
         cli_usage("--lr-decay-iters and --lr-warmup-iters need --train-iters");
     if (s->min_lr > s->lr) cli_usage("--min-lr %g is above --lr %g", s->min_lr, s->lr);
     data_flags_check(&c->data, 1);
-    if (c->tokenizer == TOK_NULL && !c->vocab_size_arg) cli_usage("NullTokenizer needs --vocab-size");
-    if (c->tokenizer == TOK_GPT2 && c->vocab_size_arg) cli_usage("--vocab-size goes with --tokenizer-type NullTokenizer");
-    if (c->tokenizer != TOK_NULL && (c->null_legacy || c->have_null_eod))
+    if (c->tokenizer == TK_NULL && !c->vocab_size_arg) cli_usage("NullTokenizer needs --vocab-size");
+    if (c->tokenizer != TK_NULL && c->vocab_size_arg) cli_usage("--vocab-size goes with --tokenizer-type NullTokenizer");
+    if (c->tokenizer == TK_OTHER && !c->tokenizer_model) cli_usage("%s needs --tokenizer-model", tok_type_name(c->tok_type));
+    if (c->tokenizer != TK_NULL && (c->null_legacy || c->have_null_eod))
         cli_usage("--%s goes with --tokenizer-type NullTokenizer",
                   c->null_legacy ? "null-tokenizer-legacy" : "null-tokenizer-eod-id");
     if (c->null_legacy && c->have_null_eod)
@@ -958,12 +966,13 @@ struct tokenizer_info {
     int64_t eod;
     char desc[300];
     char *vocab_path, *merge_path;   /* NULL for NullTokenizer */
+    const char *tok_class;           /* the other types: Megatron's wrapper class */
 };
 
 static void open_tokenizer(const struct config *c, struct tokenizer_info *ti)
 {
     memset(ti, 0, sizeof *ti);
-    if (c->tokenizer == TOK_NULL) {
+    if (c->tokenizer == TK_NULL) {
         if (c->null_legacy) {   /* Megatron's _NullTokenizer until 2026: ids 0..N-1 plus EOD = N */
             ti->V = (int)c->vocab_size_arg + 1;
             ti->eod = (int64_t)c->vocab_size_arg;
@@ -975,13 +984,29 @@ static void open_tokenizer(const struct config *c, struct tokenizer_info *ti)
                  c->null_legacy ? ", legacy" : "");
         return;
     }
+    tok *tk = NULL;
+    char err[1024];
+    if (c->tokenizer == TK_OTHER) {
+        /* Megatron's wrapper: its vocab_size pads the model, its eod is the EOD */
+        tok_options o = { c->tok_type, c->tokenizer_model, NULL, NULL, 0, 0, 0 };
+        int rc = tok_open(&tk, &o, err, sizeof err);
+        if (rc) cli_die(rc == TOK_ERR_UNSUPPORTED ? 2 : 1, "cannot load the tokenizer: %s", err);
+        if (tok_vocab_size(tk) > INT32_MAX / 2) cli_die(1, "the tokenizer has too many ids (%zu)", tok_vocab_size(tk));
+        ti->V = (int)tok_vocab_size(tk);
+        ti->eod = tok_eod(tk);
+        ti->tok_class = tok_type_class(c->tok_type);
+        snprintf(ti->desc, sizeof ti->desc, "%s (%d)", tok_type_name(c->tok_type), ti->V);
+        tok_free(tk);
+        if (ti->eod < 0 && (c->eod_mask || c->data.mock))
+            cli_die(1, "the tokenizer has no EOD (%s), which --eod-mask-loss and --mock-data need", c->tokenizer_model);
+        return;
+    }
     cli_gpt2_files(c->vocab_file, c->merge_file, 1, &ti->vocab_path, &ti->merge_path);
-    bpe *tok = NULL;
-    char err[512];
-    if (bpe_load(&tok, ti->vocab_path, ti->merge_path, err, sizeof err) != 0)
+    tok_options o = { TOK_GPT2BPE, NULL, ti->vocab_path, ti->merge_path, 0, 0, 0 };
+    if (tok_open(&tk, &o, err, sizeof err) != 0)
         cli_die(1, "cannot load the tokenizer: %s\nhint: check --vocab-file and --merge-file", err);
-    ti->V = (int)bpe_vocab_size(tok);
-    bpe_free(tok);
+    ti->V = (int)tok_vocab_size(tk);
+    tok_free(tk);
     ti->eod = 50256;
     snprintf(ti->desc, sizeof ti->desc, "GPT2BPETokenizer (%d)", ti->V);
 }
@@ -1003,6 +1028,8 @@ static ds_pipeline *open_data(const struct config *c, const train_layout *P, con
     if (c->sched.train_samples) dc.num_samples[0] = (int64_t)c->sched.train_samples;
     dc.vocab_file = ti->vocab_path;
     dc.merge_file = ti->merge_path;
+    dc.tokenizer_class = ti->tok_class;
+    dc.tokenizer_model = c->tokenizer_model;
     dc.eod = ti->eod;
     dc.eod_mask_loss = c->eod_mask;
     dc.vocab_size = ti->V;

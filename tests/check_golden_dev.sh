@@ -1,8 +1,9 @@
 #!/bin/sh
 # check_golden_dev.sh - `make check-golden`: the 38 MB dev corpus (from
 # ../shared, when present) against Megatron's golden output, read straight
-# from the .xz, with the default scanner and with PCRE2; and mdsinspect
-# verify on every golden dataset there.
+# from the .xz, with the default scanner and with PCRE2: GPT-2 (the goldens in
+# shared) and the ten HuggingFace and SentencePiece configurations
+# (tests/data/golden-tok); and mdsinspect verify on every golden dataset there.
 BUILD=${BUILD:-build}
 S=${MDS_SHARED:-../shared}
 if [ ! -f "$S/data/corpus/dev.jsonl.xz" ]; then
@@ -19,6 +20,33 @@ for pt in scan pcre2; do
     else
         echo "FAIL dev golden ($pt)"; fail=$((fail + 1))
     fi
+done
+# The HuggingFace and SentencePiece test tokenizers on dev against Megatron's
+# output (tests/data/golden-tok/SHA256SUMS: both files of every dev run).
+TK=tests/data/tokenizers
+for cfg in hf-llama3:HuggingFaceTokenizer:$TK/hf-llama3 hf-qwen:HuggingFaceTokenizer:$TK/hf-qwen \
+           hf-neox:HuggingFaceTokenizer:$TK/hf-neox hf-tekken:HuggingFaceTokenizer:$TK/hf-tekken \
+           sp-bpe-sp:SentencePieceTokenizer:$TK/sp-bpe.model sp-bpe-gptsp:GPTSentencePieceTokenizer:$TK/sp-bpe.model \
+           sp-bpe-llama2:Llama2Tokenizer:$TK/sp-bpe.model sp-unigram-sp:SentencePieceTokenizer:$TK/sp-unigram.model \
+           sp-unigram-gptsp:GPTSentencePieceTokenizer:$TK/sp-unigram.model sp-unigram-llama2:Llama2Tokenizer:$TK/sp-unigram.model; do
+    name=${cfg%%:*}; rest=${cfg#*:}; type=${rest%%:*}; model=${rest#*:}
+    engines=scan; [ $type = HuggingFaceTokenizer ] && engines="scan pcre2"
+    for pt in $engines; do
+        flag=; [ $type = HuggingFaceTokenizer ] && flag="--pretokenizer $pt"
+        ok=0
+        if "$BUILD/mdsprep" -q --input "$S/data/corpus/dev.jsonl.xz" --output-prefix "$T/$name" --tokenizer-type $type \
+               --tokenizer-model $model --append-eod --workers 2 $flag; then
+            ok=1
+            for ext in bin idx; do
+                want=$(grep " dev-${name}_text_document.$ext\$" tests/data/golden-tok/SHA256SUMS | cut -d' ' -f1)
+                got=$(sha256sum "$T/${name}_text_document.$ext" | cut -d' ' -f1)
+                [ -n "$want" ] && [ "$got" = "$want" ] || ok=0
+            done
+        fi
+        if [ $ok = 1 ]; then echo "ok dev $name ($pt)"; pass=$((pass + 1))
+        else echo "FAIL dev $name ($pt)"; fail=$((fail + 1)); fi
+        rm -f "$T/${name}_text_document".*
+    done
 done
 # Every golden in shared (dev included) passes mdsinspect verify.
 for idx in "$S"/data/golden/*_document.idx; do

@@ -88,10 +88,10 @@ run_expect "no arguments" 2 "missing --input" $MDSPREP
 run_expect "unknown flag" 2 "unknown option '--frobnicate'" $MDSPREP --input x --output-prefix y --frobnicate
 run_expect "split-sentences refused" 2 "option '--split-sentences' is not supported" \
     $MDSPREP --input $C/tiny.jsonl --output-prefix "$T/o" --split-sentences
-run_expect "other tokenizer refused" 2 "tokenizer type 'HuggingFaceTokenizer' is not supported" \
+run_expect "other tokenizer refused" 2 "tokenizer type 'BertWordPieceCase' is not supported" \
+    $MDSPREP --input $C/tiny.jsonl --output-prefix "$T/o" --tokenizer-type BertWordPieceCase
+run_expect "tokenizer-model required" 2 "HuggingFaceTokenizer needs --tokenizer-model" \
     $MDSPREP --input $C/tiny.jsonl --output-prefix "$T/o" --tokenizer-type HuggingFaceTokenizer
-run_expect "tokenizer-model refused" 2 "option '--tokenizer-model' is not supported" \
-    $MDSPREP --input $C/tiny.jsonl --output-prefix "$T/o" --tokenizer-model m.model
 run_expect "lazy dataset-impl refused" 2 "dataset implementation 'lazy'" \
     $MDSPREP --input $C/tiny.jsonl --output-prefix "$T/o" --dataset-impl lazy
 run_expect "bad number" 2 "'--workers' needs an integer" $MDSPREP --input $C/tiny.jsonl --output-prefix "$T/o" --workers 0x

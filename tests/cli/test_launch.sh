@@ -53,6 +53,14 @@ check mdsprep_aws_sbatch test $? -eq 0
 same "$T/seed/my-gpt2_text_document" "$T/readme/my-gpt2_text_document" mdsprep_seed_equals_readme
 same "$T/seed/my-gpt2_text_document" "$T/aws/my-gpt2_text_document" mdsprep_seed_equals_aws
 REAL=$T/seed/my-gpt2_text_document
+# the same corpus through a SentencePiece model (Llama 2's kind: BPE, byte
+# fallback), for the scripts whose header says "# dataset: sp"
+SPMODEL=$MDS_ROOT/tests/data/tokenizers/sp-bpe.model
+mkdir -p "$T/sp"
+"$MDSPREP" --input "$T/corpus.jsonl" --output-prefix "$T/sp/llama2" --tokenizer-type GPTSentencePieceTokenizer \
+    --tokenizer-model "$SPMODEL" --append-eod --workers 2 -q
+check mdsprep_sentencepiece_dataset test $? -eq 0
+REAL_SP=$T/sp/llama2_text_document
 
 # ---- the launch scripts ----------------------------------------------------------
 header() { sed -n "s/^# $1: *//p" "$2" | head -n 1; }
@@ -71,7 +79,7 @@ lines() {
         if [ "$ldata" = mock ] && [ "$flag" = --data-path ]; then line=--mock-data; fi
         if [ "$ldata" = real ] && [ "$line" = --mock-data ]; then line="--data-path @DATA@"; fi
         printf '%s\n' "$line"
-    done | sed -e "s|@DATA@|$REAL|g" -e "s|@VOCAB@|$MDS_ROOT/vocab/gpt2-vocab.json|g" \
+    done | sed -e "s|@DATA@|$LDATA_PATH|g" -e "s|@SPMODEL@|$SPMODEL|g" -e "s|@VOCAB@|$MDS_ROOT/vocab/gpt2-vocab.json|g" \
         -e "s|@MERGE@|$MDS_ROOT/vocab/gpt2-merges.txt|g" -e "s|@CKPT@|$RUN/ckpt|g" -e "s|@TB@|$RUN/tb|g" \
         -e "s|@CACHE@|$RUN/cache|g" -e "s|@KILL@|$RUN/kill-switch|g" -e "s|@DSCONFIG@|$DSCONFIG|g"
 }
@@ -137,6 +145,8 @@ for f in $SCRIPTS; do
     flags=
     for b in $blocks; do case $b in json:*) ;; *) flags="$flags $b" ;; esac; done
     ds=$(header ds-config "$f")
+    LDATA_PATH=$REAL
+    [ "$(header dataset "$f")" = sp ] && LDATA_PATH=$REAL_SP
     for data in real mock; do
         RUN=$T/$name.$data
         mkdir -p "$RUN"

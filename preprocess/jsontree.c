@@ -1,0 +1,561 @@
+/*
+ * jsontree.c - the strict JSON tree reader of jsontree.h.
+ *
+ * One recursive-descent pass.  Values being parsed sit on a stack (a growable
+ * array of nodes); when a container closes, its children are copied from the
+ * stack into an arena whose blocks never move, so every `kids` pointer stays
+ * valid.  Decoded strings go to the same arena.  Recursion is bounded by
+ * JT_MAX_DEPTH.
+ *
+ * It does not keep the input text, hash keys (jt_get is a linear scan from the
+ * end: the files it serves have small objects, except vocabularies, which
+ * their readers walk in order), or accept anything RFC 8259 does not.
+ */
+#include "jsontree.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define JT_MAX_DEPTH 512
+#define ARENA_BLOCK ((size_t)1 << 20)
+
+struct block {
+    struct block *next;
+    size_t used, cap;
+    max_align_t data[];
+};
+
+struct jt_doc {
+    struct block *blocks;
+    jt_node root;
+};
+
+struct parser {
+    const char *name;
+    const unsigned char *buf, *p, *end;
+    jt_doc *doc;
+    jt_node *stack;
+    size_t nstack, stackcap;
+    char *err;
+    size_t errlen;
+    int depth;
+    uint32_t line;                  /* line of p, and where that line starts */
+    const unsigned char *line_start;
+};
+
+static int fail(struct parser *x, const unsigned char *at, const char *fmt, ...)
+{
+    if (x->err && x->errlen) {
+        size_t line = 1, col = 1;
+        for (const unsigned char *q = x->buf; q < at && q < x->end; q++) {
+            if (*q == '\n') {
+                line++;
+                col = 1;
+            } else if ((*q & 0xC0) != 0x80) {
+                col++;
+            }
+        }
+        char why[200];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, sizeof why, fmt, ap);
+        va_end(ap);
+        snprintf(x->err, x->errlen, "'%s': line %zu, column %zu: %s", x->name, line, col, why);
+    }
+    return JT_ERR_SYNTAX;
+}
+
+static int nomem(struct parser *x)
+{
+    if (x->err && x->errlen)
+        snprintf(x->err, x->errlen, "out of memory reading '%s'", x->name);
+    return JT_ERR_NOMEM;
+}
+
+static void *arena_alloc(jt_doc *d, size_t n)
+{
+    n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+    if (n == 0)
+        n = sizeof(max_align_t);
+    struct block *b = d->blocks;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = n > ARENA_BLOCK / 2 ? n : ARENA_BLOCK;
+        b = malloc(sizeof *b + cap);
+        if (!b)
+            return NULL;
+        b->cap = cap;
+        b->used = 0;
+        if (cap == ARENA_BLOCK || !d->blocks) {
+            b->next = d->blocks;
+            d->blocks = b;
+        } else {
+            /* a big dedicated block goes behind the current one, which keeps filling */
+            b->next = d->blocks->next;
+            d->blocks->next = b;
+        }
+    }
+    void *r = (char *)b->data + b->used;
+    b->used += n;
+    return r;
+}
+
+static void ws(struct parser *x)
+{
+    while (x->p < x->end && (*x->p == ' ' || *x->p == '\t' || *x->p == '\n' || *x->p == '\r')) {
+        if (*x->p == '\n') {
+            x->line++;
+            x->line_start = x->p + 1;
+        }
+        x->p++;
+    }
+}
+
+static int hex4(const unsigned char *p, const unsigned char *end, unsigned *v)
+{
+    if (end - p < 4)
+        return 0;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned c = p[i], d;
+        if (c >= '0' && c <= '9') d = c - '0';
+        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+        else return 0;
+        r = r << 4 | d;
+    }
+    *v = r;
+    return 1;
+}
+
+/* Length of the valid UTF-8 sequence at p, or 0. */
+static size_t utf8_len(const unsigned char *p, const unsigned char *end)
+{
+    unsigned c = p[0];
+    size_t n;
+    unsigned v, min;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) { n = 2; v = c & 0x1F; min = 0x80; }
+    else if (c >= 0xE0 && c <= 0xEF) { n = 3; v = c & 0x0F; min = 0x800; }
+    else if (c >= 0xF0 && c <= 0xF4) { n = 4; v = c & 0x07; min = 0x10000; }
+    else return 0;
+    if ((size_t)(end - p) < n)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80)
+            return 0;
+        v = v << 6 | (p[i] & 0x3F);
+    }
+    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
+        return 0;
+    return n;
+}
+
+static size_t put_utf8(unsigned char *o, unsigned cp)
+{
+    if (cp < 0x80) { o[0] = (unsigned char)cp; return 1; }
+    if (cp < 0x800) { o[0] = (unsigned char)(0xC0 | cp >> 6); o[1] = (unsigned char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x10000) {
+        o[0] = (unsigned char)(0xE0 | cp >> 12); o[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
+        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (unsigned char)(0xF0 | cp >> 18); o[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
+    o[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F)); o[3] = (unsigned char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* A string at x->p (on the quote): decoded into the arena. */
+static int parse_string(struct parser *x, const char **out, size_t *outlen)
+{
+    const unsigned char *start = x->p++;
+    /* the decoded form is never longer than the source */
+    const unsigned char *q = x->p;
+    int escapes = 0;
+    while (q < x->end && *q != '"') {
+        if (*q == '\\') {
+            escapes = 1;
+            q++;
+        }
+        q++;
+    }
+    if (q >= x->end)
+        return fail(x, start, "unterminated string");
+    size_t cap = (size_t)(q - x->p) + 1;
+    unsigned char *o = arena_alloc(x->doc, cap), *w = o;
+    if (!o)
+        return nomem(x);
+    if (!escapes) {
+        /* fast path: validate and copy */
+        while (x->p < q) {
+            if (*x->p < 0x20)
+                return fail(x, x->p, "control character in a string");
+            size_t l = utf8_len(x->p, x->end);
+            if (!l)
+                return fail(x, x->p, "invalid UTF-8 in a string");
+            memcpy(w, x->p, l);
+            w += l;
+            x->p += l;
+        }
+    } else {
+        while (*x->p != '"') {
+            const unsigned char *at = x->p;
+            unsigned c = *at;
+            if (c == '\\') {
+                unsigned e = at[1];
+                x->p += 2;
+                unsigned cp;
+                switch (e) {
+                case '"': *w++ = '"'; continue;
+                case '\\': *w++ = '\\'; continue;
+                case '/': *w++ = '/'; continue;
+                case 'b': *w++ = '\b'; continue;
+                case 'f': *w++ = '\f'; continue;
+                case 'n': *w++ = '\n'; continue;
+                case 'r': *w++ = '\r'; continue;
+                case 't': *w++ = '\t'; continue;
+                case 'u':
+                    if (!hex4(x->p, x->end, &cp))
+                        return fail(x, at, "bad \\u escape");
+                    x->p += 4;
+                    if (cp >= 0xDC00 && cp <= 0xDFFF)
+                        return fail(x, at, "lone trailing surrogate \\u%04X", cp);
+                    if (cp >= 0xD800 && cp <= 0xDBFF) {
+                        unsigned lo;
+                        if (x->end - x->p < 6 || x->p[0] != '\\' || x->p[1] != 'u' ||
+                            !hex4(x->p + 2, x->end, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+                            return fail(x, at, "lone leading surrogate \\u%04X", cp);
+                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                        x->p += 6;
+                    }
+                    w += put_utf8(w, cp);
+                    continue;
+                default:
+                    return fail(x, at, "invalid escape '\\%c'", e >= 0x20 && e < 0x7F ? (int)e : '?');
+                }
+            }
+            if (c < 0x20)
+                return fail(x, at, "control character in a string");
+            size_t l = utf8_len(at, x->end);
+            if (!l)
+                return fail(x, at, "invalid UTF-8 in a string");
+            memcpy(w, at, l);
+            w += l;
+            x->p += l;
+        }
+    }
+    x->p++; /* closing quote */
+    *w = 0;
+    *out = (const char *)o;
+    *outlen = (size_t)(w - o);
+    return JT_OK;
+}
+
+static int parse_number(struct parser *x, jt_node *n)
+{
+    const unsigned char *s = x->p, *q = x->p;
+    if (q < x->end && *q == '-')
+        q++;
+    if (q >= x->end || *q < '0' || *q > '9')
+        return fail(x, s, "invalid value");
+    if (*q == '0') {
+        q++;
+    } else {
+        while (q < x->end && *q >= '0' && *q <= '9')
+            q++;
+    }
+    int integer = 1;
+    if (q < x->end && *q == '.') {
+        integer = 0;
+        q++;
+        if (q >= x->end || *q < '0' || *q > '9')
+            return fail(x, s, "invalid number");
+        while (q < x->end && *q >= '0' && *q <= '9')
+            q++;
+    }
+    if (q < x->end && (*q == 'e' || *q == 'E')) {
+        integer = 0;
+        q++;
+        if (q < x->end && (*q == '+' || *q == '-'))
+            q++;
+        if (q >= x->end || *q < '0' || *q > '9')
+            return fail(x, s, "invalid number");
+        while (q < x->end && *q >= '0' && *q <= '9')
+            q++;
+    }
+    char tmp[64];
+    size_t len = (size_t)(q - s);
+    n->type = JT_NUMBER;
+    if (len < sizeof tmp) {
+        memcpy(tmp, s, len);
+        tmp[len] = 0;
+        n->num = strtod(tmp, NULL);
+        if (integer) {
+            errno = 0;
+            long long v = strtoll(tmp, NULL, 10);
+            n->is_int = errno == 0;
+            n->i = v;
+        }
+    } else {
+        n->num = integer ? (*s == '-' ? -1e300 : 1e300) : 0; /* absurd literal: not an int */
+    }
+    x->p = q;
+    return JT_OK;
+}
+
+static int literal(struct parser *x, const char *word, int type, jt_node *n)
+{
+    size_t l = strlen(word);
+    if ((size_t)(x->end - x->p) < l || memcmp(x->p, word, l) != 0)
+        return fail(x, x->p, "invalid value");
+    x->p += l;
+    n->type = type;
+    return JT_OK;
+}
+
+static int push(struct parser *x, const jt_node *n)
+{
+    if (x->nstack == x->stackcap) {
+        size_t c = x->stackcap ? x->stackcap * 2 : 256;
+        jt_node *s = realloc(x->stack, c * sizeof *s);
+        if (!s)
+            return nomem(x);
+        x->stack = s;
+        x->stackcap = c;
+    }
+    x->stack[x->nstack++] = *n;
+    return JT_OK;
+}
+
+static int parse_value(struct parser *x, jt_node *n);
+
+/* Moves the children stack[base..] into the arena as n's kids. */
+static int close_container(struct parser *x, jt_node *n, size_t base)
+{
+    size_t k = x->nstack - base;
+    n->len = k;
+    if (k) {
+        jt_node *kids = arena_alloc(x->doc, k * sizeof *kids);
+        if (!kids)
+            return nomem(x);
+        memcpy(kids, x->stack + base, k * sizeof *kids);
+        n->kids = kids;
+    }
+    x->nstack = base;
+    return JT_OK;
+}
+
+static int parse_container(struct parser *x, jt_node *n, int object)
+{
+    const unsigned char *open = x->p++;
+    if (++x->depth > JT_MAX_DEPTH)
+        return fail(x, open, "nested deeper than %d levels", JT_MAX_DEPTH);
+    n->type = object ? JT_OBJECT : JT_ARRAY;
+    size_t base = x->nstack;
+    ws(x);
+    if (x->p < x->end && *x->p == (object ? '}' : ']')) {
+        x->p++;
+    } else {
+        for (;;) {
+            jt_node kid;
+            memset(&kid, 0, sizeof kid);
+            const char *key = NULL;
+            size_t keylen = 0;
+            if (object) {
+                if (x->p >= x->end || *x->p != '"')
+                    return fail(x, x->p, x->p >= x->end ? "unexpected end of input" : "expected a string key");
+                int rc = parse_string(x, &key, &keylen);
+                if (rc)
+                    return rc;
+                ws(x);
+                if (x->p >= x->end || *x->p != ':')
+                    return fail(x, x->p, "expected ':'");
+                x->p++;
+                ws(x);
+            }
+            int rc = parse_value(x, &kid);
+            if (rc)
+                return rc;
+            kid.key = key;
+            kid.keylen = keylen;
+            rc = push(x, &kid);
+            if (rc)
+                return rc;
+            ws(x);
+            if (x->p < x->end && *x->p == ',') {
+                x->p++;
+                ws(x);
+                continue;
+            }
+            if (x->p < x->end && *x->p == (object ? '}' : ']')) {
+                x->p++;
+                break;
+            }
+            return fail(x, x->p, x->p >= x->end ? "unexpected end of input" :
+                        object ? "expected ',' or '}'" : "expected ',' or ']'");
+        }
+    }
+    x->depth--;
+    return close_container(x, n, base);
+}
+
+static int parse_value(struct parser *x, jt_node *n)
+{
+    if (x->p >= x->end)
+        return fail(x, x->p, "unexpected end of input");
+    n->line = x->line;
+    n->col = (uint32_t)(x->p - x->line_start) + 1;
+    switch (*x->p) {
+    case '{': return parse_container(x, n, 1);
+    case '[': return parse_container(x, n, 0);
+    case '"': n->type = JT_STRING; return parse_string(x, &n->str, &n->len);
+    case 't': return literal(x, "true", JT_TRUE, n);
+    case 'f': return literal(x, "false", JT_FALSE, n);
+    case 'n': return literal(x, "null", JT_NULL, n);
+    default: return parse_number(x, n);
+    }
+}
+
+int jt_parse(jt_doc **out, const char *name, const char *text, size_t n, char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = 0;
+    *out = NULL;
+    jt_doc *d = calloc(1, sizeof *d);
+    struct parser x = { name, (const unsigned char *)text, (const unsigned char *)text,
+                        (const unsigned char *)text + n, d, NULL, 0, 0, err, errlen, 0, 1,
+                        (const unsigned char *)text };
+    if (!d)
+        return nomem(&x);
+    ws(&x);
+    int rc = parse_value(&x, &d->root);
+    if (rc == JT_OK) {
+        ws(&x);
+        if (x.p != x.end)
+            rc = fail(&x, x.p, "trailing characters after the JSON value");
+    }
+    free(x.stack);
+    if (rc != JT_OK) {
+        jt_free(d);
+        return rc;
+    }
+    *out = d;
+    return JT_OK;
+}
+
+int jt_parse_file(jt_doc **out, const char *path, char *err, size_t errlen)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (err && errlen)
+            snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        return JT_ERR_IO;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        len += fread(buf + len, 1, cap - len, f);
+        if (len < cap)
+            break;
+        char *nb = cap < SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        if (err && errlen)
+            snprintf(err, errlen, buf ? "cannot read '%s'" : "out of memory reading '%s'", path);
+        return buf ? JT_ERR_IO : JT_ERR_NOMEM;
+    }
+    int rc = jt_parse(out, path, buf, len, err, errlen);
+    free(buf);
+    return rc;
+}
+
+void jt_free(jt_doc *d)
+{
+    if (!d)
+        return;
+    struct block *b = d->blocks;
+    while (b) {
+        struct block *n = b->next;
+        free(b);
+        b = n;
+    }
+    free(d);
+}
+
+const jt_node *jt_root(const jt_doc *d)
+{
+    return &d->root;
+}
+
+const jt_node *jt_get(const jt_node *obj, const char *key)
+{
+    if (!obj || obj->type != JT_OBJECT)
+        return NULL;
+    size_t kl = strlen(key);
+    for (size_t i = obj->len; i-- > 0;) {
+        const jt_node *k = &obj->kids[i];
+        if (k->keylen == kl && memcmp(k->key, key, kl) == 0)
+            return k;
+    }
+    return NULL;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+    const jt_node *x = *(const jt_node *const *)a, *y = *(const jt_node *const *)b;
+    size_t l = x->keylen < y->keylen ? x->keylen : y->keylen;
+    int c = memcmp(x->key, y->key, l);
+    if (c)
+        return c;
+    if (x->keylen != y->keylen)
+        return x->keylen < y->keylen ? -1 : 1;
+    return x < y ? -1 : x > y; /* file order among equals */
+}
+
+int jt_has_duplicate_key(const jt_node *obj, const jt_node **dup)
+{
+    if (!obj || obj->type != JT_OBJECT || obj->len < 2)
+        return 0;
+    const jt_node **idx = malloc(obj->len * sizeof *idx);
+    if (!idx)
+        return 0;
+    for (size_t i = 0; i < obj->len; i++)
+        idx[i] = &obj->kids[i];
+    qsort(idx, obj->len, sizeof *idx, cmp_key);
+    int found = 0;
+    for (size_t i = 1; i < obj->len && !found; i++) {
+        if (idx[i]->keylen == idx[i - 1]->keylen && memcmp(idx[i]->key, idx[i - 1]->key, idx[i]->keylen) == 0) {
+            found = 1;
+            if (dup)
+                *dup = idx[i];
+        }
+    }
+    free(idx);
+    return found;
+}
+
+const char *jt_type_name(int type)
+{
+    switch (type) {
+    case JT_NULL: return "null";
+    case JT_FALSE: case JT_TRUE: return "a boolean";
+    case JT_NUMBER: return "a number";
+    case JT_STRING: return "a string";
+    case JT_ARRAY: return "an array";
+    case JT_OBJECT: return "an object";
+    default: return "a value";
+    }
+}

@@ -1,0 +1,1737 @@
+/*
+ * sp.c - SentencePiece models (.model files) encoded exactly as the
+ * sentencepiece library's EncodeAsIds does: sentencepiece 0.2.3, the version
+ * of the PyPI package the goldens were made with (its C++ sources:
+ * normalizer.cc, bpe_model.cc, unigram_model.cc, model_interface.cc and
+ * sentencepiece_processor.cc; earlier releases differ in unigram arithmetic
+ * and in which pieces BPE may merge into).
+ *
+ *   reading    a small protobuf reader for ModelProto (sentencepiece_model.proto):
+ *              the pieces (string, score, type), the trainer spec fields that
+ *              encoding reads, the normalizer spec; every length is checked,
+ *              unknown fields are skipped, groups and unknown piece types refused
+ *              (libprotobuf-c would add a dependency and a generated file for
+ *              the dozen fields used here);
+ *   normalize  the precompiled character map (a darts-clone double array of
+ *              rules, longest match wins), user-defined symbols verbatim,
+ *              remove_extra_whitespaces, add_dummy_prefix, escape_whitespaces
+ *              (' ' -> U+2581), treat_whitespace_as_suffix;
+ *   BPE        characters (user-defined symbols frozen) merged by a heap of
+ *              adjacent pairs whose concatenation is a normal, user-defined or
+ *              unused piece: highest score first, leftmost among equal scores;
+ *              UNUSED pieces resegmented the way they were proposed last;
+ *   unigram    the optimized Viterbi of unigram_model.cc in float arithmetic,
+ *              with its score reset past +-100000, so ties and near-ties
+ *              resolve alike;
+ *   ids        byte fallback (<0xNN> pieces for each byte of an unknown piece),
+ *              or runs of unknown pieces merged into one <unk>.
+ *
+ * Not done: WORD and CHAR models (refused), sampling, n-best, the
+ * denormalizer (decoding for display only uses the pieces), encoding
+ * extra options.  It never prints; errors name the file and the cause.
+ */
+#include "tokenizer_internal.h"
+
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { PT_NORMAL = 1, PT_UNKNOWN = 2, PT_CONTROL = 3, PT_USER = 4, PT_UNUSED = 5, PT_BYTE = 6 };
+enum { MODEL_UNIGRAM = 1, MODEL_BPE = 2, MODEL_WORD = 3, MODEL_CHAR = 4 };
+
+struct piece {
+    uint32_t off, len;   /* into the model blob */
+    float score;
+    uint8_t type;
+};
+
+/* open-addressing map from bytes to piece id */
+struct strmap {
+    uint32_t *slot;      /* id + 1, 0 empty */
+    size_t mask;
+};
+
+/* byte trie: node -> (byte -> child) through one hash table */
+struct trie {
+    uint64_t *key;       /* node << 8 | byte, UINT64_MAX empty */
+    uint32_t *child;
+    size_t mask;
+    int32_t *id;         /* (nodes) piece id ending here, -1 */
+    size_t nodes;
+};
+
+struct sp_model {
+    char *file;
+    char desc[256];
+    unsigned char *blob;     /* piece strings, then the charsmap */
+    struct piece *p;
+    size_t n;
+    int model_type;
+    int byte_fallback, ws_suffix;
+    int add_dummy_prefix, remove_extra_ws, escape_ws;
+    char *unk_piece, *bos_piece, *eos_piece, *pad_piece, *unk_surface;
+    /* charsmap */
+    const uint32_t *da;      /* double array units (little-endian in the file; copied) */
+    uint32_t *da_buf;
+    size_t da_size;
+    const char *norm_pool;
+    size_t norm_pool_len;
+    /* tables */
+    struct strmap pieces;    /* NORMAL, USER_DEFINED, UNUSED */
+    struct strmap reserved;  /* CONTROL, UNKNOWN, BYTE */
+    struct trie user;        /* user-defined symbols (the prefix matcher) */
+    struct pairs {           /* BPE: (id a, id b) -> the piece a + b when it is mergeable */
+        uint64_t *key;       /* a << 32 | b, UINT64_MAX empty */
+        uint32_t *val;
+        size_t mask;
+    } pairs;
+    int32_t byte1[256];      /* BPE: the id of each one-byte string, -1 */
+    struct lat {             /* unigram: pieces_ as a trie for the lattice, one hash table */
+        struct lent { uint32_t key, child; int32_t id; float score; } *e;   /* key node << 8 | byte */
+        size_t mask, nodes;
+    } all;
+    int has_user, has_unused;
+    int64_t unk_id;          /* the model's: the UNKNOWN piece, or -1 */
+    int64_t proc_unk, bos, eos, pad;   /* the processor's unk_id(), bos_id(), ... */
+    uint32_t byte_id[256];
+    float min_score;
+    /* the word split (sp_encode) */
+    int words;               /* 1: encode word by word through the cache */
+    uint8_t pre_ws[256];     /* 1: some piece holds this byte, then (a prefix of) the whitespace mark */
+    uint8_t post_ws[256];    /* 1: some piece holds (a suffix of) the whitespace mark, then this byte */
+    uint64_t pair[256][4];   /* bit (a, b): some piece holds the bytes a, b one after the other */
+    uint8_t plain[128];      /* no user-defined symbol starts with this byte, and 1: no charsmap rule
+                                does, 2: none that goes on with an ASCII byte; 0: other bytes */
+    /* decode */
+    unsigned char **dec;
+    uint32_t *declen;
+};
+
+struct sp_state {
+    unsigned char *norm;
+    size_t ncap;
+    /* BPE */
+    struct sym { int prev, next; uint32_t off, len; int32_t id; uint8_t freeze; } *sym;   /* id: of the string, -1 none */
+    size_t symcap;
+    struct agenda { float score; int left, right; uint32_t size; int32_t id; } *heap;
+    size_t heapcap;
+    struct rev { uint32_t stamp, loff, llen, roff, rlen; } *rev;   /* (n) last proposal per unused piece */
+    uint32_t stamp;
+    /* unigram */
+    struct best { int id; float score; int start; } *best;
+    size_t bestcap;
+    /* results: (off, len, id) */
+    struct res { uint32_t off, len; int32_t id; } *res;
+    size_t rescap;
+    /* the word cache: word -> pieces (offsets in the word), and for unigram the
+       float score of each piece and the largest |entry score| that replays */
+    int norm_valid;          /* the normalized text is valid UTF-8 */
+    struct wgen {            /* two generations: a word found in the older one moves up */
+        struct wslot {
+            uint64_t k8;                 /* the word's first 8 bytes (zero-padded) */
+            uint32_t h;
+            uint8_t klen, n;             /* word bytes (0: empty slot), pieces */
+            uint16_t len0;               /* n == 1: the piece, inline */
+            int32_t id0;
+            float sc0;
+            uint32_t voff;               /* into vals: the pieces when n > 1, then the bytes past 8 */
+            float plim;                  /* unigram: replay while |P| < plim */
+        } *slot;
+        struct wpiece { int32_t id; uint16_t off, len; float score; } *vals;
+        size_t used, vn;
+    } gen[2];
+    int cur;
+    struct wpiece *wtmp;
+    struct cut { uint32_t end, h; } *cuts;
+    size_t cutcap;
+    size_t wtmpcap;
+    struct dbest { double best, second; float score; int id, start; } *dbest;
+    size_t dbestcap;
+};
+
+/* ------------------------------------------------------------------------ */
+/* hashing                                                                    */
+
+static uint64_t hash_bytes(const unsigned char *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, p + i, 8);
+        h = (h ^ v) * 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    h ^= h >> 32;
+    h *= 0x9E3779B97F4A7C15ull;
+    return h ^ (h >> 29);
+}
+
+static int map_init(struct strmap *m, size_t n)
+{
+    size_t c = 16;
+    while (c < 2 * n + 16) c *= 2;
+    m->slot = calloc(c, sizeof *m->slot);
+    m->mask = c - 1;
+    return m->slot ? 0 : -1;
+}
+
+static int64_t map_get(const sp_model *M, const struct strmap *m, const unsigned char *s, size_t n)
+{
+    size_t i = (size_t)hash_bytes(s, n) & m->mask;
+    for (;;) {
+        uint32_t v = m->slot[i];
+        if (!v) return -1;
+        const struct piece *p = &M->p[v - 1];
+        if (p->len == n && memcmp(M->blob + p->off, s, n) == 0) return v - 1;
+        i = (i + 1) & m->mask;
+    }
+}
+
+/* returns 0, or 1 when the string is already there */
+static int map_put(const sp_model *M, struct strmap *m, uint32_t id)
+{
+    const struct piece *p = &M->p[id];
+    size_t i = (size_t)hash_bytes(M->blob + p->off, p->len) & m->mask;
+    for (;;) {
+        uint32_t v = m->slot[i];
+        if (!v) {
+            m->slot[i] = id + 1;
+            return 0;
+        }
+        const struct piece *q = &M->p[v - 1];
+        if (q->len == p->len && memcmp(M->blob + q->off, M->blob + p->off, p->len) == 0) return 1;
+        i = (i + 1) & m->mask;
+    }
+}
+
+static inline size_t trie_slot(const struct trie *t, uint64_t k)
+{
+    uint64_t h = k * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h ^ (h >> 31)) & t->mask;
+}
+
+static inline uint32_t trie_next(const struct trie *t, uint32_t node, unsigned char c)
+{
+    uint64_t k = (uint64_t)node << 8 | c;
+    size_t i = trie_slot(t, k);
+    for (;;) {
+        if (t->key[i] == k) return t->child[i];
+        if (t->key[i] == UINT64_MAX) return UINT32_MAX;
+        i = (i + 1) & t->mask;
+    }
+}
+
+static void trie_free(struct trie *t)
+{
+    free(t->key);
+    free(t->child);
+    free(t->id);
+    memset(t, 0, sizeof *t);
+}
+
+/* A trie of the pieces for which want(type) holds. */
+static int trie_build(const sp_model *M, struct trie *t, int (*want)(int type))
+{
+    size_t total = 1;
+    for (size_t i = 0; i < M->n; i++) if (want(M->p[i].type)) total += M->p[i].len;
+    size_t c = 16;
+    while (c < 2 * total) c *= 2;
+    t->key = malloc(c * sizeof *t->key);
+    t->child = malloc(c * sizeof *t->child);
+    t->id = malloc(total * sizeof *t->id);
+    if (!t->key || !t->child || !t->id) return -1;
+    t->mask = c - 1;
+    memset(t->key, 0xFF, c * sizeof *t->key);
+    t->nodes = 1;
+    t->id[0] = -1;
+    for (size_t i = 0; i < M->n; i++) {
+        if (!want(M->p[i].type)) continue;
+        const unsigned char *s = M->blob + M->p[i].off;
+        uint32_t node = 0;
+        for (size_t j = 0; j < M->p[i].len; j++) {
+            uint32_t nx = trie_next(t, node, s[j]);
+            if (nx == UINT32_MAX) {
+                uint64_t k = (uint64_t)node << 8 | s[j];
+                size_t slot = trie_slot(t, k);
+                while (t->key[slot] != UINT64_MAX) slot = (slot + 1) & t->mask;
+                t->key[slot] = k;
+                t->child[slot] = (uint32_t)t->nodes;
+                t->id[t->nodes] = -1;
+                nx = (uint32_t)t->nodes++;
+            }
+            node = nx;
+        }
+        if (t->id[node] < 0) t->id[node] = (int32_t)i;
+    }
+    return 0;
+}
+
+static int want_user(int type) { return type == PT_USER; }
+static int want_pieces(int type) { return type == PT_NORMAL || type == PT_USER || type == PT_UNUSED; }
+
+/* ------------------------------------------------------------------------ */
+/* protobuf                                                                   */
+
+struct pb { const unsigned char *p, *end; };
+
+static int pb_varint(struct pb *b, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (b->p >= b->end) return -1;
+        unsigned c = *b->p++;
+        r |= (uint64_t)(c & 0x7F) << shift;
+        if (!(c & 0x80)) {
+            *v = r;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Reads a field key; *wt gets the wire type.  -1 on malformed input. */
+static int pb_key(struct pb *b, uint32_t *field, int *wt)
+{
+    uint64_t k;
+    if (pb_varint(b, &k) || (k >> 3) == 0 || (k >> 3) > 0x1FFFFFFF) return -1;
+    *field = (uint32_t)(k >> 3);
+    *wt = (int)(k & 7);
+    return 0;
+}
+
+static int pb_len(struct pb *b, struct pb *sub)
+{
+    uint64_t l;
+    if (pb_varint(b, &l) || l > (uint64_t)(b->end - b->p)) return -1;
+    sub->p = b->p;
+    sub->end = b->p + l;
+    b->p += l;
+    return 0;
+}
+
+static int pb_skip(struct pb *b, int wt)
+{
+    uint64_t v;
+    struct pb sub;
+    switch (wt) {
+    case 0: return pb_varint(b, &v);
+    case 1: if (b->end - b->p < 8) return -1; b->p += 8; return 0;
+    case 2: return pb_len(b, &sub);
+    case 5: if (b->end - b->p < 4) return -1; b->p += 4; return 0;
+    default: return -1;   /* groups (3, 4) and reserved types */
+    }
+}
+
+struct rd {
+    const char *file;
+    char *err;
+    size_t errlen;
+};
+
+static int bad(struct rd *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(struct rd *r, const char *fmt, ...)
+{
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    return tok_fail(r->err, r->errlen, TOK_ERR_FORMAT, "invalid SentencePiece model '%s': %s", r->file, why);
+}
+
+static char *dupn(const unsigned char *s, size_t n)
+{
+    char *p = malloc(n + 1);
+    if (p) {
+        memcpy(p, s, n);
+        p[n] = 0;
+    }
+    return p;
+}
+
+static int set_str(char **dst, const struct pb *v)
+{
+    char *p = dupn(v->p, (size_t)(v->end - v->p));
+    if (!p) return -1;
+    free(*dst);
+    *dst = p;
+    return 0;
+}
+
+static int read_trainer(struct rd *r, sp_model *M, struct pb b)
+{
+    while (b.p < b.end) {
+        uint32_t f;
+        int wt;
+        uint64_t v;
+        struct pb s;
+        if (pb_key(&b, &f, &wt)) return bad(r, "truncated trainer spec");
+        if ((f == 3 || f == 24 || f == 35) && wt == 0) {
+            if (pb_varint(&b, &v)) return bad(r, "truncated trainer spec");
+            if (f == 3) M->model_type = (int)v;
+            else if (f == 24) M->ws_suffix = v != 0;
+            else M->byte_fallback = v != 0;
+        } else if (f >= 44 && f <= 48 && wt == 2) {
+            if (pb_len(&b, &s)) return bad(r, "truncated trainer spec");
+            char **dst = f == 44 ? &M->unk_surface : f == 45 ? &M->unk_piece : f == 46 ? &M->bos_piece :
+                         f == 47 ? &M->eos_piece : &M->pad_piece;
+            if (set_str(dst, &s)) return tok_fail(r->err, r->errlen, TOK_ERR_NOMEM, "out of memory");
+        } else if (pb_skip(&b, wt)) {
+            return bad(r, "malformed field %u of the trainer spec", f);
+        }
+    }
+    return 0;
+}
+
+static int read_normalizer(struct rd *r, sp_model *M, struct pb b, struct pb *charsmap)
+{
+    while (b.p < b.end) {
+        uint32_t f;
+        int wt;
+        uint64_t v;
+        if (pb_key(&b, &f, &wt)) return bad(r, "truncated normalizer spec");
+        if (f == 2 && wt == 2) {
+            if (pb_len(&b, charsmap)) return bad(r, "truncated normalizer spec");
+        } else if (f >= 3 && f <= 5 && wt == 0) {
+            if (pb_varint(&b, &v)) return bad(r, "truncated normalizer spec");
+            if (f == 3) M->add_dummy_prefix = v != 0;
+            else if (f == 4) M->remove_extra_ws = v != 0;
+            else M->escape_ws = v != 0;
+        } else if (pb_skip(&b, wt)) {
+            return bad(r, "malformed field %u of the normalizer spec", f);
+        }
+    }
+    return 0;
+}
+
+static int read_piece(struct rd *r, sp_model *M, struct pb b, size_t index, size_t *boff)
+{
+    struct piece *p = &M->p[index];
+    p->type = PT_NORMAL;
+    p->score = 0;
+    int have = 0;
+    while (b.p < b.end) {
+        uint32_t f;
+        int wt;
+        uint64_t v;
+        struct pb s;
+        if (pb_key(&b, &f, &wt)) return bad(r, "truncated piece %zu", index);
+        if (f == 1 && wt == 2) {
+            if (pb_len(&b, &s)) return bad(r, "truncated piece %zu", index);
+            size_t l = (size_t)(s.end - s.p);
+            memcpy(M->blob + *boff, s.p, l);
+            p->off = (uint32_t)*boff;
+            p->len = (uint32_t)l;
+            *boff += l;
+            have = 1;
+        } else if (f == 2 && wt == 5) {
+            if (b.end - b.p < 4) return bad(r, "truncated piece %zu", index);
+            uint32_t u = (uint32_t)b.p[0] | (uint32_t)b.p[1] << 8 | (uint32_t)b.p[2] << 16 | (uint32_t)b.p[3] << 24;
+            memcpy(&p->score, &u, 4);
+            b.p += 4;
+        } else if (f == 3 && wt == 0) {
+            if (pb_varint(&b, &v)) return bad(r, "truncated piece %zu", index);
+            if (v < 1 || v > 6) return bad(r, "piece %zu has an unknown type %llu", index, (unsigned long long)v);
+            p->type = (uint8_t)v;
+        } else if (pb_skip(&b, wt)) {
+            return bad(r, "malformed field %u in piece %zu", f, index);
+        }
+    }
+    if (!have || p->len == 0) return bad(r, "piece %zu is empty", index);
+    return 0;
+}
+
+static int piece_to_byte(const unsigned char *s, size_t n)
+{
+    /* "<0xNN>", upper-case hex, as ByteToPiece writes it */
+    static const char hex[] = "0123456789ABCDEF";
+    if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
+    const char *a = memchr(hex, s[3], 16), *b = memchr(hex, s[4], 16);
+    if (!a || !b || !s[3] || !s[4]) return -1;
+    return (int)((a - hex) * 16 + (b - hex));
+}
+
+static int load(struct rd *r, sp_model *M, const unsigned char *buf, size_t len)
+{
+    struct pb b = { buf, buf + len }, charsmap = { NULL, NULL };
+    /* pass 1: count pieces and their bytes */
+    size_t np = 0, bytes = 0;
+    while (b.p < b.end) {
+        uint32_t f;
+        int wt;
+        struct pb s;
+        if (pb_key(&b, &f, &wt)) return bad(r, "not a ModelProto (bad field key at byte %zu)", (size_t)(b.p - buf));
+        if (f == 1 && wt == 2) {
+            if (pb_len(&b, &s)) return bad(r, "truncated piece %zu", np);
+            np++;
+            bytes += (size_t)(s.end - s.p);
+        } else if (pb_skip(&b, wt)) {
+            return bad(r, "malformed field %u at byte %zu", f, (size_t)(b.p - buf));
+        }
+    }
+    if (np == 0) return bad(r, "no pieces");
+    if (np >= INT32_MAX) return bad(r, "too many pieces");
+    M->n = np;
+    M->p = calloc(np, sizeof *M->p);
+    M->blob = malloc(bytes + 1);
+    if (!M->p || !M->blob) return tok_fail(r->err, r->errlen, TOK_ERR_NOMEM, "out of memory loading '%s'", r->file);
+    /* pass 2 */
+    M->model_type = MODEL_UNIGRAM;
+    M->add_dummy_prefix = M->remove_extra_ws = M->escape_ws = 1;
+    size_t k = 0, boff = 0;
+    b.p = buf;
+    int rc;
+    while (b.p < b.end) {
+        uint32_t f;
+        int wt;
+        struct pb s;
+        pb_key(&b, &f, &wt);
+        if (wt == 2 && (f == 1 || f == 2 || f == 3)) {
+            pb_len(&b, &s);
+            if (f == 1) rc = read_piece(r, M, s, k++, &boff);
+            else if (f == 2) rc = read_trainer(r, M, s);
+            else rc = read_normalizer(r, M, s, &charsmap);
+            if (rc) return rc;
+        } else {
+            pb_skip(&b, wt);
+        }
+    }
+    if (M->model_type == MODEL_WORD || M->model_type == MODEL_CHAR)
+        return tok_fail(r->err, r->errlen, TOK_ERR_UNSUPPORTED, "'%s': the SentencePiece model type %s is not supported by mds (BPE and unigram are)",
+                        r->file, M->model_type == MODEL_WORD ? "WORD" : "CHAR");
+    if (M->model_type != MODEL_BPE && M->model_type != MODEL_UNIGRAM)
+        return bad(r, "unknown model type %d", M->model_type);
+    /* the charsmap: <u32 trie bytes><double array><NUL-terminated strings>,
+       checked as Normalizer::Init and DecodePrecompiledCharsMap check it */
+    if (charsmap.p && charsmap.end > charsmap.p) {
+        size_t cl = (size_t)(charsmap.end - charsmap.p);
+        if (cl <= 4) return bad(r, "the precompiled charsmap is broken");
+        uint32_t ts = (uint32_t)charsmap.p[0] | (uint32_t)charsmap.p[1] << 8 | (uint32_t)charsmap.p[2] << 16 |
+                      (uint32_t)charsmap.p[3] << 24;
+        if (ts >= cl - 4) return bad(r, "the precompiled charsmap's trie size %u exceeds the blob", ts);
+        if (ts < 1024 || (ts & 0x3FF) != 0) return bad(r, "the precompiled charsmap's trie size %u is not a multiple of 1024", ts);
+        M->da_size = ts / 4;
+        M->da_buf = malloc(ts);
+        if (!M->da_buf) return tok_fail(r->err, r->errlen, TOK_ERR_NOMEM, "out of memory loading '%s'", r->file);
+        for (size_t i = 0; i < M->da_size; i++) {
+            const unsigned char *q = charsmap.p + 4 + 4 * i;
+            M->da_buf[i] = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+        }
+        M->da = M->da_buf;
+        M->norm_pool_len = cl - 4 - ts;
+        if (charsmap.p[cl - 1] != 0) return bad(r, "the precompiled charsmap's strings are not NUL-terminated");
+        char *pool = malloc(M->norm_pool_len);
+        if (!pool) return tok_fail(r->err, r->errlen, TOK_ERR_NOMEM, "out of memory loading '%s'", r->file);
+        memcpy(pool, charsmap.p + 4 + ts, M->norm_pool_len);
+        M->norm_pool = pool;
+        /* darts-clone's DoubleArray::validate(max value = the strings' size) */
+        const uint32_t *a = M->da;
+#define DA_LEAF(u) (((u) >> 8) & 1)
+#define DA_VALUE(u) ((u) & ((1u << 31) - 1))
+#define DA_LABEL(u) ((u) & ((1u << 31) | 0xFF))
+#define DA_OFFSET(u) (((u) >> 10) << (((u) & (1u << 9)) >> 6))
+        if (DA_LABEL(a[0]) != 0 || DA_LEAF(a[0]) || DA_OFFSET(a[0]) == 0 || ((0 ^ DA_OFFSET(a[0])) | 0xFF) >= M->da_size)
+            return bad(r, "the precompiled charsmap is invalid");
+        for (size_t i = 1; i < M->da_size; i++) {
+            if (DA_LABEL(a[i]) <= 0xFF) {
+                if (((i ^ DA_OFFSET(a[i])) | 0xFF) >= M->da_size) return bad(r, "the precompiled charsmap is invalid");
+                if (DA_LEAF(a[i]) && DA_LABEL(a[i ^ DA_OFFSET(a[i])]) <= 0xFF) return bad(r, "the precompiled charsmap is invalid");
+            } else if (DA_VALUE(a[i]) >= M->norm_pool_len) {
+                return bad(r, "the precompiled charsmap is invalid");
+            }
+        }
+    }
+    /* sentencepiece_processor.cc's workaround: a raw "\0" piece is UNUSED with byte fallback */
+    if (M->byte_fallback)
+        for (size_t i = 0; i < M->n; i++)
+            if (M->p[i].len == 1 && M->blob[M->p[i].off] == 0) M->p[i].type = PT_UNUSED;
+    return 0;
+}
+
+/* InitializePieces and the processor's ids. */
+static inline size_t lat_slot(const struct lat *t, uint32_t k)
+{
+    uint64_t h = (uint64_t)k * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 32) & t->mask;
+}
+
+/* The edge from node on byte c: NULL when there is none. */
+static inline const struct lent *lat_next(const struct lat *t, uint32_t node, unsigned char c)
+{
+    uint32_t k = node << 8 | c;
+    for (size_t i = lat_slot(t, k);; i = (i + 1) & t->mask) {
+        const struct lent *e = &t->e[i];
+        if (e->key == k) return e;
+        if (e->key == UINT32_MAX) return NULL;
+    }
+}
+
+/* The unigram lattice's trie: NORMAL and USER_DEFINED pieces with the score
+ * the Viterbi gives them (UNUSED pieces are nodes without an id). */
+static int lat_build(struct rd *r, sp_model *M)
+{
+    struct lat *t = &M->all;
+    size_t total = 1;
+    for (size_t i = 0; i < M->n; i++) if (want_pieces(M->p[i].type)) total += M->p[i].len;
+    if (total >= (1u << 24) - 1) return bad(r, "the pieces are too long together (%zu bytes)", total);
+    size_t c = 16;
+    while (c < 2 * total) c *= 2;
+    t->e = malloc(c * sizeof *t->e);
+    if (!t->e) return tok_fail(r->err, r->errlen, TOK_ERR_NOMEM, "out of memory loading '%s'", r->file);
+    t->mask = c - 1;
+    memset(t->e, 0xFF, c * sizeof *t->e);
+    t->nodes = 1;
+    for (size_t i = 0; i < M->n; i++) {
+        if (!want_pieces(M->p[i].type)) continue;
+        const unsigned char *s = M->blob + M->p[i].off;
+        uint32_t node = 0;
+        struct lent *e = NULL;
+        for (size_t j = 0; j < M->p[i].len; j++) {
+            uint32_t k = node << 8 | s[j];
+            size_t slot = lat_slot(t, k);
+            while (t->e[slot].key != UINT32_MAX && t->e[slot].key != k) slot = (slot + 1) & t->mask;
+            e = &t->e[slot];
+            if (e->key == UINT32_MAX) *e = (struct lent){ k, (uint32_t)t->nodes++, -1, 0.0f };
+            node = e->child;
+        }
+        if (e && e->id < 0 && M->p[i].type != PT_UNUSED) {
+            e->id = (int32_t)i;
+            /* float throughout; a user-defined piece scores 0.1 * (bytes - 1) */
+            e->score = M->p[i].type == PT_USER ? (float)(0.1 * (double)((int)M->p[i].len - 1)) : M->p[i].score;
+        }
+    }
+    return 0;
+}
+
+static inline size_t pair_slot(const struct pairs *t, uint64_t k)
+{
+    k *= 0x9E3779B97F4A7C15ull;
+    return (size_t)(k ^ (k >> 29)) & t->mask;
+}
+
+/* The mergeable piece a + b, or -1. */
+static inline int64_t pair_get(const struct pairs *t, uint32_t a, uint32_t b)
+{
+    uint64_t k = (uint64_t)a << 32 | b;
+    for (size_t i = pair_slot(t, k);; i = (i + 1) & t->mask) {
+        if (t->key[i] == k) return t->val[i];
+        if (t->key[i] == UINT64_MAX) return -1;
+    }
+}
+
+/* BPE: every way of writing a mergeable piece as two strings that are
+ * pieces, so that merging looks up ids instead of hashing strings. */
+static int pairs_build(struct rd *r, sp_model *M)
+{
+    struct pairs *t = &M->pairs;
+    for (int c = 0; c < 256; c++) {
+        unsigned char b = (unsigned char)c;
+        M->byte1[c] = (int32_t)map_get(M, &M->pieces, &b, 1);
+    }
+    size_t n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) {
+            size_t c = 16;
+            while (c < 2 * n + 16) c *= 2;
+            t->key = malloc(c * sizeof *t->key);
+            t->val = malloc(c * sizeof *t->val);
+            if (!t->key || !t->val) return tok_fail(r->err, r->errlen, TOK_ERR_NOMEM, "out of memory loading '%s'", r->file);
+            memset(t->key, 0xFF, c * sizeof *t->key);
+            t->mask = c - 1;
+        }
+        for (size_t i = 0; i < M->n; i++) {
+            const struct piece *p = &M->p[i];
+            if ((int64_t)i == M->unk_id || !want_pieces(p->type)) continue;
+            const unsigned char *str = M->blob + p->off;
+            for (uint32_t k = 1; k < p->len; k++) {
+                int64_t a = map_get(M, &M->pieces, str, k), b = a < 0 ? -1 : map_get(M, &M->pieces, str + k, p->len - k);
+                if (b < 0) continue;
+                if (!pass) {
+                    n++;
+                    continue;
+                }
+                uint64_t key = (uint64_t)a << 32 | (uint64_t)b;
+                size_t j = pair_slot(t, key);
+                while (t->key[j] != UINT64_MAX && t->key[j] != key) j = (j + 1) & t->mask;
+                t->key[j] = key;   /* (a string splits one way into a and b: one piece per key) */
+                t->val[j] = (uint32_t)i;
+            }
+        }
+    }
+    return 0;
+}
+
+static int init_pieces(struct rd *r, sp_model *M)
+{
+    int rc;
+    /* ModelInterface::InitializePieces: BPE keeps every piece in one map
+       (use_reserved_id_map false); unigram puts CONTROL, UNKNOWN and BYTE
+       pieces apart */
+    int split = M->model_type == MODEL_UNIGRAM;
+    size_t nres = 0;
+    for (size_t i = 0; i < M->n; i++) nres += split && !want_pieces(M->p[i].type);
+    if (map_init(&M->pieces, M->n) || map_init(&M->reserved, nres))
+        return tok_fail(r->err, r->errlen, TOK_ERR_NOMEM, "out of memory loading '%s'", r->file);
+    int found[256] = {0};
+    M->unk_id = -1;
+    for (size_t i = 0; i < M->n; i++) {
+        const struct piece *p = &M->p[i];
+        const unsigned char *str = M->blob + p->off;
+        if (p->len >= 8000) return bad(r, "piece %zu is too long (%u bytes)", i, p->len);
+        if (p->len == 1 && str[0] == 0 && p->type == PT_UNUSED) continue;
+        if (memchr(str, 0, p->len)) return bad(r, "piece %zu holds a NUL byte", i);
+        if (map_put(M, split && !want_pieces(p->type) ? &M->reserved : &M->pieces, (uint32_t)i))
+            return bad(r, "piece %zu (\"%.*s\") is already defined", i, (int)(p->len > 40 ? 40 : p->len), str);
+        if (p->type == PT_USER) M->has_user = 1;
+        if (p->type == PT_UNUSED) M->has_unused = 1;
+        if (p->type == PT_UNKNOWN) {
+            if (M->unk_id >= 0) return bad(r, "two unknown pieces (%lld and %zu)", (long long)M->unk_id, i);
+            M->unk_id = (int64_t)i;
+        }
+        if (p->type == PT_BYTE) {
+            if (!M->byte_fallback) return bad(r, "byte piece %zu found although byte_fallback is false", i);
+            int v = piece_to_byte(str, p->len);
+            if (v < 0) return bad(r, "byte piece %zu (\"%.*s\") is invalid", i, (int)(p->len > 20 ? 20 : p->len), str);
+            found[v] = 1;
+        }
+    }
+    if (M->unk_id < 0 && !M->byte_fallback) return bad(r, "no unknown piece");
+    if (M->byte_fallback)
+        for (int v = 0; v < 256; v++)
+            if (!found[v]) return bad(r, "byte_fallback is set but there is no piece for byte 0x%02X", v);
+    /* scores: unigram refuses NaN and infinity; BPE compares them, and a NaN
+       has no order (mds refuses it there too) */
+    M->min_score = FLT_MAX;
+    for (size_t i = 0; i < M->n; i++) {
+        float sc = M->p[i].score;
+        if (sc != sc || (split && (sc > FLT_MAX || sc < -FLT_MAX)))
+            return bad(r, "piece %zu has a score that is NaN%s", i, split ? " or infinite" : "");
+        if (M->p[i].type == PT_NORMAL && sc < M->min_score) M->min_score = sc;
+    }
+    if (M->has_user && trie_build(M, &M->user, want_user))
+        return tok_fail(r->err, r->errlen, TOK_ERR_NOMEM, "out of memory loading '%s'", r->file);
+    if (split && (rc = lat_build(r, M))) return rc;
+    if (!split && (rc = pairs_build(r, M))) return rc;
+    return 0;
+}
+
+/* The model's PieceToId: reserved pieces (unigram), then the others, else
+ * the model's unk id. */
+static int64_t piece_to_id(const sp_model *M, const unsigned char *s, size_t n)
+{
+    int64_t id = map_get(M, &M->reserved, s, n);
+    if (id >= 0) return id;
+    id = map_get(M, &M->pieces, s, n);
+    return id >= 0 ? id : M->unk_id;
+}
+
+/* SentencePieceProcessor::Load's cached ids: the piece's id if it has the type. */
+static int64_t special_id(const sp_model *M, const char *piece, int type)
+{
+    int64_t id = piece_to_id(M, (const unsigned char *)piece, strlen(piece));
+    return id >= 0 && M->p[id].type == type ? id : -1;
+}
+
+static void byte_ids(sp_model *M)
+{
+    for (int v = 0; v < 256; v++) {
+        char b[8];
+        snprintf(b, sizeof b, "<0x%02X>", v);
+        int64_t id = piece_to_id(M, (const unsigned char *)b, 6);
+        M->byte_id[v] = (uint32_t)id;
+    }
+}
+
+static void word_tables(sp_model *M, int whole_text);
+
+static int build_decode(sp_model *M)
+{
+    M->dec = calloc(M->n, sizeof *M->dec);
+    M->declen = calloc(M->n, sizeof *M->declen);
+    if (!M->dec || !M->declen) return -1;
+    for (size_t i = 0; i < M->n; i++) {
+        const struct piece *p = &M->p[i];
+        const unsigned char *s = M->blob + p->off;
+        unsigned char *d = malloc(p->len + 4 + (M->unk_surface ? strlen(M->unk_surface) : 8));
+        if (!d) return -1;
+        size_t w = 0;
+        if (p->type == PT_CONTROL) {
+            /* nothing */
+        } else if (p->type == PT_UNKNOWN) {
+            const char *u = M->unk_surface ? M->unk_surface : " \xE2\x81\x87 ";
+            memcpy(d, u, strlen(u));
+            w = strlen(u);
+        } else if (p->type == PT_BYTE) {
+            d[w++] = (unsigned char)piece_to_byte(s, p->len);
+        } else {
+            for (size_t j = 0; j < p->len;) {
+                if (j + 3 <= p->len && s[j] == 0xE2 && s[j + 1] == 0x96 && s[j + 2] == 0x81) {
+                    d[w++] = ' ';
+                    j += 3;
+                } else {
+                    d[w++] = s[j++];
+                }
+            }
+        }
+        M->dec[i] = d;
+        M->declen[i] = (uint32_t)w;
+    }
+    return 0;
+}
+
+int sp_open(sp_model **out, const char *path, int whole_text, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (err && errlen) err[0] = 0;
+    struct rd r = { path, err, errlen };
+    FILE *f = fopen(path, "rb");
+    if (!f) return tok_fail(err, errlen, TOK_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    size_t cap = 1 << 20, len = 0;
+    unsigned char *buf = malloc(cap);
+    while (buf) {
+        len += fread(buf + len, 1, cap - len, f);
+        if (len < cap) break;
+        unsigned char *nb = realloc(buf, cap * 2);
+        if (!nb) { free(buf); buf = NULL; break; }
+        buf = nb;
+        cap *= 2;
+    }
+    int ferr = ferror(f);
+    fclose(f);
+    if (!buf) return tok_fail(err, errlen, TOK_ERR_NOMEM, "out of memory reading '%s'", path);
+    if (ferr) { free(buf); return tok_fail(err, errlen, TOK_ERR_IO, "cannot read '%s'", path); }
+    sp_model *M = calloc(1, sizeof *M);
+    int rc = M ? 0 : tok_fail(err, errlen, TOK_ERR_NOMEM, "out of memory");
+    if (!rc) {
+        M->file = dupn((const unsigned char *)path, strlen(path));
+        rc = M->file ? load(&r, M, buf, len) : tok_fail(err, errlen, TOK_ERR_NOMEM, "out of memory");
+    }
+    free(buf);
+    if (!rc) rc = init_pieces(&r, M);
+    if (!rc && build_decode(M)) rc = tok_fail(err, errlen, TOK_ERR_NOMEM, "out of memory loading '%s'", path);
+    if (!rc) word_tables(M, whole_text);
+    if (rc) {
+        sp_free(M);
+        return rc;
+    }
+    /* an empty name in the trainer spec means the default (RETURN_PIECE) */
+#define NAME(p, d) ((p) && *(p) ? (p) : (d))
+    M->proc_unk = special_id(M, NAME(M->unk_piece, "<unk>"), PT_UNKNOWN);
+    if (M->byte_fallback) byte_ids(M);
+    M->bos = special_id(M, NAME(M->bos_piece, "<s>"), PT_CONTROL);
+    M->eos = special_id(M, NAME(M->eos_piece, "</s>"), PT_CONTROL);
+    M->pad = special_id(M, NAME(M->pad_piece, "<pad>"), PT_CONTROL);
+#undef NAME
+    snprintf(M->desc, sizeof M->desc, "SentencePiece %s '%s': %zu pieces%s%s", M->model_type == MODEL_BPE ? "BPE" : "unigram",
+             path, M->n, M->byte_fallback ? ", byte fallback" : "", M->da ? ", precompiled normalizer" : "");
+    *out = M;
+    return 0;
+}
+
+void sp_free(sp_model *M)
+{
+    if (!M) return;
+    if (M->dec)
+        for (size_t i = 0; i < M->n; i++) free(M->dec[i]);
+    free(M->dec);
+    free(M->declen);
+    free(M->p);
+    free(M->blob);
+    free(M->da_buf);
+    free((char *)M->norm_pool);
+    free(M->pieces.slot);
+    free(M->reserved.slot);
+    trie_free(&M->user);
+    free(M->all.e);
+    free(M->pairs.key);
+    free(M->pairs.val);
+    free(M->unk_piece);
+    free(M->bos_piece);
+    free(M->eos_piece);
+    free(M->pad_piece);
+    free(M->unk_surface);
+    free(M->file);
+    free(M);
+}
+
+size_t sp_piece_size(const sp_model *M) { return M->n; }
+int64_t sp_bos_id(const sp_model *M) { return M->bos; }
+int64_t sp_eos_id(const sp_model *M) { return M->eos; }
+int64_t sp_pad_id(const sp_model *M) { return M->pad; }
+const char *sp_describe(const sp_model *M) { return M->desc; }
+int sp_decode_strips_first_space(const sp_model *M) { return M->add_dummy_prefix && !M->ws_suffix; }
+
+const char *sp_id_to_piece(const sp_model *M, int64_t id, size_t *len)
+{
+    if (id < 0 || (size_t)id >= M->n) return NULL;
+    *len = M->p[id].len;
+    return (const char *)M->blob + M->p[id].off;
+}
+
+const unsigned char *sp_token_bytes(const sp_model *M, uint32_t id, size_t *len)
+{
+    if (id >= M->n) return NULL;
+    *len = M->declen[id];
+    return M->dec[id];
+}
+
+/* ------------------------------------------------------------------------ */
+/* normalization                                                              */
+
+int sp_state_new(const sp_model *M, sp_state **out)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out) return TOK_ERR_NOMEM;
+    if (M->has_unused) {
+        (*out)->rev = calloc(M->n, sizeof *(*out)->rev);
+        if (!(*out)->rev) {
+            free(*out);
+            *out = NULL;
+            return TOK_ERR_NOMEM;
+        }
+    }
+    return 0;
+}
+
+void sp_state_free(sp_state *s)
+{
+    if (!s) return;
+    free(s->norm);
+    free(s->sym);
+    free(s->heap);
+    free(s->rev);
+    free(s->best);
+    free(s->res);
+    for (int g = 0; g < 2; g++) {
+        free(s->gen[g].slot);
+        free(s->gen[g].vals);
+    }
+    free(s->cuts);
+    free(s->wtmp);
+    free(s->dbest);
+    free(s);
+}
+
+#define GROW(ptr, cap, need) do { \
+        if ((need) > (cap)) { \
+            size_t c_ = (cap) ? (cap) : 256; \
+            while (c_ < (need)) c_ *= 2; \
+            void *q_ = realloc((ptr), c_ * sizeof *(ptr)); \
+            if (!q_) return TOK_ERR_NOMEM; \
+            (ptr) = q_; \
+            (cap) = c_; \
+        } \
+    } while (0)
+
+static inline size_t one_char_len(unsigned char c)
+{
+    return "\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[c >> 4];
+}
+
+/* Length of the valid UTF-8 character at s (sentencepiece's DecodeUTF8), 0 if invalid. */
+static size_t valid_char(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    uint32_t cp;
+    if (n >= 2 && (c & 0xE0) == 0xC0) {
+        cp = (c & 0x1Fu) << 6 | (s[1] & 0x3Fu);
+        return (s[1] & 0xC0) == 0x80 && cp >= 0x80 ? 2 : 0;
+    }
+    if (n >= 3 && (c & 0xF0) == 0xE0) {
+        cp = (c & 0x0Fu) << 12 | (s[1] & 0x3Fu) << 6 | (s[2] & 0x3Fu);
+        return (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80 && cp >= 0x800 && !(cp >= 0xD800 && cp < 0xE000) ? 3 : 0;
+    }
+    if (n >= 4 && (c & 0xF8) == 0xF0) {
+        cp = (c & 0x07u) << 18 | (s[1] & 0x3Fu) << 12 | (s[2] & 0x3Fu) << 6 | (s[3] & 0x3Fu);
+        return (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80 && (s[3] & 0xC0) == 0x80 && cp >= 0x10000 &&
+               cp <= 0x10FFFF ? 4 : 0;
+    }
+    return 0;
+}
+
+/* The longest user-defined symbol at s, or 0. */
+static size_t user_match(const sp_model *M, const unsigned char *s, size_t n)
+{
+    uint32_t node = 0;
+    size_t best = 0;
+    for (size_t i = 0; i < n; i++) {
+        node = trie_next(&M->user, node, s[i]);
+        if (node == UINT32_MAX) break;
+        if (M->user.id[node] >= 0) best = i + 1;
+    }
+    return best;
+}
+
+/* The longest charsmap rule at s: its length, and the replacement. */
+static size_t charsmap_match(const sp_model *M, const unsigned char *s, size_t n, const char **repl)
+{
+#define HAS_LEAF(u) (((u) >> 8) & 1)
+#define VALUE(u) ((u) & ((1u << 31) - 1))
+#define LABEL(u) ((u) & ((1u << 31) | 0xFF))
+#define OFFSET(u) (((u) >> 10) << (((u) & (1u << 9)) >> 6))
+    const uint32_t *a = M->da;
+    size_t size = M->da_size, pos = 0, best = 0;
+    uint32_t unit = a[0];
+    pos ^= OFFSET(unit);
+    for (size_t i = 0; i < n; i++) {
+        pos ^= s[i];
+        if (pos >= size) break;
+        unit = a[pos];
+        if (LABEL(unit) != s[i]) break;
+        pos ^= OFFSET(unit);
+        if (pos >= size) break;
+        if (HAS_LEAF(unit)) {
+            uint32_t v = VALUE(a[pos]);
+            if (v <= M->norm_pool_len) {
+                best = i + 1;
+                *repl = M->norm_pool + v;
+            }
+        }
+    }
+    return best;
+#undef HAS_LEAF
+#undef VALUE
+#undef LABEL
+#undef OFFSET
+}
+
+/* For an ASCII byte c, which charsmap rules start with it: 0 none, 1 only
+ * rules whose second byte is not ASCII (NFKC's compositions: a letter and a
+ * combining mark), 2 others (a rule for c alone, or c and an ASCII byte). */
+static int charsmap_first(const sp_model *M, unsigned char c)
+{
+#define OFF(u) ((size_t)(((u) >> 10) << (((u) & (1u << 9)) >> 6)))
+#define LAB(u) ((u) & ((1u << 31) | 0xFF))
+    const uint32_t *a = M->da;
+    size_t pos = OFF(a[0]) ^ c;
+    if (pos >= M->da_size || LAB(a[pos]) != c) return 0;
+    uint32_t unit = a[pos];
+    if ((unit >> 8) & 1) return 2;   /* a leaf: a rule for c alone */
+    pos ^= OFF(unit);
+    for (unsigned d = 0; d < 0x80; d++) {
+        size_t q = pos ^ d;
+        if (q < M->da_size && LAB(a[q]) == d) return 2;
+    }
+    return 1;
+#undef OFF
+#undef LAB
+}
+
+/*
+ * The word split.  A position p of the normalized text where no piece can
+ * span (no piece holds the bytes on both sides of it) cuts every merge
+ * sequence (BPE) and every lattice path (unigram) in two, so the text can be
+ * encoded word by word and each word's pieces cached.  In valid UTF-8, a
+ * character boundary p is a cut when no piece holds the byte pair at p, or
+ * when p is before a whitespace mark whose preceding byte no piece holds
+ * right before (a prefix of) the mark, or after a mark whose following byte
+ * no piece holds right after (a suffix of) it.  BPE with UNUSED pieces keeps
+ * the whole text (their resegmentation depends on proposals anywhere in it).
+ */
+static void word_tables(sp_model *M, int whole_text)
+{
+    static const unsigned char WS[3] = { 0xE2, 0x96, 0x81 };
+    const unsigned char *ws = M->escape_ws ? WS : (const unsigned char *)" ";
+    size_t wsl = M->escape_ws ? 3 : 1;
+    for (size_t i = 0; i < M->n; i++) {
+        const struct piece *p = &M->p[i];
+        if (!want_pieces(p->type)) continue;
+        const unsigned char *s = M->blob + p->off;
+        for (size_t k = 1; k < p->len; k++) {
+            M->pair[s[k - 1]][s[k] >> 6] |= 1ull << (s[k] & 63);
+            size_t a = p->len - k < wsl ? p->len - k : wsl;
+            if (memcmp(s + k, ws, a) == 0) M->pre_ws[s[k - 1]] = 1;
+            size_t b = k < wsl ? k : wsl;
+            if (memcmp(s + k - b, ws + wsl - b, b) == 0) M->post_ws[s[k]] = 1;
+        }
+    }
+    for (int c = 0; c < 128; c++) {
+        int r = M->da ? charsmap_first(M, (unsigned char)c) : 0;
+        int u = M->has_user && trie_next(&M->user, 0, (unsigned char)c) != UINT32_MAX;
+        M->plain[c] = (uint8_t)(u || r == 2 ? 0 : r == 1 ? 2 : 1);
+    }
+    M->words = !whole_text && (M->model_type == MODEL_UNIGRAM || !M->has_unused);
+}
+
+/* NormalizePrefix: the replacement of the longest prefix and its length. */
+static size_t normalize_prefix(const sp_model *M, const unsigned char *s, size_t n, const unsigned char **out, size_t *outlen)
+{
+    if (M->has_user) {
+        size_t l = user_match(M, s, n);
+        if (l) {
+            *out = s;
+            *outlen = l;
+            return l;
+        }
+    }
+    if (M->da) {
+        const char *r = NULL;
+        size_t l = charsmap_match(M, s, n, &r);
+        if (l) {
+            *out = (const unsigned char *)r;
+            *outlen = strlen(r);
+            return l;
+        }
+    }
+    size_t l = valid_char(s, n);
+    if (!l) {
+        *out = (const unsigned char *)"\xEF\xBF\xBD";
+        *outlen = 3;
+        return 1;
+    }
+    *out = s;
+    *outlen = l;
+    return l;
+}
+
+/* Normalizer::Normalize into st->norm; returns its length. */
+static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, size_t n, size_t *outn)
+{
+    static const unsigned char WS[3] = { 0xE2, 0x96, 0x81 };
+    size_t w = 0;
+    *outn = 0;
+    if (n == 0) return 0;
+    if (M->remove_extra_ws) {
+        while (n) {
+            const unsigned char *r;
+            size_t rl, l = normalize_prefix(M, s, n, &r, &rl);
+            if (!(rl == 1 && r[0] == ' ')) break;
+            s += l;
+            n -= l;
+        }
+    }
+    if (n == 0) return 0;
+    GROW(st->norm, st->ncap, n * 3 + 16);
+    const unsigned char *ws = M->escape_ws ? WS : (const unsigned char *)" ";
+    size_t wsl = M->escape_ws ? 3 : 1;
+    if (!M->ws_suffix && M->add_dummy_prefix) {
+        memcpy(st->norm + w, ws, wsl);
+        w += wsl;
+    }
+    int prev_space = M->remove_extra_ws;
+    st->norm_valid = 1;
+    while (n) {
+        unsigned char c = s[0];
+        if (c < 0x80 && (M->plain[c] == 1 || (M->plain[c] == 2 && (n == 1 || s[1] < 0x80)))) {
+            /* what the general step below does for a byte without rules */
+            if (c == ' ') {
+                if (!prev_space) {
+                    memcpy(st->norm + w, ws, wsl);
+                    w += wsl;
+                }
+                prev_space = M->remove_extra_ws;
+            } else {
+                st->norm[w++] = c;
+                prev_space = 0;
+            }
+            s++;
+            n--;
+            continue;
+        }
+        const unsigned char *r;
+        size_t rl, l = normalize_prefix(M, s, n, &r, &rl);
+        while (prev_space && rl && r[0] == ' ') {
+            r++;
+            rl--;
+        }
+        for (size_t k = 0; k < rl && st->norm_valid;) {
+            size_t cl = valid_char(r + k, rl - k);
+            if (!cl) st->norm_valid = 0;
+            k += cl;
+        }
+        /* room for this replacement and three bytes for each input byte left */
+        GROW(st->norm, st->ncap, w + rl * 3 + (n - l) * 3 + 16);
+        if (rl) {
+            for (size_t k = 0; k < rl; k++) {
+                if (M->escape_ws && r[k] == ' ') {
+                    memcpy(st->norm + w, WS, 3);
+                    w += 3;
+                } else {
+                    st->norm[w++] = r[k];
+                }
+            }
+            prev_space = r[rl - 1] == ' ';
+        }
+        s += l;
+        n -= l;
+        if (!M->remove_extra_ws) prev_space = 0;
+    }
+    if (M->remove_extra_ws)
+        while (w >= wsl && memcmp(st->norm + w - wsl, ws, wsl) == 0) w -= wsl;
+    if (M->ws_suffix && M->add_dummy_prefix) {
+        GROW(st->norm, st->ncap, w + wsl);
+        memcpy(st->norm + w, ws, wsl);
+        w += wsl;
+    }
+    *outn = w;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* BPE                                                                        */
+
+/* agenda order: higher score first, then the smaller left index */
+static inline int before(const struct agenda *a, const struct agenda *b)
+{
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+static int heap_push(sp_state *st, size_t *hn, struct agenda e)
+{
+    GROW(st->heap, st->heapcap, *hn + 1);
+    size_t i = (*hn)++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!before(&e, &st->heap[p])) break;
+        st->heap[i] = st->heap[p];
+        i = p;
+    }
+    st->heap[i] = e;
+    return 0;
+}
+
+static struct agenda heap_pop(sp_state *st, size_t *hn)
+{
+    struct agenda top = st->heap[0], x = st->heap[--*hn];
+    size_t i = 0, n = *hn;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && before(&st->heap[c + 1], &st->heap[c])) c++;
+        if (!before(&st->heap[c], &x)) break;
+        st->heap[i] = st->heap[c];
+        i = c;
+    }
+    if (n) st->heap[i] = x;
+    return top;
+}
+
+static inline int mergeable(const sp_model *M, int64_t id)
+{
+    /* PieceToIdNoReserved found it, and IsReservedId is false */
+    return id >= 0 && id != M->unk_id && want_pieces(M->p[id].type);
+}
+
+static int maybe_pair(const sp_model *M, sp_state *st, const unsigned char *t, size_t *hn, int left, int right)
+{
+    if (left < 0 || right < 0) return 0;
+    const struct sym *L = &st->sym[left], *R = &st->sym[right];
+    if (L->freeze || R->freeze) return 0;
+    uint32_t size = L->len + R->len;
+    /* the piece with the string L + R: by ids when both halves are pieces
+       (pairs_build), else by the string */
+    int64_t id = L->id >= 0 && R->id >= 0 ? pair_get(&M->pairs, (uint32_t)L->id, (uint32_t)R->id)
+                                          : map_get(M, &M->pieces, t + L->off, size);
+    if (!mergeable(M, id)) return 0;
+    if (M->p[id].type == PT_UNUSED) {
+        struct rev *v = &st->rev[id];
+        *v = (struct rev){ st->stamp, L->off, L->len, R->off, R->len };
+    }
+    return heap_push(st, hn, (struct agenda){ M->p[id].score, left, right, size, (int32_t)id });
+}
+
+static int add_result(sp_state *st, size_t *nr, uint32_t off, uint32_t len, int32_t id)
+{
+    GROW(st->res, st->rescap, *nr + 1);
+    st->res[(*nr)++] = (struct res){ off, len, id };
+    return 0;
+}
+
+/* bpe_model.cc's resegment: an UNUSED piece is split the way it was last
+ * proposed; anything that is no mergeable piece is the model's unk. */
+static int resegment(const sp_model *M, sp_state *st, const unsigned char *t, uint32_t off, uint32_t len, size_t *nr, int depth,
+                     int64_t id)
+{
+    if (id == -2) id = map_get(M, &M->pieces, t + off, len);
+    if (id < 0) id = M->unk_id;
+    if (depth > 100) return add_result(st, nr, off, len, (int32_t)id);
+    if (id == M->unk_id || !want_pieces(M->p[id].type)) return add_result(st, nr, off, len, (int32_t)M->unk_id);
+    if (M->p[id].type != PT_UNUSED) return add_result(st, nr, off, len, (int32_t)id);
+    const struct rev *v = &st->rev[id];
+    if (v->stamp != st->stamp) return add_result(st, nr, off, len, (int32_t)M->unk_id);
+    /* rev_merge keys on the string: the halves are the lengths of the last proposal */
+    uint32_t l1 = v->llen, l2 = v->rlen;
+    int rc = resegment(M, st, t, off, l1, nr, depth + 1, -2);
+    return rc ? rc : resegment(M, st, t, off + l1, l2, nr, depth + 1, -2);
+}
+
+/* BPE of t[0, n), appended to st->res (offsets from t) */
+static int bpe_encode(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *nr)
+{
+    size_t ns = 0;
+    GROW(st->sym, st->symcap, n);
+    for (size_t i = 0; i < n;) {
+        size_t l = 0;
+        int freeze = 0;
+        if (M->has_user) {
+            l = user_match(M, t + i, n - i);
+            freeze = l > 0;
+        }
+        if (!l) {
+            l = one_char_len(t[i]);
+            if (l > n - i) l = n - i;
+        }
+        int32_t id = l == 1 ? M->byte1[t[i]] : (int32_t)map_get(M, &M->pieces, t + i, l);
+        st->sym[ns] = (struct sym){ (int)ns - 1, 0, (uint32_t)i, (uint32_t)l, id, (uint8_t)freeze };
+        i += l;
+        st->sym[ns].next = i < n ? (int)ns + 1 : -1;
+        ns++;
+    }
+    if (!ns) return 0;
+    st->stamp++;
+    size_t hn = 0;
+    int rc = 0;
+    for (size_t i = 1; i < ns && !rc; i++) rc = maybe_pair(M, st, t, &hn, (int)i - 1, (int)i);
+    while (hn && !rc) {
+        struct agenda top = heap_pop(st, &hn);
+        struct sym *L = &st->sym[top.left], *R = &st->sym[top.right];
+        if (L->len == 0 || R->len == 0 || L->len + R->len != top.size) continue;
+        L->len += R->len;
+        L->id = top.id;
+        L->next = R->next;
+        if (R->next >= 0) st->sym[R->next].prev = top.left;
+        R->len = 0;
+        rc = maybe_pair(M, st, t, &hn, L->prev, top.left);
+        if (!rc) rc = maybe_pair(M, st, t, &hn, top.left, L->next);
+    }
+    for (int i = 0; i != -1 && !rc; i = st->sym[i].next)
+        rc = resegment(M, st, t, st->sym[i].off, st->sym[i].len, nr, 0, st->sym[i].id);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* unigram                                                                    */
+
+#define SCORE_RESET 100000.0f   /* unigram_model.cc's kScoreResetThreshold */
+
+/*
+ * The Viterbi of t[a, b) entering node a with the score P; the pieces are
+ * appended to st->res, node b's score is left in *Pout.  Over a whole text
+ * (a = 0, P = 0) this is EncodeOptimized; from a cut (see word_tables) it is
+ * the same computation, as no edge crosses the cut.
+ */
+static int unigram_span(const sp_model *M, sp_state *st, const unsigned char *t, size_t a, size_t b, float P, size_t *nr,
+                        float *Pout)
+{
+    size_t n = b - a;
+    *Pout = P;
+    if (n == 0) return 0;
+    t += a;
+    GROW(st->best, st->bestcap, n + 1);
+    struct best *bb = st->best;
+    for (size_t i = 0; i <= n; i++) bb[i] = (struct best){ -1, 0.0f, -1 };
+    bb[0].score = P;
+    const float unk_score = M->min_score - 10.0f;   /* min_score() - kUnkPenalty */
+    const struct lat *tr = &M->all;
+    size_t frontier = 0;
+    for (size_t start = 0; start < n;) {
+        float till = bb[start].score;
+        if (till < -SCORE_RESET || till > SCORE_RESET) {
+            /* sentencepiece keeps scores small by shifting every live node */
+            const float off = till;
+            for (size_t i = start; i <= frontier; i++)
+                if (i == start || bb[i].start != -1) bb[i].score -= off;
+            till = 0.0f;
+        }
+        int single = 0;
+        size_t mblen = one_char_len(t[start]);
+        if (mblen > n - start) mblen = n - start;
+        uint32_t node = 0;
+        for (size_t k = start; k < n; k++) {
+            const struct lent *e = lat_next(tr, node, t[k]);
+            if (!e) break;
+            node = e->child;
+            int32_t id = e->id;
+            if (id < 0) continue;
+            size_t len = k + 1 - start;
+            if (k + 1 > frontier) frontier = k + 1;
+            struct best *tg = &bb[k + 1];
+            float cand = e->score + till;
+            if (tg->start == -1 || cand > tg->score) {
+                tg->score = cand;
+                tg->start = (int)start;
+                tg->id = id;
+            }
+            if (!single && len == mblen) single = 1;
+        }
+        if (!single) {
+            if (start + mblen > frontier) frontier = start + mblen;
+            struct best *tg = &bb[start + mblen];
+            float cand = unk_score + till;
+            if (tg->start == -1 || cand > tg->score) {
+                tg->score = cand;
+                tg->start = (int)start;
+                tg->id = (int)M->unk_id;
+            }
+        }
+        start += mblen;
+    }
+    *Pout = bb[n].score;
+    /* backtrack into res, then reverse the new part */
+    size_t first = *nr;
+    for (size_t end = n; end > 0;) {
+        struct best *nd = &bb[end];
+        if (nd->start < 0) return TOK_ERR_ENCODE;   /* cannot happen: every character is reachable */
+        if (add_result(st, nr, (uint32_t)(a + (size_t)nd->start), (uint32_t)(end - (size_t)nd->start), nd->id))
+            return TOK_ERR_NOMEM;
+        end = (size_t)nd->start;
+    }
+    for (size_t i = first, j = *nr; i + 1 < j; i++, j--) {
+        struct res x = st->res[i];
+        st->res[i] = st->res[j - 1];
+        st->res[j - 1] = x;
+    }
+    return 0;
+}
+
+/*
+ * The same lattice in exact arithmetic (double sums of float scores, from 0)
+ * for the word cache: the best path into st->wtmp, and *plim, the largest
+ * |P| with which unigram_span's float arithmetic is known to pick that path
+ * and to need no score reset inside the word, or -1 when some node's two
+ * best candidates are too close to tell.  Each float sum along a path of at
+ * most m pieces is within m/2 ulp of the exact one; below 2^17 an ulp is at
+ * most 2^-7, so candidates further apart than (m + 1) * 2^-7 compare alike.
+ */
+static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *np, float *plim)
+{
+    GROW(st->dbest, st->dbestcap, n + 1);
+    struct dbest *d = st->dbest;
+    for (size_t i = 0; i <= n; i++) d[i] = (struct dbest){ -HUGE_VAL, -HUGE_VAL, 0.0f, -1, -1 };
+    d[0].best = 0.0;
+    const float unk_score = M->min_score - 10.0f;
+    const struct lat *tr = &M->all;
+    double maxabs = 0.0;
+    size_t m = 0;
+#define CAND(tg, c, sc, pid, st_) do { \
+        double c_ = (c); \
+        if (c_ > (tg)->best) { \
+            (tg)->second = (tg)->best; \
+            (tg)->best = c_; \
+            (tg)->score = (sc); \
+            (tg)->id = (pid); \
+            (tg)->start = (st_); \
+        } else if (c_ > (tg)->second) { \
+            (tg)->second = c_; \
+        } \
+        if (c_ > maxabs) maxabs = c_; \
+        if (-c_ > maxabs) maxabs = -c_; \
+    } while (0)
+    for (size_t start = 0; start < n;) {
+        m++;
+        double till = d[start].best;
+        int single = 0;
+        size_t mblen = one_char_len(t[start]);
+        if (mblen > n - start) mblen = n - start;
+        uint32_t node = 0;
+        for (size_t k = start; k < n; k++) {
+            const struct lent *e = lat_next(tr, node, t[k]);
+            if (!e) break;
+            node = e->child;
+            int32_t id = e->id;
+            if (id < 0) continue;
+            size_t len = k + 1 - start;
+            CAND(&d[k + 1], (double)e->score + till, e->score, id, (int)start);
+            if (!single && len == mblen) single = 1;
+        }
+        if (!single) CAND(&d[start + mblen], (double)unk_score + till, unk_score, (int)M->unk_id, (int)start);
+        start += mblen;
+    }
+#undef CAND
+    double thr = (double)(m + 1) / 128.0 + maxabs * 1e-12;
+    int robust = 1;
+    for (size_t i = 1; i <= n && robust; i++)
+        if (d[i].start >= 0 && d[i].second > -HUGE_VAL && !(d[i].best - d[i].second > thr)) robust = 0;
+    double lim = (double)SCORE_RESET - maxabs - (double)(m + 1) / 256.0 - 1.0;
+    *plim = robust && lim > 0 ? (float)lim : -1.0f;
+    /* the path, last piece first, then reversed */
+    size_t k = 0;
+    for (size_t end = n; end > 0; k++) {
+        if (d[end].start < 0) return TOK_ERR_ENCODE;   /* cannot happen */
+        GROW(st->wtmp, st->wtmpcap, k + 1);
+        st->wtmp[k] = (struct wpiece){ d[end].id, (uint16_t)d[end].start, (uint16_t)(end - (size_t)d[end].start), d[end].score };
+        end = (size_t)d[end].start;
+    }
+    for (size_t i = 0, j = k; i + 1 < j; i++, j--) {
+        struct wpiece x = st->wtmp[i];
+        st->wtmp[i] = st->wtmp[j - 1];
+        st->wtmp[j - 1] = x;
+    }
+    *np = k;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* the word cache                                                             */
+
+#define WC_SLOTS (1u << 16)      /* per generation; at most half are filled */
+#define WC_MAXW 64               /* longest word cached, bytes */
+#define WV_CAP (1u << 18)        /* vals per generation */
+
+static inline uint64_t first8(const unsigned char *w, size_t n)
+{
+    uint64_t k = 0;
+    memcpy(&k, w, n < 8 ? n : 8);
+    return k;
+}
+
+static inline const unsigned char *wc_tail(const struct wgen *g, const struct wslot *e)
+{
+    return (const unsigned char *)(g->vals + e->voff + (e->n > 1 ? e->n : 0));
+}
+
+/* Word w's entry in generation g, or NULL and *slot the empty slot to fill. */
+static inline struct wslot *wc_find(struct wgen *g, const unsigned char *w, size_t n, uint32_t h, uint64_t k8, size_t *slot)
+{
+    size_t i = h & (WC_SLOTS - 1);
+    for (;;) {
+        struct wslot *e = &g->slot[i];
+        if (!e->klen) {
+            *slot = i;
+            return NULL;
+        }
+        if (e->h == h && e->klen == n && e->k8 == k8 && (n <= 8 || memcmp(wc_tail(g, e), w + 8, n - 8) == 0)) return e;
+        i = (i + 1) & (WC_SLOTS - 1);
+    }
+}
+
+/* Stores word w with the np pieces in st->wtmp (and plim) in the current
+ * generation; when it is full, the older one is emptied and becomes current. */
+static struct wslot *wc_store(sp_state *st, const unsigned char *w, size_t n, uint32_t h, uint64_t k8, size_t np, float plim)
+{
+    struct wgen *g = &st->gen[st->cur];
+    size_t slot, units = (np > 1 ? np : 0) + (n > 8 ? (n - 8 + sizeof *g->vals - 1) / sizeof *g->vals : 0);
+    if (g->used >= WC_SLOTS / 2 || g->vn + units > WV_CAP) {
+        st->cur ^= 1;
+        g = &st->gen[st->cur];
+        memset(g->slot, 0, WC_SLOTS * sizeof *g->slot);
+        g->used = g->vn = 0;
+    }
+    struct wslot *e = wc_find(g, w, n, h, k8, &slot);
+    if (!e) {
+        e = &g->slot[slot];
+        g->used++;
+    }
+    *e = (struct wslot){ k8, h, (uint8_t)n, (uint8_t)np, 0, -1, 0.0f, (uint32_t)g->vn, plim };
+    if (np == 1) {
+        e->len0 = st->wtmp[0].len;
+        e->id0 = st->wtmp[0].id;
+        e->sc0 = st->wtmp[0].score;
+    } else {
+        memcpy(g->vals + g->vn, st->wtmp, np * sizeof *st->wtmp);
+    }
+    if (n > 8) memcpy((unsigned char *)(g->vals + g->vn + (np > 1 ? np : 0)), w + 8, n - 8);
+    g->vn += units;
+    return e;
+}
+
+/* The cache entry of word w (valid until the next store), or NULL; *v its pieces when it has several. */
+static const struct wslot *wc_get(sp_state *st, const unsigned char *w, size_t n, uint32_t h, uint64_t k8, const struct wpiece **v)
+{
+    size_t slot;
+    struct wgen *g = &st->gen[st->cur];
+    const struct wslot *e = wc_find(g, w, n, h, k8, &slot);
+    if (e) {
+        *v = g->vals + e->voff;
+        return e;
+    }
+    struct wgen *o = &st->gen[st->cur ^ 1];
+    e = o->used ? wc_find(o, w, n, h, k8, &slot) : NULL;
+    if (!e) return NULL;
+    /* move it up: copy out first, the store may empty the older generation */
+    size_t np = e->n;
+    if (np > 1) {
+        if (np > st->wtmpcap) return NULL;   /* (cannot happen: wtmp held them when they were stored) */
+        memcpy(st->wtmp, o->vals + e->voff, np * sizeof *st->wtmp);
+    } else {
+        if (!st->wtmpcap) return NULL;
+        st->wtmp[0] = (struct wpiece){ e->id0, 0, e->len0, e->sc0 };
+    }
+    e = wc_store(st, w, n, h, k8, np, e->plim);
+    *v = st->gen[st->cur].vals + e->voff;
+    return e;
+}
+
+static int wc_alloc(sp_state *st)
+{
+    if (st->gen[0].slot) return 0;
+    for (int i = 0; i < 2; i++) {
+        struct wgen *g = &st->gen[i];
+        g->slot = calloc(WC_SLOTS, sizeof *g->slot);
+        g->vals = malloc(WV_CAP * sizeof *g->vals);
+        if (!g->slot || !g->vals) return TOK_ERR_NOMEM;
+    }
+    GROW(st->wtmp, st->wtmpcap, 256);
+    return 0;
+}
+
+/* Appends a cached word's pieces at offset a; for unigram, adds their scores
+ * to *P as the Viterbi does. */
+static int wc_replay(sp_state *st, const struct wslot *e, const struct wpiece *v, size_t a, size_t *nr, float *P)
+{
+    GROW(st->res, st->rescap, *nr + e->n);
+    if (e->n == 1) {
+        st->res[(*nr)++] = (struct res){ (uint32_t)a, e->len0, e->id0 };
+        *P = e->sc0 + *P;
+        return 0;
+    }
+    float p = *P;
+    struct res *r = st->res + *nr;
+    for (size_t k = 0; k < e->n; k++) {
+        r[k] = (struct res){ (uint32_t)(a + v[k].off), v[k].len, v[k].id };
+        p = v[k].score + p;
+    }
+    *nr += e->n;
+    *P = p;
+    return 0;
+}
+
+static int bpe_word(const sp_model *M, sp_state *st, const unsigned char *t, size_t a, size_t b, uint32_t h, size_t *nr)
+{
+    size_t n = b - a, first = *nr;
+    uint64_t k8 = 0;
+    if (n <= WC_MAXW) {
+        k8 = first8(t + a, n);
+        const struct wpiece *v;
+        const struct wslot *e = wc_get(st, t + a, n, h, k8, &v);
+        if (e) {
+            float unused = 0.0f;
+            return wc_replay(st, e, v, a, nr, &unused);
+        }
+    }
+    int rc = bpe_encode(M, st, t + a, n, nr);
+    if (rc) return rc;
+    for (size_t i = first; i < *nr; i++) st->res[i].off += (uint32_t)a;
+    size_t np = *nr - first;
+    if (n <= WC_MAXW && np <= 0xFF) {
+        GROW(st->wtmp, st->wtmpcap, np);
+        for (size_t i = 0; i < np; i++) {
+            const struct res *r = &st->res[first + i];
+            st->wtmp[i] = (struct wpiece){ r->id, (uint16_t)(r->off - a), (uint16_t)r->len, 0.0f };
+        }
+        wc_store(st, t + a, n, h, k8, np, 0.0f);
+    }
+    return 0;
+}
+
+static int unigram_word(const sp_model *M, sp_state *st, const unsigned char *t, size_t a, size_t b, uint32_t h, size_t *nr,
+                        float *P)
+{
+    size_t n = b - a;
+    /* the reset at the word's first node, the only live one there */
+    if (*P < -SCORE_RESET || *P > SCORE_RESET) *P = 0.0f;
+    if (n <= WC_MAXW) {
+        uint64_t k8 = first8(t + a, n);
+        const struct wpiece *v;
+        const struct wslot *e = wc_get(st, t + a, n, h, k8, &v);
+        if (!e) {
+            size_t np;
+            float plim;
+            int rc = unigram_analyze(M, st, t + a, n, &np, &plim);
+            if (rc) return rc;
+            if (np <= 0xFF) {
+                e = wc_store(st, t + a, n, h, k8, np, plim);
+                v = st->gen[st->cur].vals + e->voff;
+            }
+        }
+        if (e && (*P < 0 ? -*P : *P) < e->plim) return wc_replay(st, e, v, a, nr, P);
+    }
+    return unigram_span(M, st, t, a, b, *P, nr, P);
+}
+
+/* The whole normalized text, word by word (see word_tables): the cuts first,
+ * then the words, each one's cache slots fetched a few words ahead. */
+static int encode_words(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *nr)
+{
+    static const unsigned char WS[3] = { 0xE2, 0x96, 0x81 };
+    const unsigned char *ws = M->escape_ws ? WS : (const unsigned char *)" ";
+    size_t wsl = M->escape_ws ? 3 : 1;
+    const unsigned char w0 = ws[0], wl = ws[wsl - 1];
+    int rc = wc_alloc(st);
+    if (rc) return rc;
+    size_t nc = 0;
+    for (size_t j = 1; j < n; j++) {
+        unsigned char c = t[j], b = t[j - 1];
+        if ((c & 0xC0) == 0x80) continue;   /* inside a character */
+        int cut = !(M->pair[b][c >> 6] >> (c & 63) & 1) ||
+                  (c == w0 && j + wsl <= n && memcmp(t + j, ws, wsl) == 0 && !M->pre_ws[b]) ||
+                  (b == wl && j >= wsl && memcmp(t + j - wsl, ws, wsl) == 0 && !M->post_ws[c]);
+        if (!cut) continue;
+        GROW(st->cuts, st->cutcap, nc + 1);
+        st->cuts[nc++].end = (uint32_t)j;
+    }
+    GROW(st->cuts, st->cutcap, nc + 1);
+    st->cuts[nc++].end = (uint32_t)n;
+    enum { AHEAD = 4 };
+    int bpe = M->model_type == MODEL_BPE;
+    float P = 0.0f;
+    for (size_t i = 0; i < nc && i < AHEAD; i++) {
+        size_t a = i ? st->cuts[i - 1].end : 0, l = st->cuts[i].end - a;
+        st->cuts[i].h = l <= WC_MAXW ? (uint32_t)hash_bytes(t + a, l) : 0;
+    }
+    for (size_t i = 0; i < nc && !rc; i++) {
+        if (i + AHEAD < nc) {
+            size_t k = i + AHEAD, a = st->cuts[k - 1].end, l = st->cuts[k].end - a;
+            uint32_t h = l <= WC_MAXW ? (uint32_t)hash_bytes(t + a, l) : 0;
+            st->cuts[k].h = h;
+            __builtin_prefetch(&st->gen[st->cur].slot[h & (WC_SLOTS - 1)]);
+            __builtin_prefetch(&st->gen[st->cur ^ 1].slot[h & (WC_SLOTS - 1)]);
+        }
+        size_t a = i ? st->cuts[i - 1].end : 0, b = st->cuts[i].end;
+        rc = bpe ? bpe_word(M, st, t, a, b, st->cuts[i].h, nr) : unigram_word(M, st, t, a, b, st->cuts[i].h, nr, &P);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+
+int sp_encode(const sp_model *M, sp_state *st, const unsigned char *s, size_t n, tok_ids *out)
+{
+    size_t nn, nr;
+    if (n > (UINT32_MAX - 64) / 3) return TOK_ERR_ENCODE;   /* offsets are 32-bit */
+    int rc = normalize(M, st, s, n, &nn);
+    if (rc) return rc;
+    if (nn == 0) return 0;
+    nr = 0;
+    if (M->words && st->norm_valid) {
+        rc = encode_words(M, st, st->norm, nn, &nr);
+    } else if (M->model_type == MODEL_BPE) {
+        rc = bpe_encode(M, st, st->norm, nn, &nr);
+    } else {
+        float P;
+        rc = unigram_span(M, st, st->norm, 0, nn, 0.0f, &nr, &P);
+    }
+    if (rc) return rc;
+    /* SentencePieceProcessor::EncodeOptimized: control ids as they are, the
+       bytes of an unknown piece with byte fallback, else runs of unknowns
+       merged into one */
+    size_t mark = out->n;
+    int prev_unk = 0;
+    for (size_t i = 0; i < nr; i++) {
+        int32_t id = st->res[i].id;
+        int in = id >= 0 && (size_t)id < M->n;
+        if (in && M->p[id].type == PT_CONTROL) {
+            if (tok_ids_reserve(out, 1)) { out->n = mark; return TOK_ERR_NOMEM; }
+            out->ids[out->n++] = (uint32_t)id;
+            prev_unk = 0;
+            continue;
+        }
+        int unk = id == M->proc_unk || (in && M->p[id].type == PT_UNKNOWN);
+        if (unk && M->byte_fallback) {
+            if (tok_ids_reserve(out, st->res[i].len)) { out->n = mark; return TOK_ERR_NOMEM; }
+            for (uint32_t k = 0; k < st->res[i].len; k++) out->ids[out->n++] = M->byte_id[st->norm[st->res[i].off + k]];
+        } else if (!(unk && prev_unk)) {
+            if (id < 0) { out->n = mark; return TOK_ERR_ENCODE; }   /* no unk piece and no byte fallback: refused at load */
+            if (tok_ids_reserve(out, 1)) { out->n = mark; return TOK_ERR_NOMEM; }
+            out->ids[out->n++] = (uint32_t)id;
+        }
+        prev_unk = unk;
+    }
+    return 0;
+}
