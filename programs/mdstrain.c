@@ -101,7 +101,7 @@ enum {
     /* Megatron flags naming what mds does (their values checked) */
     O_CP, O_DIST_BACKEND, O_DATA_IMPL, O_OPTIMIZER, O_DDP_IMPL, O_TRANSFORMER_IMPL,
     O_MCORE, O_NUM_WORKERS, O_DATALOADER, O_NO_ASYNC_TP, O_NO_GRAD_FUSION, O_ATTN_BACKEND, O_FLASH_ATTN,
-    O_QK_SCALING, O_NO_QK_SCALING, O_MANUAL_GC, O_OVERRIDE_SCHED, O_USE_CKPT_SCHED, O_DIST_TIMEOUT,
+    O_QK_SCALING, O_NO_QK_SCALING, O_MANUAL_GC, O_SCHEDULING_ONLY, O_EMPTY_CACHE, O_TIKTOKEN_PATTERN, O_OVERRIDE_SCHED, O_USE_CKPT_SCHED, O_DIST_TIMEOUT,
     O_KILL_SWITCH, O_EXIT_DURATION, O_NULL_EOD, O_NULL_LEGACY,
     /* batch ramp-up and token schedules */
     O_RAMPUP, O_TRAIN_TOKENS, O_DECAY_TOKENS, O_WARMUP_TOKENS,
@@ -253,6 +253,20 @@ static const struct cli_option compat_options[] = {
      "accepted: the 1/layer scaling is undone in the fp32 softmax"},
     {"no-query-key-layer-scaling", 0, CLI_ARG_NONE, O_NO_QK_SCALING, NULL, "accepted (the default)"},
     {"manual-gc", 0, CLI_ARG_NONE, O_MANUAL_GC, NULL, "accepted: mds has no garbage collector"},
+    {"overlap-grad-reduce", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL,
+     "accepted: the same gradient sums, reduced after the backward instead of overlapped with it"},
+    {"overlap-param-gather", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL,
+     "accepted: the same parameters, gathered after the step instead of overlapped with the forward"},
+    {"empty-unused-memory-level", 0, CLI_ARG_ONE, O_EMPTY_CACHE, "0|1|2",
+     "accepted: when PyTorch returns cached memory; mds allocates once and frees at the end"},
+    {"no-create-attention-mask-in-dataloader", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL,
+     "accepted: the causal mask is applied inside the attention kernel, never stored"},
+    {"no-mmap-bin-files", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL,
+     "accepted: the same tokens, read through mds's read-only mapping"},
+    {"cross-entropy-loss-fusion", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL,
+     "accepted: mds's cross-entropy is already one fused kernel over the logits"},
+    {"tiktoken-pattern", 0, CLI_ARG_ONE, O_TIKTOKEN_PATTERN, "v1|v2",
+     "accepted: only TikTokenizer reads it (mds has none; Megatron ignores it for the others too)"},
     /* FP8 needs a GPU's FP8 tensor cores (Transformer Engine): this machine cannot run it */
     CANNOT("fp8-format", CLI_ARG_ONE),
     CANNOT("fp8-recipe", CLI_ARG_ONE),
@@ -261,6 +275,10 @@ static const struct cli_option compat_options[] = {
     CANNOT("fp8-amax-history-len", CLI_ARG_ONE),
     CANNOT("fp8-amax-compute-algo", CLI_ARG_ONE),
     CANNOT("fp8-param-gather", CLI_ARG_NONE),
+    /* --profile starts the CUDA profiler (nsys): it needs a GPU */
+    {"profile", 0, CLI_ARG_NONE, CLI_REFUSED, NULL, "(it starts the CUDA profiler: needs a GPU and Nsight Systems)"},
+    {"profile-step-start", 0, CLI_ARG_ONE, CLI_REFUSED, NULL, "(it goes with --profile, which needs a GPU)"},
+    {"profile-step-end", 0, CLI_ARG_ONE, CLI_REFUSED, NULL, "(it goes with --profile, which needs a GPU)"},
 };
 
 /* Megatron-DeepSpeed's DeepSpeed flags, read for what they mean here. */
@@ -468,8 +486,11 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
         cli_opt_choice(o, v, (const char *const[]){"flash", "fused", "unfused", "local", "auto", NULL});
         break;
     case O_MCORE: case O_NO_ASYNC_TP: case O_NO_GRAD_FUSION: case O_FLASH_ATTN: case O_QK_SCALING:
+    case O_SCHEDULING_ONLY:
     case O_NO_QK_SCALING: case O_MANUAL_GC: case O_DS_ACT_CKPT: case O_PARTITION_ACT: case O_DS_MPI: case O_CPU_OPT:
         break;
+    case O_EMPTY_CACHE: cli_opt_u64(o, v, 0, 2); break;
+    case O_TIKTOKEN_PATTERN: cli_opt_choice(o, v, (const char *const[]){"v1", "v2", NULL}); break;
     case O_OVERRIDE_SCHED: c->override_sched = 1; break;
     case O_USE_CKPT_SCHED: c->use_ckpt_sched = 1; break;
     case O_DIST_TIMEOUT: c->dist_timeout = cli_opt_double(o, v, 0, 1e9); break;

@@ -28,6 +28,8 @@ check reference_run test $? -eq 0
     --position-embedding-type learned_absolute --normalization LayerNorm --num-workers 2 --dataloader-type single \
     --no-async-tensor-model-parallel-allreduce --no-gradient-accumulation-fusion --attention-backend auto \
     --use-flash-attn --apply-query-key-layer-scaling --no-query-key-layer-scaling --manual-gc \
+    --overlap-grad-reduce --overlap-param-gather --empty-unused-memory-level 2 --no-create-attention-mask-in-dataloader \
+    --no-mmap-bin-files --cross-entropy-loss-fusion --tiktoken-pattern v2 \
     --distributed-timeout-minutes 10 --exit-duration-in-mins 1_000 --kill-switch-path "$T/no-switch" \
     --override-opt_param-scheduler --ds-sequence-parallel-size 1 --deepspeed_mpi --cpu-optimizer \
     --deepspeed-activation-checkpointing --partition-activations --no-pipeline-parallel >"$T/all" 2>"$T/err"
@@ -49,6 +51,9 @@ run_expect refuse_ddp_fsdp 2 "'--DDP-impl' must be local or torch, got 'FSDP'" "
 run_expect refuse_attention_backend 2 "'--attention-backend' must be flash, fused, unfused, local or auto" "$MDSTRAIN" $BASE --attention-backend xformers
 run_expect refuse_pos_emb_other 2 "'--position-embedding-type' must be" "$MDSTRAIN" $BASE --position-embedding-type alibi
 run_expect refuse_normalization_other 2 "'--normalization' must be" "$MDSTRAIN" $BASE --normalization BatchNorm
+run_expect refuse_empty_cache_3 2 "empty-unused-memory-level" "$MDSTRAIN" $BASE --empty-unused-memory-level 3
+run_expect refuse_tiktoken_v3 2 "'--tiktoken-pattern' must be v1 or v2" "$MDSTRAIN" $BASE --tiktoken-pattern v3
+run_expect refuse_profile 2 "'--profile' is not supported .*needs a GPU" "$MDSTRAIN" $BASE --profile
 run_expect refuse_ulysses 2 "'--ds-sequence-parallel-size' 2 is not supported" "$MDSTRAIN" $BASE --ds-sequence-parallel-size 2
 run_expect refuse_no_pp_with_pp 2 "--no-pipeline-parallel with --pipeline-model-parallel-size 2" "$MDSTRAIN" $BASE --no-pipeline-parallel --pipeline-model-parallel-size 2
 run_expect refuse_both_sched 2 "both --override-opt_param-scheduler and --use-checkpoint" "$MDSTRAIN" $BASE --override-opt_param-scheduler --use-checkpoint-opt_param-scheduler
