@@ -11,6 +11,7 @@ export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 unset SLURM_JOB_ID SLURM_NTASKS SLURM_PROCID MASTER_ADDR MASTER_PORT RANK WORLD_SIZE MDS_HOME
 check parses_1 sh -n examples/1.preprocess.sbatch
 check parses_2 sh -n examples/2.train.sbatch
+check parses_3 sh -n examples/3.train-llama.sbatch
 if ! have lzma; then skip examples "liblzma not built in (the bundled sample is .xz)"; finish; fi
 "$BUILD/mdsprep" -q --input examples/sample.jsonl.xz --output-prefix "$T/direct" --append-eod
 mkdir -p "$T/w"
@@ -29,6 +30,14 @@ check train_arguments_win grep -q '^| num layers  *| 2 ' "$T/train.err"
 check train_three_iterations test "$(grep -c '] iteration ' "$T/train.log")" -eq 3
 check train_relative_save test -f "$T/w/checkpoints/gpt-small/latest_checkpointed_iteration.txt"
 check train_relative_tensorboard sh -c "ls '$T/w/tensorboard/gpt-small/' | grep -q '^events.out.tfevents'"
+# the Llama script: 2.train.sbatch with Llama 3's model flags, the arguments still win
+(cd "$T/w" && NP=1 TP=1 PP=1 sh "$ROOT/examples/3.train-llama.sbatch" --num-layers 2 --hidden-size 32 \
+    --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 --micro-batch-size 1 \
+    --global-batch-size 2 --train-iters 3 --lr-warmup-iters 1 --log-interval 1 --eval-iters 0 >"$T/llama.log" 2>"$T/llama.err")
+check llama_exit0 test $? -eq 0
+check llama_three_iterations test "$(grep -c '] iteration ' "$T/llama.log")" -eq 3
+check llama_model grep -q 'RMSNorm' "$T/llama.err"
+check llama_own_save test -f "$T/w/checkpoints/llama-small/latest_checkpointed_iteration.txt"
 (cd "$T/w" && NP=3 TP=2 PP=2 sh "$ROOT/examples/2.train.sbatch" >"$T/o" 2>"$T/e")
 check ranks_not_multiple_exit2 test $? -eq 2
 check ranks_not_multiple_message grep -q '^2.train.sbatch: 3 tasks are not a multiple of TP x PP = 2 x 2$' "$T/e"
