@@ -97,7 +97,7 @@ enum {
     O_USE_ROPE_SCALING, O_ROPE_SCALING_FACTOR, O_NORMALIZATION, O_SWIGLU, O_GQA, O_QUERY_GROUPS, O_KV_HEADS,
     O_DISABLE_BIAS, O_KV_CHANNELS, O_SOFTMAX_FP32,
     O_BF16, O_FP16, O_LOSS_SCALE, O_INITIAL_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_SCALE_WINDOW, O_HYSTERESIS,
-    O_GRADS_FP32,
+    O_GRADS_FP32, O_GRADS_BF16,
     /* Megatron flags naming what mds does (their values checked) */
     O_CP, O_DIST_BACKEND, O_DATA_IMPL, O_OPTIMIZER, O_DDP_IMPL, O_TRANSFORMER_IMPL,
     O_MCORE, O_NUM_WORKERS, O_DATALOADER, O_NO_ASYNC_TP, O_NO_GRAD_FUSION, O_ATTN_BACKEND, O_FLASH_ATTN,
@@ -152,6 +152,7 @@ static const struct cli_option model_options[] = {
     {"loss-scale-window", 0, CLI_ARG_ONE, O_LOSS_SCALE_WINDOW, "N", "iterations without overflow before it doubles (default 1000)"},
     {"hysteresis", 0, CLI_ARG_ONE, O_HYSTERESIS, "N", "overflows before it halves (default 2)"},
     {"accumulate-allreduce-grads-in-fp32", 0, CLI_ARG_NONE, O_GRADS_FP32, NULL, "fp32 main gradients with --fp16 (always with --bf16)"},
+    {"grad-reduce-in-bf16", 0, CLI_ARG_NONE, O_GRADS_BF16, NULL, "bf16 main gradients with --bf16: accumulated and reduced in bf16"},
     NOT_YET("fp16-lm-cross-entropy", CLI_ARG_NONE),
     NOT_YET("fp32-residual-connection", CLI_ARG_NONE),
 };
@@ -322,7 +323,7 @@ struct config {
     uint64_t rotary_base, query_groups;
     double rotary_percent, rope_scaling_factor;
     /* mixed precision */
-    int bf16, fp16, grads_fp32, have_loss_scale;
+    int bf16, fp16, grads_fp32, grads_bf16, have_loss_scale;
     double loss_scale, initial_loss_scale, min_loss_scale;
     uint64_t loss_scale_window, hysteresis;
     unsigned scaler_given;            /* bits: initial, min, window, hysteresis given as flags */
@@ -451,6 +452,7 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_LOSS_SCALE_WINDOW: c->loss_scale_window = cli_opt_u64(o, v, 1, 1u << 30); c->scaler_given |= 4; break;
     case O_HYSTERESIS: c->hysteresis = cli_opt_u64(o, v, 1, 1u << 30); c->scaler_given |= 8; break;
     case O_GRADS_FP32: c->grads_fp32 = 1; break;
+    case O_GRADS_BF16: c->grads_bf16 = 1; break;
     case O_DIST_OPT: c->dist_opt = 1; break;
     case O_LOG_THROUGHPUT: c->log_throughput = 1; break;
     case O_CP:
@@ -845,7 +847,7 @@ static void print_config(const struct config *c, const gpt_model *m, const train
     ROW("log, eval interval / iters", "%" PRIu64 " / %" PRIu64 ", %" PRIu64, c->log_interval, c->eval_interval, c->eval_iters);
     ROW("parallel (TP, PP, DP)", "%d, %d, %d%s; %d OpenMP threads", P->tp_size, P->pp_size, P->dp_size,
         c->dist_opt ? ", distributed optimizer" : "", threads);
-    ROW("backend / precision", "%s (%s) / %s, %s main grads", m->be->name, m->be->device, mds_dtype_name(m->cfg.dtype),
+    ROW("backend / precision", "%s (%s) / %s, grads %s", m->be->name, m->be->device, mds_dtype_name(m->cfg.dtype),
         mds_dtype_name(m->cfg.grad_dtype));
     if (c->fp16)
         ROW("loss scale", c->have_loss_scale ? "%g (constant)" : "dynamic from %g (min %g, window %" PRIu64
@@ -1113,6 +1115,7 @@ int main(int argc, char **argv)
             cli_die(1, "%s", comm_error());
     }
     if (c.deepspeed) apply_ds_config(&c, dp);
+    if (c.grads_bf16 && !c.bf16) cli_usage("--grad-reduce-in-bf16 goes with --bf16");
     if (!c.have_gbs) c.gbs = c.mbs * (uint64_t)dp;   /* Megatron's default */
     if (c.gbs % (c.mbs * (uint64_t)dp))
         cli_usage("--global-batch-size %" PRIu64 " is not divisible by micro-batch size (%" PRIu64
@@ -1164,7 +1167,9 @@ int main(int argc, char **argv)
     mc.num_query_groups = c.gqa ? (int)c.query_groups : 0;
     mc.add_bias_linear = c.add_bias;
     mc.dtype = c.bf16 ? MDS_BF16 : c.fp16 ? MDS_F16 : MDS_F32;
-    mc.grad_dtype = c.fp16 && !c.grads_fp32 ? MDS_F16 : MDS_F32;   /* Megatron: fp32 always for bf16 */
+    /* Megatron: fp16 main grads unless --accumulate-allreduce-grads-in-fp32;
+       fp32 for bf16 unless --grad-reduce-in-bf16 */
+    mc.grad_dtype = c.fp16 && !c.grads_fp32 ? MDS_F16 : c.bf16 && c.grads_bf16 ? MDS_BF16 : MDS_F32;
     mc.hidden_dropout = (float)c.hidden_dropout;
     mc.attention_dropout = (float)c.attention_dropout;
     uint64_t nmicro = trainer_micro_batches(c.gbs, (int)c.mbs, P.dp_size);

@@ -94,7 +94,7 @@ int gpt_config_check(const gpt_config *cfg, char *err, size_t errlen)
         FAIL("dropout probabilities must lie in [0, 1)");
     if (cfg->dtype != MDS_F32 && cfg->dtype != MDS_BF16 && cfg->dtype != MDS_F16)
         FAIL("unknown working dtype %d", cfg->dtype);
-    if (cfg->grad_dtype != MDS_F32 && !(cfg->grad_dtype == MDS_F16 && cfg->dtype == MDS_F16))
+    if (cfg->grad_dtype != MDS_F32 && cfg->grad_dtype != cfg->dtype)
         FAIL("gradient dtype %s with working dtype %s is not supported", mds_dtype_name(cfg->grad_dtype),
              mds_dtype_name(cfg->dtype));
     if (cfg->hidden_size > 0x7fffffff / 4) FAIL("hidden size too large");

@@ -37,8 +37,10 @@
  * activations, activation gradients, logits) are rounded to that format
  * (the backend's round_to) where they are stored; LayerNorm/RMSNorm
  * statistics, the attention lse, losses and weight gradients stay fp32
- * (Megatron's main grads), unless grad_dtype is fp16: then the gradient
- * buffer is rounded after each micro-batch's backward.
+ * (Megatron's main grads), unless grad_dtype is the working dtype (fp16
+ * without --accumulate-allreduce-grads-in-fp32, bf16 with
+ * --grad-reduce-in-bf16): then the gradient buffer is rounded after each
+ * micro-batch's backward.
  * The AdamW state covers the flat elements [opt_lo, opt_hi): all of them, or
  * one data-parallel shard (gpt_set_optimizer_shard, ZeRO-1).  Activations
  * are sized for act_slots micro-batches of B sequences of T tokens (one

@@ -54,6 +54,7 @@ run_expect refuse_normalization_other 2 "'--normalization' must be" "$MDSTRAIN" 
 run_expect refuse_empty_cache_3 2 "empty-unused-memory-level" "$MDSTRAIN" $BASE --empty-unused-memory-level 3
 run_expect refuse_tiktoken_v3 2 "'--tiktoken-pattern' must be v1 or v2" "$MDSTRAIN" $BASE --tiktoken-pattern v3
 run_expect refuse_profile 2 "'--profile' is not supported .*needs a GPU" "$MDSTRAIN" $BASE --profile
+run_expect grad_reduce_bf16_needs_bf16 2 "--grad-reduce-in-bf16 goes with --bf16" "$MDSTRAIN" $BASE --grad-reduce-in-bf16
 run_expect refuse_ulysses 2 "'--ds-sequence-parallel-size' 2 is not supported" "$MDSTRAIN" $BASE --ds-sequence-parallel-size 2
 run_expect refuse_no_pp_with_pp 2 "--no-pipeline-parallel with --pipeline-model-parallel-size 2" "$MDSTRAIN" $BASE --no-pipeline-parallel --pipeline-model-parallel-size 2
 run_expect refuse_both_sched 2 "both --override-opt_param-scheduler and --use-checkpoint" "$MDSTRAIN" $BASE --override-opt_param-scheduler --use-checkpoint-opt_param-scheduler
@@ -176,6 +177,16 @@ check sched_override test "$(field 'learning rate' "$T/ov")" = "6.666667E-04 3.3
 # shellcheck disable=SC2086
 "$MDSTRAIN" $BASE --train-iters 6 --lr 2e-3 --load "$T/ck_s" --use-checkpoint-opt_param-scheduler >"$T/uc" 2>"$T/err"
 check sched_use_checkpoint test "$(field 'learning rate' "$T/uc")" = "3.333333E-04 1.666667E-04 0.000000E+00 "
+
+# --grad-reduce-in-bf16: bf16 main gradients, a run of its own
+# shellcheck disable=SC2086
+"$MDSTRAIN" $BASE --bf16 -v >"$T/b32" 2>"$T/b32.err"
+# shellcheck disable=SC2086
+"$MDSTRAIN" $BASE --bf16 --grad-reduce-in-bf16 -v >"$T/b16" 2>"$T/b16.err"
+check grad_reduce_bf16_exit0 test $? -eq 0
+check grad_reduce_bf16_table grep -q '/ bf16, grads bf16 ' "$T/b16.err"
+check grad_reduce_bf16_first_loss_same test "$(losses "$T/b16" | head -n 1)" = "$(losses "$T/b32" | head -n 1)"
+check grad_reduce_bf16_changes_training test "$(losses "$T/b16")" != "$(losses "$T/b32")"
 
 # the DeepSpeed config: DeepSpeed's batch rule, conflicts naming both values, ZeRO stages
 ds() { printf '%s\n' "$1" >"$T/ds.json"; }

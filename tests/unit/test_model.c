@@ -325,6 +325,45 @@ static void test_mixed_precision(void)
     }
 }
 
+/* --bf16 --grad-reduce-in-bf16: the gradient buffer holds bf16 values
+ * after a backward, within bf16 precision of the fp32-gradient run's. */
+static void test_bf16_main_grads(void)
+{
+    gpt_config c;
+    gpt_model m, r;
+    char err[200];
+    tiny_config(&c, 0);
+    c.dtype = MDS_BF16;
+    CHECK(gpt_model_init(&r, &c, 2, 5, err, sizeof err) == 0);
+    c.grad_dtype = MDS_BF16;
+    CHECK(gpt_model_init(&m, &c, 2, 5, err, sizeof err) == 0);
+    int inp[10], tgt[10];
+    float mask[10];
+    make_batch(inp, tgt, mask, 10, c.vocab_size, 0);
+    CHECK(loss_of(&m, inp, tgt, mask) == loss_of(&r, inp, tgt, mask));   /* the forward does not change */
+    gpt_zero_grad(&m);
+    gpt_backward(&m, 1.0f);
+    gpt_zero_grad(&r);
+    gpt_backward(&r, 1.0f);
+    int bf16 = 1, differ = 0;
+    double e2 = 0, a2 = 0;
+    for (size_t i = 0; i < m.num_params; i++) {
+        bf16 &= m.grads_memory[i] == mds_round_to(MDS_BF16, m.grads_memory[i]);
+        differ |= m.grads_memory[i] != r.grads_memory[i];
+        double d = (double)m.grads_memory[i] - r.grads_memory[i];
+        e2 += d * d;
+        a2 += (double)r.grads_memory[i] * r.grads_memory[i];
+    }
+    CHECK(bf16 && differ);
+    CHECK(sqrt(e2 / a2) < 4e-3);   /* one bf16 rounding: 2^-9 relative at most */
+    gpt_model_free(&m);
+    gpt_model_free(&r);
+    /* a 16-bit gradient buffer of another format than the weights is refused */
+    c.dtype = MDS_F16;
+    c.grad_dtype = MDS_BF16;
+    CHECK(gpt_model_init(&m, &c, 2, 5, err, sizeof err) != 0);
+}
+
 static void test_llama_config_and_shards(void)
 {
     gpt_config c;
@@ -629,6 +668,7 @@ int main(int argc, char **argv)
     RUN(test_llama_config_and_shards);
     RUN(test_gradcheck_dropout);
     RUN(test_mixed_precision);
+    RUN(test_bf16_main_grads);
     RUN(test_accumulation);
     RUN(test_training_and_determinism);
     RUN(test_checkpoint);
