@@ -86,7 +86,7 @@ static void collective_timeout(double waited)
 
 enum {
     O_NUM_LAYERS = 1, O_HIDDEN, O_HEADS, O_FFN, O_SEQ, O_MAXPOS, O_MBS, O_GBS, O_TRAIN_ITERS,
-    O_TRAIN_SAMPLES, O_LR, O_MIN_LR, O_LR_WARMUP_INIT, O_DECAY_STYLE, O_WARMUP_ITERS,
+    O_TRAIN_SAMPLES, O_LR, O_MIN_LR, O_DECOUPLED_LR, O_DECOUPLED_MIN_LR, O_LR_WARMUP_INIT, O_DECAY_STYLE, O_WARMUP_ITERS,
     O_WARMUP_FRACTION, O_WARMUP_SAMPLES, O_DECAY_ITERS, O_DECAY_SAMPLES, O_WD, O_CLIP, O_BETA1,
     O_BETA2, O_EPS, O_SEED, O_LOG_INTERVAL, O_EVAL_INTERVAL, O_EVAL_ITERS, O_EXIT_INTERVAL,
     O_VOCAB_FILE, O_MERGE_FILE, O_TOKENIZER, O_VOCAB_SIZE, O_TOKENIZER_MODEL,
@@ -178,6 +178,8 @@ static const struct cli_option train_options[] = {
     /* optimizer and schedule */
     {"lr", 0, CLI_ARG_ONE, O_LR, "X", "peak learning rate (required)"},
     {"min-lr", 0, CLI_ARG_ONE, O_MIN_LR, "X", "final learning rate (default 0)"},
+    {"decoupled-lr", 0, CLI_ARG_ONE, O_DECOUPLED_LR, "X", "peak learning rate of the word embeddings and output layer (default --lr)"},
+    {"decoupled-min-lr", 0, CLI_ARG_ONE, O_DECOUPLED_MIN_LR, "X", "their final learning rate (default --min-lr)"},
     {"lr-warmup-init", 0, CLI_ARG_ONE, O_LR_WARMUP_INIT, "X", "learning rate at the start of the warmup (default 0)"},
     {"lr-decay-style", 0, CLI_ARG_ONE, O_DECAY_STYLE, "STYLE", "constant, linear (default) or cosine"},
     {"lr-warmup-iters", 0, CLI_ARG_ONE, O_WARMUP_ITERS, "N", "warmup iterations (default 0)"},
@@ -326,6 +328,8 @@ struct config {
     int bf16, fp16, grads_fp32, grads_bf16, have_loss_scale;
     double loss_scale, initial_loss_scale, min_loss_scale;
     uint64_t loss_scale_window, hysteresis;
+    double decoupled_lr, decoupled_min_lr;   /* Megatron's embedding/output learning-rate group */
+    int have_decoupled_lr, have_decoupled_min_lr;
     unsigned scaler_given;            /* bits: initial, min, window, hysteresis given as flags */
     struct tb_flags tb;               /* --tensorboard-dir and its companions */
     int log_throughput;
@@ -380,6 +384,8 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_EXIT_INTERVAL: c->exit_interval = cli_opt_u64(o, v, 1, 1ull << 40); break;
     case O_LR: s->lr = cli_opt_double(o, v, 0, 1e6); c->have_lr = 1; break;
     case O_MIN_LR: s->min_lr = cli_opt_double(o, v, 0, 1e6); break;
+    case O_DECOUPLED_LR: c->decoupled_lr = cli_opt_double(o, v, 0, 1e6); c->have_decoupled_lr = 1; break;
+    case O_DECOUPLED_MIN_LR: c->decoupled_min_lr = cli_opt_double(o, v, 0, 1e6); c->have_decoupled_min_lr = 1; break;
     case O_LR_WARMUP_INIT: s->lr_warmup_init = cli_opt_double(o, v, 0, 1e6); break;
     case O_DECAY_STYLE:
         s->decay_style = cli_opt_choice(o, v, (const char *const[]){"constant", "linear", "cosine", NULL});
@@ -586,6 +592,8 @@ static void parse_args(int argc, char **argv, struct config *c)
     if (c->gqa && c->heads % (int)c->query_groups)
         cli_usage("--num-attention-heads %d is not a multiple of --num-query-groups %d", c->heads, (int)c->query_groups);
     if (c->fp16 && c->bf16) cli_usage("--fp16 and --bf16 are exclusive");
+    if (c->have_decoupled_min_lr && !c->have_decoupled_lr)
+        cli_usage("--decoupled-min-lr goes with --decoupled-lr (Megatron reads it only then)");
     if (c->have_loss_scale && !c->fp16) cli_usage("--loss-scale goes with --fp16");
     if (c->pos_type != GPT_POS_ROPE && (c->rotary_interleaved || c->use_rope_scaling))
         cli_usage("--rotary-interleaved and --use-rope-scaling need --position-embedding-type rope");
@@ -835,6 +843,9 @@ static void print_config(const struct config *c, const gpt_model *m, const train
     if (c->deepspeed)
         ROW("deepspeed config", "ZeRO stage %d, %s", c->zero_stage, c->ds_config);
     ROW("lr / min lr / style", "%g / %g / %s", c->sched.lr, c->sched.min_lr, styles[c->sched.decay_style]);
+    if (c->have_decoupled_lr)
+        ROW("decoupled lr / min lr", "%g / %g (word embeddings, output layer)", c->decoupled_lr,
+            c->have_decoupled_min_lr ? c->decoupled_min_lr : c->sched.min_lr);
     ROW("adam beta1 / beta2 / eps", "%g / %g / %g", c->beta1, c->beta2, c->eps);
     ROW("weight decay / clip grad", "%g / %g", c->wd, c->clip);
     ROW("init std / seed", "%g / %" PRIu64, c->init_std, c->seed);
@@ -1215,6 +1226,13 @@ int main(int argc, char **argv)
     int log_rank = world_rank == world_size - 1;   /* Megatron's print_rank_last */
     struct tblog tbl;
     tblog_open(&tbl, &c.tb, log_rank);             /* Megatron: the last rank writes */
+    /* Megatron's decoupled group: the same schedule with its own peak and
+       floor, after any --load (OptimizerParamScheduler.get_lr with the group's max_lr/min_lr) */
+    train_schedule dsched = sched;
+    if (c.have_decoupled_lr) {
+        dsched.max_lr = c.decoupled_lr;
+        if (c.have_decoupled_min_lr) dsched.min_lr = c.decoupled_min_lr;
+    }
     cli_note("> training for %" PRIu64 " iterations ...", train_iters);
     train_layout_reset_stats(&P);
     uint64_t iters_run = 0;
@@ -1242,6 +1260,7 @@ int main(int argc, char **argv)
         trainer_set_global_batch(&t, batch);
         double ts = cli_now();
         double lr = train_schedule_lr_tokens(&sched, (double)sched_steps, (double)prev_consumed * tokens_per_sample);
+        double lr_embed = train_schedule_lr_tokens(&dsched, (double)sched_steps, (double)prev_consumed * tokens_per_sample);
         double loss, norm;
         if (trainer_backward_pass(&t, consumed, &loss, &norm) != 0)
             cli_die(1, "%s", t.err);
@@ -1251,7 +1270,7 @@ int main(int argc, char **argv)
             cli_die(1, "loss or gradient norm is not finite at iteration %" PRIu64 " (loss %g, norm %g)\n"
                        "hint: lower --lr or raise --lr-warmup-iters", iteration + 1, loss, norm);
         int skipped = t.found_inf;
-        if (trainer_update(&t, lr, norm) != 0)
+        if (trainer_update(&t, lr, lr_embed, norm) != 0)
             cli_die(1, "%s", t.err);
         iteration++;
         iters_run++;

@@ -910,7 +910,7 @@ double gpt_grad_norm(const gpt_model *m)
     return sqrt(gpt_grad_sq_range(m, m->grads_memory, 0, m->num_params));
 }
 
-void gpt_update_shard(gpt_model *m, const float *g, float lr, float beta1, float beta2, float eps,
+void gpt_update_shard(gpt_model *m, const float *g, float lr, float lr_embed, float beta1, float beta2, float eps,
                       float weight_decay, float grad_scale)
 {
     m->step++;
@@ -919,7 +919,8 @@ void gpt_update_shard(gpt_model *m, const float *g, float lr, float beta1, float
         if (!tensor_in_range(m, i, off, lo, hi, &b, &e))
             continue;
         m->be->ops.adamw_update(m->master_memory + b, m->m + (b - lo), m->v + (b - lo), g + (b - lo), e - b,
-                                m->step, lr, beta1, beta2, eps, gpt_param_decays(i) ? weight_decay : 0.0f,
+                                m->step, i == GPT_WTE || i == GPT_OUTW ? lr_embed : lr, beta1, beta2, eps,
+                                gpt_param_decays(i) ? weight_decay : 0.0f,
                                 grad_scale);
     }
     if (m->master_memory != m->params_memory && hi > lo) {   /* the working copy: the master, rounded */
@@ -928,10 +929,10 @@ void gpt_update_shard(gpt_model *m, const float *g, float lr, float beta1, float
     }
 }
 
-void gpt_update(gpt_model *m, float lr, float beta1, float beta2, float eps,
+void gpt_update(gpt_model *m, float lr, float lr_embed, float beta1, float beta2, float eps,
                 float weight_decay, float grad_scale)
 {
-    gpt_update_shard(m, m->grads_memory + m->opt_lo, lr, beta1, beta2, eps, weight_decay, grad_scale);
+    gpt_update_shard(m, m->grads_memory + m->opt_lo, lr, lr_embed, beta1, beta2, eps, weight_decay, grad_scale);
 }
 
 double gpt_flops_per_token(const gpt_model *m)

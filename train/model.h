@@ -397,17 +397,20 @@ int gpt_set_optimizer_shard(gpt_model *m, size_t lo, size_t hi, char *err, size_
  * gpt_update() - one AdamW step over the elements [opt_lo, opt_hi) of every
  * tensor they touch, weight_decay applied only to the decay group,
  * gradients multiplied by grad_scale (the clipping factor from
- * global_norm_clip_scale()).  The gradients are the model's own
- * (grads_memory + opt_lo).  Increments m->step first.
+ * global_norm_clip_scale()).  The word embeddings and the untied output
+ * layer step at lr_embed (Megatron's --decoupled-lr group, its
+ * is_embedding_or_output_parameter; pass lr when there is none), every other
+ * tensor at lr.  The gradients are the model's own (grads_memory + opt_lo).
+ * Increments m->step first.
  */
-void gpt_update(gpt_model *m, float lr, float beta1, float beta2, float eps,
+void gpt_update(gpt_model *m, float lr, float lr_embed, float beta1, float beta2, float eps,
                 float weight_decay, float grad_scale);
 
 /*
  * gpt_update_shard() - the same step with the gradients of [opt_lo, opt_hi)
  * taken from g (backend memory; a reduce-scattered shard) instead.
  */
-void gpt_update_shard(gpt_model *m, const float *g, float lr, float beta1, float beta2, float eps,
+void gpt_update_shard(gpt_model *m, const float *g, float lr, float lr_embed, float beta1, float beta2, float eps,
                       float weight_decay, float grad_scale);
 
 /* What gpt_state_read/gpt_state_write move: the sections of a checkpoint. */

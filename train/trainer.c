@@ -580,7 +580,7 @@ int trainer_backward_pass(trainer *t, uint64_t base, double *loss, double *grad_
     return 0;
 }
 
-int trainer_update(trainer *t, double lr, double grad_norm)
+int trainer_update(trainer *t, double lr, double lr_embed, double grad_norm)
 {
     gpt_model *m = t->m;
     const trainer_config *c = &t->cfg;
@@ -589,10 +589,10 @@ int trainer_update(trainer *t, double lr, double grad_norm)
         return 0;   /* Megatron's skipped iteration: no step, the scale backs off */
     float scale = global_norm_clip_scale((float)grad_norm, c->clip_grad);
     if (!c->dist_opt) {
-        gpt_update(m, (float)lr, c->beta1, c->beta2, c->eps, c->weight_decay, scale);
+        gpt_update(m, (float)lr, (float)lr_embed, c->beta1, c->beta2, c->eps, c->weight_decay, scale);
         return 0;
     }
-    gpt_update_shard(m, t->gshard, (float)lr, c->beta1, c->beta2, c->eps, c->weight_decay, scale);
+    gpt_update_shard(m, t->gshard, (float)lr, (float)lr_embed, c->beta1, c->beta2, c->eps, c->weight_decay, scale);
     /* all-gather the updated parameters (fp32 working weights = masters) */
     float *mine = t->pad + (size_t)t->P->dp_rank * t->shard;
     m->be->copy(mine, m->params_memory + t->lo, (t->hi - t->lo) * sizeof(float));

@@ -249,11 +249,12 @@ int trainer_backward_pass(trainer *t, uint64_t base, double *loss, double *grad_
 /*
  * trainer_update() - with t->found_inf, skip the step (Megatron's skipped
  * iteration); else clip by grad_norm (Megatron's clip_grad_norm_) and take
- * one AdamW step at lr; with the distributed optimizer on this rank's shard,
- * then all-gather the parameters.  Either way the loss scaler is updated.
+ * one AdamW step at lr (lr_embed for the word embeddings and output layer:
+ * gpt_update()); with the distributed optimizer on this rank's shard, then
+ * all-gather the parameters.  Either way the loss scaler is updated.
  * @return : 0, or -1 with t->err.
  */
-int trainer_update(trainer *t, double lr, double grad_norm);
+int trainer_update(trainer *t, double lr, double lr_embed, double grad_norm);
 
 /*
  * trainer_evaluate() - mean loss (sum of masked losses / sum of the mask) of

@@ -178,6 +178,20 @@ check sched_override test "$(field 'learning rate' "$T/ov")" = "6.666667E-04 3.3
 "$MDSTRAIN" $BASE --train-iters 6 --lr 2e-3 --load "$T/ck_s" --use-checkpoint-opt_param-scheduler >"$T/uc" 2>"$T/err"
 check sched_use_checkpoint test "$(field 'learning rate' "$T/uc")" = "3.333333E-04 1.666667E-04 0.000000E+00 "
 
+# --decoupled-lr: the embedding/output group at its own rate; at the main
+# rates it is the same run, bitwise
+# shellcheck disable=SC2086
+"$MDSTRAIN" $BASE --decoupled-lr 1e-3 --decoupled-min-lr 0 -v >"$T/dl_same" 2>"$T/dl.err"
+check decoupled_lr_exit0 test $? -eq 0
+check decoupled_lr_table grep -q '^| decoupled lr / min lr  *| 0.001 / 0 ' "$T/dl.err"
+check decoupled_lr_equal_rates_same_losses test "$(losses "$T/dl_same")" = "$(losses "$T/ref")"
+# shellcheck disable=SC2086
+"$MDSTRAIN" $BASE --decoupled-lr 5e-2 >"$T/dl_other" 2>"$T/err"
+check decoupled_lr_first_loss_same test "$(losses "$T/dl_other" | head -n 1)" = "$(losses "$T/ref" | head -n 1)"
+check decoupled_lr_changes_training test "$(losses "$T/dl_other")" != "$(losses "$T/ref")"
+# shellcheck disable=SC2086
+run_expect decoupled_min_lr_alone 2 "--decoupled-min-lr goes with --decoupled-lr" "$MDSTRAIN" $BASE --decoupled-min-lr 1e-5
+
 # --grad-reduce-in-bf16: bf16 main gradients, a run of its own
 # shellcheck disable=SC2086
 "$MDSTRAIN" $BASE --bf16 -v >"$T/b32" 2>"$T/b32.err"

@@ -306,7 +306,7 @@ static void test_mixed_precision(void)
         }
         CHECK(sqrt(e2 / a2) < (dt == MDS_BF16 ? 5e-2 : 1e-2));
         CHECK(fp16_grads);
-        gpt_update(&m, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f);
+        gpt_update(&m, 1e-2f, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f);
         rounded = 1;
         int moved = 0;
         for (size_t i = 0; i < m.num_params; i++) {
@@ -362,6 +362,54 @@ static void test_bf16_main_grads(void)
     c.dtype = MDS_F16;
     c.grad_dtype = MDS_BF16;
     CHECK(gpt_model_init(&m, &c, 2, 5, err, sizeof err) != 0);
+}
+
+/* Megatron's --decoupled-lr group: lr_embed moves the word embeddings and
+ * the untied output layer and nothing else; lr_embed = lr is the one-group
+ * step. */
+static void test_decoupled_lr(void)
+{
+    gpt_config c;
+    gpt_model a, b;
+    char err[200];
+    tiny_config(&c, 1);   /* untied: an output layer of its own */
+    CHECK(gpt_model_init(&a, &c, 2, 5, err, sizeof err) == 0);
+    CHECK(gpt_model_init(&b, &c, 2, 5, err, sizeof err) == 0);
+    int inp[10], tgt[10];
+    float mask[10];
+    make_batch(inp, tgt, mask, 10, c.vocab_size, 0);
+    gpt_model *ms[2] = {&a, &b};
+    for (int k = 0; k < 2; k++) {
+        loss_of(ms[k], inp, tgt, mask);
+        gpt_zero_grad(ms[k]);
+        gpt_backward(ms[k], 1.0f);
+    }
+    float *before = malloc(a.num_params * sizeof(float));
+    CHECK(before != NULL);
+    memcpy(before, a.params_memory, a.num_params * sizeof(float));
+    gpt_update(&a, 0.0f, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f);   /* only the decoupled group moves */
+    int only_group = 1, group_moved = 1;
+    size_t off = 0;
+    for (int i = 0; i < GPT_NUM_PARAMS; off += a.param_sizes[i], i++) {
+        int moved = 0;
+        for (size_t j = off; j < off + a.param_sizes[i]; j++)
+            moved |= a.params_memory[j] != before[j];
+        if (i == GPT_WTE || i == GPT_OUTW) group_moved &= moved;
+        else only_group &= !moved;
+    }
+    CHECK(only_group && group_moved);
+    gpt_update(&b, 1e-2f, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f);
+    gpt_model r;
+    CHECK(gpt_model_init(&r, &c, 2, 5, err, sizeof err) == 0);
+    loss_of(&r, inp, tgt, mask);
+    gpt_zero_grad(&r);
+    gpt_backward(&r, 1.0f);
+    gpt_update_shard(&r, r.grads_memory, 1e-2f, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f);
+    CHECK(memcmp(b.params_memory, r.params_memory, b.num_params * sizeof(float)) == 0);
+    free(before);
+    gpt_model_free(&a);
+    gpt_model_free(&b);
+    gpt_model_free(&r);
 }
 
 static void test_llama_config_and_shards(void)
@@ -485,7 +533,7 @@ static void train_fixed(float *losses, int steps, float **params_out, size_t *np
         gpt_forward(&m, inp, tgt, NULL, &ls, &nt);
         gpt_backward(&m, 1.0f);
         float scale = global_norm_clip_scale((float)gpt_grad_norm(&m), 1.0f);
-        gpt_update(&m, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, scale);
+        gpt_update(&m, 1e-2f, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, scale);
         losses[s] = (float)(ls / nt);
     }
     if (params_out) {
@@ -525,7 +573,7 @@ static double ckpt_step(gpt_model *m)
     gpt_zero_grad(m);
     gpt_forward(m, inp, tgt, NULL, &ls, &nt);
     gpt_backward(m, 1.0f);
-    gpt_update(m, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, global_norm_clip_scale((float)gpt_grad_norm(m), 1.0f));
+    gpt_update(m, 1e-2f, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, global_norm_clip_scale((float)gpt_grad_norm(m), 1.0f));
     return ls / nt;
 }
 
@@ -669,6 +717,7 @@ int main(int argc, char **argv)
     RUN(test_gradcheck_dropout);
     RUN(test_mixed_precision);
     RUN(test_bf16_main_grads);
+    RUN(test_decoupled_lr);
     RUN(test_accumulation);
     RUN(test_training_and_determinism);
     RUN(test_checkpoint);

@@ -268,7 +268,7 @@ static void check_steps(const ref_file *r, gpt_model *m)
         CHECK(gpt_forward(m, r->inputs, r->targets, r->mask, &ls, &nt) == 0);
         gpt_backward(m, 1.0f);
         double norm = gpt_grad_norm(m);
-        gpt_update(m, r->lr, r->beta1, r->beta2, r->eps, r->wd, global_norm_clip_scale((float)norm, r->clip));
+        gpt_update(m, r->lr, r->lr, r->beta1, r->beta2, r->eps, r->wd, global_norm_clip_scale((float)norm, r->clip));
         losses[s] = (float)(ls / nt);
         norms[s] = (float)norm;
     }
