@@ -97,7 +97,7 @@ enum {
     O_USE_ROPE_SCALING, O_ROPE_SCALING_FACTOR, O_NORMALIZATION, O_SWIGLU, O_GQA, O_QUERY_GROUPS, O_KV_HEADS,
     O_DISABLE_BIAS, O_KV_CHANNELS, O_SOFTMAX_FP32,
     O_BF16, O_FP16, O_LOSS_SCALE, O_INITIAL_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_SCALE_WINDOW, O_HYSTERESIS,
-    O_GRADS_FP32, O_GRADS_BF16,
+    O_GRADS_FP32, O_GRADS_BF16, O_PER_TOKEN_LOSS,
     /* Megatron flags naming what mds does (their values checked) */
     O_CP, O_DIST_BACKEND, O_DATA_IMPL, O_OPTIMIZER, O_DDP_IMPL, O_TRANSFORMER_IMPL,
     O_MCORE, O_NUM_WORKERS, O_DATALOADER, O_NO_ASYNC_TP, O_NO_GRAD_FUSION, O_ATTN_BACKEND, O_FLASH_ATTN,
@@ -153,6 +153,8 @@ static const struct cli_option model_options[] = {
     {"hysteresis", 0, CLI_ARG_ONE, O_HYSTERESIS, "N", "overflows before it halves (default 2)"},
     {"accumulate-allreduce-grads-in-fp32", 0, CLI_ARG_NONE, O_GRADS_FP32, NULL, "fp32 main gradients with --fp16 (always with --bf16)"},
     {"grad-reduce-in-bf16", 0, CLI_ARG_NONE, O_GRADS_BF16, NULL, "bf16 main gradients with --bf16: accumulated and reduced in bf16"},
+    {"calculate-per-token-loss", 0, CLI_ARG_NONE, O_PER_TOKEN_LOSS, NULL,
+     "gradients of the global batch's token-loss sum over its token count (not a mean of micro-batch means)"},
     NOT_YET("fp16-lm-cross-entropy", CLI_ARG_NONE),
     NOT_YET("fp32-residual-connection", CLI_ARG_NONE),
 };
@@ -325,7 +327,7 @@ struct config {
     uint64_t rotary_base, query_groups;
     double rotary_percent, rope_scaling_factor;
     /* mixed precision */
-    int bf16, fp16, grads_fp32, grads_bf16, have_loss_scale;
+    int bf16, fp16, grads_fp32, grads_bf16, per_token_loss, have_loss_scale;
     double loss_scale, initial_loss_scale, min_loss_scale;
     uint64_t loss_scale_window, hysteresis;
     double decoupled_lr, decoupled_min_lr;   /* Megatron's embedding/output learning-rate group */
@@ -459,6 +461,7 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_HYSTERESIS: c->hysteresis = cli_opt_u64(o, v, 1, 1u << 30); c->scaler_given |= 8; break;
     case O_GRADS_FP32: c->grads_fp32 = 1; break;
     case O_GRADS_BF16: c->grads_bf16 = 1; break;
+    case O_PER_TOKEN_LOSS: c->per_token_loss = 1; break;
     case O_DIST_OPT: c->dist_opt = 1; break;
     case O_LOG_THROUGHPUT: c->log_throughput = 1; break;
     case O_CP:
@@ -1193,6 +1196,7 @@ int main(int argc, char **argv)
     ds_pipeline *data = open_data(&c, &P, &ti);
     trainer t;
     trainer_config tc = { .global_batch_size = c.gbs, .vocab_size = ti.V, .dist_opt = c.dist_opt,
+                          .per_token_loss = c.per_token_loss,
                           .beta1 = (float)c.beta1, .beta2 = (float)c.beta2, .eps = (float)c.eps,
                           .weight_decay = (float)c.wd, .clip_grad = (float)c.clip, .fatal = fatal };
     train_loss_scaler_init(&tc.scaler, c.fp16, !c.have_loss_scale, c.have_loss_scale ? c.loss_scale : c.initial_loss_scale,

@@ -386,7 +386,7 @@ struct step {
     trainer *t;
     int split;
     uint64_t base;      /* the first sample of this global batch */
-    float scale;        /* backward scale: 1 / (nmicro * DP) */
+    float scale;        /* backward scale: 1 / (nmicro * DP); per-token loss: the loss scale */
 };
 
 static void use_slot(gpt_model *m, uint64_t j) { gpt_set_slot(m, (int)(j % (uint64_t)m->slots)); }
@@ -419,8 +419,12 @@ static int step_forward(struct step *st, uint64_t j)
 
 static void step_backward(struct step *st, uint64_t j)
 {
-    use_slot(st->t->m, j);
-    gpt_backward(st->t->m, st->scale);
+    gpt_model *m = st->t->m;
+    use_slot(m, j);
+    /* per-token loss: the seed of the micro-batch's token sum, not its mean
+       (gpt_backward divides by the mask sum; a power-of-two loss scale times
+       a token count below 2^24 makes that division exact) */
+    gpt_backward(m, st->t->cfg.per_token_loss ? st->scale * m->num_tokens : st->scale);
 }
 
 /* Point-to-point between neighbouring stages of B T C floats; the buffers
@@ -544,9 +548,17 @@ static int reduce_grads(trainer *t, double *norm)
     /* unscale the main gradients; with a scaler, the optimizer's found_inf
        over every rank (each checked what it reduced) */
     t->found_inf = 0;
-    if (t->scaler.enabled || t->scaler.scale != 1.0) {
+    /* Megatron's --calculate-per-token-loss: the summed gradients divided by
+       the tokens of the whole global batch (finalize_model_grads) */
+    double factor = 1.0 / t->scaler.scale;
+    if (t->cfg.per_token_loss) {
+        double tokens = t->nt;
+        COMM(t, comm_allreduce(P->dp, &tokens, 1, COMM_F64, COMM_SUM), "data-parallel token count all-reduce");
+        factor /= tokens > 1.0 ? tokens : 1.0;   /* Megatron clamps the count to at least 1 */
+    }
+    if (t->scaler.enabled || factor != 1.0) {
         double bad = 0.0;
-        m->be->ops.unscale_check(m->dsum, g, hi - lo, (float)(1.0 / t->scaler.scale));
+        m->be->ops.unscale_check(m->dsum, g, hi - lo, (float)factor);
         m->be->copy(&bad, m->dsum, sizeof bad);
         if (t->scaler.enabled) {
             COMM(t, comm_allreduce(P->world, &bad, 1, COMM_F64, COMM_MAX), "found-inf all-reduce");
@@ -571,7 +583,8 @@ int trainer_backward_pass(trainer *t, uint64_t base, double *loss, double *grad_
     /* the loss scale rides on the backward's seed (Megatron scales the loss) */
     uint64_t n = t->nmicro * (uint64_t)t->P->dp_size;
     struct step st = { t, DS_SPLIT_TRAIN, base,
-                       t->scaler.scale == 1.0 ? 1.0f / (float)n : (float)(t->scaler.scale / (double)n) };
+                       t->cfg.per_token_loss ? (float)t->scaler.scale
+                       : t->scaler.scale == 1.0 ? 1.0f / (float)n : (float)(t->scaler.scale / (double)n) };
     TRY(run_schedule(&st));
     TRY(reduce_grads(t, grad_norm));
     *loss = 0.0;

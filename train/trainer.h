@@ -182,6 +182,7 @@ typedef struct trainer_config {
     uint64_t global_batch_size;       /* G: samples per iteration, all ranks together */
     int vocab_size;                   /* token ids must be below it */
     int dist_opt;                     /* --use-distributed-optimizer */
+    int per_token_loss;               /* --calculate-per-token-loss: gradients of the token sum / all tokens */
     float beta1, beta2, eps, weight_decay, clip_grad;
     train_loss_scaler scaler;         /* its initial state (disabled unless --fp16) */
     void (*fatal)(const char *msg);   /* a tensor-parallel collective failed; must not return */

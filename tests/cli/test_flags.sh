@@ -192,6 +192,35 @@ check decoupled_lr_changes_training test "$(losses "$T/dl_other")" != "$(losses 
 # shellcheck disable=SC2086
 run_expect decoupled_min_lr_alone 2 "--decoupled-min-lr goes with --decoupled-lr" "$MDSTRAIN" $BASE --decoupled-min-lr 1e-5
 
+# --calculate-per-token-loss: with every token counted, the token-weighted
+# mean is the mean of micro-batch means (the same run within fp32 rounding);
+# with --eod-mask-loss the micro-batches count differently
+# shellcheck disable=SC2086
+"$MDSTRAIN" $BASE --calculate-per-token-loss >"$T/pt" 2>"$T/err"
+check per_token_exit0 test $? -eq 0
+check per_token_all_tokens_same_run sh -c "paste '$T/ref' '$T/pt' >/dev/null; \
+    a=\$(sed -n 's/.*lm loss: \\([^ ]*\\) .*/\\1/p' '$T/ref' | tr '\n' ' '); b=\$(sed -n 's/.*lm loss: \\([^ ]*\\) .*/\\1/p' '$T/pt' | tr '\n' ' '); \
+    echo \"\$a|\$b\" | awk -F'|' '{n = split(\$1, x, \" \"); split(\$2, y, \" \"); if (n < 4) exit 1;
+        for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-5 * x[i]) exit 1 } }'"
+REALB="$MOCK $TINY --seq-length 64 --max-position-embeddings 64 --global-batch-size 4 --train-iters 4
+       --lr 1e-2 --log-interval 1 --eval-iters 0 -q --eod-mask-loss"   # mock documents are short: EODs in every sample
+# shellcheck disable=SC2086
+"$MDSTRAIN" $REALB >"$T/em" 2>"$T/err"
+# shellcheck disable=SC2086
+"$MDSTRAIN" $REALB --calculate-per-token-loss >"$T/empt" 2>"$T/err"
+check per_token_first_loss_same test "$(losses "$T/em" | head -n 1)" = "$(losses "$T/empt" | head -n 1)"
+check per_token_masked_changes_training test "$(losses "$T/em")" != "$(losses "$T/empt")"
+# over two data-parallel ranks (TCP): the token count is the global batch's
+dport=$((30000 + $$ % 1000))
+# shellcheck disable=SC2086
+MASTER_ADDR=127.0.0.1 MASTER_PORT=$dport WORLD_SIZE=2 RANK=1 "$MDSTRAIN" $REALB --calculate-per-token-loss >"$T/dp1" 2>"$T/dp1.err" &
+# shellcheck disable=SC2086
+MASTER_ADDR=127.0.0.1 MASTER_PORT=$dport WORLD_SIZE=2 RANK=0 "$MDSTRAIN" $REALB --calculate-per-token-loss >"$T/dp0" 2>"$T/dp0.err"
+wait
+check per_token_dp2_like_dp1 sh -c "a=\$(sed -n 's/.*lm loss: \\([^ ]*\\) .*/\\1/p' '$T/empt' | tr '\n' ' '); b=\$(sed -n 's/.*lm loss: \\([^ ]*\\) .*/\\1/p' '$T/dp1' | tr '\n' ' ');
+    echo \"\$a|\$b\" | awk -F'|' '{n = split(\$1, x, \" \"); m = split(\$2, y, \" \"); if (n < 4 || m != n) exit 1;
+        for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-5 * x[i]) exit 1 } }'"
+
 # --grad-reduce-in-bf16: bf16 main gradients, a run of its own
 # shellcheck disable=SC2086
 "$MDSTRAIN" $BASE --bf16 -v >"$T/b32" 2>"$T/b32.err"
