@@ -575,9 +575,10 @@ struct config_json {
     hj_value vals[MAX_KEYS];
 };
 
+/* The last member named key, as Python's json.load keeps the last of duplicates. */
 static const hj_value *cj_get(const struct config_json *j, const char *key)
 {
-    for (size_t i = 0; i < j->n; i++)
+    for (size_t i = j->n; i-- > 0;)
         if (strcmp(j->keys[i], key) == 0) return &j->vals[i];
     return NULL;
 }
@@ -710,12 +711,13 @@ int hf_import(gpt_model *m, const char *dir, int tokenizer_vocab, char *err, siz
     if ((rc = slurp(cpath, &text, &tn, (size_t)16 << 20, err, errlen)) != 0) goto cleanup;
     {
         hj_iter it;
-        char key[64];
+        char key[1024];
         hj_value v;
         int r;
         if (hj_object_begin(&it, text, tn) != 0) FAIL(HF_ERR_FORMAT, "'%s': not a JSON object", cpath);
         while ((r = hj_object_next(&it, key, sizeof key, &v)) == 1)
-            if (j.n < MAX_KEYS) {
+            if (strlen(key) < sizeof j.keys[0]) {   /* longer keys are none of ours */
+                if (j.n == MAX_KEYS) FAIL(HF_ERR_FORMAT, "'%s': more than %d fields", cpath, MAX_KEYS);
                 snprintf(j.keys[j.n], sizeof j.keys[0], "%s", key);
                 j.vals[j.n++] = v;
             }

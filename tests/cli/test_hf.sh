@@ -2,8 +2,8 @@
 # test_hf.sh - HuggingFace folders both ways (--export-hf, --load-hf) against
 # the fixtures that tests/reference/make_hf_fixtures.py recorded with the
 # real transformers (tests/data/README.md):
-#  - export: the same 3-iteration GPT and Llama (GQA, untied, RMSNorm,
-#    SwiGLU, RoPE) checkpoints as the recording; mdstrain's own forward on
+#  - export: the same 3-iteration GPT, Llama (GQA, untied, RMSNorm,
+#    SwiGLU, RoPE) and Llama (tied, biases) checkpoints as the recording; mdstrain's own forward on
 #    them gives transformers' logits on the exported folder within 1e-4
 #    (--check-logits), and so does mdstrain on the folder re-imported;
 #  - TP2 and PP2: the folder imported into 2 processes, saved after an
@@ -26,6 +26,8 @@ GPT="--tokenizer-type NullTokenizer --vocab-size 250 --make-vocab-size-divisible
      --num-layers 2 --hidden-size 32 --num-attention-heads 4 --max-position-embeddings 16"
 LLAMA="$GPT --position-embedding-type rope --normalization RMSNorm --swiglu --ffn-hidden-size 48
        --group-query-attention --num-query-groups 2 --untie-embeddings-and-output-weights --disable-bias-linear"
+LLAMA_BIAS="$GPT --position-embedding-type rope --rotary-base 500 --normalization RMSNorm --swiglu --ffn-hidden-size 40"
+flags() { case $1 in gpt) echo "$GPT" ;; llama) echo "$LLAMA" ;; *) echo "$LLAMA_BIAS" ;; esac; }
 TRAIN="--mock-data --seq-length 16 --micro-batch-size 2 --train-iters 3 --lr 1e-2 --log-interval 1 --eval-iters 0 -q"
 G2="--tokenizer-type NullTokenizer --vocab-size 96 --make-vocab-size-divisible-by 16
     --num-layers 2 --hidden-size 32 --num-attention-heads 4 --max-position-embeddings 16"
@@ -42,8 +44,8 @@ logits() {
 }
 
 # ---- export: mdstrain's forward = transformers' on the exported folder ----
-for m in gpt llama; do
-    if [ $m = gpt ]; then F=$GPT; else F=$LLAMA; fi
+for m in gpt llama llama_bias; do
+    F=$(flags $m)
     # shellcheck disable=SC2086
     "$MDSTRAIN" $F $TRAIN --save "$T/$m" >/dev/null 2>"$T/err" || { fail "${m}_train"; cat "$T/err" >&2; }
     # shellcheck disable=SC2086
@@ -59,6 +61,8 @@ check gpt_config_gpt2 grep -q '"architectures": \["GPT2LMHeadModel"\]' "$T/gpt_h
 check gpt_config_gelu_new grep -q '"activation_function": "gelu_new"' "$T/gpt_hf/config.json"
 check llama_config grep -q '"num_key_value_heads": 2' "$T/llama_hf/config.json"
 check llama_config_untied grep -q '"tie_word_embeddings": false' "$T/llama_hf/config.json"
+check llama_bias_config grep -q '"attention_bias": true' "$T/llama_bias_hf/config.json"
+check llama_bias_tensors grep -q 'model.layers.1.mlp.down_proj.bias' "$T/llama_bias_hf/model.safetensors"
 
 # a checkpoint one iteration further does not pass as the recorded one
 # shellcheck disable=SC2086
@@ -87,8 +91,8 @@ two() {
     done
 }
 ZERO="--mock-data --seq-length 16 --micro-batch-size 1 --global-batch-size 2 --train-iters 1 --lr 0 --eval-iters 0 -q"
-for m in gpt llama; do
-    if [ $m = gpt ]; then F=$GPT; else F=$LLAMA; fi
+for m in gpt llama llama_bias; do
+    F=$(flags $m)
     for lay in tp2 pp2; do
         if [ $lay = tp2 ]; then P="--tensor-model-parallel-size 2"; else P="--pipeline-model-parallel-size 2"; fi
         # shellcheck disable=SC2086
