@@ -6,7 +6,7 @@
 #    SwiGLU, RoPE) and Llama (tied, biases) checkpoints as the recording; mdstrain's own forward on
 #    them gives transformers' logits on the exported folder within 1e-4
 #    (--check-logits), and so does mdstrain on the folder re-imported;
-#  - TP2 and PP2: the folder imported into 2 processes, saved after an
+#  - TP2, PP2, TP2 x PP2: the folder imported into 2 or 4 processes, saved after an
 #    iteration at lr 0 (weights unchanged), exports bitwise the same folder;
 #  - import: the folders transformers itself saved give transformers'
 #    logits; training from one gives the same losses at TP1 and TP2;
@@ -71,17 +71,18 @@ check llama_bias_tensors grep -q 'model.layers.1.mlp.down_proj.bias' "$T/llama_b
 run_expect check_logits_can_fail 1 "" "$MDSTRAIN" $GPT --load "$T/gpt4" --check-logits "$D/export_gpt.logits"
 check check_logits_says_differ grep -q '^logits differ' "$T/out"
 
-# ---- TP2 and PP2: import, save unchanged (lr 0), export: the same bytes ----
+# ---- TP2, PP2, TP2 x PP2: import, save unchanged (lr 0), export: the same bytes ----
 PORT=$((15000 + ($$ * 7) % 15000))
-# two NAME FLAGS...: 2 ranks over TCP (torchrun's variables); rc the worst exit
+# two NAME FLAGS...: 2 ranks (NP=4: 4) over TCP (torchrun's variables); rc the worst exit
 two() {
     name=$1; shift
     pids=""
+    np=${NP:-2}
     for _ in 1 2 3; do
         PORT=$((PORT + 1)); [ "$PORT" -gt 29999 ] && PORT=15000
         pids=""
-        for i in 0 1; do
-            RANK=$i WORLD_SIZE=2 LOCAL_RANK=$i MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT MDS_RENDEZVOUS_TIMEOUT=20 \
+        for i in $(seq 0 $((np - 1))); do
+            RANK=$i WORLD_SIZE=$np LOCAL_RANK=$i MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT MDS_RENDEZVOUS_TIMEOUT=20 \
                 timeout -s KILL 120 "$MDSTRAIN" "$@" >"$T/$name.$i.log" 2>"$T/$name.$i.err" &
             pids="$pids $!"
         done
@@ -93,10 +94,14 @@ two() {
 ZERO="--mock-data --seq-length 16 --micro-batch-size 1 --global-batch-size 2 --train-iters 1 --lr 0 --eval-iters 0 -q"
 for m in gpt llama llama_bias; do
     F=$(flags $m)
-    for lay in tp2 pp2; do
-        if [ $lay = tp2 ]; then P="--tensor-model-parallel-size 2"; else P="--pipeline-model-parallel-size 2"; fi
+    for lay in tp2 pp2 tp2pp2; do
+        case $lay in
+            tp2) P="--tensor-model-parallel-size 2" NP=2 ;;
+            pp2) P="--pipeline-model-parallel-size 2" NP=2 ;;
+            *) P="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2" NP=4 ;;
+        esac
         # shellcheck disable=SC2086
-        two "${m}_$lay" $F $P $ZERO --load-hf "$T/${m}_hf" --save "$T/${m}_$lay"
+        NP=$NP two "${m}_$lay" $F $P $ZERO --load-hf "$T/${m}_hf" --save "$T/${m}_$lay"
         # shellcheck disable=SC2086
         "$MDSTRAIN" $F $P --load "$T/${m}_$lay" --export-hf "$T/${m}_${lay}_hf" 2>"$T/err"
         if [ "$rc" -eq 0 ] && cmp -s "$T/${m}_hf/model.safetensors" "$T/${m}_${lay}_hf/model.safetensors" &&
