@@ -45,8 +45,6 @@ int hf_arch_of(const gpt_config *c, char *err, size_t errlen)
         if (c->normalization != GPT_NORM_RMSNORM) FAIL(HF_ERR_UNSUPPORTED, "LlamaForCausalLM has RMSNorm, not LayerNorm (--normalization)");
         if (!c->swiglu) FAIL(HF_ERR_UNSUPPORTED, "LlamaForCausalLM has a SwiGLU MLP (--swiglu)");
         if (c->rotary_percent != 1.0) FAIL(HF_ERR_UNSUPPORTED, "LlamaForCausalLM rotates every channel (--rotary-percent %g)", c->rotary_percent);
-        if (c->rotary_interleaved) FAIL(HF_ERR_UNSUPPORTED, "LlamaForCausalLM's RoPE is rotate_half, not interleaved (--rotary-interleaved)");
-        if (c->rope_scaling_factor > 0) FAIL(HF_ERR_UNSUPPORTED, "RoPE scaling (--use-rope-scaling) is not exported yet");
         return HF_ARCH_LLAMA;
     }
     FAIL(HF_ERR_UNSUPPORTED, "neither GPT2LMHeadModel nor LlamaForCausalLM has --position-embedding-type none");
@@ -189,6 +187,7 @@ static void shard(const gpt_model *m, float *loc, struct full *f, int to_local)
 struct spec {
     char name[96];
     int id, layer, tr, vocab;
+    int perm;     /* head size: q/k rows of interleaved RoPE, permuted to rotate_half (0: none) */
     size_t r0, nrows, cols;
 };
 
@@ -201,6 +200,7 @@ static void add(struct spec *s, size_t *n, const char *name, int id, int layer, 
     snprintf(x->name, sizeof x->name, "%s", name);
     x->id = id; x->layer = layer; x->r0 = r0; x->nrows = nrows; x->cols = cols; x->tr = tr;
     x->vocab = id == GPT_WTE || id == GPT_OUTW;
+    x->perm = 0;
 }
 
 static size_t build_specs(struct spec *s, int arch, const struct full *f, const gpt_config *c)
@@ -238,10 +238,12 @@ static size_t build_specs(struct spec *s, int arch, const struct full *f, const 
         add(s, &n, NAME("self_attn.q_proj.weight"), GPT_QKVW, l, 0, C, C, 0);
         add(s, &n, NAME("self_attn.k_proj.weight"), GPT_QKVW, l, C, Gh, C, 0);
         add(s, &n, NAME("self_attn.v_proj.weight"), GPT_QKVW, l, C + Gh, Gh, C, 0);
+        if (c->rotary_interleaved) s[n - 3].perm = s[n - 2].perm = f->hs;   /* q_proj, k_proj */
         add(s, &n, NAME("self_attn.o_proj.weight"), GPT_ATTPROJW, l, 0, C, C, 0);
         if (bias) {
             add(s, &n, NAME("self_attn.q_proj.bias"), GPT_QKVB, l, 0, C, 1, 0);
             add(s, &n, NAME("self_attn.k_proj.bias"), GPT_QKVB, l, C, Gh, 1, 0);
+            if (c->rotary_interleaved) s[n - 2].perm = s[n - 1].perm = f->hs;
             add(s, &n, NAME("self_attn.v_proj.bias"), GPT_QKVB, l, C + Gh, Gh, 1, 0);
             add(s, &n, NAME("self_attn.o_proj.bias"), GPT_ATTPROJB, l, 0, C, 1, 0);
         }
@@ -274,6 +276,18 @@ static void spec_copy(const struct full *f, const struct spec *x, float *hf, siz
 {
     float *b = spec_base(f, x);
     size_t R = nrows, K = x->cols;
+    if (x->perm) {
+        /* interleaved RoPE pairs channels (2i, 2i+1) of a head, transformers'
+           rotate_half pairs (i, i + hs/2): HF row i is mds row 2i, HF row
+           i + hs/2 is mds row 2i + 1 (the permutation of Meta's converter) */
+        size_t hs = (size_t)x->perm, half = hs / 2;
+        for (size_t r = 0; r < R; r++) {
+            size_t j = r % hs, mr = r - j + (j < half ? 2 * j : 2 * (j - half) + 1);
+            if (to_model) memcpy(b + mr * K, hf + r * K, K * sizeof(float));
+            else memcpy(hf + r * K, b + mr * K, K * sizeof(float));
+        }
+        return;
+    }
     if (!x->tr) {
         if (to_model) memcpy(b, hf, R * K * sizeof(float));
         else memcpy(hf, b, R * K * sizeof(float));
@@ -381,6 +395,13 @@ static int write_config(const char *path, int arch, const gpt_config *c, const s
     float_text(hd, sizeof hd, c->hidden_dropout);
     float_text(ad, sizeof ad, c->attention_dropout);
     long long eod = (long long)tok->eod;
+    /* Llama 3.1's scaling as Megatron (and kernels/cpu/rope.c) applies it */
+    char scaling[256] = "null", factor[40];
+    snprintf(factor, sizeof factor, "%.17g", c->rope_scaling_factor);
+    if (!strpbrk(factor, ".en")) strcat(factor, ".0");   /* transformers wants a float */
+    if (c->rope_scaling_factor > 0)
+        snprintf(scaling, sizeof scaling, "{\"rope_type\": \"llama3\", \"factor\": %s, \"low_freq_factor\": 1.0, "
+                 "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}", factor);
     int n;
     if (arch == HF_ARCH_GPT2)
         n = snprintf(buf, sizeof buf,
@@ -425,7 +446,7 @@ static int write_config(const char *path, int arch, const gpt_config *c, const s
                      "  \"max_position_embeddings\": %d,\n"
                      "  \"rms_norm_eps\": %s,\n"
                      "  \"rope_theta\": %.17g,\n"
-                     "  \"rope_scaling\": null,\n"
+                     "  \"rope_scaling\": %s,\n"
                      "  \"hidden_act\": \"silu\",\n"
                      "  \"attention_bias\": %s,\n"
                      "  \"mlp_bias\": %s,\n"
@@ -438,7 +459,7 @@ static int write_config(const char *path, int arch, const gpt_config *c, const s
                      "  \"torch_dtype\": \"float32\",\n"
                      "  \"use_cache\": true\n"
                      "}\n",
-                     f->Vp, f->C, f->F, f->L, f->NH, f->G, f->hs, f->maxT, eps, c->rotary_base,
+                     f->Vp, f->C, f->F, f->L, f->NH, f->G, f->hs, f->maxT, eps, c->rotary_base, scaling,
                      c->add_bias_linear ? "true" : "false", c->add_bias_linear ? "true" : "false", ad, std,
                      c->untie_embeddings ? "false" : "true", eod, eod);
     if (n < 0 || (size_t)n >= sizeof buf) {
@@ -527,14 +548,14 @@ int hf_export(const char *ckpt_dir, uint64_t iteration, const gpt_config *cfg, c
         const struct spec *x = &specs[i];
         st_entry *e = &ents[i];
         e->name = x->name;
-        if (x->tr) {
+        if (x->tr || x->perm) {   /* a copy: transposed, or its rows permuted */
             bufs[i] = malloc(x->nrows * x->cols * sizeof(float));
-            if (!bufs[i]) FAIL(HF_ERR_NOMEM, "out of memory transposing '%s'", x->name);
+            if (!bufs[i]) FAIL(HF_ERR_NOMEM, "out of memory copying '%s'", x->name);
             spec_copy(&f, x, bufs[i], x->nrows, 0);
             e->data = bufs[i];
-            e->ndim = 2;
-            e->shape[0] = x->cols;
-            e->shape[1] = x->nrows;
+            e->ndim = x->cols == 1 ? 1 : 2;
+            e->shape[0] = x->tr ? x->cols : x->nrows;
+            e->shape[1] = x->tr ? x->nrows : x->cols;
         } else {
             e->data = spec_base(&f, x);
             e->ndim = x->cols == 1 ? 1 : 2;
@@ -660,6 +681,45 @@ static int cj_str(const struct config_json *j, const char *key, char *out, size_
                  (double)(want), flag); \
     } while (0)
 
+/* rope_scaling: null without --use-rope-scaling, else Llama 3.1's
+ * {"rope_type": "llama3", factor, low_freq_factor 1, high_freq_factor 4,
+ * original_max_position_embeddings 8192} (the constants mds implements). */
+static int check_rope_scaling(const struct config_json *j, double factor, char *err, size_t errlen)
+{
+    int rc = 0;
+    const hj_value *rs = cj_get(j, "rope_scaling");
+    if (!rs || rs->type == HJ_NULL) {
+        if (factor > 0)
+            FAIL(HF_ERR_MISMATCH, "'%s': rope_scaling is null in the folder but this run scales RoPE by %g "
+                 "(--use-rope-scaling)", j->path, factor);
+        return 0;
+    }
+    if (rs->type != HJ_OBJECT) FAIL(HF_ERR_FORMAT, "'%s': rope_scaling is not an object", j->path);
+    hj_iter it;
+    hj_value v;
+    char key[64], type[32] = "";
+    double f = -1, lo = -1, hi = -1, orig = -1;
+    hj_object_begin(&it, rs->start, rs->len);
+    while (hj_object_next(&it, key, sizeof key, &v) == 1) {
+        if ((strcmp(key, "rope_type") == 0 || strcmp(key, "type") == 0) && v.type == HJ_STRING)
+            hj_string(&v, type, sizeof type);
+        else if (v.type == HJ_NUMBER && strcmp(key, "factor") == 0) f = v.num;
+        else if (v.type == HJ_NUMBER && strcmp(key, "low_freq_factor") == 0) lo = v.num;
+        else if (v.type == HJ_NUMBER && strcmp(key, "high_freq_factor") == 0) hi = v.num;
+        else if (v.type == HJ_NUMBER && strcmp(key, "original_max_position_embeddings") == 0) orig = v.num;
+    }
+    if (strcmp(type, "llama3") != 0)
+        FAIL(HF_ERR_UNSUPPORTED, "'%s': rope_scaling type \"%s\" is not supported (only llama3)", j->path, type);
+    if (lo != 1 || hi != 4 || orig != 8192)
+        FAIL(HF_ERR_UNSUPPORTED, "'%s': rope_scaling llama3 with low_freq_factor %g, high_freq_factor %g, "
+             "original_max_position_embeddings %g (mds implements 1, 4, 8192)", j->path, lo, hi, orig);
+    if (f != factor)
+        FAIL(HF_ERR_MISMATCH, "'%s': rope_scaling factor is %g in the folder but %g in this run (--rope-scaling-factor%s)",
+             j->path, f, factor, factor > 0 ? "" : "; --use-rope-scaling is off");
+cleanup:
+    return rc;
+}
+
 /* A GPT-2 buffer saved by old transformers versions: the causal mask. */
 static int ignorable(int arch, const char *name, int tied)
 {
@@ -767,8 +827,7 @@ int hf_import(gpt_model *m, const char *dir, int tokenizer_vocab, char *err, siz
         WANT_BOOL("attention_bias", 0, c->add_bias_linear, "--disable-bias-linear");
         WANT_BOOL("mlp_bias", 0, c->add_bias_linear, "--disable-bias-linear");
         WANT_BOOL("tie_word_embeddings", 0, !c->untie_embeddings, "--untie-embeddings-and-output-weights");
-        const hj_value *rs = cj_get(&j, "rope_scaling");
-        if (rs && rs->type != HJ_NULL) FAIL(HF_ERR_UNSUPPORTED, "'%s': rope_scaling is not supported yet", cpath);
+        if ((rc = check_rope_scaling(&j, c->rope_scaling_factor, err, errlen)) != 0) goto cleanup;
         char act[32];
         if (cj_str(&j, "hidden_act", act, sizeof act) != 0) snprintf(act, sizeof act, "silu");
         if (strcmp(act, "silu") != 0)

@@ -12,15 +12,17 @@
  *  - Llama's q_proj / k_proj / v_proj are the Q, K and V row blocks of the
  *    QKV weight (mds keeps them whole-model [Q | K | V], not Megatron's
  *    per-group interleave); gate_proj / up_proj the [gate | up] halves of
- *    FC1.  Both use rotate_half RoPE, so no q/k permutation is needed
- *    (interleaved RoPE is refused).
+ *    FC1.  Both use rotate_half RoPE by default, so q/k are copied as they
+ *    are; with interleaved RoPE their rows are permuted within each head
+ *    (Meta's converter's permutation), so the folder is always rotate_half's.
+ *    Llama 3.1 RoPE scaling is config.json's rope_scaling "llama3".
  *  - vocab_size in the exported config.json is the PADDED vocabulary (the
  *    embedding as trained, so logits match row for row); an import accepts
  *    any vocab_size from the tokenizer's size up to this run's padded size,
  *    and zeroes the padding rows it lacks.
  *  - GPT-2 is always tied: an untied GPT is refused, as are architectures
- *    neither model expresses (GELU with RoPE, partial or interleaved RoPE,
- *    Llama 3 RoPE scaling, linear biases in GPT-2's absence, ...).
+ *    neither model expresses (GELU with RoPE, partial RoPE, no position
+ *    embedding, GPT-2 without linear biases, ...).
  *
  * Memory: the export holds the whole model once in fp32 plus one rank's
  * model at a time; an import holds the file and the whole model in fp32.
@@ -59,8 +61,7 @@ enum hf_arch { HF_ARCH_GPT2 = 1, HF_ARCH_LLAMA = 2 };
 /*
  * hf_arch_of() - which HuggingFace class expresses cfg: GPT-2 (learned
  * positions, LayerNorm, GELU, biases, multi-head, tied) or Llama (RoPE over
- * every channel, not interleaved, no scaling; RMSNorm; SwiGLU; biases on
- * all linears or none).
+ * every channel; RMSNorm; SwiGLU; biases on all linears or none).
  * @return : HF_ARCH_GPT2, HF_ARCH_LLAMA, or HF_ERR_UNSUPPORTED naming the field.
  */
 int hf_arch_of(const gpt_config *cfg, char *err, size_t errlen);

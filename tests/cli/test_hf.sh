@@ -3,7 +3,8 @@
 # the fixtures that tests/reference/make_hf_fixtures.py recorded with the
 # real transformers (tests/data/README.md):
 #  - export: the same 3-iteration GPT, Llama (GQA, untied, RMSNorm,
-#    SwiGLU, RoPE) and Llama (tied, biases) checkpoints as the recording; mdstrain's own forward on
+#    SwiGLU, RoPE), Llama (tied, biases) and Llama (interleaved RoPE, whose
+#    q/k rows are permuted, Llama 3.1 scaling) checkpoints as the recording; mdstrain's own forward on
 #    them gives transformers' logits on the exported folder within 1e-4
 #    (--check-logits), and so does mdstrain on the folder re-imported;
 #  - TP2, PP2, TP2 x PP2: the folder imported into 2 or 4 processes, saved after an
@@ -27,7 +28,11 @@ GPT="--tokenizer-type NullTokenizer --vocab-size 250 --make-vocab-size-divisible
 LLAMA="$GPT --position-embedding-type rope --normalization RMSNorm --swiglu --ffn-hidden-size 48
        --group-query-attention --num-query-groups 2 --untie-embeddings-and-output-weights --disable-bias-linear"
 LLAMA_BIAS="$GPT --position-embedding-type rope --rotary-base 500 --normalization RMSNorm --swiglu --ffn-hidden-size 40"
-flags() { case $1 in gpt) echo "$GPT" ;; llama) echo "$LLAMA" ;; *) echo "$LLAMA_BIAS" ;; esac; }
+LLAMA_INTERLEAVED="$GPT --position-embedding-type rope --rotary-interleaved --use-rope-scaling --rope-scaling-factor 8
+                   --normalization RMSNorm --swiglu --ffn-hidden-size 40 --group-query-attention --num-query-groups 2"
+flags() {
+    case $1 in gpt) echo "$GPT" ;; llama) echo "$LLAMA" ;; llama_bias) echo "$LLAMA_BIAS" ;; *) echo "$LLAMA_INTERLEAVED" ;; esac
+}
 TRAIN="--mock-data --seq-length 16 --micro-batch-size 2 --train-iters 3 --lr 1e-2 --log-interval 1 --eval-iters 0 -q"
 G2="--tokenizer-type NullTokenizer --vocab-size 96 --make-vocab-size-divisible-by 16
     --num-layers 2 --hidden-size 32 --num-attention-heads 4 --max-position-embeddings 16"
@@ -44,7 +49,7 @@ logits() {
 }
 
 # ---- export: mdstrain's forward = transformers' on the exported folder ----
-for m in gpt llama llama_bias; do
+for m in gpt llama llama_bias llama_interleaved; do
     F=$(flags $m)
     # shellcheck disable=SC2086
     "$MDSTRAIN" $F $TRAIN --save "$T/$m" >/dev/null 2>"$T/err" || { fail "${m}_train"; cat "$T/err" >&2; }
@@ -62,6 +67,15 @@ check gpt_config_gelu_new grep -q '"activation_function": "gelu_new"' "$T/gpt_hf
 check llama_config grep -q '"num_key_value_heads": 2' "$T/llama_hf/config.json"
 check llama_config_untied grep -q '"tie_word_embeddings": false' "$T/llama_hf/config.json"
 check llama_bias_config grep -q '"attention_bias": true' "$T/llama_bias_hf/config.json"
+check llama_interleaved_scaling grep -q '"rope_scaling": {"rope_type": "llama3", "factor": 8.0, ' "$T/llama_interleaved_hf/config.json"
+# the folder is rotate_half's layout: it also runs in a model without --rotary-interleaved
+# shellcheck disable=SC2086
+logits llama_interleaved_as_rotate_half $(echo $LLAMA_INTERLEAVED | sed 's/--rotary-interleaved//') \
+    --load-hf "$T/llama_interleaved_hf" --check-logits "$D/export_llama_interleaved.logits"
+# shellcheck disable=SC2086
+run_expect config_rope_scaling 1 "rope_scaling factor is 8 in the folder but 0 in this run" \
+    "$MDSTRAIN" $(echo $LLAMA_INTERLEAVED | sed 's/--use-rope-scaling//') --load-hf "$T/llama_interleaved_hf" \
+    --check-logits "$D/export_llama_interleaved.logits"
 check llama_bias_tensors grep -q 'model.layers.1.mlp.down_proj.bias' "$T/llama_bias_hf/model.safetensors"
 
 # a checkpoint one iteration further does not pass as the recorded one
@@ -92,9 +106,10 @@ two() {
     done
 }
 ZERO="--mock-data --seq-length 16 --micro-batch-size 1 --global-batch-size 2 --train-iters 1 --lr 0 --eval-iters 0 -q"
-for m in gpt llama llama_bias; do
+for m in gpt llama llama_bias llama_interleaved; do
     F=$(flags $m)
     for lay in tp2 pp2 tp2pp2; do
+        [ $m = llama_interleaved ] && [ $lay != tp2 ] && continue
         case $lay in
             tp2) P="--tensor-model-parallel-size 2" NP=2 ;;
             pp2) P="--pipeline-model-parallel-size 2" NP=2 ;;

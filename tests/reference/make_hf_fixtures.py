@@ -12,12 +12,17 @@ Debian's python3-torch (the project's other reference script uses it):
 
 It writes, for the export direction (mdstrain -> HuggingFace):
 
-    tests/data/hf/export_gpt.logits     transformers' GPT2LMHeadModel logits on
-    tests/data/hf/export_llama.logits   the folder `mdstrain --export-hf` wrote from
-    tests/data/hf/export_llama_bias.logits  a 3-iteration mdstrain checkpoint (GPT;
-                                        Llama with GQA, untied, RMSNorm, SwiGLU, RoPE;
-                                        and Llama multi-head, tied, with linear biases,
-                                        RoPE base 500)
+    tests/data/hf/export_gpt.logits
+    tests/data/hf/export_llama.logits
+    tests/data/hf/export_llama_bias.logits
+    tests/data/hf/export_llama_interleaved.logits
+
+transformers' logits on the folder `mdstrain --export-hf` wrote from a
+3-iteration mdstrain checkpoint of: GPT (GPT2LMHeadModel); Llama with GQA,
+untied, RMSNorm, SwiGLU, RoPE, no biases; Llama multi-head, tied, with
+linear biases, RoPE base 500; Llama with interleaved RoPE (q/k rows
+permuted to rotate_half on export), Llama 3.1 RoPE scaling factor 8, GQA,
+tied, biases (all LlamaForCausalLM);
 
 and for the import direction (HuggingFace -> mdstrain):
 
@@ -64,6 +69,11 @@ LLAMA_BIAS = ("--tokenizer-type NullTokenizer --vocab-size 250 --make-vocab-size
               "--num-layers 2 --hidden-size 32 --num-attention-heads 4 --max-position-embeddings 16 "
               "--position-embedding-type rope --rotary-base 500 --normalization RMSNorm --swiglu "
               "--ffn-hidden-size 40").split()
+LLAMA_INTERLEAVED = ("--tokenizer-type NullTokenizer --vocab-size 250 --make-vocab-size-divisible-by 8 "
+                     "--num-layers 2 --hidden-size 32 --num-attention-heads 4 --max-position-embeddings 16 "
+                     "--position-embedding-type rope --rotary-interleaved --use-rope-scaling --rope-scaling-factor 8 "
+                     "--normalization RMSNorm --swiglu --ffn-hidden-size 40 "
+                     "--group-query-attention --num-query-groups 2").split()
 TRAIN = ("--mock-data --seq-length 16 --micro-batch-size 2 --train-iters 3 --lr 1e-2 "
          "--log-interval 1 --eval-iters 0 -q").split()
 B, T = 2, 12
@@ -137,6 +147,7 @@ def main():
         export_case("gpt", GPT, tmp)
         export_case("llama", LLAMA, tmp)
         export_case("llama_bias", LLAMA_BIAS, tmp)
+        export_case("llama_interleaved", LLAMA_INTERLEAVED, tmp)
     torch.manual_seed(11)
     gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=96, n_positions=16, n_embd=32, n_layer=2, n_head=4,
                                       activation_function="gelu_new", layer_norm_epsilon=1e-5,
