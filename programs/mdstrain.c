@@ -1097,7 +1097,7 @@ static void model_config(const struct config *c, int V, int tp, int tp_rank, int
 static const char *hf_hint(int rc)
 {
     return rc == HF_ERR_MISMATCH ? "give the model flags of the folder's model"
-         : rc == HF_ERR_UNSUPPORTED ? "only GPT2LMHeadModel and LlamaForCausalLM architectures convert (docs/formats.md)"
+         : rc == HF_ERR_UNSUPPORTED ? "docs/formats.md (\"HuggingFace folders\") lists what converts"
          : rc == HF_ERR_FORMAT ? "the file is damaged or not what it should be"
          : "check the paths";
 }
@@ -1114,13 +1114,13 @@ static void export_hf(const struct config *c, int world_size)
     model_config(c, ti.V, c->tp, 0, c->pp, 0, &mc);
     char err[4600];
     if (gpt_config_check(&mc, err, sizeof err) != 0) cli_usage("%s", err);
+    if (hf_arch_of(&mc, err, sizeof err) < 0) cli_usage("cannot export: %s", err);
     uint64_t it;
     if (ckpt_read_latest(c->load, &it, err, sizeof err) != 0)
         cli_die(1, "cannot export: %s\nhint: --load names a directory written by --save", err);
     hf_tokenizer tok = { ti.vocab_path, ti.merge_path, ti.eod };
     int code;
     int rc = hf_export(c->load, it, &mc, &tok, c->export_hf, &code, err, sizeof err);
-    if (rc == HF_ERR_UNSUPPORTED) cli_usage("cannot export: %s", err);
     if (rc)
         cli_die(1, "cannot export: %s\nhint: %s", err,
                 code == CKPT_ERR_MISMATCH ? "give the model flags and parallel sizes of the saved run" : hf_hint(rc));
@@ -1133,8 +1133,8 @@ static void export_hf(const struct config *c, int world_size)
 static void import_hf(const char *dir, gpt_model *m, int V, int rank)
 {
     char err[4600];
+    if (hf_arch_of(&m->cfg, err, sizeof err) < 0) cli_usage("cannot import: %s", err);   /* the flags' fault */
     int rc = hf_import(m, dir, V, err, sizeof err);
-    if (rc == HF_ERR_UNSUPPORTED) cli_usage("cannot import: %s", err);
     if (rc) cli_die(1, "rank %d: cannot import: %s\nhint: %s", rank, err, hf_hint(rc));
 }
 

@@ -25,6 +25,19 @@
 
 #define FAIL(code, ...) do { if (err && errlen) snprintf(err, errlen, __VA_ARGS__); rc = (code); goto cleanup; } while (0)
 
+const char *hf_strerror(int code)
+{
+    switch (code) {
+    case HF_OK: return "success";
+    case HF_ERR_IO: return "input/output error";
+    case HF_ERR_FORMAT: return "malformed file";
+    case HF_ERR_MISMATCH: return "the folder's model is not this run's";
+    case HF_ERR_UNSUPPORTED: return "unsupported architecture";
+    case HF_ERR_NOMEM: return "out of memory";
+    default: return "unknown error";
+    }
+}
+
 /* ---- the architecture ---------------------------------------------------- */
 
 int hf_arch_of(const gpt_config *c, char *err, size_t errlen)
@@ -840,6 +853,16 @@ int hf_import(gpt_model *m, const char *dir, int tokenizer_vocab, char *err, siz
              "size to the padded size)", cpath, V, tokenizer_vocab, m->Vp);
 
     {
+        char other[4300];
+        struct stat sb;
+        snprintf(other, sizeof other, "%s/model.safetensors.index.json", dir);
+        if (stat(spath, &sb) != 0 && stat(other, &sb) == 0)
+            FAIL(HF_ERR_UNSUPPORTED, "'%s': sharded safetensors (model.safetensors.index.json) are not read yet; "
+                 "save the model as one file (save_pretrained(max_shard_size=...) large enough)", dir);
+        snprintf(other, sizeof other, "%s/pytorch_model.bin", dir);
+        if (stat(spath, &sb) != 0 && stat(other, &sb) == 0)
+            FAIL(HF_ERR_UNSUPPORTED, "'%s': only pytorch_model.bin, no model.safetensors; save it with "
+                 "save_pretrained(safe_serialization=True)", dir);
         int r = st_open(spath, &sf, err, errlen);
         if (r) { rc = r == ST_ERR_IO ? HF_ERR_IO : r == ST_ERR_NOMEM ? HF_ERR_NOMEM : HF_ERR_FORMAT; goto cleanup; }
     }

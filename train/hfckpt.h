@@ -56,6 +56,9 @@ enum hf_err {
     HF_ERR_NOMEM = -5
 };
 
+/* A short name for an error code; never NULL. */
+const char *hf_strerror(int code);
+
 enum hf_arch { HF_ARCH_GPT2 = 1, HF_ARCH_LLAMA = 2 };
 
 /*
@@ -93,6 +96,8 @@ int hf_export(const char *ckpt_dir, uint64_t iteration, const gpt_config *cfg, c
  * vocab_size must lie in [tokenizer_vocab, m->Vp]; every expected tensor
  * must be present with its shape, and no other tensor (GPT-2's attn.bias
  * masks and a tied lm_head.weight aside).  Optimizer state is not touched.
+ * A folder with only sharded safetensors or only pytorch_model.bin is
+ * HF_ERR_UNSUPPORTED, saying how to re-save it.
  * @return : 0, HF_ERR_IO, HF_ERR_FORMAT, HF_ERR_MISMATCH, HF_ERR_UNSUPPORTED, HF_ERR_NOMEM.
  */
 int hf_import(gpt_model *m, const char *dir, int tokenizer_vocab, char *err, size_t errlen);

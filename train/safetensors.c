@@ -34,6 +34,18 @@ struct st_file {
 
 #define FAIL(code, ...) do { if (err && errlen) snprintf(err, errlen, __VA_ARGS__); rc = (code); goto cleanup; } while (0)
 
+const char *st_strerror(int code)
+{
+    switch (code) {
+    case ST_OK: return "success";
+    case ST_ERR_IO: return "input/output error";
+    case ST_ERR_FORMAT: return "malformed safetensors file";
+    case ST_ERR_NOMEM: return "out of memory";
+    case ST_ERR_ARG: return "bad argument";
+    default: return "unknown error";
+    }
+}
+
 const char *st_dtype_name(int dtype)
 {
     return dtype == ST_F32 ? "F32" : dtype == ST_F16 ? "F16" : dtype == ST_BF16 ? "BF16" : "?";

@@ -42,6 +42,9 @@ enum st_err {
     ST_ERR_ARG = -4      /* a bad argument (a name too long, a shape too large) */
 };
 
+/* A short name for an error code; never NULL. */
+const char *st_strerror(int code);
+
 enum st_dtype { ST_F32 = 0, ST_F16 = 1, ST_BF16 = 2 };
 
 #define ST_MAX_DIMS 8

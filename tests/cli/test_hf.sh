@@ -220,6 +220,12 @@ run_expect config_vocab 1 "vocab_size is 96 in the folder but this run needs 100
 run_expect config_gqa 1 "num_key_value_heads is 2 in the folder but 4 in this run \(--num-query-groups\)$" \
     "$MDSTRAIN" $(echo $L2 | sed 's/--num-query-groups 2/--num-query-groups 4/') --load-hf "$D/llama_tiny" \
     --check-logits "$D/llama_tiny.logits"
+mkdir "$T/sharded"; cp "$D/gpt2_tiny/config.json" "$T/sharded/"; echo '{}' >"$T/sharded/model.safetensors.index.json"
+run_expect sharded_refused 1 "'.*sharded': sharded safetensors \(model.safetensors.index.json\) are not read yet" \
+    "$MDSTRAIN" $G2 --load-hf "$T/sharded" --check-logits "$D/gpt2_tiny.logits"
+# shellcheck disable=SC2086
+run_expect import_other_architecture 2 "cannot import: neither GPT2LMHeadModel nor LlamaForCausalLM has --position-embedding-type none" \
+    "$MDSTRAIN" $G2 --position-embedding-type none --load-hf "$D/gpt2_tiny" --check-logits "$D/gpt2_tiny.logits"
 # shellcheck disable=SC2086
 run_expect import_in_training_names_rank 1 "^mdstrain: rank 0: cannot import: .*missing tensor" \
     "$MDSTRAIN" $G2 $RUN --load-hf "$T/missing"
