@@ -337,11 +337,12 @@ static void print_help(void)
 {
     printf("usage: %s --num-layers N --hidden-size N --num-attention-heads N --seq-length N\n"
            "         --max-position-embeddings N --micro-batch-size N --lr X\n"
-           "         (--train-iters N | --train-samples N) (--data-path PREFIX... | --mock-data) [options]\n\n"
+           "         (--train-iters N | --train-samples N) (--data-path PREFIX... | --mock-data) [options]\n"
+           "   or: %s MODEL-FLAGS [--tensor/pipeline-model-parallel-size N] --load DIR --export-hf OUT\n\n"
            "Pretrain Megatron's GPT on the CPU reference kernels with Megatron-LM's flags, data\n"
            "samples, learning-rate schedule and log line (fp32).  In parallel: mpirun -np N %s ...\n"
            "or srun %s ... (Megatron's rank order: TP fastest, then DP, then PP).\n\n",
-           cli.name, cli.name, cli.name);
+           cli.name, cli.name, cli.name, cli.name);
     cli_print_options(tables, NTABLES, 36);
     printf("\nExit status: 0 success, 1 runtime failure (data, NaN loss, memory), 2 bad usage.\n");
 }
