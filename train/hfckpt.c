@@ -689,9 +689,12 @@ static int cj_str(const struct config_json *j, const char *key, char *out, size_
 #define WANT_FLOAT(key, dflt, want, flag) do { \
         double v_; \
         if ((rc = cj_num(&j, key, dflt, &v_, err, errlen)) != 0) goto cleanup; \
-        if ((float)v_ != (float)(want)) \
-            FAIL(HF_ERR_MISMATCH, "'%s': %s is %.9g in the folder but %.9g in this run (%s)", j.path, key, v_, \
-                 (double)(want), flag); \
+        if ((float)v_ != (float)(want)) { \
+            char a_[32], b_[32]; \
+            float_text(a_, sizeof a_, (float)v_); \
+            float_text(b_, sizeof b_, (float)(want)); \
+            FAIL(HF_ERR_MISMATCH, "'%s': %s is %s in the folder but %s in this run (%s)", j.path, key, a_, b_, flag); \
+        } \
     } while (0)
 
 /* rope_scaling: null without --use-rope-scaling, else Llama 3.1's
@@ -765,7 +768,7 @@ static void shape_text(char *out, size_t cap, int ndim, const uint64_t *shape)
 int hf_import(gpt_model *m, const char *dir, int tokenizer_vocab, char *err, size_t errlen)
 {
     int rc = 0;
-    char cpath[4200], spath[4200], *text = NULL;
+    char cpath[4200], spath[4200], *text = NULL, *key = NULL;
     size_t tn = 0, nspec = 0;
     struct config_json j;
     struct full f;
@@ -784,11 +787,12 @@ int hf_import(gpt_model *m, const char *dir, int tokenizer_vocab, char *err, siz
     if ((rc = slurp(cpath, &text, &tn, (size_t)16 << 20, err, errlen)) != 0) goto cleanup;
     {
         hj_iter it;
-        char key[1024];
         hj_value v;
         int r;
+        key = malloc(tn + 1);   /* any key fits */
+        if (!key) FAIL(HF_ERR_NOMEM, "cannot read '%s': out of memory", cpath);
         if (hj_object_begin(&it, text, tn) != 0) FAIL(HF_ERR_FORMAT, "'%s': not a JSON object", cpath);
-        while ((r = hj_object_next(&it, key, sizeof key, &v)) == 1)
+        while ((r = hj_object_next(&it, key, tn + 1, &v)) == 1)
             if (strlen(key) < sizeof j.keys[0]) {   /* longer keys are none of ours */
                 if (j.n == MAX_KEYS) FAIL(HF_ERR_FORMAT, "'%s': more than %d fields", cpath, MAX_KEYS);
                 snprintf(j.keys[j.n], sizeof j.keys[0], "%s", key);
@@ -908,6 +912,7 @@ int hf_import(gpt_model *m, const char *dir, int tokenizer_vocab, char *err, siz
         FAIL(HF_ERR_FORMAT, "cannot write the weights into the model");
 cleanup:
     free(text);
+    free(key);
     free(specs);
     free(used);
     free(buf);
