@@ -736,15 +736,19 @@ cleanup:
     return rc;
 }
 
-/* A GPT-2 buffer saved by old transformers versions: the causal mask. */
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* GPT-2's causal-mask buffers (saved by old transformers versions, and in
+ * the hub's gpt2) and a tied output layer carry no weights of their own. */
 static int ignorable(int arch, const char *name, int tied)
 {
-    size_t n = strlen(name);
-    if (arch == HF_ARCH_GPT2) {
-        if ((n > 9 && strcmp(name + n - 9, ".attn.bias") == 0) || (n > 16 && strcmp(name + n - 16, ".attn.masked_bias") == 0))
-            return 1;
-        return strcmp(name, "lm_head.weight") == 0;
-    }
+    if (arch == HF_ARCH_GPT2)
+        return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias") ||
+               strcmp(name, "lm_head.weight") == 0;
     return tied && strcmp(name, "lm_head.weight") == 0;
 }
 

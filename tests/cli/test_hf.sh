@@ -127,6 +127,8 @@ done
 
 # ---- import: folders saved by transformers give transformers' logits ----
 logits gpt2_import_logits $G2 --load-hf "$D/gpt2_tiny" --check-logits "$D/gpt2_tiny.logits"
+# the same GPT-2 weights in the hub's gpt2 layout (GPT2Model names, attn.bias mask buffers)
+logits gpt2_hub_layout_import_logits $G2 --load-hf "$D/gpt2_tiny_hub" --check-logits "$D/gpt2_tiny.logits"
 logits llama_import_logits $L2 --load-hf "$D/llama_tiny" --check-logits "$D/llama_tiny.logits"
 # a padded vocabulary larger than the folder's: the padding rows start at 0, the real logits are the same
 # shellcheck disable=SC2086

@@ -34,6 +34,8 @@ and for the import direction (HuggingFace -> mdstrain):
                                          hides behind zeros and ones)
     tests/data/hf/gpt2_tiny.logits       their logits in transformers
     tests/data/hf/llama_tiny.logits
+    tests/data/hf/gpt2_tiny_hub/         gpt2_tiny's weights in the hub's `gpt2` layout
+                                         (GPT2Model names, attn.bias mask buffers)
 
 The mdstrain flags of each model are MODELS below; tests/cli/test_hf.sh
 repeats them.  A .logits file is "MDSLGT01", int32 B, T, V, int32 tokens
@@ -139,6 +141,23 @@ def import_case(name, model, seed):
           os.path.getsize(os.path.join(folder, "model.safetensors")), tuple(lg.shape)))
 
 
+def hub_layout(name, model):
+    """The same GPT-2 weights as the hub's `gpt2` stores them: GPT2Model's
+    names (no "transformer." prefix, no lm_head) plus the old causal-mask
+    buffers h.N.attn.bias (1, 1, n_positions, n_positions); config.json copied."""
+    from safetensors.torch import save_file
+    folder = os.path.join(OUT, name + "_hub")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    sd = {k[len("transformer."):]: v.contiguous() for k, v in model.state_dict().items() if k.startswith("transformer.")}
+    n = model.config.n_positions
+    for i in range(model.config.n_layer):
+        sd["h.%d.attn.bias" % i] = torch.tril(torch.ones(n, n)).view(1, 1, n, n)
+    save_file(sd, os.path.join(folder, "model.safetensors"), metadata={"format": "pt"})
+    shutil.copy(os.path.join(OUT, name, "config.json"), folder)
+    print("%s_hub: %d tensors" % (name, len(sd)))
+
+
 def main():
     torch.set_num_threads(1)
     os.makedirs(OUT, exist_ok=True)
@@ -153,6 +172,7 @@ def main():
                                       activation_function="gelu_new", layer_norm_epsilon=1e-5,
                                       bos_token_id=95, eos_token_id=95))
     import_case("gpt2_tiny", gpt2, 11)
+    hub_layout("gpt2_tiny", gpt2)
     torch.manual_seed(12)
     llama = LlamaForCausalLM(LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16,
