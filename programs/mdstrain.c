@@ -30,12 +30,14 @@
 #include "bpe.h"
 #include "tokenizer.h"
 #include "checkpoint.h"
+#include "hfckpt.h"
 #include "comm.h"
 #include "dataset.h"
 #include "kernels.h"
 #include "model.h"
 #include "trainer.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
@@ -92,7 +94,7 @@ enum {
     O_VOCAB_FILE, O_MERGE_FILE, O_TOKENIZER, O_VOCAB_SIZE, O_TOKENIZER_MODEL,
     O_TP, O_PP, O_EOD_MASK, O_VOCAB_DIV, O_INIT_STD, O_UNTIE, O_NORM_EPS, O_HIDDEN_DROPOUT,
     O_ATTN_DROPOUT, O_DIST_OPT, O_LOG_THROUGHPUT, O_QUIET, O_VERBOSE, O_HELP, O_VERSION,
-    O_SAVE, O_SAVE_INTERVAL, O_LOAD,
+    O_SAVE, O_SAVE_INTERVAL, O_LOAD, O_EXPORT_HF, O_LOAD_HF, O_CHECK_LOGITS,
     O_POS_TYPE, O_USE_ROPE, O_NO_POS_EMB, O_ROTARY_BASE, O_ROTARY_PERCENT, O_ROTARY_INTERLEAVED,
     O_USE_ROPE_SCALING, O_ROPE_SCALING_FACTOR, O_NORMALIZATION, O_SWIGLU, O_GQA, O_QUERY_GROUPS, O_KV_HEADS,
     O_DISABLE_BIAS, O_KV_CHANNELS, O_SOFTMAX_FP32,
@@ -177,6 +179,12 @@ static const struct cli_option train_options[] = {
     {"save", 0, CLI_ARG_ONE, O_SAVE, "DIR", "save checkpoints to DIR (at --save-interval and at the end)"},
     {"save-interval", 0, CLI_ARG_ONE, O_SAVE_INTERVAL, "N", "save every N iterations (with --save)"},
     {"load", 0, CLI_ARG_ONE, O_LOAD, "DIR", "resume from DIR's latest checkpoint (none there: start afresh)"},
+    {"export-hf", 0, CLI_ARG_ONE, O_EXPORT_HF, "DIR",
+     "write --load's latest checkpoint (its TP/PP layout given by the flags) as a HuggingFace folder and exit"},
+    {"load-hf", 0, CLI_ARG_ONE, O_LOAD_HF, "DIR",
+     "start from a HuggingFace folder's weights (GPT2LMHeadModel, LlamaForCausalLM) unless --load resumes a checkpoint"},
+    {"check-logits", 0, CLI_ARG_ONE, O_CHECK_LOGITS, "FILE",
+     "test: compare the logits of the loaded model on FILE's tokens with FILE's logits (1e-4 relative) and exit"},
     /* optimizer and schedule */
     {"lr", 0, CLI_ARG_ONE, O_LR, "X", "peak learning rate (required)"},
     {"min-lr", 0, CLI_ARG_ONE, O_MIN_LR, "X", "final learning rate (default 0)"},
@@ -313,7 +321,7 @@ struct config {
     uint64_t log_interval, eval_interval, eval_iters;
     struct data_flags data;
     const char *vocab_file, *merge_file;
-    const char *save, *load;
+    const char *save, *load, *export_hf, *load_hf, *check_logits;
     uint64_t save_interval;
     int tokenizer, eod_mask, untie;
     int tok_type;                     /* enum tok_type with TK_OTHER */
@@ -358,11 +366,12 @@ static void print_help(void)
 {
     printf("usage: %s --num-layers N --hidden-size N --num-attention-heads N --seq-length N\n"
            "         --max-position-embeddings N --micro-batch-size N --lr X\n"
-           "         (--train-iters N | --train-samples N) (--data-path PREFIX... | --mock-data) [options]\n\n"
+           "         (--train-iters N | --train-samples N) (--data-path PREFIX... | --mock-data) [options]\n"
+           "   or: %s MODEL-FLAGS [--tensor/pipeline-model-parallel-size N] --load DIR --export-hf OUT\n\n"
            "Pretrain Megatron's GPT on the CPU reference kernels with Megatron-LM's flags, data\n"
            "samples, learning-rate schedule and log line (fp32).  In parallel: mpirun -np N %s ...\n"
            "or srun %s ... (Megatron's rank order: TP fastest, then DP, then PP).\n\n",
-           cli.name, cli.name, cli.name);
+           cli.name, cli.name, cli.name, cli.name);
     cli_print_options(tables, NTABLES, 36);
     printf("\nExit status: 0 success, 1 runtime failure (data, NaN loss, memory), 2 bad usage.\n");
 }
@@ -408,6 +417,9 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_EVAL_ITERS: c->eval_iters = cli_opt_u64(o, v, 0, 1ull << 32); break;
     case O_SAVE: c->save = v; break;
     case O_LOAD: c->load = v; break;
+    case O_EXPORT_HF: c->export_hf = v; break;
+    case O_LOAD_HF: c->load_hf = v; break;
+    case O_CHECK_LOGITS: c->check_logits = v; break;
     case O_SAVE_INTERVAL: c->save_interval = cli_opt_u64(o, v, 1, 1ull << 40); break;
     case O_VOCAB_FILE: c->vocab_file = v; break;
     case O_MERGE_FILE: c->merge_file = v; break;
@@ -577,6 +589,17 @@ static void parse_args(int argc, char **argv, struct config *c)
 
     /* Megatron's validate_args, for what exists here. */
     train_schedule_args *s = &c->sched;
+    int infer = c->export_hf || c->check_logits;
+    if (infer) {   /* no training: its flags may be left out */
+        if (c->export_hf && (c->check_logits || c->load_hf))
+            cli_usage("--export-hf goes alone (not with --%s)", c->check_logits ? "check-logits" : "load-hf");
+        if (c->export_hf && !c->load) cli_usage("--export-hf needs --load (the checkpoint to export)");
+        if (c->check_logits && !!c->load == !!c->load_hf) cli_usage("--check-logits needs one of --load and --load-hf");
+        if (!c->have_seq) { c->seq = 1; c->have_seq = 1; }
+        if (!c->have_mbs) { c->mbs = 1; c->have_mbs = 1; }
+        c->have_lr = 1;
+        if (!s->train_iters && !s->train_samples) s->train_iters = 1;
+    }
     if (!c->have_layers) cli_usage("missing --num-layers");
     if (!c->hidden) cli_usage("missing --hidden-size");
     if (!c->heads) cli_usage("missing --num-attention-heads");
@@ -609,7 +632,7 @@ static void parse_args(int argc, char **argv, struct config *c)
     if (s->train_samples && (s->have_decay_iters || s->lr_warmup_iters))
         cli_usage("--lr-decay-iters and --lr-warmup-iters need --train-iters");
     if (s->min_lr > s->lr) cli_usage("--min-lr %g is above --lr %g", s->min_lr, s->lr);
-    data_flags_check(&c->data, 1);
+    if (!infer) data_flags_check(&c->data, 1);
     if (c->tokenizer == TK_NULL && !c->vocab_size_arg) cli_usage("NullTokenizer needs --vocab-size");
     if (c->tokenizer != TK_NULL && c->vocab_size_arg) cli_usage("--vocab-size goes with --tokenizer-type NullTokenizer");
     if (c->tokenizer == TK_OTHER && !c->tokenizer_model) cli_usage("%s needs --tokenizer-model", tok_type_name(c->tok_type));
@@ -934,8 +957,8 @@ static void check_sched(const char *dir, const char *name, double ours, double t
 /* Restores weights, AdamW state and the counters; no checkpoint in dir
  * means starting afresh, as Megatron does (with a warning).  Every rank
  * reads its (TP, PP) file; a rank that fails ends the job. */
-static void load_checkpoint(const struct config *c, trainer *t, train_schedule *s, uint64_t *iteration,
-                            uint64_t *consumed, uint64_t *sched_steps, uint64_t *valid_cursor)
+static int load_checkpoint(const struct config *c, trainer *t, train_schedule *s, uint64_t *iteration,
+                           uint64_t *consumed, uint64_t *sched_steps, uint64_t *valid_cursor)
 {
     char err[4600];
     uint64_t it;
@@ -944,7 +967,7 @@ static void load_checkpoint(const struct config *c, trainer *t, train_schedule *
     if (rc == CKPT_ERR_NOT_FOUND) {
         if (P->rank == 0)
             cli_error("warning: no '" CKPT_LATEST_NAME "' in '%s'; starting from iteration 0", c->load);
-        return;
+        return 0;
     }
     if (rc != 0) cli_die(1, "rank %d: cannot load the checkpoint: %s", P->rank, err);
     cli_note(" loading checkpoint from %s at iteration %" PRIu64, c->load, it);
@@ -994,6 +1017,7 @@ static void load_checkpoint(const struct config *c, trainer *t, train_schedule *
     *valid_cursor = st.consumed_valid_samples;
     cli_note("  successfully loaded checkpoint from %s [ t %d/%d, p %d/%d ] at iteration %" PRIu64, c->load,
              P->tp_rank + 1, P->tp_size, P->pp_rank + 1, P->pp_size, it);
+    return 1;
 }
 
 /* ---- the tokenizer: only its size and EOD matter to training --------------- */
@@ -1099,6 +1123,159 @@ static int kill_switch_found(const struct config *c, const train_layout *P)
     return found != 0;
 }
 
+/* The model of the flags, as rank (tp_rank, pp_rank) of a TP x PP grid. */
+static void model_config(const struct config *c, int V, int tp, int tp_rank, int pp, int pp_rank, gpt_config *mc)
+{
+    gpt_config_init(mc);
+    mc->num_layers = c->num_layers;
+    mc->hidden_size = c->hidden;
+    mc->num_heads = c->heads;
+    mc->ffn_hidden_size = c->ffn;
+    mc->max_position_embeddings = c->maxpos;
+    mc->vocab_size = V;
+    mc->make_vocab_size_divisible_by = (int)c->vocab_div;
+    mc->untie_embeddings = c->untie;
+    mc->init_method_std = (float)c->init_std;
+    mc->layernorm_eps = (float)c->norm_eps;
+    mc->seed = c->seed;
+    mc->tp_size = tp;
+    mc->tp_rank = tp_rank;
+    mc->pp_size = pp;
+    mc->pp_rank = pp_rank;
+    mc->position_embedding = c->pos_type;
+    mc->rotary_base = (double)c->rotary_base;
+    mc->rotary_percent = c->rotary_percent;
+    mc->rotary_interleaved = c->rotary_interleaved;
+    mc->rope_scaling_factor = c->use_rope_scaling ? c->rope_scaling_factor : 0.0;
+    mc->normalization = c->normalization;
+    mc->swiglu = c->swiglu;
+    mc->num_query_groups = c->gqa ? (int)c->query_groups : 0;
+    mc->add_bias_linear = c->add_bias;
+    mc->dtype = c->bf16 ? MDS_BF16 : c->fp16 ? MDS_F16 : MDS_F32;
+    /* Megatron: fp16 main grads unless --accumulate-allreduce-grads-in-fp32;
+       fp32 for bf16 unless --grad-reduce-in-bf16 */
+    mc->grad_dtype = c->fp16 && !c->grads_fp32 ? MDS_F16 : c->bf16 && c->grads_bf16 ? MDS_BF16 : MDS_F32;
+    mc->hidden_dropout = (float)c->hidden_dropout;
+    mc->attention_dropout = (float)c->attention_dropout;
+}
+
+/* ---- HuggingFace folders (train/hfckpt.h) ------------------------------------ */
+
+static const char *hf_hint(int rc)
+{
+    return rc == HF_ERR_MISMATCH ? "give the model flags of the folder's model"
+         : rc == HF_ERR_UNSUPPORTED ? "docs/formats.md (\"HuggingFace folders\") lists what converts"
+         : rc == HF_ERR_FORMAT ? "the file is damaged or not what it should be"
+         : "check the paths";
+}
+
+/* --export-hf: every (TP, PP) file of --load's latest checkpoint, read in
+ * this one process, merged into one HuggingFace folder. */
+static void export_hf(const struct config *c, int world_size)
+{
+    if (world_size != 1)
+        cli_usage("--export-hf runs in one process (it reads every rank's file itself); run it without a launcher");
+    struct tokenizer_info ti;
+    open_tokenizer(c, &ti);
+    gpt_config mc;
+    model_config(c, ti.V, c->tp, 0, c->pp, 0, &mc);
+    char err[4600];
+    if (gpt_config_check(&mc, err, sizeof err) != 0) cli_usage("%s", err);
+    if (hf_arch_of(&mc, err, sizeof err) < 0) cli_usage("cannot export: %s", err);
+    uint64_t it;
+    if (ckpt_read_latest(c->load, &it, err, sizeof err) != 0)
+        cli_die(1, "cannot export: %s\nhint: --load names a directory written by --save", err);
+    hf_tokenizer htok = { ti.vocab_path, ti.merge_path, ti.eod };
+    int code;
+    int rc = hf_export(c->load, it, &mc, &htok, c->export_hf, &code, err, sizeof err);
+    if (rc)
+        cli_die(1, "cannot export: %s\nhint: %s", err,
+                code == CKPT_ERR_MISMATCH ? "give the model flags and parallel sizes of the saved run" : hf_hint(rc));
+    cli_note("> exported iteration %" PRIu64 " of %s (TP %d, PP %d) to %s", it, c->load, c->tp, c->pp, c->export_hf);
+    free(ti.vocab_path);
+    free(ti.merge_path);
+}
+
+/* --load-hf on this rank's model. */
+static void import_hf(const char *dir, gpt_model *m, int V, int rank)
+{
+    char err[4600];
+    if (hf_arch_of(&m->cfg, err, sizeof err) < 0) cli_usage("cannot import: %s", err);   /* the flags' fault */
+    int rc = hf_import(m, dir, V, err, sizeof err);
+    if (rc) cli_die(1, "rank %d: cannot import: %s\nhint: %s", rank, err, hf_hint(rc));
+}
+
+/* --check-logits FILE: "MDSLGT01", int32 B, T, V, int32 tokens (B, T),
+ * float32 logits (B, T, V) (tests/data/README.md); the model's logits over
+ * the first V vocabulary rows must lie within 1e-4 of the file's, relative
+ * to the largest |logit| of the file (a norm-wise relative error, so that
+ * logits near zero do not decide). */
+static int check_logits(const struct config *c, int world_size)
+{
+    if (world_size != 1 || c->tp != 1 || c->pp != 1) cli_usage("--check-logits runs in one process, TP 1, PP 1");
+    struct tokenizer_info ti;
+    open_tokenizer(c, &ti);
+    FILE *f = fopen(c->check_logits, "rb");
+    if (!f) cli_die(1, "cannot open '%s': %s", c->check_logits, strerror(errno));
+    char magic[8];
+    int32_t dims[3];
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, "MDSLGT01", 8) != 0 || fread(dims, 4, 3, f) != 3 ||
+        dims[0] <= 0 || dims[1] <= 0 || dims[2] <= 0 || dims[0] > 4096 || dims[1] > (1 << 20) || dims[2] > (1 << 24))
+        cli_die(1, "'%s': not a logits file (MDSLGT01 header)", c->check_logits);
+    int B = dims[0], T = dims[1], V = dims[2];
+    size_t BT = (size_t)B * (size_t)T, n = BT * (size_t)V;
+    int *ids = malloc(BT * sizeof(int));
+    float *ref = malloc(n * sizeof(float));
+    if (!ids || !ref) cli_die(1, "out of memory reading '%s'", c->check_logits);
+    if (fread(ids, 4, BT, f) != BT || fread(ref, 4, n, f) != n || fgetc(f) != EOF)
+        cli_die(1, "'%s': size does not match B %d, T %d, V %d", c->check_logits, B, T, V);
+    fclose(f);
+    gpt_config mc;
+    model_config(c, ti.V, 1, 0, 1, 0, &mc);
+    gpt_model model;
+    char err[4600];
+    int rc = gpt_model_init(&model, &mc, B, T, err, sizeof err);
+    if (rc == GPT_ERR_ARG) cli_usage("%s", err);
+    if (rc) cli_die(1, "cannot build the model: %s", err);
+    if (V > model.Vp) cli_die(1, "'%s': %d logits per token, more than the padded vocabulary %d", c->check_logits, V, model.Vp);
+    for (size_t i = 0; i < BT; i++)
+        if (ids[i] < 0 || ids[i] >= ti.V) cli_die(1, "'%s': token %d is outside the vocabulary", c->check_logits, ids[i]);
+    if (c->load) {
+        uint64_t it;
+        ckpt_state st;
+        if (ckpt_read_latest(c->load, &it, err, sizeof err) != 0 ||
+            ckpt_load_rank(c->load, it, &model, NULL, NULL, &st, err, sizeof err) != 0)
+            cli_die(1, "cannot load the checkpoint: %s", err);
+    } else {
+        import_hf(c->load_hf, &model, ti.V, 0);
+    }
+    double loss, ntok;
+    if (gpt_forward(&model, ids, ids, NULL, &loss, &ntok) != 0) cli_die(1, "forward failed");
+    float *got = malloc(BT * (size_t)model.Vl * sizeof(float));
+    if (!got) cli_die(1, "out of memory");
+    model.be->copy(got, model.acts.logits, BT * (size_t)model.Vl * sizeof(float));
+    double maxref = 0, maxdiff = 0;
+    size_t worst = 0;
+    for (size_t r = 0; r < BT; r++)
+        for (int v = 0; v < V; v++) {
+            double a = got[r * (size_t)model.Vl + (size_t)v], b = ref[r * (size_t)V + (size_t)v];
+            if (fabs(b) > maxref) maxref = fabs(b);
+            if (!(fabs(a - b) <= maxdiff)) { maxdiff = fabs(a - b); worst = r * (size_t)V + (size_t)v; }
+        }
+    double rel = maxref > 0 ? maxdiff / maxref : maxdiff;
+    int good = rel <= 1e-4;
+    printf("logits %s: B %d T %d V %d, max |diff| %.3g (at %zu: %.9g vs %.9g), max |ref| %.6g, relative %.3g %s 1e-4\n",
+           good ? "match" : "differ", B, T, V, maxdiff, worst, got[(worst / (size_t)V) * (size_t)model.Vl + worst % (size_t)V],
+           ref[worst], maxref, rel, good ? "<=" : ">");
+    free(got);
+    free(ids);
+    free(ref);
+    gpt_model_free(&model);
+    free(ti.vocab_path);
+    free(ti.merge_path);
+    return good ? 0 : 1;
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 int main(int argc, char **argv)
@@ -1116,6 +1293,13 @@ int main(int argc, char **argv)
     cli.speaks = world_rank == 0;   /* every rank parses the same arguments: rank 0 speaks for all */
     struct config c;
     parse_args(argc, argv, &c);
+    if (c.export_hf || c.check_logits) {
+        int code = c.export_hf ? (export_hf(&c, world_size), 0) : check_logits(&c, world_size);
+        comm_free(world);
+        comm_finalize();
+        data_flags_release(&c.data);
+        return code;
+    }
     char err[1024];
     /* Megatron's initialize_model_parallel and validate_args */
     if (world_size % (c.tp * c.pp))
@@ -1155,37 +1339,7 @@ int main(int argc, char **argv)
     open_tokenizer(&c, &ti);
 
     gpt_config mc;
-    gpt_config_init(&mc);
-    mc.num_layers = c.num_layers;
-    mc.hidden_size = c.hidden;
-    mc.num_heads = c.heads;
-    mc.ffn_hidden_size = c.ffn;
-    mc.max_position_embeddings = c.maxpos;
-    mc.vocab_size = ti.V;
-    mc.make_vocab_size_divisible_by = (int)c.vocab_div;
-    mc.untie_embeddings = c.untie;
-    mc.init_method_std = (float)c.init_std;
-    mc.layernorm_eps = (float)c.norm_eps;
-    mc.seed = c.seed;
-    mc.tp_size = P.tp_size;
-    mc.tp_rank = P.tp_rank;
-    mc.pp_size = P.pp_size;
-    mc.pp_rank = P.pp_rank;
-    mc.position_embedding = c.pos_type;
-    mc.rotary_base = (double)c.rotary_base;
-    mc.rotary_percent = c.rotary_percent;
-    mc.rotary_interleaved = c.rotary_interleaved;
-    mc.rope_scaling_factor = c.use_rope_scaling ? c.rope_scaling_factor : 0.0;
-    mc.normalization = c.normalization;
-    mc.swiglu = c.swiglu;
-    mc.num_query_groups = c.gqa ? (int)c.query_groups : 0;
-    mc.add_bias_linear = c.add_bias;
-    mc.dtype = c.bf16 ? MDS_BF16 : c.fp16 ? MDS_F16 : MDS_F32;
-    /* Megatron: fp16 main grads unless --accumulate-allreduce-grads-in-fp32;
-       fp32 for bf16 unless --grad-reduce-in-bf16 */
-    mc.grad_dtype = c.fp16 && !c.grads_fp32 ? MDS_F16 : c.bf16 && c.grads_bf16 ? MDS_BF16 : MDS_F32;
-    mc.hidden_dropout = (float)c.hidden_dropout;
-    mc.attention_dropout = (float)c.attention_dropout;
+    model_config(&c, ti.V, P.tp_size, P.tp_rank, P.pp_size, P.pp_rank, &mc);
     uint64_t nmicro = trainer_micro_batches(c.gbs, (int)c.mbs, P.dp_size);
     mc.act_slots = trainer_act_slots(&P, nmicro);
     gpt_model model;
@@ -1220,7 +1374,11 @@ int main(int argc, char **argv)
     double interval_time = 0, interval_loss = 0;
     uint64_t interval_iters = 0, interval_advanced = 0, interval_skipped = 0;
     uint64_t iteration = 0;
-    if (c.load) load_checkpoint(&c, &t, &sched, &iteration, &consumed, &sched_steps, &valid_cursor);
+    int resumed = c.load && load_checkpoint(&c, &t, &sched, &iteration, &consumed, &sched_steps, &valid_cursor);
+    if (c.load_hf && !resumed) {
+        import_hf(c.load_hf, &model, ti.V, world_rank);
+        cli_note(" initialised the weights from the HuggingFace folder %s (optimizer state fresh)", c.load_hf);
+    }
     /* the samples consumed before the last iteration: Megatron-DeepSpeed's
        scheduler reads the tokens consumed before the iteration it steps for */
     uint64_t before, after;
