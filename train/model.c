@@ -376,7 +376,11 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     size_t BT = (size_t)B * (size_t)T;
     act_sizes_of(m, m->act_sizes, Lk, 1);
     size_t work_sizes[GPT_NUM_ACTS];
-    act_sizes_of(m, work_sizes, Lw, 0);
+    /* block with kept layers: a recomputed layer's backward comes after every
+       kept layer's, so its working set is the slot's last kept layer (a kept
+       layer's forward overwrites it after the recomputed layers' forward) */
+    m->work_in_slot = m->rc_layers && Lk >= Lw;
+    act_sizes_of(m, work_sizes, m->work_in_slot ? 0 : Lw, 0);
     m->slots = cfg->act_slots > 1 ? cfg->act_slots : 1;
     if (!sum_sizes(m->act_sizes, GPT_NUM_ACTS, &m->num_acts) || !sum_sizes(work_sizes, GPT_NUM_ACTS, &m->num_work) ||
         m->num_acts > ((size_t)-1) / sizeof(float) / (size_t)(m->slots + 1) - m->num_work)
@@ -704,6 +708,8 @@ static float *layer_output(const gpt_model *m, int l)
     int k = l / m->rc_chunk;
     if (l == m->rc_layers - 1 || (l + 1) % m->rc_chunk == 0)
         return m->acts.ckpt + (size_t)k * BTC;
+    if (m->work_in_slot)
+        return m->acts.residual3 + (size_t)(m->Ll - m->rc_layers - m->rc_chunk + l % m->rc_chunk) * BTC;
     return m->work.residual3 + (size_t)(l - k * m->rc_chunk) * BTC;
 }
 
@@ -711,6 +717,8 @@ static void layer_view_of(const gpt_model *m, int l, layer_view *v)
 {
     if (l >= m->rc_layers)
         layer_tensors(m, &m->acts, (size_t)(l - m->rc_layers), v);
+    else if (m->work_in_slot)
+        layer_tensors(m, &m->acts, (size_t)(m->Ll - m->rc_layers - m->rc_chunk + l % m->rc_chunk), v);
     else
         layer_tensors(m, &m->work, (size_t)(l % m->rc_chunk), v);
     v->res3 = layer_output(m, l);

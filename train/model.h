@@ -133,8 +133,10 @@ typedef struct gpt_config {
  * whole chunks; block checkpoints the input of each of the first min(N, Ll)
  * layers one by one and keeps the activations of the others.  A recomputed
  * layer's activations live in one working set of a chunk's layers shared by
- * every slot; a slot keeps only the output of each chunk (the next chunk's
- * input; the first chunk's input is the stage input).  gpt_backward reruns a
+ * every slot (block with kept layers: the slot's last kept layer, whose
+ * backward has run by the time a recomputed layer's does); a slot keeps only
+ * the output of each chunk (the next chunk's input; the first chunk's input
+ * is the stage input).  gpt_backward reruns a
  * chunk's forward, with the same dropout masks and TP collectives, just
  * before its backward, so gradients are bitwise those without recomputation.
  * Selective recomputation (core attention) is what the attention op does
@@ -290,6 +292,7 @@ typedef struct gpt_model {
     /* full recomputation: local layers [0, rc_layers) are recomputed in
        chunks of rc_chunk layers (nck chunks); the others' are kept */
     int rc_layers, rc_chunk, nck;
+    int work_in_slot;             /* the working set is the slot's last kept layers (block with kept layers) */
     size_t num_work;              /* elements of the shared working set */
     float *work_memory;           /* the working set of one chunk (shared by the slots) */
     gpt_acts work;                /* its per-layer tensors (rc_chunk layers; the rest NULL) */
