@@ -202,7 +202,7 @@ static const struct cli_option train_options[] = {
     {"recompute-activations", 0, CLI_ARG_NONE, O_RECOMPUTE_ACT, NULL,
      "= --recompute-granularity selective (core attention: mds stores no T x T probabilities anyway)"},
     {"recompute-granularity", 0, CLI_ARG_ONE, O_RECOMPUTE_GRAN, "full|selective",
-     "full: keep only checkpointed layer inputs, rerun those layers in the backward; selective: as above"},
+     "full: keep only chunk inputs, rerun the chunks in the backward; selective: core attention (as always)"},
     {"recompute-method", 0, CLI_ARG_ONE, O_RECOMPUTE_METHOD, "uniform|block",
      "with full: uniform = chunks of N layers; block = the first N layers of each pipeline stage"},
     {"recompute-num-layers", 0, CLI_ARG_ONE, O_RECOMPUTE_NUM, "N", "N of --recompute-method (required with full)"},
