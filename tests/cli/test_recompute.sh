@@ -5,9 +5,9 @@
 # --checkpoint-num-layers).  With dropout on (Megatron's default 0.1), the
 # losses and gradient norms printed by -v -v to 17 digits, and the saved
 # checkpoints, are bitwise those of the run that keeps every activation: GPT
-# in fp32, bf16 and fp16, the Llama block, and TP2 and PP2 over TCP; the
-# configuration table's activation memory shrinks; Megatron's argument
-# rules exit 2 with its messages.  About 15 s.
+# in fp32, bf16 and fp16, the Llama block, and TP2, PP2 and DP2 (ZeRO-1,
+# bf16) over TCP; the configuration table's activation memory shrinks;
+# Megatron's argument rules exit 2 with its messages.  About 15 s.
 . tests/cli/lib.sh
 . tests/cli/parallel_lib.sh
 unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK SLURM_JOB_NODELIST SLURM_NODELIST SLURM_JOB_ID \
@@ -83,7 +83,7 @@ run llama_bf16 $LLAMA --bf16
 equal llama_bf16 llama_block3_bf16 $LLAMA --bf16 --recompute-granularity full --recompute-method block \
     --recompute-num-layers 3
 
-# tensor and pipeline parallelism over TCP: each layout's run with
+# tensor, pipeline and data parallelism over TCP: each layout's run with
 # recomputation is bitwise the same layout's without (TP recomputes its
 # all-reduces; PP2 gives each stage 2 layers)
 # ptcp NAME NP FLAGS...: the exact lines of all ranks in $T/NAME
@@ -104,6 +104,10 @@ ptcp pp2_block1 2 --pipeline-model-parallel-size 2 --recompute-granularity full 
 check pp2_block1_bitwise cmp -s "$T/pp2" "$T/pp2_block1"
 ptcp pp2_ckpt 2 --pipeline-model-parallel-size 2 --checkpoint-activations --checkpoint-num-layers 2
 check pp2_ckpt_bitwise cmp -s "$T/pp2" "$T/pp2_ckpt"
+check dp2_trains ptcp dp2 2 --use-distributed-optimizer --bf16
+ptcp dp2_uniform2 2 --use-distributed-optimizer --bf16 --recompute-granularity full --recompute-method uniform \
+    --recompute-num-layers 2
+check dp2_uniform2_bitwise cmp -s "$T/dp2" "$T/dp2_uniform2"
 check pp2_per_stage grep -q '^| activation recomputation  *| full, block: 1 of 2 layers per stage ' "$T/pp2_block1.0.err"
 
 # Megatron's rules (validate_args, TransformerConfig): exit 2
