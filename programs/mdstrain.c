@@ -108,7 +108,10 @@ enum {
     /* batch ramp-up and token schedules */
     O_RAMPUP, O_TRAIN_TOKENS, O_DECAY_TOKENS, O_WARMUP_TOKENS,
     /* Megatron-DeepSpeed */
-    O_DEEPSPEED, O_DS_CONFIG, O_ZERO_STAGE, O_DS_ACT_CKPT, O_PARTITION_ACT, O_NO_PP, O_DS_MPI, O_CPU_OPT, O_DS_SP
+    O_DEEPSPEED, O_DS_CONFIG, O_ZERO_STAGE, O_DS_ACT_CKPT, O_PARTITION_ACT, O_NO_PP, O_DS_MPI, O_CPU_OPT, O_DS_SP,
+    O_CKPT_ACT, O_CKPT_NUM,
+    /* activation recomputation */
+    O_RECOMPUTE_ACT, O_RECOMPUTE_GRAN, O_RECOMPUTE_METHOD, O_RECOMPUTE_NUM
 };
 
 #define NOT_YET(name, arg) {name, 0, arg, CLI_REFUSED, NULL, "yet"}
@@ -209,6 +212,14 @@ static const struct cli_option train_options[] = {
     {"adam-beta2", 0, CLI_ARG_ONE, O_BETA2, "X", "default 0.999"},
     {"adam-eps", 0, CLI_ARG_ONE, O_EPS, "X", "default 1e-8"},
     {"seed", 0, CLI_ARG_ONE, O_SEED, "N", "initialisation and data shuffling seed (default 1234)"},
+    /* activation recomputation (Megatron's --recompute-*) */
+    {"recompute-activations", 0, CLI_ARG_NONE, O_RECOMPUTE_ACT, NULL,
+     "= --recompute-granularity selective (core attention: mds stores no T x T probabilities anyway)"},
+    {"recompute-granularity", 0, CLI_ARG_ONE, O_RECOMPUTE_GRAN, "full|selective",
+     "full: keep only chunk inputs, rerun the chunks in the backward; selective: core attention (as always)"},
+    {"recompute-method", 0, CLI_ARG_ONE, O_RECOMPUTE_METHOD, "uniform|block",
+     "with full: uniform = chunks of N layers; block = the first N layers of each pipeline stage"},
+    {"recompute-num-layers", 0, CLI_ARG_ONE, O_RECOMPUTE_NUM, "N", "N of --recompute-method (required with full)"},
     /* tokenizer and samples */
     {"tokenizer-type", 0, CLI_ARG_ONE, O_TOKENIZER, "TYPE", "GPT2BPETokenizer (default), NullTokenizer, HuggingFaceTokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer or Llama2Tokenizer"},
     {"tokenizer-model", 0, CLI_ARG_ONE, O_TOKENIZER_MODEL, "PATH", "HuggingFace directory or tokenizer.json, or SentencePiece .model (vocabulary size and EOD)"},
@@ -300,10 +311,13 @@ static const struct cli_option ds_options[] = {
     {"deepspeed_config", 0, CLI_ARG_ONE, O_DS_CONFIG, "FILE",
      "ds_config.json: batch sizes, clipping, ZeRO stage (1, 2: the distributed optimizer)"},
     {"zero-stage", 0, CLI_ARG_ONE, O_ZERO_STAGE, "N", "must agree with the JSON's zero_optimization.stage"},
+    {"checkpoint-activations", 0, CLI_ARG_NONE, O_CKPT_ACT, NULL,
+     "= --recompute-granularity full --recompute-method uniform, chunks of --checkpoint-num-layers"},
+    {"checkpoint-num-layers", 0, CLI_ARG_ONE, O_CKPT_NUM, "N", "layers per checkpointed chunk (default 1)"},
     {"deepspeed-activation-checkpointing", 0, CLI_ARG_NONE, O_DS_ACT_CKPT, NULL,
-     "accepted: which code recomputes; nothing is recomputed without a recompute flag"},
+     "accepted: which code recomputes (mds's model); alone it recomputes nothing"},
     {"partition-activations", 0, CLI_ARG_NONE, O_PARTITION_ACT, NULL,
-     "accepted: where recomputed activations are kept (memory only)"},
+     "accepted: DeepSpeed splits the checkpoints over TP ranks (memory only; mds keeps them whole)"},
     {"no-pipeline-parallel", 0, CLI_ARG_NONE, O_NO_PP, NULL, "the model without pipeline stages (PP must be 1)"},
     {"deepspeed_mpi", 0, CLI_ARG_NONE, O_DS_MPI, NULL, "accepted: mds finds an MPI launch itself"},
     {"cpu-optimizer", 0, CLI_ARG_NONE, O_CPU_OPT, NULL, "accepted: AdamW runs on the CPU backend"},
@@ -357,7 +371,12 @@ struct config {
     /* Megatron-DeepSpeed */
     int deepspeed, have_zero_stage, zero_stage, no_pp, have_gbs, ds_sp;
     const char *ds_config;
+    /* activation recomputation */
+    int recompute_act, ckpt_act, recompute_gran, recompute_method;   /* enum recompute_gran, enum gpt_recompute */
+    uint64_t recompute_num, ckpt_num;                                 /* 0: not given */
 };
+
+enum recompute_gran { GRAN_NONE, GRAN_FULL, GRAN_SELECTIVE };
 
 #define NTABLES 6
 static struct cli_table tables[NTABLES];
@@ -533,6 +552,17 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_WARMUP_TOKENS: s->lr_warmup_tokens = cli_opt_u64(o, v, 0, 1ull << 62); s->have_warmup_tokens = 1; break;
     case O_DEEPSPEED: c->deepspeed = 1; break;
     case O_DS_CONFIG: c->ds_config = v; break;
+    case O_RECOMPUTE_ACT: c->recompute_act = 1; break;
+    case O_RECOMPUTE_GRAN:
+        c->recompute_gran = 1 + cli_opt_choice(o, v, (const char *const[]){"full", "selective", NULL});
+        break;
+    case O_RECOMPUTE_METHOD:
+        c->recompute_method = cli_opt_choice(o, v, (const char *const[]){"uniform", "block", NULL}) == 0
+                                  ? GPT_RECOMPUTE_UNIFORM : GPT_RECOMPUTE_BLOCK;
+        break;
+    case O_RECOMPUTE_NUM: c->recompute_num = cli_opt_u64(o, v, 1, 1 << 20); break;
+    case O_CKPT_ACT: c->ckpt_act = 1; break;
+    case O_CKPT_NUM: c->ckpt_num = cli_opt_u64(o, v, 1, 1 << 20); break;
     case O_ZERO_STAGE: c->zero_stage = (int)cli_opt_u64(o, v, 0, 3); c->have_zero_stage = 1; break;
     case O_NO_PP: c->no_pp = 1; break;
     case O_QUIET: if (cli.verbosity > 0) cli.verbosity--; break;
@@ -545,6 +575,35 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
             printf("%s %s (dataset library %s; %s)\n", cli.name, MDS_VERSION, ds_version_string(), comm_backend());
         cli_exit(0);
     }
+}
+
+/* Megatron's validate_args and TransformerConfig rules for recomputation,
+ * after Megatron-DeepSpeed's --checkpoint-activations (full, uniform, chunks
+ * of --checkpoint-num-layers, default 1) and --recompute-activations
+ * (selective) set the granularity, in that order. */
+static void check_recompute(struct config *c)
+{
+    int per_stage = c->pp > 0 ? c->num_layers / c->pp : c->num_layers;
+    if (c->ckpt_act) {
+        c->recompute_gran = GRAN_FULL;
+        c->recompute_method = GPT_RECOMPUTE_UNIFORM;
+        if (!c->recompute_num) c->recompute_num = c->ckpt_num ? c->ckpt_num : 1;
+    }
+    if (c->recompute_act) c->recompute_gran = GRAN_SELECTIVE;
+    if (c->recompute_gran == GRAN_SELECTIVE && c->recompute_method)
+        cli_usage("recompute method is not yet supported for selective recomputing granularity (--recompute-method)");
+    if (c->recompute_gran == GRAN_SELECTIVE && c->recompute_num)
+        cli_usage("when using recompute_granularity: selective recompute_num_layers must be None (--recompute-num-layers)");
+    if (c->recompute_gran == GRAN_FULL && !c->recompute_method)
+        cli_usage("using recompute_granularity: full so recompute_method must be \"block\" or \"uniform\" "
+                  "(--recompute-method)");
+    if (c->recompute_gran == GRAN_FULL && !c->recompute_num)
+        cli_usage("when using recompute_granularity: full recompute_num_layers must be between 1 and "
+                  "num_layers_per_pipeline_rank: %d (--recompute-num-layers)", per_stage);
+    if (c->recompute_gran == GRAN_NONE && (c->recompute_method || c->recompute_num || c->ckpt_num))
+        cli_note("note: --%s without --recompute-granularity full or --checkpoint-activations recomputes nothing "
+                 "(as in Megatron)", c->recompute_method ? "recompute-method" : c->recompute_num ? "recompute-num-layers"
+                                                                                         : "checkpoint-num-layers");
 }
 
 static void parse_args(int argc, char **argv, struct config *c)
@@ -656,6 +715,7 @@ static void parse_args(int argc, char **argv, struct config *c)
                   c->pp);
     if ((s->have_warmup_tokens || s->have_decay_tokens) && s->have_warmup_fraction)
         cli_usage("--lr-warmup-fraction does not combine with the token schedule (--lr-*-tokens)");
+    check_recompute(c);
 }
 
 /* The global batch of every iteration and what it implies, now that the
@@ -876,6 +936,19 @@ static void print_config(const struct config *c, const gpt_model *m, const train
     ROW("weight decay / clip grad", "%g / %g", c->wd, c->clip);
     ROW("init std / seed", "%g / %" PRIu64, c->init_std, c->seed);
     ROW("dropout hidden / attention", "%g / %g", c->hidden_dropout, c->attention_dropout);
+    {
+        char rc[96];
+        if (c->recompute_gran != GRAN_FULL)
+            snprintf(rc, sizeof rc, "%s (attention keeps no T x T probabilities)",
+                     c->recompute_gran == GRAN_SELECTIVE ? "selective" : "none");
+        else if (m->cfg.recompute_method == GPT_RECOMPUTE_UNIFORM)
+            snprintf(rc, sizeof rc, "full, uniform: %d chunk(s) of %d layer(s) per stage", m->nck, m->rc_chunk);
+        else
+            snprintf(rc, sizeof rc, "full, block: %d of %d layers per stage", m->rc_layers, m->Ll);
+        ROW("activation recomputation", "%s", rc);
+    }
+    ROW("activation memory (rank 0)", "%zu bytes (%.1f MiB, %d slot%s)", gpt_activation_bytes(m),
+        (double)gpt_activation_bytes(m) / 1048576.0, m->slots, m->slots == 1 ? "" : "s");
     ROW("data", "%s", data);
     ROW("split", "%s", c->data.mock ? "1,1,1 (mock)" : c->data.npath ? (c->data.split ? c->data.split : "969, 30, 1")
                                                                      : "none (a data path per split)");
@@ -1157,6 +1230,10 @@ static void model_config(const struct config *c, int V, int tp, int tp_rank, int
     mc->grad_dtype = c->fp16 && !c->grads_fp32 ? MDS_F16 : c->bf16 && c->grads_bf16 ? MDS_BF16 : MDS_F32;
     mc->hidden_dropout = (float)c->hidden_dropout;
     mc->attention_dropout = (float)c->attention_dropout;
+    if (c->recompute_gran == GRAN_FULL) {
+        mc->recompute_method = c->recompute_method;
+        mc->recompute_num_layers = (int)c->recompute_num;
+    }
 }
 
 /* ---- HuggingFace folders (train/hfckpt.h) ------------------------------------ */

@@ -89,6 +89,10 @@ int gpt_config_check(const gpt_config *cfg, char *err, size_t errlen)
     if (cfg->pp_size <= 0 || cfg->pp_rank < 0 || cfg->pp_rank >= cfg->pp_size)
         FAIL("pipeline model parallel rank %d of %d is out of range", cfg->pp_rank, cfg->pp_size);
     if (cfg->act_slots < 0 || cfg->act_slots > 4096) FAIL("activation slots %d out of range", cfg->act_slots);
+    if (cfg->recompute_method < GPT_RECOMPUTE_NONE || cfg->recompute_method > GPT_RECOMPUTE_BLOCK)
+        FAIL("unknown recompute method %d", cfg->recompute_method);
+    if (cfg->recompute_method != GPT_RECOMPUTE_NONE && cfg->recompute_num_layers <= 0)
+        FAIL("recompute num layers must be at least 1 with a recompute method (--recompute-num-layers)");
     if (!(cfg->hidden_dropout >= 0.0f && cfg->hidden_dropout < 1.0f) ||
         !(cfg->attention_dropout >= 0.0f && cfg->attention_dropout < 1.0f))
         FAIL("dropout probabilities must lie in [0, 1)");
@@ -251,6 +255,49 @@ static int alloc_buffer(const gpt_model *m, void **p, size_t n, size_t size, con
     return GPT_OK;
 }
 
+/* The element counts of the gpt_acts tensors, in struct order, with nl
+ * layers' per-layer tensors; with per_slot 0 only those (the working set). */
+static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot)
+{
+    size_t BT = (size_t)m->B * (size_t)m->T, C = (size_t)m->C, Cl = (size_t)m->Cl, Fl = (size_t)m->Fl;
+    size_t Vl = (size_t)m->Vl, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l, NHl = (size_t)m->NHl;
+    size_t s = per_slot ? 1 : 0;
+    int ln = m->cfg.normalization == GPT_NORM_LAYERNORM;   /* LayerNorm keeps mean and rstd; RMSNorm rstd only */
+    size_t sizes[GPT_NUM_ACTS] = {
+        s * BT * C,                                /* encoded */
+        nl * BT * C, ln ? nl * BT : 0, nl * BT,    /* ln1, mean, rstd */
+        nl * BT * QKVl, nl * BT * Cl, nl * NHl * BT, /* qkv, atty, att_lse */
+        nl * BT * C, nl * BT * C,                  /* attproj, residual2 */
+        nl * BT * C, ln ? nl * BT : 0, nl * BT,    /* ln2, mean, rstd */
+        nl * BT * FC1l, nl * BT * Fl,              /* fch, fch_gelu */
+        nl * BT * C,                               /* fcproj */
+        (per_slot ? nl : nl ? nl - 1 : 0) * BT * C, /* residual3 (a chunk's output is its checkpoint) */
+        s * BT * C, ln ? s * BT : 0, s * BT,       /* lnf, mean, rstd */
+        s * BT * Vl,                               /* logits */
+        s * BT, s * BT, s * BT, s * BT, s * BT, s * BT, /* losses, maxes, sumexp, tlogits, mask, dlosses */
+        s * BT * C, s * BT * C, s * BT * QKVl, s * BT * Cl, s * BT * FC1l, s * BT * Fl, /* backward scratch */
+        s * (size_t)m->nck * BT * C,               /* ckpt */
+    };
+    memcpy(as, sizes, sizeof sizes);
+}
+
+/* Point the float tensors of a at base, with the element counts sizes. */
+static void point_acts(gpt_acts *a, float *base, const size_t *sizes)
+{
+    float **aptrs[GPT_NUM_ACTS] = {
+        &a->encoded, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->atty, &a->att_lse,
+        &a->attproj, &a->residual2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu,
+        &a->fcproj, &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd, &a->logits, &a->losses,
+        &a->maxes, &a->sumexp, &a->tlogits, &a->mask, &a->dlosses, &a->dresidual, &a->dln,
+        &a->dqkv, &a->datty, &a->dfch, &a->dfch_gelu, &a->ckpt};
+    point_tensors(aptrs, base, sizes, GPT_NUM_ACTS);
+}
+
+size_t gpt_activation_bytes(const gpt_model *m)
+{
+    return (m->num_acts * (size_t)m->slots + m->num_work) * sizeof(float);
+}
+
 int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
@@ -291,7 +338,6 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     size_t Vl = (size_t)m->Vl, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l;
     int tied = !cfg->untie_embeddings;
     int bias = cfg->add_bias_linear, lnb = cfg->normalization == GPT_NORM_LAYERNORM;
-    int ln = lnb;   /* LayerNorm keeps mean and rstd; RMSNorm rstd only */
     /* PP: the first stage holds wte/wpe, the last the final LN and the output
        layer (a copy of wte when tied, kept in sync by an all-reduce of the
        embedding grads over {first, last}).  With PP = 1 they coincide. */
@@ -316,25 +362,28 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     if (!sum_sizes(ps, GPT_NUM_PARAMS, &m->num_params) || m->num_params > ((size_t)-1) / 8)
         return GPT_ERR_NOMEM;
 
+    /* full recomputation (model.h): which local layers, in chunks of how many */
+    int N = cfg->recompute_num_layers;
+    if (cfg->recompute_method == GPT_RECOMPUTE_UNIFORM) {
+        m->rc_chunk = N < m->Ll ? N : m->Ll;
+        m->rc_layers = m->Ll;
+    } else if (cfg->recompute_method == GPT_RECOMPUTE_BLOCK) {
+        m->rc_chunk = 1;
+        m->rc_layers = N < m->Ll ? N : m->Ll;
+    }
+    m->nck = m->rc_layers ? (m->rc_layers + m->rc_chunk - 1) / m->rc_chunk : 0;
+    size_t Lk = Ll - (size_t)m->rc_layers, Lw = m->rc_layers ? (size_t)m->rc_chunk : 0;
     size_t BT = (size_t)B * (size_t)T;
-    size_t NHl = (size_t)m->NHl;
-    size_t *as = m->act_sizes;
-    size_t sizes[GPT_NUM_ACTS] = {
-        BT * C,                                    /* encoded */
-        Ll * BT * C, ln ? Ll * BT : 0, Ll * BT,    /* ln1, mean, rstd */
-        Ll * BT * QKVl, Ll * BT * Cl, Ll * NHl * BT, /* qkv, atty, att_lse */
-        Ll * BT * C, Ll * BT * C,                  /* attproj, residual2 */
-        Ll * BT * C, ln ? Ll * BT : 0, Ll * BT,    /* ln2, mean, rstd */
-        Ll * BT * FC1l, Ll * BT * Fl,              /* fch, fch_gelu */
-        Ll * BT * C, Ll * BT * C,                  /* fcproj, residual3 */
-        BT * C, ln ? BT : 0, BT,                   /* lnf, mean, rstd */
-        BT * Vl,                                   /* logits */
-        BT, BT, BT, BT, BT, BT,                    /* losses, maxes, sumexp, tlogits, mask, dlosses */
-        BT * C, BT * C, BT * QKVl, BT * Cl, BT * FC1l, BT * Fl, /* backward scratch */
-    };
-    memcpy(as, sizes, sizeof sizes);
+    act_sizes_of(m, m->act_sizes, Lk, 1);
+    size_t work_sizes[GPT_NUM_ACTS];
+    /* block with kept layers: a recomputed layer's backward comes after every
+       kept layer's, so its working set is the slot's last kept layer (a kept
+       layer's forward overwrites it after the recomputed layers' forward) */
+    m->work_in_slot = m->rc_layers && Lk >= Lw;
+    act_sizes_of(m, work_sizes, m->work_in_slot ? 0 : Lw, 0);
     m->slots = cfg->act_slots > 1 ? cfg->act_slots : 1;
-    if (!sum_sizes(as, GPT_NUM_ACTS, &m->num_acts) || m->num_acts > ((size_t)-1) / sizeof(float) / (size_t)m->slots)
+    if (!sum_sizes(m->act_sizes, GPT_NUM_ACTS, &m->num_acts) || !sum_sizes(work_sizes, GPT_NUM_ACTS, &m->num_work) ||
+        m->num_acts > ((size_t)-1) / sizeof(float) / (size_t)(m->slots + 1) - m->num_work)
         return GPT_ERR_NOMEM;
 
     m->opt_lo = 0;
@@ -351,7 +400,8 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
         (rc = alloc_buffer(m, &pp, m->num_params, sizeof(float), "parameters", err, errlen)) ||
         (rc = alloc_buffer(m, &gp, m->num_params, sizeof(float), "gradients", err, errlen)) ||
         (rc = alloc_buffer(m, &op, 2 * m->num_params, sizeof(float), "AdamW state", err, errlen)) ||
-        (rc = alloc_buffer(m, &ap, m->num_acts * (size_t)m->slots, sizeof(float), "activations", err, errlen)) ||
+        (rc = alloc_buffer(m, &ap, m->num_acts * (size_t)m->slots + m->num_work, sizeof(float), "activations", err,
+                           errlen)) ||
         (rc = alloc_buffer(m, &tp, 2 * BT * (size_t)m->slots, sizeof(int), "token ids", err, errlen)) ||
         (rc = alloc_buffer(m, &dp, 2, sizeof(double), "reduction scratch", err, errlen))) {
         m->params_memory = pp; m->grads_memory = gp; m->opt_memory = op;
@@ -376,6 +426,8 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     point_params(&m->grads, m->grads_memory, ps);
     m->m = m->opt_memory;
     m->v = m->opt_memory + m->num_params;
+    m->work_memory = m->acts_memory + m->num_acts * (size_t)m->slots;
+    point_acts(&m->work, m->work_memory, work_sizes);
     gpt_set_slot(m, 0);
 
     /* Initialisation, tensor by tensor on the host, copied into place.
@@ -465,6 +517,7 @@ void gpt_model_free(gpt_model *m)
     m->slot_dropout = NULL;
     free(m->host_mask);
     m->params_memory = m->master_memory = m->grads_memory = m->opt_memory = m->acts_memory = NULL;
+    m->work_memory = NULL;
     m->m = m->v = NULL;
     m->tokens_memory = NULL;
     m->dsum = NULL;
@@ -527,15 +580,9 @@ int gpt_state_write(gpt_model *m, int which, size_t off, const float *src, size_
 void gpt_set_slot(gpt_model *m, int s)
 {
     gpt_acts *a = &m->acts;
-    float **aptrs[GPT_NUM_ACTS] = {
-        &a->encoded, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->atty, &a->att_lse,
-        &a->attproj, &a->residual2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu,
-        &a->fcproj, &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd, &a->logits, &a->losses,
-        &a->maxes, &a->sumexp, &a->tlogits, &a->mask, &a->dlosses, &a->dresidual, &a->dln,
-        &a->dqkv, &a->datty, &a->dfch, &a->dfch_gelu};
     size_t BT = (size_t)m->B * (size_t)m->T;
     m->slot = s;
-    point_tensors(aptrs, m->acts_memory + (size_t)s * m->num_acts, m->act_sizes, GPT_NUM_ACTS);
+    point_acts(a, m->acts_memory + (size_t)s * m->num_acts, m->act_sizes);
     a->inputs = m->tokens_memory + (size_t)s * 2 * BT;
     a->targets = a->inputs + BT;
 }
@@ -571,10 +618,6 @@ static mds_dropout site_dropout(const gpt_model *m, float p, int kind, int layer
 
 float *gpt_stage_input(gpt_model *m) { return m->acts.encoded; }
 
-const float *gpt_stage_output(const gpt_model *m)
-{
-    return m->acts.residual3 + (size_t)(m->Ll - 1) * (size_t)m->B * (size_t)m->T * (size_t)m->C;
-}
 
 float *gpt_stage_dgrad(gpt_model *m) { return m->acts.dresidual; }
 
@@ -622,11 +665,208 @@ static void norm_backward(const gpt_model *m, float *dinp, float *dw, float *db,
 /* An optional per-layer slice: NULL when the tensor is absent (size 0). */
 static float *layer_part(float *base, size_t l, size_t n) { return base ? base + l * n : NULL; }
 
+/* ---- one transformer layer -------------------------------------------------- */
+
+/* Where layer l's activations live in the current slot: its input (the
+ * residual stream entering it) and its tensors.  A kept layer's are the
+ * slot's; a recomputed layer's are the working set's (index: its place in
+ * its chunk), except the output of a chunk's last layer, which is the slot's
+ * checkpoint of that chunk (the next chunk's input, or the stage output). */
+typedef struct layer_view {
+    const float *in;  // (B, T, C)
+    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att_lse, *attproj, *res2, *ln2, *ln2_mean, *ln2_rstd;
+    float *fch, *fchg, *fcproj, *res3;
+} layer_view;
+
+/* The tensors of layer l: index i of the per-layer tensors of a. */
+static void layer_tensors(const gpt_model *m, const gpt_acts *a, size_t i, layer_view *v)
+{
+    size_t BT = (size_t)m->B * (size_t)m->T, BTC = BT * (size_t)m->C;
+    v->ln1 = a->ln1 + i * BTC;
+    v->ln1_mean = layer_part(a->ln1_mean, i, BT);
+    v->ln1_rstd = a->ln1_rstd + i * BT;
+    v->qkv = a->qkv + i * BT * (size_t)m->QKVl;
+    v->atty = a->atty + i * BT * (size_t)m->Cl;
+    v->att_lse = a->att_lse + i * (size_t)m->NHl * BT;
+    v->attproj = a->attproj + i * BTC;
+    v->res2 = a->residual2 + i * BTC;
+    v->ln2 = a->ln2 + i * BTC;
+    v->ln2_mean = layer_part(a->ln2_mean, i, BT);
+    v->ln2_rstd = a->ln2_rstd + i * BT;
+    v->fch = a->fch + i * BT * (size_t)m->FC1l;
+    v->fchg = a->fch_gelu + i * BT * (size_t)m->Fl;
+    v->fcproj = a->fcproj + i * BTC;
+    v->res3 = a->residual3 + i * BTC;
+}
+
+/* The output (residual3) of local layer l in the current slot. */
+static float *layer_output(const gpt_model *m, int l)
+{
+    size_t BTC = (size_t)m->B * (size_t)m->T * (size_t)m->C;
+    if (l >= m->rc_layers)
+        return m->acts.residual3 + (size_t)(l - m->rc_layers) * BTC;
+    int k = l / m->rc_chunk;
+    if (l == m->rc_layers - 1 || (l + 1) % m->rc_chunk == 0)
+        return m->acts.ckpt + (size_t)k * BTC;
+    if (m->work_in_slot)
+        return m->acts.residual3 + (size_t)(m->Ll - m->rc_layers - m->rc_chunk + l % m->rc_chunk) * BTC;
+    return m->work.residual3 + (size_t)(l - k * m->rc_chunk) * BTC;
+}
+
+static void layer_view_of(const gpt_model *m, int l, layer_view *v)
+{
+    if (l >= m->rc_layers)
+        layer_tensors(m, &m->acts, (size_t)(l - m->rc_layers), v);
+    else if (m->work_in_slot)
+        layer_tensors(m, &m->acts, (size_t)(m->Ll - m->rc_layers - m->rc_chunk + l % m->rc_chunk), v);
+    else
+        layer_tensors(m, &m->work, (size_t)(l % m->rc_chunk), v);
+    v->res3 = layer_output(m, l);
+    v->in = l == 0 ? m->acts.encoded : layer_output(m, l - 1);
+}
+
+/* Layer l's forward in the current slot: pre-LN attention, then the MLP,
+ * Megatron's TP collectives (f and g) and bias-dropout-adds. */
+static void layer_forward(gpt_model *m, int l)
+{
+    int B = m->B, T = m->T, C = m->C, Cl = m->Cl, NHl = m->NHl, Fl = m->Fl;
+    size_t BT = (size_t)B * T, BTC = BT * (size_t)C, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l;
+    const gpt_params *p = &m->params;
+    const mds_ops *ops = &m->be->ops;
+    int tp0 = m->cfg.tp_rank == 0;
+    const float *rcos = m->rope_memory, *rsin = m->rope_memory + (size_t)T * (size_t)(m->rot / 2);
+    size_t lC = (size_t)l * C;
+    int gl = m->layer_begin + l;
+    mds_dropout dh1 = site_dropout(m, m->cfg.hidden_dropout, 1, gl);
+    mds_dropout dh2 = site_dropout(m, m->cfg.hidden_dropout, 2, gl);
+    mds_dropout da = site_dropout(m, m->cfg.attention_dropout, 3, gl);
+    layer_view v;
+    layer_view_of(m, l, &v);
+    norm_forward(m, v.ln1, v.ln1_mean, v.ln1_rstd, v.in, p->ln1w + lC, layer_part(p->ln1b, l, C));
+    /* column-parallel QKV (Megatron's f: identity forward) */
+    ops->matmul_forward(v.qkv, v.ln1, p->qkvw + (size_t)l * QKVl * C, layer_part(p->qkvb, l, QKVl), B, T, C,
+                        (int)QKVl);
+    keep(m, v.qkv, BT * QKVl);
+    if (m->rot) {
+        ops->rope_forward(v.qkv, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
+        keep(m, v.qkv, BT * QKVl);
+    }
+    ops->attention_forward(v.atty, v.att_lse, v.qkv, B, T, Cl, NHl, m->Gl, da);
+    keep(m, v.atty, BT * (size_t)Cl);
+    /* row-parallel projection: partial sums, bias on TP rank 0, then g;
+       Megatron's bias-dropout-add: residual + dropout(proj + bias) */
+    ops->matmul_forward(v.attproj, v.atty, p->attprojw + (size_t)l * C * Cl,
+                        tp0 ? layer_part(p->attprojb, l, C) : NULL, B, T, Cl, C);
+    keep(m, v.attproj, BTC);
+    tp_sum(m, v.attproj, BTC);
+    keep(m, v.attproj, BTC);
+    if (dh1.p > 0.0f) {
+        ops->dropout_forward(v.attproj, v.attproj, B, T, C, dh1);
+        keep(m, v.attproj, BTC);
+    }
+    ops->residual_forward(v.res2, v.in, v.attproj, BTC);
+    keep(m, v.res2, BTC);
+    norm_forward(m, v.ln2, v.ln2_mean, v.ln2_rstd, v.res2, p->ln2w + lC, layer_part(p->ln2b, l, C));
+    ops->matmul_forward(v.fch, v.ln2, p->fcw + (size_t)l * FC1l * C, layer_part(p->fcb, l, FC1l), B, T, C, (int)FC1l);
+    keep(m, v.fch, BT * FC1l);
+    if (m->cfg.swiglu)
+        ops->swiglu_forward(v.fchg, v.fch, BT, Fl);
+    else
+        ops->gelu_forward(v.fchg, v.fch, BT * Fl);
+    keep(m, v.fchg, BT * (size_t)Fl);
+    ops->matmul_forward(v.fcproj, v.fchg, p->fcprojw + (size_t)l * C * Fl, tp0 ? layer_part(p->fcprojb, l, C) : NULL,
+                        B, T, Fl, C);
+    keep(m, v.fcproj, BTC);
+    tp_sum(m, v.fcproj, BTC);
+    keep(m, v.fcproj, BTC);
+    if (dh2.p > 0.0f) {
+        ops->dropout_forward(v.fcproj, v.fcproj, B, T, C, dh2);
+        keep(m, v.fcproj, BTC);
+    }
+    ops->residual_forward(v.res3, v.res2, v.fcproj, BTC);
+    keep(m, v.res3, BTC);
+}
+
+/* Layer l's backward: on entry dresidual is d(residual3[l]), on return
+ * d(layer input); the weight gradients are added. */
+static void layer_backward(gpt_model *m, int l)
+{
+    int B = m->B, T = m->T, C = m->C, Cl = m->Cl, NHl = m->NHl, Fl = m->Fl;
+    size_t BT = (size_t)B * T, BTC = BT * (size_t)C, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l;
+    const gpt_params *p = &m->params, *g = &m->grads;
+    gpt_acts *a = &m->acts;
+    const mds_ops *ops = &m->be->ops;
+    const float *rcos = m->rope_memory, *rsin = m->rope_memory + (size_t)T * (size_t)(m->rot / 2);
+    size_t lC = (size_t)l * C;
+    int gl = m->layer_begin + l;
+    mds_dropout dh1 = site_dropout(m, m->cfg.hidden_dropout, 1, gl);
+    mds_dropout dh2 = site_dropout(m, m->cfg.hidden_dropout, 2, gl);
+    mds_dropout da = site_dropout(m, m->cfg.attention_dropout, 3, gl);
+    layer_view v;
+    layer_view_of(m, l, &v);
+    /* dresidual is d(residual3[l]); the skip passes it to residual2 as is.
+       Row-parallel biases: every TP rank sees the same dresidual, so each
+       computes the same bias gradient and the replicas stay equal. */
+    const float *dmlp = a->dresidual;   /* d(fcproj): through the MLP output's dropout (dln as scratch) */
+    if (dh2.p > 0.0f) {
+        ops->dropout_backward(a->dln, a->dresidual, B, T, C, dh2);
+        keep(m, a->dln, BTC);
+        dmlp = a->dln;
+    }
+    m->be->zero(a->dfch_gelu, BT * Fl * sizeof(float));
+    ops->matmul_backward(a->dfch_gelu, g->fcprojw + (size_t)l * C * Fl, layer_part(g->fcprojb, l, C),
+                         dmlp, v.fchg, p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
+    keep(m, a->dfch_gelu, BT * (size_t)Fl);
+    m->be->zero(a->dfch, BT * FC1l * sizeof(float));
+    if (m->cfg.swiglu)
+        ops->swiglu_backward(a->dfch, v.fch, a->dfch_gelu, BT, Fl);
+    else
+        ops->gelu_backward(a->dfch, v.fch, a->dfch_gelu, BT * Fl);
+    keep(m, a->dfch, BT * FC1l);
+    m->be->zero(a->dln, BTC * sizeof(float));
+    ops->matmul_backward(a->dln, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch, v.ln2,
+                         p->fcw + (size_t)l * FC1l * C, B, T, C, (int)FC1l);
+    keep(m, a->dln, BTC);
+    tp_sum(m, a->dln, BTC);   /* f in backward */
+    keep(m, a->dln, BTC);
+    norm_backward(m, a->dresidual, g->ln2w + lC, layer_part(g->ln2b, l, C), a->dln, v.res2, p->ln2w + lC,
+                  v.ln2_mean, v.ln2_rstd);
+    /* now dresidual is d(residual2[l]) */
+    const float *datt = a->dresidual;   /* d(attproj): through the attention output's dropout */
+    if (dh1.p > 0.0f) {
+        ops->dropout_backward(a->dln, a->dresidual, B, T, C, dh1);
+        keep(m, a->dln, BTC);
+        datt = a->dln;
+    }
+    m->be->zero(a->datty, BT * Cl * sizeof(float));
+    ops->matmul_backward(a->datty, g->attprojw + (size_t)l * C * Cl, layer_part(g->attprojb, l, C),
+                         datt, v.atty, p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
+    keep(m, a->datty, BT * (size_t)Cl);
+    m->be->zero(a->dqkv, BT * QKVl * sizeof(float));
+    ops->attention_backward(a->dqkv, a->datty, v.qkv, v.atty, v.att_lse, B, T, Cl, NHl,
+                            m->Gl, da);
+    keep(m, a->dqkv, BT * QKVl);
+    if (m->rot) {   /* back through the rotation: d(q, k) before it */
+        ops->rope_backward(a->dqkv, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
+        keep(m, a->dqkv, BT * QKVl);
+    }
+    m->be->zero(a->dln, BTC * sizeof(float));
+    ops->matmul_backward(a->dln, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv, v.ln1,
+                         p->qkvw + (size_t)l * QKVl * C, B, T, C, (int)QKVl);
+    keep(m, a->dln, BTC);
+    tp_sum(m, a->dln, BTC);
+    keep(m, a->dln, BTC);
+    norm_backward(m, a->dresidual, g->ln1w + lC, layer_part(g->ln1b, l, C), a->dln, v.in, p->ln1w + lC,
+                  v.ln1_mean, v.ln1_rstd);
+}
+
+const float *gpt_stage_output(const gpt_model *m) { return layer_output(m, m->Ll - 1); }
+
 int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float *mask,
                 double *loss_sum, double *num_tokens)
 {
-    int B = m->B, T = m->T, C = m->C, Cl = m->Cl, NHl = m->NHl, Fl = m->Fl, Vl = m->Vl;
-    size_t BT = (size_t)B * T, BTC = BT * (size_t)C, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l;
+    int B = m->B, T = m->T, C = m->C, Vl = m->Vl;
+    size_t BT = (size_t)B * T, BTC = BT * (size_t)C;
     gpt_params *p = &m->params;
     gpt_acts *a = &m->acts;
     const mds_ops *ops = &m->be->ops;
@@ -661,65 +901,9 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
         }
     }
     /* else: the caller received `encoded` from the previous stage */
-    const float *rcos = m->rope_memory, *rsin = m->rope_memory + (size_t)T * (size_t)(m->rot / 2);
-    const float *residual = a->encoded;
-    for (int l = 0; l < m->Ll; l++) {
-        size_t lC = (size_t)l * C;
-        int gl = m->layer_begin + l;
-        mds_dropout dh1 = site_dropout(m, m->cfg.hidden_dropout, 1, gl);
-        mds_dropout dh2 = site_dropout(m, m->cfg.hidden_dropout, 2, gl);
-        mds_dropout da = site_dropout(m, m->cfg.attention_dropout, 3, gl);
-        float *ln1 = a->ln1 + l * BTC, *qkv = a->qkv + l * BT * QKVl, *atty = a->atty + l * BT * Cl;
-        float *attproj = a->attproj + l * BTC, *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC;
-        float *fch = a->fch + l * BT * FC1l, *fchg = a->fch_gelu + l * BT * Fl;
-        float *fcproj = a->fcproj + l * BTC, *res3 = a->residual3 + l * BTC;
-        norm_forward(m, ln1, layer_part(a->ln1_mean, l, BT), a->ln1_rstd + l * BT, residual, p->ln1w + lC,
-                     layer_part(p->ln1b, l, C));
-        /* column-parallel QKV (Megatron's f: identity forward) */
-        ops->matmul_forward(qkv, ln1, p->qkvw + (size_t)l * QKVl * C, layer_part(p->qkvb, l, QKVl), B, T, C,
-                            (int)QKVl);
-        keep(m, qkv, BT * QKVl);
-        if (m->rot) {
-            ops->rope_forward(qkv, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
-            keep(m, qkv, BT * QKVl);
-        }
-        ops->attention_forward(atty, a->att_lse + (size_t)l * NHl * BT, qkv, B, T, Cl, NHl, m->Gl, da);
-        keep(m, atty, BT * (size_t)Cl);
-        /* row-parallel projection: partial sums, bias on TP rank 0, then g;
-           Megatron's bias-dropout-add: residual + dropout(proj + bias) */
-        ops->matmul_forward(attproj, atty, p->attprojw + (size_t)l * C * Cl,
-                            tp0 ? layer_part(p->attprojb, l, C) : NULL, B, T, Cl, C);
-        keep(m, attproj, BTC);
-        tp_sum(m, attproj, BTC);
-        keep(m, attproj, BTC);
-        if (dh1.p > 0.0f) {
-            ops->dropout_forward(attproj, attproj, B, T, C, dh1);
-            keep(m, attproj, BTC);
-        }
-        ops->residual_forward(res2, residual, attproj, BTC);
-        keep(m, res2, BTC);
-        norm_forward(m, ln2, layer_part(a->ln2_mean, l, BT), a->ln2_rstd + l * BT, res2, p->ln2w + lC,
-                     layer_part(p->ln2b, l, C));
-        ops->matmul_forward(fch, ln2, p->fcw + (size_t)l * FC1l * C, layer_part(p->fcb, l, FC1l), B, T, C, (int)FC1l);
-        keep(m, fch, BT * FC1l);
-        if (m->cfg.swiglu)
-            ops->swiglu_forward(fchg, fch, BT, Fl);
-        else
-            ops->gelu_forward(fchg, fch, BT * Fl);
-        keep(m, fchg, BT * (size_t)Fl);
-        ops->matmul_forward(fcproj, fchg, p->fcprojw + (size_t)l * C * Fl, tp0 ? layer_part(p->fcprojb, l, C) : NULL,
-                            B, T, Fl, C);
-        keep(m, fcproj, BTC);
-        tp_sum(m, fcproj, BTC);
-        keep(m, fcproj, BTC);
-        if (dh2.p > 0.0f) {
-            ops->dropout_forward(fcproj, fcproj, B, T, C, dh2);
-            keep(m, fcproj, BTC);
-        }
-        ops->residual_forward(res3, res2, fcproj, BTC);
-        keep(m, res3, BTC);
-        residual = res3;
-    }
+    for (int l = 0; l < m->Ll; l++)
+        layer_forward(m, l);
+    const float *residual = layer_output(m, m->Ll - 1);
     double sums[2];
     if (!m->last_stage) {
         ops->loss_reduce(m->dsum, NULL, a->mask, BT);
@@ -760,8 +944,8 @@ void gpt_zero_grad(gpt_model *m)
 
 void gpt_backward(gpt_model *m, float scale)
 {
-    int B = m->B, T = m->T, C = m->C, Cl = m->Cl, NHl = m->NHl, Fl = m->Fl, Vl = m->Vl;
-    size_t BT = (size_t)B * T, BTC = BT * (size_t)C, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l;
+    int B = m->B, T = m->T, C = m->C, Vl = m->Vl;
+    size_t BT = (size_t)B * T, BTC = BT * (size_t)C;
     gpt_params *p = &m->params, *g = &m->grads;
     gpt_acts *a = &m->acts;
     const mds_ops *ops = &m->be->ops;
@@ -778,76 +962,16 @@ void gpt_backward(gpt_model *m, float scale)
         keep(m, a->dln, BTC);
         tp_sum(m, a->dln, BTC);   /* the output layer is column-parallel */
         keep(m, a->dln, BTC);
-        const float *last = a->residual3 + (size_t)(m->Ll - 1) * BTC;
+        const float *last = layer_output(m, m->Ll - 1);
         m->be->zero(a->dresidual, BTC * sizeof(float));
         norm_backward(m, a->dresidual, g->lnfw, g->lnfb, a->dln, last, p->lnfw, a->lnf_mean, a->lnf_rstd);
     }
     /* else: the caller put the next stage's gradient in dresidual */
-    const float *rcos = m->rope_memory, *rsin = m->rope_memory + (size_t)T * (size_t)(m->rot / 2);
     for (int l = m->Ll - 1; l >= 0; l--) {
-        size_t lC = (size_t)l * C;
-        int gl = m->layer_begin + l;
-        mds_dropout dh1 = site_dropout(m, m->cfg.hidden_dropout, 1, gl);
-        mds_dropout dh2 = site_dropout(m, m->cfg.hidden_dropout, 2, gl);
-        mds_dropout da = site_dropout(m, m->cfg.attention_dropout, 3, gl);
-        const float *residual = l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * BTC;
-        float *ln1 = a->ln1 + l * BTC, *qkv = a->qkv + l * BT * QKVl, *atty = a->atty + l * BT * Cl;
-        float *res2 = a->residual2 + l * BTC, *ln2 = a->ln2 + l * BTC;
-        float *fch = a->fch + l * BT * FC1l, *fchg = a->fch_gelu + l * BT * Fl;
-        /* dresidual is d(residual3[l]); the skip passes it to residual2 as is.
-           Row-parallel biases: every TP rank sees the same dresidual, so each
-           computes the same bias gradient and the replicas stay equal. */
-        const float *dmlp = a->dresidual;   /* d(fcproj): through the MLP output's dropout (dln as scratch) */
-        if (dh2.p > 0.0f) {
-            ops->dropout_backward(a->dln, a->dresidual, B, T, C, dh2);
-            keep(m, a->dln, BTC);
-            dmlp = a->dln;
-        }
-        m->be->zero(a->dfch_gelu, BT * Fl * sizeof(float));
-        ops->matmul_backward(a->dfch_gelu, g->fcprojw + (size_t)l * C * Fl, layer_part(g->fcprojb, l, C),
-                             dmlp, fchg, p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
-        keep(m, a->dfch_gelu, BT * (size_t)Fl);
-        m->be->zero(a->dfch, BT * FC1l * sizeof(float));
-        if (m->cfg.swiglu)
-            ops->swiglu_backward(a->dfch, fch, a->dfch_gelu, BT, Fl);
-        else
-            ops->gelu_backward(a->dfch, fch, a->dfch_gelu, BT * Fl);
-        keep(m, a->dfch, BT * FC1l);
-        m->be->zero(a->dln, BTC * sizeof(float));
-        ops->matmul_backward(a->dln, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch, ln2,
-                             p->fcw + (size_t)l * FC1l * C, B, T, C, (int)FC1l);
-        keep(m, a->dln, BTC);
-        tp_sum(m, a->dln, BTC);   /* f in backward */
-        keep(m, a->dln, BTC);
-        norm_backward(m, a->dresidual, g->ln2w + lC, layer_part(g->ln2b, l, C), a->dln, res2, p->ln2w + lC,
-                      layer_part(a->ln2_mean, l, BT), a->ln2_rstd + l * BT);
-        /* now dresidual is d(residual2[l]) */
-        const float *datt = a->dresidual;   /* d(attproj): through the attention output's dropout */
-        if (dh1.p > 0.0f) {
-            ops->dropout_backward(a->dln, a->dresidual, B, T, C, dh1);
-            keep(m, a->dln, BTC);
-            datt = a->dln;
-        }
-        m->be->zero(a->datty, BT * Cl * sizeof(float));
-        ops->matmul_backward(a->datty, g->attprojw + (size_t)l * C * Cl, layer_part(g->attprojb, l, C),
-                             datt, atty, p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
-        keep(m, a->datty, BT * (size_t)Cl);
-        m->be->zero(a->dqkv, BT * QKVl * sizeof(float));
-        ops->attention_backward(a->dqkv, a->datty, qkv, atty, a->att_lse + (size_t)l * NHl * BT, B, T, Cl, NHl,
-                                m->Gl, da);
-        keep(m, a->dqkv, BT * QKVl);
-        if (m->rot) {   /* back through the rotation: d(q, k) before it */
-            ops->rope_backward(a->dqkv, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
-            keep(m, a->dqkv, BT * QKVl);
-        }
-        m->be->zero(a->dln, BTC * sizeof(float));
-        ops->matmul_backward(a->dln, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv, ln1,
-                             p->qkvw + (size_t)l * QKVl * C, B, T, C, (int)QKVl);
-        keep(m, a->dln, BTC);
-        tp_sum(m, a->dln, BTC);
-        keep(m, a->dln, BTC);
-        norm_backward(m, a->dresidual, g->ln1w + lC, layer_part(g->ln1b, l, C), a->dln, residual, p->ln1w + lC,
-                      layer_part(a->ln1_mean, l, BT), a->ln1_rstd + l * BT);
+        if (l < m->rc_layers && (l == m->rc_layers - 1 || (l + 1) % m->rc_chunk == 0))   /* a chunk's last layer */
+            for (int j = l / m->rc_chunk * m->rc_chunk; j <= l; j++)
+                layer_forward(m, j);   /* recompute the chunk */
+        layer_backward(m, l);
     }
     /* dresidual is now d(stage input): sent back by the caller on later
        stages, the embedding's gradient on the first.  Tied embeddings under

@@ -123,7 +123,28 @@ typedef struct gpt_config {
     float hidden_dropout;     /* --hidden-dropout: embedding, attention and MLP outputs; default 0 here
                                  (mdstrain passes Megatron's 0.1) */
     float attention_dropout;  /* --attention-dropout: the attention probabilities; default 0 here */
+    /* full activation recomputation (Megatron's --recompute-granularity full) */
+    int recompute_method;     /* enum gpt_recompute: none (default), uniform, block */
+    int recompute_num_layers; /* --recompute-num-layers N >= 1 with uniform or block (see below) */
 } gpt_config;
+
+/*
+ * Full recomputation, Megatron's _checkpointed_forward per pipeline stage of
+ * Ll layers: uniform checkpoints the input of every chunk of N consecutive
+ * layers (the last chunk may be shorter; N >= Ll: one chunk) and recomputes
+ * whole chunks; block checkpoints the input of each of the first min(N, Ll)
+ * layers one by one and keeps the activations of the others.  A recomputed
+ * layer's activations live in one working set of a chunk's layers shared by
+ * every slot (block with kept layers: the slot's last kept layer, whose
+ * backward has run by the time a recomputed layer's does); a slot keeps only
+ * the output of each chunk (the next chunk's input; the first chunk's input
+ * is the stage input).  gpt_backward reruns a
+ * chunk's forward, with the same dropout masks and TP collectives, just
+ * before its backward, so gradients are bitwise those without recomputation.
+ * Selective recomputation (core attention) is what the attention op does
+ * anyway: it stores no T x T probabilities, only the (B, NH, T) log-sum-exp.
+ */
+enum gpt_recompute { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_UNIFORM = 1, GPT_RECOMPUTE_BLOCK = 2 };
 
 enum gpt_position { GPT_POS_LEARNED = 0, GPT_POS_ROPE = 1, GPT_POS_NONE = 2 };
 enum gpt_norm { GPT_NORM_LAYERNORM = 0, GPT_NORM_RMSNORM = 1 };
@@ -190,24 +211,28 @@ typedef struct gpt_params {
     float *outw;     // (Vl, C)     only with untie_embeddings, else size 0
 } gpt_params;
 
-/* Activations of one micro-batch (B, T), plus the backward's scratch. */
+/* Activations of one micro-batch (B, T), plus the backward's scratch.  Lk
+ * is the number of layers whose activations are kept (Ll without
+ * recomputation); the per-layer tensors of layer l >= Ll - Lk are at index
+ * l - (Ll - Lk).  The working set of recomputed layers (gpt_model.work) has
+ * the same per-layer tensors for a chunk's layers. */
 typedef struct gpt_acts {
     float *encoded;   // (B, T, C)
-    float *ln1;       // (Ll, B, T, C)
-    float *ln1_mean;  // (Ll, B, T)   LayerNorm only
-    float *ln1_rstd;  // (Ll, B, T)
-    float *qkv;       // (Ll, B, T, QKVl)  q and k rotated with RoPE
-    float *atty;      // (Ll, B, T, Cl)
-    float *att_lse;   // (Ll, B, NHl, T)
-    float *attproj;   // (Ll, B, T, C)
-    float *residual2; // (Ll, B, T, C)
-    float *ln2;       // (Ll, B, T, C)
-    float *ln2_mean;  // (Ll, B, T)   LayerNorm only
-    float *ln2_rstd;  // (Ll, B, T)
-    float *fch;       // (Ll, B, T, FC1l)
-    float *fch_gelu;  // (Ll, B, T, Fl)  GELU, or SwiGLU, of fch
-    float *fcproj;    // (Ll, B, T, C)
-    float *residual3; // (Ll, B, T, C)
+    float *ln1;       // (Lk, B, T, C)
+    float *ln1_mean;  // (Lk, B, T)   LayerNorm only
+    float *ln1_rstd;  // (Lk, B, T)
+    float *qkv;       // (Lk, B, T, QKVl)  q and k rotated with RoPE
+    float *atty;      // (Lk, B, T, Cl)
+    float *att_lse;   // (Lk, B, NHl, T)
+    float *attproj;   // (Lk, B, T, C)
+    float *residual2; // (Lk, B, T, C)
+    float *ln2;       // (Lk, B, T, C)
+    float *ln2_mean;  // (Lk, B, T)   LayerNorm only
+    float *ln2_rstd;  // (Lk, B, T)
+    float *fch;       // (Lk, B, T, FC1l)
+    float *fch_gelu;  // (Lk, B, T, Fl)  GELU, or SwiGLU, of fch
+    float *fcproj;    // (Lk, B, T, C)
+    float *residual3; // (Lk, B, T, C)
     float *lnf;       // (B, T, C)
     float *lnf_mean;  // (B, T)        LayerNorm only
     float *lnf_rstd;  // (B, T)
@@ -224,11 +249,12 @@ typedef struct gpt_acts {
     float *datty;     // (B, T, Cl)
     float *dfch;      // (B, T, FC1l)
     float *dfch_gelu; // (B, T, Fl)
+    float *ckpt;      // (nck, B, T, C)  recomputation: chunk k's output (chunk k + 1's input)
     int *inputs;      // (B, T)
     int *targets;     // (B, T)
 } gpt_acts;
 
-#define GPT_NUM_ACTS 32   /* float tensors in gpt_acts (inputs/targets apart) */
+#define GPT_NUM_ACTS 33   /* float tensors in gpt_acts (inputs/targets apart) */
 
 /* Names of the parameter tensors ("wte", "wpe", "ln1w", ...), for messages. */
 extern const char *const gpt_param_names[GPT_NUM_PARAMS];
@@ -265,6 +291,13 @@ typedef struct gpt_model {
     float *acts_memory;           /* slots x num_acts floats */
     int *tokens_memory;           /* slots x (inputs, targets) */
     gpt_acts acts;                /* the current slot's tensors */
+    /* full recomputation: local layers [0, rc_layers) are recomputed in
+       chunks of rc_chunk layers (nck chunks); the others' are kept */
+    int rc_layers, rc_chunk, nck;
+    int work_in_slot;             /* the working set is the slot's last kept layers (block with kept layers) */
+    size_t num_work;              /* elements of the shared working set */
+    float *work_memory;           /* the working set of one chunk (shared by the slots) */
+    gpt_acts work;                /* its per-layer tensors (rc_chunk layers; the rest NULL) */
     float num_tokens;             /* sum of the mask in the last forward */
     int step;                     /* AdamW steps taken (t of the bias correction) */
     double *dsum;                 /* backend scratch: the reductions' outputs (2 doubles) */
@@ -305,6 +338,12 @@ void gpt_model_free(gpt_model *m);
  */
 double gpt_init_normal(uint64_t seed, int tensor_id, int layer, uint64_t row, uint64_t col,
                        uint64_t ncols_global);
+
+/* The bytes allocated for activations: every slot's tensors (with the
+ * backward's scratch and the recomputation checkpoints) and the working set
+ * of a recomputed chunk.  On the CPU every tensor is stored as fp32 (16-bit
+ * formats are rounded in place), so these are 4-byte elements. */
+size_t gpt_activation_bytes(const gpt_model *m);
 
 /* Point m->acts at activation slot s (0 <= s < m->slots). */
 void gpt_set_slot(gpt_model *m, int s);

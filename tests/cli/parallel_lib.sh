@@ -31,3 +31,61 @@ close() {
         { if (rel($1, $3) > lt || rel($2, $4) > nt) { print "  differs: " $0 > "/dev/stderr"; bad = 1 } }
         END { exit bad }'
 }
+
+# ---- the TCP transport, ranks started by hand (test_parallel_tcp.sh, test_recompute.sh)
+# Ports: from a per-process start in 15000-29999 (below the ephemeral
+# range), skipping those /proc/net/tcp* shows in use.
+PORT=$((15000 + $$ % 15000))
+next_port() {
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        PORT=$((PORT + 1))
+        [ "$PORT" -gt 29999 ] && PORT=15000
+        hex=$(printf '%04X' "$PORT")
+        cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '{print $2}' | grep -qi ":$hex\$" || return 0
+    done
+}
+
+# launch NAME NP ENVSTYLE FLAGS...: NP ranks in the background, each under
+# timeout(1); pids in $pids, output in $T/NAME.RANK.{log,err}
+launch() {
+    name=$1 np=$2 style=$3; shift 3
+    pids=""
+    i=0
+    while [ "$i" -lt "$np" ]; do
+        if [ "$style" = torch ]; then
+            RANK=$i WORLD_SIZE=$np LOCAL_RANK=$i MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT \
+                MDS_RENDEZVOUS_TIMEOUT=${RDV:-20} timeout -s KILL 120 "$MDSTRAIN" "$@" \
+                >"$T/$name.$i.log" 2>"$T/$name.$i.err" &
+        elif [ "$style" = pmi2 ]; then   # srun --mpi=pmi2: Slurm's PMI-2 variables as well
+            PMI_FD=9 PMI_JOBID=7.0 PMI_RANK=$i PMI_SIZE=$np SLURM_JOB_ID=7 SLURM_STEP_ID=0 SLURM_STEPID=0 \
+                SLURM_PROCID=$i SLURM_NTASKS=$np SLURM_LOCALID=$i SLURM_NODELIST=localhost \
+                MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT MDS_RENDEZVOUS_TIMEOUT=${RDV:-20} \
+                timeout -s KILL 120 "$MDSTRAIN" "$@" >"$T/$name.$i.log" 2>"$T/$name.$i.err" 9</dev/null &
+        else
+            SLURM_PROCID=$i SLURM_NTASKS=${NTASKS:-$np} SLURM_LOCALID=$i MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT \
+                MDS_RENDEZVOUS_TIMEOUT=${RDV:-20} timeout -s KILL 120 "$MDSTRAIN" "$@" \
+                >"$T/$name.$i.log" 2>"$T/$name.$i.err" &
+        fi
+        pids="$pids $!"
+        i=$((i + 1))
+    done
+}
+# reap: wait for every pid; rc = the largest exit status
+reap() {
+    rc=0
+    for p in $pids; do
+        wait "$p"
+        r=$?
+        [ "$r" -gt "$rc" ] && rc=$r
+    done
+    pids=""
+}
+# tcp NAME NP STYLE FLAGS...: launch and reap, on another port if rank 0's was taken
+tcp() {
+    for _ in 1 2 3; do
+        next_port
+        launch "$@"
+        reap
+        grep -q 'cannot listen at' "$T/$1.0.err" || break
+    done
+}

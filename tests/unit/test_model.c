@@ -3,7 +3,8 @@
  * rules, initialisation, a finite-difference check of the loss gradient for
  * a sample of elements of EVERY parameter tensor (tied and untied, with a
  * loss mask, GPT and the Llama block), the Llama block's TP shards, training
- * on a fixed batch, and bitwise determinism.
+ * on a fixed batch, bitwise determinism, and full activation recomputation
+ * bitwise equal to keeping every activation.
  * Checkpoints (train/checkpoint.[ch]): save, load, bitwise continuation,
  * Megatron's path names, and refusal of corrupt or mismatched files.
  * Seeded: prints the seed, takes -s SEED.  It does not test the kernels one
@@ -701,6 +702,85 @@ static void test_checkpoint(void)
     gpt_model_free(&b);
 }
 
+/* Full activation recomputation (uniform and block, several chunkings):
+ * with dropout on, in fp32, bf16 and fp16, GPT and the Llama block, two
+ * micro-batches in flight in two slots (their recomputed chunks share one
+ * working set), accumulation and an AdamW step: losses, gradients, weights
+ * and stage outputs bitwise those of the model that keeps every activation,
+ * and the activation allocation smaller whenever a layer's activations are
+ * dropped. */
+static int run_plan(gpt_model *m, const int *inp, const int *tgt, const float *mask, double *loss)
+{
+    static const uint64_t rows0[2] = { 7, 8 }, rows1[2] = { 9, 10 };
+    double ls, nt;
+    int ok = 1;
+    gpt_zero_grad(m);
+    gpt_set_slot(m, 0);
+    gpt_set_dropout_rows(m, rows0);
+    ok &= gpt_forward(m, inp, tgt, mask, &ls, &nt) == GPT_OK;
+    loss[0] = ls;
+    gpt_set_slot(m, 1);
+    gpt_set_dropout_rows(m, rows1);
+    ok &= gpt_forward(m, inp + 10, tgt + 10, mask + 10, &ls, &nt) == GPT_OK;
+    loss[1] = ls;
+    gpt_backward(m, 0.5f);   /* slot 1 first: slot 0's chunks are recomputed after slot 1 used the working set */
+    gpt_set_slot(m, 0);
+    gpt_backward(m, 0.5f);
+    gpt_update(m, 1e-2f, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f);
+    gpt_set_dropout_rows(m, rows1);
+    ok &= gpt_forward(m, inp, tgt, mask, &ls, &nt) == GPT_OK;
+    loss[2] = ls;
+    return ok;
+}
+
+static void test_recompute(void)
+{
+    static const int plans[][2] = {
+        { GPT_RECOMPUTE_UNIFORM, 1 }, { GPT_RECOMPUTE_UNIFORM, 2 }, { GPT_RECOMPUTE_UNIFORM, 3 },
+        { GPT_RECOMPUTE_UNIFORM, 5 }, { GPT_RECOMPUTE_UNIFORM, 9 }, { GPT_RECOMPUTE_BLOCK, 1 },
+        { GPT_RECOMPUTE_BLOCK, 2 }, { GPT_RECOMPUTE_BLOCK, 4 }, { GPT_RECOMPUTE_BLOCK, 5 }, { GPT_RECOMPUTE_BLOCK, 8 }};
+    char err[200];
+    int inp[20], tgt[20];
+    float mask[20];
+    make_batch(inp, tgt, mask, 20, 21, 1);
+    for (int arch = 0; arch < 2; arch++)
+        for (int dt = MDS_F32; dt <= MDS_F16; dt++)
+            for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
+                gpt_config c;
+                if (arch) llama_config(&c, 1); else tiny_config(&c, 0);
+                c.num_layers = 5;
+                c.hidden_dropout = 0.2f;
+                c.attention_dropout = 0.3f;
+                c.act_slots = 2;
+                c.dtype = dt;
+                gpt_model r, m;
+                CHECK(gpt_model_init(&r, &c, 2, 5, err, sizeof err) == 0);
+                c.recompute_method = plans[k][0];
+                c.recompute_num_layers = plans[k][1];
+                CHECK(gpt_model_init(&m, &c, 2, 5, err, sizeof err) == 0);
+                int N = plans[k][1], uniform = plans[k][0] == GPT_RECOMPUTE_UNIFORM;
+                CHECK(m.rc_layers == (uniform ? 5 : N < 5 ? N : 5) && m.rc_chunk == (uniform ? (N < 5 ? N : 5) : 1));
+                /* smaller even with one chunk of every layer: the two slots share its working set */
+                CHECK(gpt_activation_bytes(&m) < gpt_activation_bytes(&r));
+                double lr[3], lm[3];
+                CHECK(run_plan(&r, inp, tgt, mask, lr) && run_plan(&m, inp, tgt, mask, lm));
+                CHECK(memcmp(lr, lm, sizeof lr) == 0);
+                CHECK(memcmp(r.grads_memory, m.grads_memory, r.num_params * sizeof(float)) == 0);
+                CHECK(memcmp(r.master_memory, m.master_memory, r.num_params * sizeof(float)) == 0);
+                CHECK(memcmp(gpt_stage_output(&r), gpt_stage_output(&m), 2 * 5 * 8 * sizeof(float)) == 0);
+                gpt_model_free(&r);
+                gpt_model_free(&m);
+            }
+    /* the configuration rules */
+    gpt_config c;
+    tiny_config(&c, 0);
+    c.recompute_method = GPT_RECOMPUTE_UNIFORM;
+    CHECK(gpt_config_check(&c, err, sizeof err) == GPT_ERR_ARG && strstr(err, "recompute num layers"));
+    c.recompute_method = 3;
+    c.recompute_num_layers = 1;
+    CHECK(gpt_config_check(&c, err, sizeof err) == GPT_ERR_ARG && strstr(err, "unknown recompute method"));
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = 20240601;
@@ -721,5 +801,6 @@ int main(int argc, char **argv)
     RUN(test_accumulation);
     RUN(test_training_and_determinism);
     RUN(test_checkpoint);
+    RUN(test_recompute);
     return harness_report();
 }
