@@ -106,6 +106,26 @@ CPPFLAGS     += -DMDS_HAVE_ZLIB
 LDLIBS       += -lz
 endif
 MDS_FEATURES := $(strip $(MDS_FEATURES))
+
+# CUDA (HAVE_CUDA=1, found when nvcc is): kernels/cuda/*.cu compiled by nvcc
+# for sm_$(CUDA_ARCH) into libmds, whose users then link cudart and cuBLAS.
+# The library registers the "cuda" backend only when a device is found at
+# run time, so a CUDA build runs everywhere a CPU build does.  -fmad=false
+# matches the CPU kernels' -ffp-contract=off (the elementwise kernels give
+# the CPU's bits).
+CUDA_SRCS := $(wildcard kernels/cuda/*.cu)
+CUDA_OBJS :=
+ifeq ($(HAVE_CUDA),1)
+CUDA_LIB  ?= $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib) $(CUDA_HOME)/lib64)
+CUDA_OBJS := $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
+CPPFLAGS  += -DMDS_HAVE_CUDA
+NVCCFLAGS ?= -O2 -g
+NVCCFLAGS += -arch=sm_$(CUDA_ARCH) -std=c++17 -fmad=false -Xcompiler -Wall,-Wextra -MMD -MP
+ifeq ($(WERROR),1)
+NVCCFLAGS += -Werror all-warnings -Xcompiler -Werror
+endif
+LDLIBS    += -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcublas -lcudart -lstdc++
+endif
 LDLIBS += -lm
 
 # Debian packages the build and the tests need.  `make deps` installs the
@@ -115,7 +135,7 @@ DEB_PACKAGES := gcc make libc6-dev liblzma-dev libzstd-dev libpcre2-dev zlib1g-d
 
 # ---- sources ------------------------------------------------------------
 LIB_SRCS  := $(filter-out train/comm%.c, $(wildcard dataset/*.c preprocess/*.c kernels/*.c kernels/cpu/*.c train/*.c))
-LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
 LIB       := $(BUILD)/libmds.a
 # programs/: the three mains and their shared command-line code
 CLI_OBJS  := $(BUILD)/programs/cli.o $(BUILD)/programs/dataflags.o
@@ -131,7 +151,7 @@ all: $(PROGS)
 
 # Objects depend on a stamp that changes only when flags or features change,
 # so toggling a feature (or SAN) rebuilds everything and nothing else does.
-CONFIG_TEXT := $(CC) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) $(LDLIBS) CUDA=$(HAVE_CUDA) MPI=$(HAVE_MPI)
+CONFIG_TEXT := $(CC) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) $(LDLIBS) CUDA=$(HAVE_CUDA) $(NVCCFLAGS) MPI=$(HAVE_MPI)
 $(BUILD)/CONFIG: FORCE
 	@mkdir -p $(BUILD)
 	@if [ "$$(cat $@ 2>/dev/null)" != '$(CONFIG_TEXT)' ]; then echo '$(CONFIG_TEXT)' > $@; fi
@@ -149,6 +169,11 @@ $(BUILD)/%.o: %.c $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/kernels/cuda/%.o: kernels/cuda/%.cu $(BUILD)/CONFIG
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  NVCC    $<")
+	$(Q)$(NVCC) $(NVCCFLAGS) $(CPPFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJS)
 	@$(if $(Q),echo "  AR      $@")
