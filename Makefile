@@ -271,6 +271,20 @@ test: deps
 test-run: $(PROGS) $(TEST_BINS) $(FUZZ_BINS)
 	@BUILD=$(BUILD) MDS_FEATURES='$(MDS_FEATURES)' sh tests/run.sh
 
+## test-gpu: build and run the GPU tests: every op on "cuda" against the CPU, and mdstrain on the GPU against the CPU (fails without a GPU)
+# Not part of `make test`, which runs where there is no GPU (there the op
+# test prints a skip line naming the GPU tests).
+test-gpu: deps
+	@if [ "$(HAVE_CUDA)" != 1 ]; then echo "test-gpu: this build has no CUDA (nvcc not found; HAVE_CUDA=1 NVCC=...)" >&2; exit 1; fi
+	@$(MAKE) --no-print-directory WERROR=1 $(PROGS) $(BUILD)/tests/test_backend_ops $(BUILD)/tests/test_comm
+	@passed=0; failed=0; \
+	for t in "$(BUILD)/tests/test_backend_ops -b cuda" "sh tests/gpu/test_train_gpu.sh"; do \
+	    BUILD=$(BUILD) $$t >$(BUILD)/test-gpu.log 2>&1; rc=$$?; cat $(BUILD)/test-gpu.log; \
+	    p=$$(grep -c '^ok ' $(BUILD)/test-gpu.log); f=$$(grep -c '^FAIL ' $(BUILD)/test-gpu.log); \
+	    if [ $$rc -ne 0 ] && [ $$f -eq 0 ]; then f=1; fi; \
+	    passed=$$((passed + p)); failed=$$((failed + f)); \
+	done; echo "test-gpu: $$passed passed, $$failed failed"; [ $$failed -eq 0 ]
+
 ## test-slurm: install Slurm and munge (Debian), start a one-host cluster, run the examples and mdstrain through sbatch/srun (about 2 min, root)
 # Not part of `make test`: it needs root, two daemons and free ports, and
 # takes longer than the rest together (docs/cli.md, "Slurm").
@@ -330,7 +344,7 @@ help:
 	@sed -n 's/^## \([a-z-]*\): \(.*\)/  make \1\t\2/p' $(MAKEFILE_LIST) | expand -t 24
 
 FORCE:
-.PHONY: all deps test test-run test-slurm check-golden demo bench install config clean help FORCE
+.PHONY: all deps test test-run test-gpu test-slurm check-golden demo bench install config clean help FORCE
 .DELETE_ON_ERROR:
 
 -include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(INSPECT_OBJS:.o=.d) $(BUILD)/programs/mdsprep.d \

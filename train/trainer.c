@@ -532,7 +532,13 @@ static int reduce_grads(trainer *t, double *norm)
              "data-parallel gradient all-reduce");
     } else {
         m->be->copy(t->pad, m->grads_memory, m->num_params * sizeof(float));
-        COMM(t, comm_reduce_scatter(P->dp, t->gshard, t->pad, t->shard), "data-parallel gradient reduce-scatter");
+        /* one data-parallel rank: the shard is the whole buffer, copied by
+           the backend (the communicator's own copy would touch device
+           memory from the host) */
+        if (comm_size(P->dp) == 1)
+            m->be->copy(t->gshard, t->pad, t->shard * sizeof(float));
+        else
+            COMM(t, comm_reduce_scatter(P->dp, t->gshard, t->pad, t->shard), "data-parallel gradient reduce-scatter");
         g = t->gshard;
         lo = t->lo;
         hi = t->hi;
