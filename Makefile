@@ -124,9 +124,11 @@ NVCCFLAGS += -arch=sm_$(CUDA_ARCH) -std=c++17 -fmad=false -Xcompiler -Wall,-Wext
 ifeq ($(WERROR),1)
 NVCCFLAGS += -Werror all-warnings -Xcompiler -Werror
 endif
-LDLIBS    += -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcublas -lcudart -lstdc++
+CUDA_LDLIBS := -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcublas -lcudart -lstdc++
 endif
 LDLIBS += -lm
+# what links libmds (LDLIBS stays the optional libraries' list, as `make config` shows it)
+LINK_LIBS = $(LDLIBS) $(CUDA_LDLIBS)
 
 # Debian packages the build and the tests need.  `make deps` installs the
 # missing ones when run as root; without root it only says what is missing.
@@ -151,7 +153,7 @@ all: $(PROGS)
 
 # Objects depend on a stamp that changes only when flags or features change,
 # so toggling a feature (or SAN) rebuilds everything and nothing else does.
-CONFIG_TEXT := $(CC) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) $(LDLIBS) CUDA=$(HAVE_CUDA) $(NVCCFLAGS) MPI=$(HAVE_MPI)
+CONFIG_TEXT := $(CC) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) $(LDLIBS) CUDA=$(HAVE_CUDA) $(NVCCFLAGS) $(CUDA_LDLIBS) MPI=$(HAVE_MPI)
 $(BUILD)/CONFIG: FORCE
 	@mkdir -p $(BUILD)
 	@if [ "$$(cat $@ 2>/dev/null)" != '$(CONFIG_TEXT)' ]; then echo '$(CONFIG_TEXT)' > $@; fi
@@ -181,15 +183,15 @@ $(LIB): $(LIB_OBJS)
 
 $(BUILD)/mdsprep: $(BUILD)/programs/mdsprep.o $(CLI_OBJS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(Q)$(CC) $(LDFLAGS) $^ $(LINK_LIBS) -o $@
 
 $(BUILD)/mdsinspect: $(BUILD)/programs/mdsinspect.o $(INSPECT_OBJS) $(CLI_OBJS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(Q)$(CC) $(LDFLAGS) $^ $(LINK_LIBS) -o $@
 
 $(BUILD)/bench_tokenize: bench/bench_tokenize.c $(LIB) $(BUILD)/CONFIG
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LINK_LIBS) -o $@
 
 # The communicator (train/comm*.c) is not part of libmds: comm.c (the
 # collectives and the choice of transport) and comm_tcp.c (TCP) are plain C;
@@ -214,31 +216,31 @@ $(BUILD)/train/comm_mpi.o: train/comm_mpi.c $(BUILD)/CONFIG
 
 $(BUILD)/mdstrain: $(BUILD)/programs/mdstrain.o $(BUILD)/programs/tblog.o $(BUILD)/programs/dsconfig.o $(COMM_OBJS) $(CLI_OBJS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(COMM_CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(Q)$(COMM_CC) $(LDFLAGS) $^ $(LINK_LIBS) -o $@
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LINK_LIBS) -o $@
 
 # The communicator's test links the communicator like mdstrain (run alone by
 # tests/run.sh and under mpirun by tests/cli/test_parallel.sh).
 $(BUILD)/tests/test_comm: tests/mpi/test_comm.c $(COMM_OBJS) $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(COMM_OBJS) $(LDFLAGS) $(LDLIBS) -o $@
+	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(COMM_OBJS) $(LDFLAGS) $(LINK_LIBS) -o $@
 
 # The schedule's test links the trainer, hence the communicator.
 $(BUILD)/tests/test_schedule: tests/unit/test_schedule.c $(LIB) $(COMM_OBJS) $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(LIB) $(COMM_OBJS) $(LDFLAGS) $(LDLIBS) -o $@
+	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(LIB) $(COMM_OBJS) $(LDFLAGS) $(LINK_LIBS) -o $@
 
 # Fuzz targets build against a standalone driver that replays a corpus.
 $(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/driver.c $(LIB) $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $< tests/fuzz/driver.c $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $< tests/fuzz/driver.c $(LIB) $(LDFLAGS) $(LINK_LIBS) -o $@
 
 ## deps: install the missing Debian packages (as root; idempotent)
 # One dpkg-query for every package, and nothing at all while the stamp is
@@ -333,6 +335,7 @@ install: $(PROGS)
 config:
 	@echo "CC=$(CC) CFLAGS=$(CFLAGS)"
 	@echo "MDS_FEATURES=$(MDS_FEATURES) LDLIBS=$(LDLIBS)"
+	@echo "CUDA: NVCC=$(NVCC) CUDA_ARCH=$(CUDA_ARCH) NVCCFLAGS=$(NVCCFLAGS) CUDA_LDLIBS=$(CUDA_LDLIBS)"
 	@echo "HAVE_OPENMP=$(HAVE_OPENMP) HAVE_PCRE2=$(HAVE_PCRE2) HAVE_LZMA=$(HAVE_LZMA) HAVE_ZSTD=$(HAVE_ZSTD) HAVE_ZLIB=$(HAVE_ZLIB) HAVE_MPI=$(HAVE_MPI) HAVE_CUDA=$(HAVE_CUDA) HAVE_NCCL=$(HAVE_NCCL)"
 
 ## clean: remove the build directory ($(BUILD))
