@@ -278,7 +278,7 @@ test-run: $(PROGS) $(TEST_BINS) $(FUZZ_BINS)
 # test prints a skip line naming the GPU tests).
 test-gpu: deps
 	@if [ "$(HAVE_CUDA)" != 1 ]; then echo "test-gpu: this build has no CUDA (nvcc not found; HAVE_CUDA=1 NVCC=...)" >&2; exit 1; fi
-	@$(MAKE) --no-print-directory WERROR=1 $(PROGS) $(BUILD)/tests/test_backend_ops $(BUILD)/tests/test_comm
+	@$(MAKE) --no-print-directory WERROR=1 $(PROGS) $(BUILD)/tests/test_backend_ops
 	@passed=0; failed=0; \
 	for t in "$(BUILD)/tests/test_backend_ops -b cuda" "sh tests/gpu/test_train_gpu.sh"; do \
 	    BUILD=$(BUILD) $$t >$(BUILD)/test-gpu.log 2>&1; rc=$$?; cat $(BUILD)/test-gpu.log; \

@@ -354,6 +354,9 @@ static const mds_backend *choose_backend(const struct config *c, int world_size)
     device_how = c->device >= 0 ? "--device" : want >= 0 ? "MDS_DEVICE" : "default";
     /* probe only when the GPU could be used: under MPI every rank would
        otherwise create a CUDA context */
+    if (want == 1 && world_size > 1)
+        cli_usage("--device cuda runs one process (this job has %d ranks): multi-GPU training needs the NCCL "
+                  "communicator, not written yet; use --device cpu", world_size);
     const mds_backend *cu = want == 1 || (want < 0 && world_size == 1) ? mds_backend_find("cuda") : NULL;
     if (want < 0)
         return cu ? cu : mds_backend_cpu();
@@ -366,9 +369,6 @@ static const mds_backend *choose_backend(const struct config *c, int world_size)
         cli_usage("--device cuda: this mdstrain was built without CUDA (make HAVE_CUDA=1 with nvcc installed)");
 #endif
     }
-    if (world_size > 1)
-        cli_usage("--device cuda runs one process (this job has %d ranks): multi-GPU training needs the NCCL "
-                  "communicator, not written yet; use --device cpu", world_size);
     return cu;
 }
 
