@@ -72,9 +72,10 @@ HAVE_CUDA   := $(HAVE_CUDA)
 HAVE_NCCL   := $(HAVE_NCCL)
 
 mark = $(if $(filter 1,$(1)),✓,✗)
+comma := ,
 ifeq ($(MAKELEVEL),0)
 ifeq ($(filter help clean deps,$(MAKECMDGOALS)),)
-$(info mds build: OpenMP $(call mark,$(HAVE_OPENMP))  PCRE2 $(call mark,$(HAVE_PCRE2))  liblzma $(call mark,$(HAVE_LZMA))  zstd $(call mark,$(HAVE_ZSTD))  zlib $(call mark,$(HAVE_ZLIB))  MPI $(call mark,$(HAVE_MPI))  CUDA $(call mark,$(HAVE_CUDA)) ($(NVCC))  NCCL $(call mark,$(HAVE_NCCL)))
+$(info mds build: OpenMP $(call mark,$(HAVE_OPENMP))  PCRE2 $(call mark,$(HAVE_PCRE2))  liblzma $(call mark,$(HAVE_LZMA))  zstd $(call mark,$(HAVE_ZSTD))  zlib $(call mark,$(HAVE_ZLIB))  MPI $(call mark,$(HAVE_MPI))  CUDA $(call mark,$(HAVE_CUDA)) ($(NVCC)$(if $(filter 1,$(HAVE_CUDA)),$(comma) sm_$(CUDA_ARCH)))  NCCL $(call mark,$(HAVE_NCCL)))
 endif
 endif
 
