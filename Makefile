@@ -72,9 +72,10 @@ HAVE_CUDA   := $(HAVE_CUDA)
 HAVE_NCCL   := $(HAVE_NCCL)
 
 mark = $(if $(filter 1,$(1)),✓,✗)
+comma := ,
 ifeq ($(MAKELEVEL),0)
 ifeq ($(filter help clean deps,$(MAKECMDGOALS)),)
-$(info mds build: OpenMP $(call mark,$(HAVE_OPENMP))  PCRE2 $(call mark,$(HAVE_PCRE2))  liblzma $(call mark,$(HAVE_LZMA))  zstd $(call mark,$(HAVE_ZSTD))  zlib $(call mark,$(HAVE_ZLIB))  MPI $(call mark,$(HAVE_MPI))  CUDA $(call mark,$(HAVE_CUDA)) ($(NVCC))  NCCL $(call mark,$(HAVE_NCCL)))
+$(info mds build: OpenMP $(call mark,$(HAVE_OPENMP))  PCRE2 $(call mark,$(HAVE_PCRE2))  liblzma $(call mark,$(HAVE_LZMA))  zstd $(call mark,$(HAVE_ZSTD))  zlib $(call mark,$(HAVE_ZLIB))  MPI $(call mark,$(HAVE_MPI))  CUDA $(call mark,$(HAVE_CUDA)) ($(NVCC)$(if $(filter 1,$(HAVE_CUDA)),$(comma) sm_$(CUDA_ARCH)))  NCCL $(call mark,$(HAVE_NCCL)))
 endif
 endif
 
@@ -106,7 +107,29 @@ CPPFLAGS     += -DMDS_HAVE_ZLIB
 LDLIBS       += -lz
 endif
 MDS_FEATURES := $(strip $(MDS_FEATURES))
+
+# CUDA (HAVE_CUDA=1, found when nvcc is): kernels/cuda/*.cu compiled by nvcc
+# for sm_$(CUDA_ARCH) into libmds, whose users then link cudart and cuBLAS.
+# The library registers the "cuda" backend only when a device is found at
+# run time, so a CUDA build runs everywhere a CPU build does.  -fmad=false
+# matches the CPU kernels' -ffp-contract=off (the elementwise kernels give
+# the CPU's bits).
+CUDA_SRCS := $(wildcard kernels/cuda/*.cu)
+CUDA_OBJS :=
+ifeq ($(HAVE_CUDA),1)
+CUDA_LIB  ?= $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib) $(CUDA_HOME)/lib64)
+CUDA_OBJS := $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
+CPPFLAGS  += -DMDS_HAVE_CUDA
+NVCCFLAGS ?= -O2 -g
+NVCCFLAGS += -arch=sm_$(CUDA_ARCH) -std=c++17 -fmad=false -Xcompiler -Wall,-Wextra -MMD -MP
+ifeq ($(WERROR),1)
+NVCCFLAGS += -Werror all-warnings -Xcompiler -Werror
+endif
+CUDA_LDLIBS := -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcublas -lcudart -lstdc++
+endif
 LDLIBS += -lm
+# what links libmds (LDLIBS stays the optional libraries' list, as `make config` shows it)
+LINK_LIBS = $(LDLIBS) $(CUDA_LDLIBS)
 
 # Debian packages the build and the tests need.  `make deps` installs the
 # missing ones when run as root; without root it only says what is missing.
@@ -115,7 +138,7 @@ DEB_PACKAGES := gcc make libc6-dev liblzma-dev libzstd-dev libpcre2-dev zlib1g-d
 
 # ---- sources ------------------------------------------------------------
 LIB_SRCS  := $(filter-out train/comm%.c, $(wildcard dataset/*.c preprocess/*.c kernels/*.c kernels/cpu/*.c train/*.c))
-LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CUDA_OBJS)
 LIB       := $(BUILD)/libmds.a
 # programs/: the three mains and their shared command-line code
 CLI_OBJS  := $(BUILD)/programs/cli.o $(BUILD)/programs/dataflags.o
@@ -131,7 +154,7 @@ all: $(PROGS)
 
 # Objects depend on a stamp that changes only when flags or features change,
 # so toggling a feature (or SAN) rebuilds everything and nothing else does.
-CONFIG_TEXT := $(CC) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) $(LDLIBS) CUDA=$(HAVE_CUDA) MPI=$(HAVE_MPI)
+CONFIG_TEXT := $(CC) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) $(LDLIBS) CUDA=$(HAVE_CUDA) $(NVCCFLAGS) $(CUDA_LDLIBS) MPI=$(HAVE_MPI)
 $(BUILD)/CONFIG: FORCE
 	@mkdir -p $(BUILD)
 	@if [ "$$(cat $@ 2>/dev/null)" != '$(CONFIG_TEXT)' ]; then echo '$(CONFIG_TEXT)' > $@; fi
@@ -150,21 +173,26 @@ $(BUILD)/%.o: %.c $(BUILD)/CONFIG
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
+$(BUILD)/kernels/cuda/%.o: kernels/cuda/%.cu $(BUILD)/CONFIG
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  NVCC    $<")
+	$(Q)$(NVCC) $(NVCCFLAGS) $(CPPFLAGS) -c $< -o $@
+
 $(LIB): $(LIB_OBJS)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/mdsprep: $(BUILD)/programs/mdsprep.o $(CLI_OBJS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(Q)$(CC) $(LDFLAGS) $^ $(LINK_LIBS) -o $@
 
 $(BUILD)/mdsinspect: $(BUILD)/programs/mdsinspect.o $(INSPECT_OBJS) $(CLI_OBJS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(Q)$(CC) $(LDFLAGS) $^ $(LINK_LIBS) -o $@
 
 $(BUILD)/bench_tokenize: bench/bench_tokenize.c $(LIB) $(BUILD)/CONFIG
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LINK_LIBS) -o $@
 
 # The communicator (train/comm*.c) is not part of libmds: comm.c (the
 # collectives and the choice of transport) and comm_tcp.c (TCP) are plain C;
@@ -189,31 +217,31 @@ $(BUILD)/train/comm_mpi.o: train/comm_mpi.c $(BUILD)/CONFIG
 
 $(BUILD)/mdstrain: $(BUILD)/programs/mdstrain.o $(BUILD)/programs/tblog.o $(BUILD)/programs/dsconfig.o $(COMM_OBJS) $(CLI_OBJS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(COMM_CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(Q)$(COMM_CC) $(LDFLAGS) $^ $(LINK_LIBS) -o $@
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LINK_LIBS) -o $@
 
 # The communicator's test links the communicator like mdstrain (run alone by
 # tests/run.sh and under mpirun by tests/cli/test_parallel.sh).
 $(BUILD)/tests/test_comm: tests/mpi/test_comm.c $(COMM_OBJS) $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(COMM_OBJS) $(LDFLAGS) $(LDLIBS) -o $@
+	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(COMM_OBJS) $(LDFLAGS) $(LINK_LIBS) -o $@
 
 # The schedule's test links the trainer, hence the communicator.
 $(BUILD)/tests/test_schedule: tests/unit/test_schedule.c $(LIB) $(COMM_OBJS) $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(LIB) $(COMM_OBJS) $(LDFLAGS) $(LDLIBS) -o $@
+	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(LIB) $(COMM_OBJS) $(LDFLAGS) $(LINK_LIBS) -o $@
 
 # Fuzz targets build against a standalone driver that replays a corpus.
 $(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/driver.c $(LIB) $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $< tests/fuzz/driver.c $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) $< tests/fuzz/driver.c $(LIB) $(LDFLAGS) $(LINK_LIBS) -o $@
 
 ## deps: install the missing Debian packages (as root; idempotent)
 # One dpkg-query for every package, and nothing at all while the stamp is
@@ -245,6 +273,20 @@ test: deps
 
 test-run: $(PROGS) $(TEST_BINS) $(FUZZ_BINS)
 	@BUILD=$(BUILD) MDS_FEATURES='$(MDS_FEATURES)' sh tests/run.sh
+
+## test-gpu: build and run the GPU tests: every op on "cuda" against the CPU, and mdstrain on the GPU against the CPU (fails without a GPU)
+# Not part of `make test`, which runs where there is no GPU (there the op
+# test prints a skip line naming the GPU tests).
+test-gpu: deps
+	@if [ "$(HAVE_CUDA)" != 1 ]; then echo "test-gpu: this build has no CUDA (nvcc not found; HAVE_CUDA=1 NVCC=...)" >&2; exit 1; fi
+	@$(MAKE) --no-print-directory WERROR=1 $(PROGS) $(BUILD)/tests/test_backend_ops
+	@passed=0; failed=0; \
+	for t in "$(BUILD)/tests/test_backend_ops -b cuda" "sh tests/gpu/test_train_gpu.sh"; do \
+	    BUILD=$(BUILD) $$t >$(BUILD)/test-gpu.log 2>&1; rc=$$?; cat $(BUILD)/test-gpu.log; \
+	    p=$$(grep -c '^ok ' $(BUILD)/test-gpu.log); f=$$(grep -c '^FAIL ' $(BUILD)/test-gpu.log); \
+	    if [ $$rc -ne 0 ] && [ $$f -eq 0 ]; then f=1; fi; \
+	    passed=$$((passed + p)); failed=$$((failed + f)); \
+	done; echo "test-gpu: $$passed passed, $$failed failed"; [ $$failed -eq 0 ]
 
 ## test-slurm: install Slurm and munge (Debian), start a one-host cluster, run the examples and mdstrain through sbatch/srun (about 2 min, root)
 # Not part of `make test`: it needs root, two daemons and free ports, and
@@ -294,6 +336,7 @@ install: $(PROGS)
 config:
 	@echo "CC=$(CC) CFLAGS=$(CFLAGS)"
 	@echo "MDS_FEATURES=$(MDS_FEATURES) LDLIBS=$(LDLIBS)"
+	@echo "CUDA: NVCC=$(NVCC) CUDA_ARCH=$(CUDA_ARCH) NVCCFLAGS=$(NVCCFLAGS) CUDA_LDLIBS=$(CUDA_LDLIBS)"
 	@echo "HAVE_OPENMP=$(HAVE_OPENMP) HAVE_PCRE2=$(HAVE_PCRE2) HAVE_LZMA=$(HAVE_LZMA) HAVE_ZSTD=$(HAVE_ZSTD) HAVE_ZLIB=$(HAVE_ZLIB) HAVE_MPI=$(HAVE_MPI) HAVE_CUDA=$(HAVE_CUDA) HAVE_NCCL=$(HAVE_NCCL)"
 
 ## clean: remove the build directory ($(BUILD))
@@ -305,7 +348,7 @@ help:
 	@sed -n 's/^## \([a-z-]*\): \(.*\)/  make \1\t\2/p' $(MAKEFILE_LIST) | expand -t 24
 
 FORCE:
-.PHONY: all deps test test-run test-slurm check-golden demo bench install config clean help FORCE
+.PHONY: all deps test test-run test-gpu test-slurm check-golden demo bench install config clean help FORCE
 .DELETE_ON_ERROR:
 
 -include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(INSPECT_OBJS:.o=.d) $(BUILD)/programs/mdsprep.d \

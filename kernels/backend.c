@@ -4,7 +4,8 @@
  *
  * The CPU backend is the oracle: its op table is exactly the `<op>_cpu`
  * functions, so what the trainer computes through it is what the kernels'
- * own tests check.
+ * own tests check.  A build with CUDA (MDS_HAVE_CUDA) lists "cuda" second
+ * when a device is found at run time (kernels/cuda/backend_cuda.cu).
  */
 #include "backend.h"
 #include "kernels.h"
@@ -102,11 +103,22 @@ const mds_backend *mds_backend_cpu(void)
     return &cpu;
 }
 
+#ifdef MDS_HAVE_CUDA
+/* kernels/cuda/backend_cuda.cu: the CUDA backend, or NULL when no device
+ * (or no driver) is found; probes once. */
+const mds_backend *mds_backend_cuda_probe(void);
+#endif
+
 size_t mds_backend_list(const mds_backend **out, size_t cap)
 {
     size_t n = 0;
     if (n < cap)
         out[n++] = mds_backend_cpu();
+#ifdef MDS_HAVE_CUDA
+    const mds_backend *cu = mds_backend_cuda_probe();
+    if (cu && n < cap)
+        out[n++] = cu;
+#endif
     return n;
 }
 

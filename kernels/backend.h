@@ -7,8 +7,9 @@
  * Backends today: "cpu", the reference kernels of kernels/cpu/ on host
  * memory — the oracle every other backend is held to by
  * tests/unit/test_backend_ops.c, which runs each op of this table on every
- * backend present against the CPU functions.  A CUDA backend adds
- * kernels/cuda/ and registers itself in mds_backend_list().
+ * backend present against the CPU functions; and "cuda" (kernels/cuda/,
+ * fp32 on one NVIDIA GPU), present when the build has CUDA (make
+ * HAVE_CUDA=1) and the machine a device.
  *
  * Contract of the op table: the arguments, shapes, accumulate-or-overwrite
  * rules and determinism promises of the `<op>_cpu` functions in kernels.h,
@@ -102,8 +103,10 @@ typedef struct mds_backend {
 /* The CPU reference backend (always present). */
 const mds_backend *mds_backend_cpu(void);
 
-/* The backends of this build that can run here, the CPU first; returns how
- * many were written into out (at most cap). */
+/* The backends of this build that can run here, the CPU first (then
+ * "cuda" when built with CUDA and a device is found: the first call probes
+ * with cudaGetDeviceCount, and on a machine without a GPU nothing else of
+ * CUDA runs); returns how many were written into out (at most cap). */
 size_t mds_backend_list(const mds_backend **out, size_t cap);
 
 /* The backend called name, or NULL when this build or machine lacks it. */

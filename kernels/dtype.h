@@ -25,10 +25,18 @@
 extern "C" {
 #endif
 
+/* Callable from CUDA device code too (kernels/cuda/mixed.cu rounds with
+ * these very functions); plain C elsewhere. */
+#ifdef __CUDACC__
+#define MDS_DT_HD __host__ __device__
+#else
+#define MDS_DT_HD
+#endif
+
 enum mds_dtype { MDS_F32 = 0, MDS_BF16 = 1, MDS_F16 = 2, MDS_NUM_DTYPES };
 
 /* Bytes per element; 0 for an unknown dtype. */
-static inline size_t mds_dtype_size(int dt)
+static inline MDS_DT_HD size_t mds_dtype_size(int dt)
 {
     return dt == MDS_F32 ? 4 : dt == MDS_BF16 || dt == MDS_F16 ? 2 : 0;
 }
@@ -39,21 +47,21 @@ static inline const char *mds_dtype_name(int dt)
     return dt == MDS_F32 ? "fp32" : dt == MDS_BF16 ? "bf16" : dt == MDS_F16 ? "fp16" : "?";
 }
 
-static inline uint32_t mds_f32_bits(float f)
+static inline MDS_DT_HD uint32_t mds_f32_bits(float f)
 {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
     return u;
 }
 
-static inline float mds_bits_f32(uint32_t u)
+static inline MDS_DT_HD float mds_bits_f32(uint32_t u)
 {
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
 }
 
-static inline uint16_t mds_f32_to_bf16(float f)
+static inline MDS_DT_HD uint16_t mds_f32_to_bf16(float f)
 {
     uint32_t u = mds_f32_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u)
@@ -62,12 +70,12 @@ static inline uint16_t mds_f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
-static inline float mds_bf16_to_f32(uint16_t h)
+static inline MDS_DT_HD float mds_bf16_to_f32(uint16_t h)
 {
     return mds_bits_f32((uint32_t)h << 16);
 }
 
-static inline uint16_t mds_f32_to_f16(float f)
+static inline MDS_DT_HD uint16_t mds_f32_to_f16(float f)
 {
     uint32_t u = mds_f32_bits(f);
     uint32_t sign = (u >> 16) & 0x8000u;
@@ -93,7 +101,7 @@ static inline uint16_t mds_f32_to_f16(float f)
     return (uint16_t)(sign | (r >> 13));
 }
 
-static inline float mds_f16_to_f32(uint16_t h)
+static inline MDS_DT_HD float mds_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
@@ -109,7 +117,7 @@ static inline float mds_f16_to_f32(uint16_t h)
 }
 
 /* x rounded to dt and back (the value a dt tensor would hold). */
-static inline float mds_round_to(int dt, float x)
+static inline MDS_DT_HD float mds_round_to(int dt, float x)
 {
     if (dt == MDS_BF16)
         return mds_bf16_to_f32(mds_f32_to_bf16(x));
@@ -119,7 +127,7 @@ static inline float mds_round_to(int dt, float x)
 }
 
 /* Element i of a dt array as float. */
-static inline float mds_load(int dt, const void *p, size_t i)
+static inline MDS_DT_HD float mds_load(int dt, const void *p, size_t i)
 {
     if (dt == MDS_F32)
         return ((const float *)p)[i];
@@ -128,7 +136,7 @@ static inline float mds_load(int dt, const void *p, size_t i)
 }
 
 /* Stores x, rounded, as element i of a dt array. */
-static inline void mds_store(int dt, void *p, size_t i, float x)
+static inline MDS_DT_HD void mds_store(int dt, void *p, size_t i, float x)
 {
     if (dt == MDS_F32)
         ((float *)p)[i] = x;

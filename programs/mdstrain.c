@@ -99,7 +99,7 @@ enum {
     O_USE_ROPE_SCALING, O_ROPE_SCALING_FACTOR, O_NORMALIZATION, O_SWIGLU, O_GQA, O_QUERY_GROUPS, O_KV_HEADS,
     O_DISABLE_BIAS, O_KV_CHANNELS, O_SOFTMAX_FP32,
     O_BF16, O_FP16, O_LOSS_SCALE, O_INITIAL_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_SCALE_WINDOW, O_HYSTERESIS,
-    O_GRADS_FP32, O_GRADS_BF16, O_PER_TOKEN_LOSS,
+    O_GRADS_FP32, O_GRADS_BF16, O_PER_TOKEN_LOSS, O_DEVICE,
     /* Megatron flags naming what mds does (their values checked) */
     O_CP, O_DIST_BACKEND, O_DATA_IMPL, O_OPTIMIZER, O_DDP_IMPL, O_TRANSFORMER_IMPL,
     O_MCORE, O_NUM_WORKERS, O_DATALOADER, O_NO_ASYNC_TP, O_NO_GRAD_FUSION, O_ATTN_BACKEND, O_FLASH_ATTN,
@@ -239,6 +239,9 @@ static const struct cli_option train_options[] = {
     {"tensor-model-parallel-size", 0, CLI_ARG_ONE, O_TP, "N", "tensor-parallel ranks (default 1); DP = world / (TP x PP)"},
     {"pipeline-model-parallel-size", 0, CLI_ARG_ONE, O_PP, "N", "pipeline stages, 1F1B schedule (default 1)"},
     {"use-distributed-optimizer", 0, CLI_ARG_NONE, O_DIST_OPT, NULL, "shard the AdamW state over data-parallel ranks (ZeRO-1)"},
+    {"device", 0, CLI_ARG_ONE, O_DEVICE, "cpu|cuda",
+     "where tensors live and kernels run (default: $MDS_DEVICE if set, else cuda when this build has CUDA, a GPU is found "
+     "and the job is one process, else cpu); cuda runs one process until the NCCL communicator lands"},
     NOT_YET("sequence-parallel", CLI_ARG_NONE),
     {"context-parallel-size", 0, CLI_ARG_ONE, O_CP, "1", "only 1 (context parallelism is not implemented)"},
     NOT_YET("num-layers-per-virtual-pipeline-stage", CLI_ARG_ONE),
@@ -320,7 +323,7 @@ static const struct cli_option ds_options[] = {
      "accepted: DeepSpeed splits the checkpoints over TP ranks (memory only; mds keeps them whole)"},
     {"no-pipeline-parallel", 0, CLI_ARG_NONE, O_NO_PP, NULL, "the model without pipeline stages (PP must be 1)"},
     {"deepspeed_mpi", 0, CLI_ARG_NONE, O_DS_MPI, NULL, "accepted: mds finds an MPI launch itself"},
-    {"cpu-optimizer", 0, CLI_ARG_NONE, O_CPU_OPT, NULL, "accepted: AdamW runs on the CPU backend"},
+    {"cpu-optimizer", 0, CLI_ARG_NONE, O_CPU_OPT, NULL, "accepted: AdamW runs on the backend of --device"},
     {"ds-sequence-parallel-size", 0, CLI_ARG_ONE, O_DS_SP, "1", "only 1 (DeepSpeed-Ulysses is not implemented)"},
 };
 
@@ -341,6 +344,7 @@ struct config {
     int tok_type;                     /* enum tok_type with TK_OTHER */
     const char *tokenizer_model;
     int tp, pp, dist_opt;
+    int device;                       /* -1 default, 0 cpu, 1 cuda */
     uint64_t vocab_size_arg, vocab_div;
     int have_lr, have_layers, have_seq, have_maxpos, have_mbs;
     /* the Llama family (gpt_config's fields, Megatron's semantics) */
@@ -380,6 +384,45 @@ enum recompute_gran { GRAN_NONE, GRAN_FULL, GRAN_SELECTIVE };
 
 #define NTABLES 6
 static struct cli_table tables[NTABLES];
+
+/*
+ * The backend of --device, else of $MDS_DEVICE (cpu or cuda; tests/run.sh
+ * sets cpu so that the CPU's golden results hold on a GPU machine), else
+ * cuda when this build has CUDA, a device is found and the job is one
+ * process, else cpu.  More than one rank on cuda is refused (exit 2): the
+ * communicator moves host memory, and the NCCL one is issue 11's next item.
+ */
+static const char *device_how = "default";   /* how the backend was chosen, for the table */
+
+static const mds_backend *choose_backend(const struct config *c, int world_size)
+{
+    int want = c->device;
+    const char *env = getenv("MDS_DEVICE");
+    if (want < 0 && env && *env) {
+        if (strcmp(env, "cpu") == 0) want = 0;
+        else if (strcmp(env, "cuda") == 0) want = 1;
+        else cli_usage("MDS_DEVICE='%s' is neither cpu nor cuda", env);
+    }
+    device_how = c->device >= 0 ? "--device" : want >= 0 ? "MDS_DEVICE" : "default";
+    /* probe only when the GPU could be used: under MPI every rank would
+       otherwise create a CUDA context */
+    if (want == 1 && world_size > 1)
+        cli_usage("--device cuda runs one process (this job has %d ranks): multi-GPU training needs the NCCL "
+                  "communicator, not written yet; use --device cpu", world_size);
+    const mds_backend *cu = want == 1 || (want < 0 && world_size == 1) ? mds_backend_find("cuda") : NULL;
+    if (want < 0)
+        return cu ? cu : mds_backend_cpu();
+    if (want == 0)
+        return mds_backend_cpu();
+    if (!cu) {
+#ifdef MDS_HAVE_CUDA
+        cli_usage("--device cuda: no CUDA device found (cudaGetDeviceCount found none or the driver is missing)");
+#else
+        cli_usage("--device cuda: this mdstrain was built without CUDA (make HAVE_CUDA=1 with nvcc installed)");
+#endif
+    }
+    return cu;
+}
 
 static void print_help(void)
 {
@@ -452,6 +495,7 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_TOKENIZER_MODEL: c->tokenizer_model = v; break;
     case O_VOCAB_SIZE: c->vocab_size_arg = cli_opt_u64(o, v, 1, 1 << 30); break;
     case O_TP: c->tp = (int)cli_opt_u64(o, v, 1, 1 << 16); break;
+    case O_DEVICE: c->device = cli_opt_choice(o, v, (const char *const[]){"cpu", "cuda", NULL}); break;
     case O_PP: c->pp = (int)cli_opt_u64(o, v, 1, 1 << 16); break;
     case O_EOD_MASK: c->eod_mask = 1; break;
     case O_VOCAB_DIV: c->vocab_div = cli_opt_u64(o, v, 1, 1 << 20); break;
@@ -625,6 +669,7 @@ static void parse_args(int argc, char **argv, struct config *c)
     c->vocab_div = 128;
     c->tokenizer = TK_GPT2;
     c->tp = c->pp = 1;
+    c->device = -1;
     c->rotary_base = 10000;
     c->rotary_percent = 1.0;
     c->rope_scaling_factor = 8.0;
@@ -957,8 +1002,8 @@ static void print_config(const struct config *c, const gpt_model *m, const train
     ROW("log, eval interval / iters", "%" PRIu64 " / %" PRIu64 ", %" PRIu64, c->log_interval, c->eval_interval, c->eval_iters);
     ROW("parallel (TP, PP, DP)", "%d, %d, %d%s; %d OpenMP threads", P->tp_size, P->pp_size, P->dp_size,
         c->dist_opt ? ", distributed optimizer" : "", threads);
-    ROW("backend / precision", "%s (%s) / %s, grads %s", m->be->name, m->be->device, mds_dtype_name(m->cfg.dtype),
-        mds_dtype_name(m->cfg.grad_dtype));
+    ROW("backend", "%s (%s; %s)", m->be->name, m->be->device, device_how);
+    ROW("precision", "%s, main grads %s", mds_dtype_name(m->cfg.dtype), mds_dtype_name(m->cfg.grad_dtype));
     if (c->fp16)
         ROW("loss scale", c->have_loss_scale ? "%g (constant)" : "dynamic from %g (min %g, window %" PRIu64
             ", hysteresis %" PRIu64 ")", c->have_loss_scale ? c->loss_scale : c->initial_loss_scale, c->min_loss_scale,
@@ -1383,6 +1428,7 @@ int main(int argc, char **argv)
         cli_usage("the world size %d is not divisible by tensor (%d) x pipeline (%d) model parallel sizes",
                   world_size, c.tp, c.pp);
     int dp = world_size / (c.tp * c.pp);
+    const mds_backend *backend = choose_backend(&c, world_size);
     if (c.dist_timeout > 0) {
         timeout_rank = world_rank;
         timeout_minutes = c.dist_timeout;
@@ -1419,6 +1465,7 @@ int main(int argc, char **argv)
     model_config(&c, ti.V, P.tp_size, P.tp_rank, P.pp_size, P.pp_rank, &mc);
     uint64_t nmicro = trainer_micro_batches(c.gbs, (int)c.mbs, P.dp_size);
     mc.act_slots = trainer_act_slots(&P, nmicro);
+    mc.backend = backend;
     gpt_model model;
     int rc = gpt_model_init(&model, &mc, (int)c.mbs, c.seq, err, sizeof err);
     if (rc == GPT_ERR_ARG) cli_usage("%s", err);

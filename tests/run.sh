@@ -13,6 +13,9 @@ BUILD=${BUILD:-build}
 export BUILD
 export MDS_ROOT=$(pwd)
 export MDS_FEATURES="${MDS_FEATURES-pcre2 lzma zstd zlib}"
+# mdstrain's default device is cuda when a GPU is found; the golden results
+# of these tests are the CPU's, on any machine (make test-gpu tests the GPU)
+export MDS_DEVICE=cpu
 passed=0
 failed=0
 skipped=0

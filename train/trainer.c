@@ -536,7 +536,13 @@ static int reduce_grads(trainer *t, double *norm)
              "data-parallel gradient all-reduce");
     } else {
         m->be->copy(t->pad, m->grads_memory, m->num_params * sizeof(float));
-        COMM(t, comm_reduce_scatter(P->dp, t->gshard, t->pad, t->shard), "data-parallel gradient reduce-scatter");
+        /* one data-parallel rank: the shard is the whole buffer, copied by
+           the backend (the communicator's own copy would touch device
+           memory from the host) */
+        if (comm_size(P->dp) == 1)
+            m->be->copy(t->gshard, t->pad, t->shard * sizeof(float));
+        else
+            COMM(t, comm_reduce_scatter(P->dp, t->gshard, t->pad, t->shard), "data-parallel gradient reduce-scatter");
         g = t->gshard;
         lo = t->lo;
         hi = t->hi;
@@ -575,6 +581,17 @@ static int reduce_grads(trainer *t, double *norm)
     return 0;
 }
 
+/* Ops are void and a device runs them asynchronously: a failed kernel,
+ * copy or library call surfaces at the backend's sync, checked once per
+ * pass (free on the CPU). */
+static int backend_check(trainer *t, const char *what)
+{
+    const mds_backend *be = t->m->be;
+    if (be->sync() != 0)
+        return fail(t, "%s on the %s backend: %s", what, be->name, be->error());
+    return 0;
+}
+
 int trainer_backward_pass(trainer *t, uint64_t base, double *loss, double *grad_norm)
 {
     gpt_model *m = t->m;
@@ -587,6 +604,7 @@ int trainer_backward_pass(trainer *t, uint64_t base, double *loss, double *grad_
                        : t->scaler.scale == 1.0 ? 1.0f / (float)n : (float)(t->scaler.scale / (double)n) };
     TRY(run_schedule(&st));
     TRY(reduce_grads(t, grad_norm));
+    TRY(backend_check(t, "forward/backward"));
     *loss = 0.0;
     if (t->P->pp_rank == t->P->pp_size - 1)
         TRY(dp_mean_loss(t, loss));
@@ -603,7 +621,7 @@ int trainer_update(trainer *t, double lr, double lr_embed, double grad_norm)
     float scale = global_norm_clip_scale((float)grad_norm, c->clip_grad);
     if (!c->dist_opt) {
         gpt_update(m, (float)lr, (float)lr_embed, c->beta1, c->beta2, c->eps, c->weight_decay, scale);
-        return 0;
+        return backend_check(t, "the optimizer step");
     }
     gpt_update_shard(m, t->gshard, (float)lr, (float)lr_embed, c->beta1, c->beta2, c->eps, c->weight_decay, scale);
     /* all-gather the updated parameters (fp32 working weights = masters) */
@@ -611,7 +629,7 @@ int trainer_update(trainer *t, double lr, double lr_embed, double grad_norm)
     m->be->copy(mine, m->params_memory + t->lo, (t->hi - t->lo) * sizeof(float));
     COMM(t, comm_allgather(t->P->dp, t->pad, mine, t->shard), "data-parallel parameter all-gather");
     m->be->copy(m->params_memory, t->pad, m->num_params * sizeof(float));
-    return 0;
+    return backend_check(t, "the optimizer step");
 }
 
 int trainer_evaluate(trainer *t, int split, uint64_t *cursor, uint64_t iters, double *loss)
@@ -627,6 +645,7 @@ int trainer_evaluate(trainer *t, int split, uint64_t *cursor, uint64_t iters, do
             TRY(forward_in_chain(&st, j));
         *cursor += nmicro * (uint64_t)m->B * (uint64_t)t->P->dp_size;
     }
+    TRY(backend_check(t, "evaluation"));
     return dp_mean_loss(t, loss);
 }
 

@@ -198,4 +198,10 @@ timeout 60 "$MPIRUN" -np 2 "$MDSTRAIN" $TINY --tensor-model-parallel-size 2 --nu
     >"$T/out" 2>"$T/err"
 check bad_heads_exit2 test $? -eq 2
 check bad_heads_message grep -q 'number of attention heads 3 is not divisible by the tensor model parallel size 2' "$T/err"
+# the GPU runs one process until the NCCL communicator: refused before any
+# GPU is looked for, so the same on machines with and without one
+# shellcheck disable=SC2086
+timeout 60 "$MPIRUN" -np 2 "$MDSTRAIN" $TINY --device cuda >"$T/out" 2>"$T/err"
+check cuda_two_ranks_exit2 test $? -eq 2
+check cuda_two_ranks_message_once test "$(grep -c -- '--device cuda runs one process (this job has 2 ranks)' "$T/err")" -eq 1
 finish

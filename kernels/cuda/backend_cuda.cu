@@ -1,0 +1,190 @@
+/*
+ * backend_cuda.cu - the "cuda" backend of kernels/backend.h: device memory
+ * (cudaMalloc, zeroed), copies in any direction through unified addressing
+ * (cudaMemcpyDefault), the cuBLAS handle, and the op table of the
+ * `<op>_cuda` kernels in kernels/cuda/<op>.cu.
+ *
+ * Everything runs on the legacy default stream of device 0, so ops, copies
+ * and memsets are ordered as the model issues them and a copy to the host
+ * waits for the kernels before it.  Failures never exit: a failed launch or
+ * copy is noted and the next sync() returns -1 with the CUDA error string.
+ * What it deliberately does not do: pick among several GPUs (device 0, or
+ * whatever CUDA_VISIBLE_DEVICES exposes first), peer copies, NCCL.
+ */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+#include "common.cuh"
+
+static char cu_err[256];
+static int cu_failed;
+static cublasHandle_t cu_blas;
+static void *cu_scratch;
+static size_t cu_scratch_bytes;
+
+void mds_cuda_note(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess || cu_failed)
+        return;
+    cu_failed = 1;
+    snprintf(cu_err, sizeof cu_err, "%s: %s", what, cudaGetErrorString(e));
+}
+
+void *mds_cuda_scratch(size_t bytes)
+{
+    if (bytes <= cu_scratch_bytes)
+        return cu_scratch;
+    /* cudaFree synchronises, so the old scratch is no longer in use */
+    if (cu_scratch)
+        cudaFree(cu_scratch);
+    cu_scratch = NULL;
+    cu_scratch_bytes = 0;
+    cudaError_t e = cudaMalloc(&cu_scratch, bytes);
+    if (e != cudaSuccess) {
+        cu_scratch = NULL;
+        mds_cuda_note(e, "cannot allocate the kernels' scratch");
+        return NULL;
+    }
+    cu_scratch_bytes = bytes;
+    return cu_scratch;
+}
+
+struct cublasContext *mds_cuda_cublas(void) { return cu_blas; }
+
+static int cu_alloc(void **ptr, size_t bytes)
+{
+    *ptr = NULL;
+    cudaError_t e = cudaMalloc(ptr, bytes ? bytes : 1);
+    if (e == cudaSuccess)
+        e = cudaMemset(*ptr, 0, bytes ? bytes : 1);
+    if (e == cudaSuccess)
+        return 0;
+    if (*ptr)
+        cudaFree(*ptr);
+    *ptr = NULL;
+    cudaGetLastError();   /* an out-of-memory error is not sticky: clear it */
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) == cudaSuccess)
+        snprintf(cu_err, sizeof cu_err, "cudaMalloc of %zu bytes: %s (%zu bytes free of %zu)", bytes,
+                 cudaGetErrorString(e), fr, tot);
+    else
+        snprintf(cu_err, sizeof cu_err, "cudaMalloc of %zu bytes: %s", bytes, cudaGetErrorString(e));
+    return -1;
+}
+
+static void cu_free(void *ptr)
+{
+    if (ptr)
+        mds_cuda_note(cudaFree(ptr), "cudaFree");
+}
+
+static void cu_zero(void *ptr, size_t bytes)
+{
+    if (bytes)
+        mds_cuda_note(cudaMemset(ptr, 0, bytes), "cudaMemset");
+}
+
+static void cu_copy(void *dst, const void *src, size_t bytes)
+{
+    if (bytes && dst != src)
+        mds_cuda_note(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
+}
+
+static int cu_sync(void)
+{
+    mds_cuda_note(cudaStreamSynchronize(0), "cudaStreamSynchronize");
+    mds_cuda_note(cudaGetLastError(), "a kernel");
+    if (!cu_failed)
+        return 0;
+    return -1;
+}
+
+static int cu_mem_info(size_t *free_bytes, size_t *total_bytes)
+{
+    return cudaMemGetInfo(free_bytes, total_bytes) == cudaSuccess ? 0 : -1;
+}
+
+static const char *cu_error(void) { return cu_err; }
+
+static char cu_device[300];
+
+static mds_backend cu = {
+    "cuda",
+    cu_device,
+    cu_alloc,
+    cu_free,
+    cu_zero,
+    cu_copy,
+    cu_sync,
+    cu_mem_info,
+    cu_error,
+    {
+        encoder_forward_cuda,
+        encoder_backward_cuda,
+        layernorm_forward_cuda,
+        layernorm_backward_cuda,
+        matmul_forward_cuda,
+        matmul_backward_cuda,
+        attention_forward_cuda,
+        attention_backward_cuda,
+        dropout_forward_cuda,
+        dropout_backward_cuda,
+        rope_forward_cuda,
+        rope_backward_cuda,
+        rmsnorm_forward_cuda,
+        rmsnorm_backward_cuda,
+        swiglu_forward_cuda,
+        swiglu_backward_cuda,
+        gelu_forward_cuda,
+        gelu_backward_cuda,
+        residual_forward_cuda,
+        residual_backward_cuda,
+        crossentropy_forward_cuda,
+        crossentropy_rescale_cuda,
+        crossentropy_loss_cuda,
+        crossentropy_backward_cuda,
+        loss_reduce_cuda,
+        loss_grad_cuda,
+        round_to_cuda,
+        unscale_check_cuda,
+        adamw_update_cuda,
+        global_norm_squared_cuda,
+    },
+};
+
+/*
+ * The first call probes: no device (or no driver) gives NULL for good, and
+ * then nothing else of CUDA is touched, so a CUDA build behaves on a
+ * machine without a GPU exactly as a CPU build.  cuBLAS runs in fp32 with
+ * TF32 off (CUBLAS_PEDANTIC_MATH; matmul.cu asks for
+ * CUBLAS_COMPUTE_32F_PEDANTIC too), so products stay within fp32 rounding
+ * of the CPU's.
+ */
+extern "C" const mds_backend *mds_backend_cuda_probe(void)
+{
+    static int state;   /* 0 not probed, 1 present, -1 absent */
+    if (state)
+        return state > 0 ? &cu : NULL;
+    state = -1;
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+        cudaGetLastError();
+        return NULL;
+    }
+    cudaDeviceProp prop;
+    if (cudaSetDevice(0) != cudaSuccess || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    if (cublasCreate(&cu_blas) != CUBLAS_STATUS_SUCCESS)
+        return NULL;
+    cublasSetMathMode(cu_blas, CUBLAS_PEDANTIC_MATH);
+    cublasSetStream(cu_blas, 0);
+    snprintf(cu_device, sizeof cu_device, "%s, sm_%d%d, %.1f GiB", prop.name, prop.major, prop.minor,
+             (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+    state = 1;
+    return &cu;
+}

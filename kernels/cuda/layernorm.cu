@@ -1,0 +1,103 @@
+/*
+ * layernorm.cu - CUDA LayerNorm over the last dimension, forward (saving
+ * mean and rstd) and backward.
+ *
+ * One block per row; the statistics are two passes in double with the
+ * fixed-order mds_cu_block_sum, so they match the CPU's in-order double sums
+ * up to double rounding.  The weight gradients give each thread one channel
+ * and walk the rows in order in double: the CPU's order and bits, no
+ * atomics.  Deliberately simple: only C threads reduce dweight/dbias (a
+ * two-stage reduction over row blocks is the fast version).
+ */
+#include <math.h>
+
+#include "common.cuh"
+
+__global__ static void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *inp,
+                                                const float *weight, const float *bias, int C, float eps)
+{
+    size_t bt = blockIdx.x;
+    const float *x = inp + bt * C;
+    float *o = out + bt * C;
+    double s = 0.0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        s += x[c];
+    double mu = mds_cu_block_sum<double>(s) / C;
+    double ss = 0.0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        double d = x[c] - mu;
+        ss += d * d;
+    }
+    ss = mds_cu_block_sum<double>(ss);
+    float m = (float)mu;
+    float r = (float)(1.0 / sqrt(ss / C + (double)eps));
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        o[c] = (x[c] - m) * r * weight[c] + bias[c];
+    if (threadIdx.x == 0) {
+        mean[bt] = m;
+        rstd[bt] = r;
+    }
+}
+
+void layernorm_forward_cuda(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                            const float *bias, int B, int T, int C, float eps)
+{
+    if ((size_t)B * T == 0) return;
+    layernorm_forward_kernel<<<(unsigned)((size_t)B * T), MDS_CU_THREADS>>>(out, mean, rstd, inp, weight, bias, C,
+                                                                            eps);
+    MDS_CU_LAUNCHED("layernorm_forward");
+}
+
+__global__ static void layernorm_backward_dinp_kernel(float *dinp, const float *dout, const float *inp,
+                                                      const float *weight, const float *mean, const float *rstd,
+                                                      int C)
+{
+    size_t bt = blockIdx.x;
+    const float *x = inp + bt * C, *d = dout + bt * C;
+    float *di = dinp + bt * C;
+    float m = mean[bt], r = rstd[bt];
+    double sg = 0.0, sgn = 0.0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float n = (x[c] - m) * r;
+        float g = d[c] * weight[c];
+        sg += g;
+        sgn += (double)g * n;
+    }
+    sg = mds_cu_block_sum<double>(sg);
+    sgn = mds_cu_block_sum<double>(sgn);
+    float mg = (float)(sg / C), mgn = (float)(sgn / C);
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float n = (x[c] - m) * r;
+        float g = d[c] * weight[c];
+        di[c] += r * (g - mg - n * mgn);
+    }
+}
+
+__global__ static void layernorm_backward_weight_kernel(float *dweight, float *dbias, const float *dout,
+                                                        const float *inp, const float *mean, const float *rstd,
+                                                        long N, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C)
+        return;
+    double dw = 0.0, db = 0.0;
+    for (long bt = 0; bt < N; bt++) {
+        float d = dout[(size_t)bt * C + c];
+        dw += (double)d * ((inp[(size_t)bt * C + c] - mean[bt]) * rstd[bt]);
+        db += d;
+    }
+    dweight[c] += (float)dw;
+    dbias[c] += (float)db;
+}
+
+void layernorm_backward_cuda(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                             const float *weight, const float *mean, const float *rstd, int B, int T, int C)
+{
+    long N = (long)B * T;
+    if (!N) return;
+    layernorm_backward_dinp_kernel<<<(unsigned)N, MDS_CU_THREADS>>>(dinp, dout, inp, weight, mean, rstd, C);
+    MDS_CU_LAUNCHED("layernorm_backward");
+    layernorm_backward_weight_kernel<<<mds_cu_blocks((size_t)C, 128), 128>>>(dweight, dbias, dout, inp, mean, rstd,
+                                                                             N, C);
+    MDS_CU_LAUNCHED("layernorm_backward (weights)");
+}
