@@ -11,6 +11,7 @@
 # embeddings, fp32, dropout 0.1 (Megatron's default), --mock-data, ITERS
 # iterations (default 3).
 BUILD=${BUILD:-build}
+export MDS_DEVICE=${MDS_DEVICE:-cpu}   # the CPU backend against CPU baselines
 MB=${MDS_BENCH_MB:-2}
 ITERS=${MDS_BENCH_ITERS:-3}
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT

@@ -13,6 +13,7 @@
 # MDS_TORCH_PYTHON to change); without it that part is skipped.  Torch uses
 # whatever libblas.so.3 the system selects; the line says which.
 BUILD=${BUILD:-build}
+export MDS_DEVICE=${MDS_DEVICE:-cpu}   # the CPU backend against CPU baselines
 ITERS=${MDS_BENCH_ITERS:-6}
 SKIP=2
 ROUNDS=${MDS_BENCH_ROUNDS:-2}

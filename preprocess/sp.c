@@ -1506,7 +1506,7 @@ static inline struct wslot *wc_find(struct wgen *g, const unsigned char *w, size
 static struct wslot *wc_store(sp_state *st, const unsigned char *w, size_t n, uint32_t h, uint64_t k8, size_t np, float plim)
 {
     struct wgen *g = &st->gen[st->cur];
-    size_t slot, units = (np > 1 ? np : 0) + (n > 8 ? (n - 8 + sizeof *g->vals - 1) / sizeof *g->vals : 0);
+    size_t slot = 0, units = (np > 1 ? np : 0) + (n > 8 ? (n - 8 + sizeof *g->vals - 1) / sizeof *g->vals : 0);
     if (g->used >= WC_SLOTS / 2 || g->vn + units > WV_CAP) {
         st->cur ^= 1;
         g = &st->gen[st->cur];
@@ -1534,7 +1534,7 @@ static struct wslot *wc_store(sp_state *st, const unsigned char *w, size_t n, ui
 /* The cache entry of word w (valid until the next store), or NULL; *v its pieces when it has several. */
 static const struct wslot *wc_get(sp_state *st, const unsigned char *w, size_t n, uint32_t h, uint64_t k8, const struct wpiece **v)
 {
-    size_t slot;
+    size_t slot = 0;
     struct wgen *g = &st->gen[st->cur];
     const struct wslot *e = wc_find(g, w, n, h, k8, &slot);
     if (e) {

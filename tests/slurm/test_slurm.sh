@@ -111,6 +111,7 @@ NodeName=$H NodeAddr=127.0.0.1 CPUs=8 State=UNKNOWN
 PartitionName=debug Nodes=$H Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 EOF
 export SLURM_CONF=$S/slurm.conf
+export MDS_DEVICE=cpu   # the losses are compared with one CPU process
 n=0
 while [ ! -S "$S/munge/munge.sock" ] && [ "$n" -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
 slurmctld -D -f "$SLURM_CONF" >"$S/slurmctld.out" 2>&1 &
