@@ -847,7 +847,7 @@ static void ds_precision(struct config *c, const ds_config *d)
 /* Megatron-DeepSpeed's --deepspeed_config against the flags: DeepSpeed's
  * batch rule, then every value the flags also give must agree (a missing
  * flag takes the file's value); the ZeRO stage picks the optimizer. */
-static void apply_ds_config(struct config *c, int dp)
+static void apply_ds_config(struct config *c, int dp, int speak)
 {
     ds_config d;
     char err[600];
@@ -874,9 +874,12 @@ static void apply_ds_config(struct config *c, int dp)
     }
     (void)gas;   /* = G / (micro DP), as mds accumulates */
     double clip = d.have_clip ? d.clip : 0.0;   /* DeepSpeed clips only when gradient_clipping > 0 */
-    if (c->have_clip && c->clip != clip)
-        cli_usage("--clip-grad %g but gradient_clipping %g%s in '%s' (DeepSpeed clips, not Megatron)", c->clip, clip,
-                  d.have_clip ? "" : " (absent)", c->ds_config);
+    /* Megatron-DeepSpeed hands the optimizer to DeepSpeed, which clips by
+       the config alone: a different --clip-grad has no effect there, and
+       none here, said once */
+    if (c->have_clip && c->clip != clip && speak)
+        cli_error("warning: --clip-grad %g has no effect under --deepspeed: DeepSpeed clips by gradient_clipping, "
+                  "%g%s in '%s'", c->clip, clip, d.have_clip ? "" : " (absent: no clipping)", c->ds_config);
     c->clip = clip;
     int stage = d.have_stage ? d.stage : 0;
     if (c->have_zero_stage && c->zero_stage != stage)
@@ -1435,7 +1438,7 @@ int main(int argc, char **argv)
         if (comm_set_timeout(c.dist_timeout * 60.0, collective_timeout) != 0)
             cli_die(1, "%s", comm_error());
     }
-    if (c.deepspeed) apply_ds_config(&c, dp);
+    if (c.deepspeed) apply_ds_config(&c, dp, world_rank == 0);
     if (c.grads_bf16 && !c.bf16) cli_usage("--grad-reduce-in-bf16 goes with --bf16");
     if (!c.have_gbs) c.gbs = c.mbs * (uint64_t)dp;   /* Megatron's default */
     if (c.gbs % (c.mbs * (uint64_t)dp))

@@ -246,7 +246,7 @@ check ds_zero1_distributed_optimizer grep -q 'distributed optimizer' "$T/err"
 {
 run_expect ds_micro_conflict 2 "--micro-batch-size 2 but train_micro_batch_size_per_gpu 1" "$MDSTRAIN" $DS --micro-batch-size 2 --global-batch-size 4
 run_expect ds_global_conflict 2 "--global-batch-size 8 but train_batch_size 4" "$MDSTRAIN" $DS --global-batch-size 8
-run_expect ds_clip_conflict 2 "--clip-grad 0.5 but gradient_clipping 1" "$MDSTRAIN" $DS --clip-grad 0.5
+run_expect ds_clip_flag_warned 0 "warning: --clip-grad 0.5 has no effect under --deepspeed: DeepSpeed clips by gradient_clipping, 1 in" "$MDSTRAIN" $DS --clip-grad 0.5
 run_expect ds_stage_conflict 2 "--zero-stage 2 but zero_optimization.stage 1" "$MDSTRAIN" $DS --zero-stage 2
 run_expect ds_needs_flag 2 "--deepspeed_config goes with --deepspeed" "$MDSTRAIN" $MOCK $TINY --train-iters 1 --lr 1e-3 --deepspeed_config "$T/ds.json"
 run_expect ds_needs_config 2 "--deepspeed needs --deepspeed_config" "$MDSTRAIN" $MOCK $TINY --train-iters 1 --lr 1e-3 --deepspeed
@@ -301,6 +301,10 @@ ds '{"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2, "zer
 # shellcheck disable=SC2086
 "$MDSTRAIN" $DS --global-batch-size 2 >"$T/out" 2>"$T/err"
 check ds_no_clipping grep -q '^| weight decay / clip grad  *| 0.01 / 0 ' "$T/err"
+# shellcheck disable=SC2086
+"$MDSTRAIN" $DS --global-batch-size 2 --clip-grad 1.0 >"$T/out" 2>"$T/err"
+check ds_clip_flag_without_config_no_clipping grep -q '^| weight decay / clip grad  *| 0.01 / 0 ' "$T/err"
+check ds_clip_flag_without_config_warned grep -q 'warning: --clip-grad 1 has no effect under --deepspeed.*(absent: no clipping)' "$T/err"
 check ds_zero2_distributed_optimizer grep -q 'distributed optimizer' "$T/err"
 
 # --distributed-timeout-minutes over TCP: rank 1 stopped, rank 0 gives up
