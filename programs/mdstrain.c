@@ -1573,6 +1573,12 @@ int main(int argc, char **argv)
         }
         interval_skipped += (uint64_t)skipped;
         interval_iters++;
+        if (c.tb.dir && c.tb.optimizer_states && iteration % c.tb.log_interval == 0) {
+            double st[12];
+            if (trainer_optimizer_stats(&t, st) != 0)
+                cli_die(1, "%s", t.err);
+            tblog_optimizer(&tbl, iteration, consumed * (uint64_t)c.seq, st);
+        }
         tblog_training(&tbl, iteration, consumed, skipped ? NAN : loss,
                        train_schedule_lr_tokens(&sched, (double)sched_steps, (double)prev_consumed * tokens_per_sample),
                        batch, t.scaler.scale, skipped ? NAN : norm, world_size);

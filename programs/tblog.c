@@ -19,7 +19,7 @@
 
 enum {
     T_DIR = 1, T_LOG_INTERVAL, T_QUEUE, T_TIMERS, T_MEMORY, T_VALID_PPL, T_WORLD, T_NO_LOSS_SCALE, T_NO_LR,
-    T_BATCH_SIZE
+    T_BATCH_SIZE, T_OPT_STATES
 };
 
 static const struct cli_option tb_options[] = {
@@ -35,6 +35,8 @@ static const struct cli_option tb_options[] = {
     {"no-log-learnig-rate-to-tensorboard", 0, CLI_ARG_NONE, T_NO_LR, NULL, "no learning-rate scalars (Megatron 0.8's spelling)"},
     /* Megatron 0.8 wrote batch-size only with this flag; HEAD always does */
     {"log-batch-size-to-tensorboard", 0, CLI_ARG_NONE, T_BATCH_SIZE, NULL, NULL},
+    {"log-optimizer-states-to-tensorboard", 0, CLI_ARG_NONE, T_OPT_STATES, NULL,
+     "also optimizer/{variance,variance_sqrt,momentum,weight}_{l2,l1,abs_max} (Megatron-DeepSpeed)"},
 };
 
 static void tb_handle(void *ctx, const struct cli_option *o, const char *const *vals, size_t nvals)
@@ -52,6 +54,7 @@ static void tb_handle(void *ctx, const struct cli_option *o, const char *const *
     case T_NO_LOSS_SCALE: f->loss_scale = 0; break;
     case T_NO_LR: f->learning_rate = 0; break;
     case T_BATCH_SIZE: break;
+    case T_OPT_STATES: f->optimizer_states = 1; break;
     }
 }
 
@@ -92,6 +95,24 @@ static void scalar2(struct tblog *t, const char *tag, double value, uint64_t ite
 static void flush(struct tblog *t)
 {
     if (t->w && tb_writer_flush(t->w) != 0) give_up(t);
+}
+
+void tblog_optimizer(struct tblog *t, uint64_t iteration, uint64_t tokens, const double stats[12])
+{
+    static const char *const names[12] = {
+        "variance_l2", "variance_sqrt_l2", "momentum_l2", "weight_l2", "variance_l1", "variance_sqrt_l1",
+        "momentum_l1", "weight_l1", "variance_abs_max", "variance_sqrt_abs_max", "momentum_abs_max",
+        "weight_abs_max"};
+    if (!t->w) return;
+    char tag[96];
+    for (int i = 0; i < 12; i++) {   /* Megatron-DeepSpeed writes the "vs tokens" ones first */
+        snprintf(tag, sizeof tag, "optimizer/%s vs tokens", names[i]);
+        scalar(t, tag, stats[i], tokens);
+    }
+    for (int i = 0; i < 12; i++) {
+        snprintf(tag, sizeof tag, "optimizer/%s", names[i]);
+        scalar(t, tag, stats[i], iteration);
+    }
 }
 
 void tblog_open(struct tblog *t, const struct tb_flags *f, int writes)

@@ -34,6 +34,7 @@ struct tb_flags {
     int world_size;             /* --log-world-size-to-tensorboard */
     int loss_scale;             /* 1 unless --no-log-loss-scale-to-tensorboard */
     int learning_rate;          /* 1 unless --no-log-learnig-rate-to-tensorboard (Megatron 0.8's spelling) */
+    int optimizer_states;       /* --log-optimizer-states-to-tensorboard (Megatron-DeepSpeed) */
 };
 
 /* The table (static rows) whose handler fills f (set to the defaults first). */
@@ -65,6 +66,13 @@ void tblog_interval(struct tblog *t, uint64_t iteration, double seconds_per_iter
 /* evaluate_and_print_results: "lm loss validation" (+ "vs samples"), and
  * its "ppl" with --log-validation-ppl-to-tensorboard; flushed. */
 void tblog_validation(struct tblog *t, uint64_t iteration, uint64_t consumed, double loss);
+
+/* Megatron-DeepSpeed's --log-optimizer-states-to-tensorboard block, at the
+ * iterations of --tensorboard-log-interval: "optimizer/variance_l2",
+ * variance_sqrt_l2, momentum_l2, weight_l2, the four _l1 and the four
+ * _abs_max (stats in that order: trainer_optimizer_stats()), each at step =
+ * iteration and "... vs tokens" at step = consumed tokens. */
+void tblog_optimizer(struct tblog *t, uint64_t iteration, uint64_t tokens, const double stats[12]);
 
 /* Flushes and closes (nothing on a rank without a writer). */
 void tblog_close(struct tblog *t);

@@ -731,3 +731,41 @@ int trainer_load(trainer *t, const char *dir, uint64_t iteration, ckpt_state *st
     COMM(t, comm_barrier(t->P->world), "checkpoint barrier");
     return 0;
 }
+
+int trainer_optimizer_stats(trainer *t, double out[12])
+{
+    gpt_model *m = t->m;
+    const train_layout *P = t->P;
+    double sum[8] = {0}, mx[4] = {0};
+    enum { CHUNK = 1 << 16 };
+    float *buf = malloc(3 * CHUNK * sizeof(float));
+    if (!buf) return fail(t, "out of memory for the optimizer statistics");
+    size_t lo = m->opt_lo, n = m->opt_hi - m->opt_lo;
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t k = n - i < CHUNK ? n - i : CHUNK;
+        float *v = buf, *mm = buf + CHUNK, *w = buf + 2 * CHUNK;
+        m->be->copy(v, m->v + i, k * sizeof(float));
+        m->be->copy(mm, m->m + i, k * sizeof(float));
+        m->be->copy(w, m->master_memory + lo + i, k * sizeof(float));
+        for (size_t j = 0; j < k; j++) {
+            double a = v[j], r = sqrt(fabs(a)), b = mm[j], c = w[j];
+            sum[0] += a * a; sum[1] += r * r; sum[2] += b * b; sum[3] += c * c;
+            sum[4] += fabs(a); sum[5] += r; sum[6] += fabs(b); sum[7] += fabs(c);
+            if (fabs(a) > mx[0]) mx[0] = fabs(a);
+            if (r > mx[1]) mx[1] = r;
+            if (fabs(b) > mx[2]) mx[2] = fabs(b);
+            if (fabs(c) > mx[3]) mx[3] = fabs(c);
+        }
+    }
+    free(buf);
+    mds_comm *groups[3] = { t->cfg.dist_opt ? P->dp : NULL, P->tp, P->pp };
+    for (int g = 0; g < 3; g++) {
+        if (!groups[g] || comm_size(groups[g]) < 2) continue;
+        COMM(t, comm_allreduce(groups[g], sum, 8, COMM_F64, COMM_SUM), "optimizer statistics all-reduce");
+        COMM(t, comm_allreduce(groups[g], mx, 4, COMM_F64, COMM_MAX), "optimizer statistics all-reduce");
+    }
+    for (int i = 0; i < 4; i++) out[i] = sqrt(sum[i]);
+    for (int i = 0; i < 4; i++) out[4 + i] = sum[4 + i];
+    for (int i = 0; i < 4; i++) out[8 + i] = mx[i];
+    return 0;
+}

@@ -258,6 +258,19 @@ int trainer_backward_pass(trainer *t, uint64_t base, double *loss, double *grad_
 int trainer_update(trainer *t, double lr, double lr_embed, double grad_norm);
 
 /*
+ * trainer_optimizer_stats() - Megatron-DeepSpeed's
+ * --log-optimizer-states-to-tensorboard figures over the AdamW state and the
+ * fp32 master weights: out[0..3] the L2 norms of v, sqrt(v), m and the
+ * weights, out[4..7] their L1 norms, out[8..11] their largest magnitudes.
+ * Each rank takes what its optimizer holds, then sums (L1, squared L2) and
+ * maxes over the data-parallel ranks with the distributed optimizer, over
+ * TP and over PP, as Megatron-DeepSpeed does (so a tensor every TP rank
+ * keeps whole counts TP times, as there).  A collective: every rank calls it.
+ * @return : 0, or -1 with t->err.
+ */
+int trainer_optimizer_stats(trainer *t, double out[12]);
+
+/*
  * trainer_evaluate() - mean loss (sum of masked losses / sum of the mask) of
  * `iters` global batches of `split` from sample *cursor, which advances by
  * the global batch each; forward only, the stages in a chain.  Meaningful on

@@ -134,6 +134,24 @@ run_expect unknown_timing_level 2 "unknown option '--timing-log-level'" "$MDSTRA
 # shellcheck disable=SC2086
 "$MDSTRAIN" -q $BASE --tensorboard-dir "$T/tbn" --no-log-loss-scale-to-tensorboard --no-log-learnig-rate-to-tensorboard >/dev/null 2>&1
 check no_loss_scale_no_lr sh -c "$TBDUMP $T/tbn/* >'$T/n' && grep -Pq '^lm loss\\t' '$T/n' && ! grep -Pq '^(loss-scale|learning-rate)' '$T/n'"
+# Megatron-DeepSpeed's --log-optimizer-states-to-tensorboard: the figures of
+# the AdamW state and weights the checkpoint of the same iteration holds
+# (512-byte header, then n weights, n m, n v as float32)
+# shellcheck disable=SC2086
+"$MDSTRAIN" -q $TB_TINY --train-iters 2 --tensorboard-dir "$T/tbo" --log-optimizer-states-to-tensorboard --save "$T/cko" >/dev/null 2>&1
+check optimizer_states_exit0 test $? -eq 0
+$TBDUMP "$T"/tbo/* >"$T/o" 2>/dev/null
+check optimizer_states_24_tags test "$(awk -F'\t' '/^optimizer\// {print $1}' "$T/o" | sort -u | wc -l)" -eq 24
+check optimizer_states_vs_tokens sh -c "grep -Pq '^optimizer/weight_l2 vs tokens\t$((2 * 32))\t' '$T/o'"
+ck=$T/cko/iter_0000002/mp_rank_00/model_optim_rng.bin
+n=$(( ($(stat -c %s "$ck") - 512) / 12 ))
+od -An -v -f -j 512 -w4 "$ck" | awk -v n="$n" '{ x = $1 + 0; a = x < 0 ? -x : x; i = NR - 1
+    if (i < n) { w2 += x * x } else if (i < 2 * n) { m1 += a } else if (a > vm) { vm = a } }
+    END { printf "%.9g %.9g %.9g\n", sqrt(w2), m1, vm }' >"$T/ckstats"
+awk -F'\t' '$2 == 2 && $1 == "optimizer/weight_l2" { w = $3 } $2 == 2 && $1 == "optimizer/momentum_l1" { m = $3 }
+    $2 == 2 && $1 == "optimizer/variance_abs_max" { v = $3 } END { print w, m, v }' "$T/o" >"$T/tbstats"
+check optimizer_states_equal_checkpoint awk 'NR == FNR { for (i = 1; i <= 3; i++) a[i] = $i; next }
+    { for (i = 1; i <= 3; i++) { d = a[i] - $i; if (d < 0) d = -d; if (!(a[i] > 0) || d > 1e-5 * a[i]) exit 1 } }' "$T/ckstats" "$T/tbstats"
 "$MDSTRAIN" --help >"$T/help"
 check help_lists_tensorboard grep -q -- '--tensorboard-dir DIR' "$T/help"
 finish
