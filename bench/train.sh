@@ -3,7 +3,8 @@
 # CPU with build/mdstrain, against PyTorch training the same model
 # (bench/torch_gpt.py) in the same run on the same machine.
 #
-# Model: 6 layers, hidden 384, 6 heads, seq 256, micro-batch 4, GPT-2 vocabulary
+# Model: 6 layers, hidden 384, 6 heads, seq 256, micro-batch 4, no dropout (as
+# the torch model), GPT-2 vocabulary
 # 50257 padded to 50304, tied embeddings, AdamW, fp32, --mock-data.  Each run
 # does ITERS iterations and averages the time of those after the first SKIP
 # (steady state).  The two programs run alternately, ROUNDS times each, and the
@@ -49,7 +50,7 @@ mds_once() {
     # shellcheck disable=SC2086
     "$BUILD/mdstrain" -q --mock-data --num-layers $L --hidden-size $C --num-attention-heads $NH $MODEL_FLAGS \
         --seq-length $T --max-position-embeddings $T --micro-batch-size $MB --global-batch-size $MB \
-        --train-iters "$ITERS" --lr 1e-4 --log-interval 1 --eval-iters 0 2>&1 |
+        --train-iters "$ITERS" --lr 1e-4 --log-interval 1 --eval-iters 0 --hidden-dropout 0 --attention-dropout 0 2>&1 |
         awk -v skip=$SKIP '/elapsed time per iteration/ {
             for (i = 1; i < NF; i++) if ($i == "(ms):") { n++; if (n > skip) { s += $(i + 1); k++ } } }
             END { if (k) printf "%.1f\n", s / k }'
