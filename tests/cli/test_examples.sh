@@ -9,6 +9,12 @@
 ROOT=$(pwd)
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 unset SLURM_JOB_ID SLURM_NTASKS SLURM_PROCID MASTER_ADDR MASTER_PORT RANK WORLD_SIZE MDS_HOME
+# the scripts find build/ from their own location; another build directory
+# (build/san under SAN=...) is given to them as a site points them at its install
+if [ "$(cd "$BUILD" && pwd)" != "$ROOT/build" ]; then
+    MDSPREP=$(cd "$BUILD" && pwd)/mdsprep MDSTRAIN=$(cd "$BUILD" && pwd)/mdstrain
+    export MDSPREP MDSTRAIN
+fi
 check parses_1 sh -n examples/1.preprocess.sbatch
 check parses_2 sh -n examples/2.train.sbatch
 check parses_3 sh -n examples/3.train-llama.sbatch
