@@ -39,6 +39,8 @@ typedef struct mds_dropout {
     uint64_t site;             /* the site's key (kind, global layer) */
     const uint64_t *row_keys;  /* (B) each row's key, in the backend's memory */
     int head0;                 /* attention: the global index of the rank's first head */
+    int t0;                    /* hidden dropout: the global token of row t = 0 (a sequence-parallel
+                                  slice starts at tp_rank T / TP); 0 otherwise */
 } mds_dropout;
 
 static inline MDS_HD uint64_t mds_mix64(uint64_t z)

@@ -200,8 +200,10 @@ void attention_backward_cpu(float *dqkv,       // (B, T, C + 2*NKV*hs)
 
 /*
  * out = inp * 1/(1-p) where kept, 0 where dropped, the mask of dropout.h for
- * element t*C + c of row b (C is the GLOBAL hidden width: hidden states are
- * replicated over tensor-parallel ranks, which therefore draw one mask).
+ * element (drop.t0 + t)*C + c of row b (C is the GLOBAL hidden width: hidden
+ * states are replicated over tensor-parallel ranks, which therefore draw one
+ * mask; a sequence-parallel slice of T tokens passes its first global token
+ * as t0).
  * out may alias inp.  The backward writes dinp = dout * the same factor
  * (overwrites; may alias).  drop.p must be > 0 (the model skips the call
  * otherwise).

@@ -17,7 +17,7 @@
  * (programs/dsconfig.h), the token schedules, the kill switch; and the flags
  * of both that name what mds does, accepted at those values only.
  *
- * What it deliberately does not do yet: sequence or
+ * What it deliberately does not do yet:
  * context parallelism, interleaved pipeline stages, a GPU backend.
  * Log lines go to stdout (where Megatron prints them); the configuration
  * table, notes and errors go to stderr.  Exit status: 0 success, 1 runtime
@@ -111,7 +111,7 @@ enum {
     O_DEEPSPEED, O_DS_CONFIG, O_ZERO_STAGE, O_DS_ACT_CKPT, O_PARTITION_ACT, O_NO_PP, O_DS_MPI, O_CPU_OPT, O_DS_SP,
     O_CKPT_ACT, O_CKPT_NUM,
     /* activation recomputation */
-    O_RECOMPUTE_ACT, O_RECOMPUTE_GRAN, O_RECOMPUTE_METHOD, O_RECOMPUTE_NUM
+    O_RECOMPUTE_ACT, O_RECOMPUTE_GRAN, O_RECOMPUTE_METHOD, O_RECOMPUTE_NUM, O_SEQ_PAR
 };
 
 #define NOT_YET(name, arg) {name, 0, arg, CLI_REFUSED, NULL, "yet"}
@@ -242,7 +242,9 @@ static const struct cli_option train_options[] = {
     {"device", 0, CLI_ARG_ONE, O_DEVICE, "cpu|cuda",
      "where tensors live and kernels run (default: $MDS_DEVICE if set, else cuda when this build has CUDA, a GPU is found "
      "and the job is one process, else cpu); cuda runs one process until the NCCL communicator lands"},
-    NOT_YET("sequence-parallel", CLI_ARG_NONE),
+    {"sequence-parallel", 0, CLI_ARG_NONE, O_SEQ_PAR, NULL,
+     "with TP > 1: norms, dropout and residuals on 1/TP of the sequence (all-gather / reduce-scatter around the "
+     "TP linears); bitwise the same results, less activation memory"},
     {"context-parallel-size", 0, CLI_ARG_ONE, O_CP, "1", "only 1 (context parallelism is not implemented)"},
     NOT_YET("num-layers-per-virtual-pipeline-stage", CLI_ARG_ONE),
     {"distributed-timeout-minutes", 0, CLI_ARG_ONE, O_DIST_TIMEOUT, "X",
@@ -375,6 +377,7 @@ struct config {
     /* Megatron-DeepSpeed */
     int deepspeed, have_zero_stage, zero_stage, no_pp, have_gbs, ds_sp;
     const char *ds_config;
+    int seq_par;                      /* --sequence-parallel */
     /* activation recomputation */
     int recompute_act, ckpt_act, recompute_gran, recompute_method;   /* enum recompute_gran, enum gpt_recompute */
     uint64_t recompute_num, ckpt_num;                                 /* 0: not given */
@@ -597,6 +600,7 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_DEEPSPEED: c->deepspeed = 1; break;
     case O_DS_CONFIG: c->ds_config = v; break;
     case O_RECOMPUTE_ACT: c->recompute_act = 1; break;
+    case O_SEQ_PAR: c->seq_par = 1; break;
     case O_RECOMPUTE_GRAN:
         c->recompute_gran = 1 + cli_opt_choice(o, v, (const char *const[]){"full", "selective", NULL});
         break;
@@ -1003,8 +1007,8 @@ static void print_config(const struct config *c, const gpt_model *m, const train
     ROW("tokenizer", "%s", vocab);
     ROW("eod mask loss", "%s", c->eod_mask ? "yes" : "no");
     ROW("log, eval interval / iters", "%" PRIu64 " / %" PRIu64 ", %" PRIu64, c->log_interval, c->eval_interval, c->eval_iters);
-    ROW("parallel (TP, PP, DP)", "%d, %d, %d%s; %d OpenMP threads", P->tp_size, P->pp_size, P->dp_size,
-        c->dist_opt ? ", distributed optimizer" : "", threads);
+    ROW("parallel (TP, PP, DP)", "%d, %d, %d%s%s; %d OpenMP threads", P->tp_size, P->pp_size, P->dp_size,
+        m->sp ? ", sequence parallel" : "", c->dist_opt ? ", distributed optimizer" : "", threads);
     ROW("backend", "%s (%s; %s)", m->be->name, m->be->device, device_how);
     ROW("precision", "%s, main grads %s", mds_dtype_name(m->cfg.dtype), mds_dtype_name(m->cfg.grad_dtype));
     if (c->fp16)
@@ -1278,6 +1282,7 @@ static void model_config(const struct config *c, int V, int tp, int tp_rank, int
     mc->grad_dtype = c->fp16 && !c->grads_fp32 ? MDS_F16 : c->bf16 && c->grads_bf16 ? MDS_BF16 : MDS_F32;
     mc->hidden_dropout = (float)c->hidden_dropout;
     mc->attention_dropout = (float)c->attention_dropout;
+    mc->sequence_parallel = c->seq_par;
     if (c->recompute_gran == GRAN_FULL) {
         mc->recompute_method = c->recompute_method;
         mc->recompute_num_layers = (int)c->recompute_num;
@@ -1426,7 +1431,15 @@ int main(int argc, char **argv)
         return code;
     }
     char err[1024];
-    /* Megatron's initialize_model_parallel and validate_args */
+    /* Megatron's validate_args (sequence parallelism), initialize_model_parallel */
+    if (c.seq_par && c.tp == 1) {
+        cli_note("note: disabling sequence parallelism because tensor model parallelism is disabled "
+                 "(--sequence-parallel with --tensor-model-parallel-size 1)");
+        c.seq_par = 0;
+    }
+    if (c.seq_par && c.seq % c.tp)   /* Megatron: mappings.py's _split_along_first_dim */
+        cli_usage("--seq-length %d is not divisible by the tensor model parallel size %d with --sequence-parallel: "
+                  "First dimension of the tensor should be divisible by tensor parallel size", c.seq, c.tp);
     if (world_size % (c.tp * c.pp))
         cli_usage("the world size %d is not divisible by tensor (%d) x pipeline (%d) model parallel sizes",
                   world_size, c.tp, c.pp);

@@ -530,6 +530,7 @@ int hf_export(const char *ckpt_dir, uint64_t iteration, const gpt_config *cfg, c
             rcfg.backend = NULL;
             rcfg.dtype = rcfg.grad_dtype = MDS_F32;
             rcfg.act_slots = 0;
+            rcfg.sequence_parallel = 0;   /* a parameter layout, built for 1 token: no activations to split */
             char e2[4600];
             int r = gpt_model_init(&m, &rcfg, 1, 1, e2, sizeof e2);
             if (r) FAIL(r == GPT_ERR_NOMEM ? HF_ERR_NOMEM : HF_ERR_FORMAT, "cannot build rank (t %d, p %d): %s", tp, pp, e2);

@@ -260,23 +260,25 @@ static int alloc_buffer(const gpt_model *m, void **p, size_t n, size_t size, con
 static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot)
 {
     size_t BT = (size_t)m->B * (size_t)m->T, C = (size_t)m->C, Cl = (size_t)m->Cl, Fl = (size_t)m->Fl;
+    size_t BTs = (size_t)m->B * (size_t)m->Ts;   /* the tensors outside the TP linears (sequence parallelism) */
     size_t Vl = (size_t)m->Vl, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l, NHl = (size_t)m->NHl;
     size_t s = per_slot ? 1 : 0;
     int ln = m->cfg.normalization == GPT_NORM_LAYERNORM;   /* LayerNorm keeps mean and rstd; RMSNorm rstd only */
     size_t sizes[GPT_NUM_ACTS] = {
-        s * BT * C,                                /* encoded */
-        nl * BT * C, ln ? nl * BT : 0, nl * BT,    /* ln1, mean, rstd */
+        s * BTs * C,                               /* encoded */
+        nl * BTs * C, ln ? nl * BTs : 0, nl * BTs, /* ln1, mean, rstd */
         nl * BT * QKVl, nl * BT * Cl, nl * NHl * BT, /* qkv, atty, att_lse */
-        nl * BT * C, nl * BT * C,                  /* attproj, residual2 */
-        nl * BT * C, ln ? nl * BT : 0, nl * BT,    /* ln2, mean, rstd */
+        nl * BTs * C, nl * BTs * C,                /* attproj, residual2 */
+        nl * BTs * C, ln ? nl * BTs : 0, nl * BTs, /* ln2, mean, rstd */
         nl * BT * FC1l, nl * BT * Fl,              /* fch, fch_gelu */
-        nl * BT * C,                               /* fcproj */
-        (per_slot ? nl : nl ? nl - 1 : 0) * BT * C, /* residual3 (a chunk's output is its checkpoint) */
-        s * BT * C, ln ? s * BT : 0, s * BT,       /* lnf, mean, rstd */
+        nl * BTs * C,                              /* fcproj */
+        (per_slot ? nl : nl ? nl - 1 : 0) * BTs * C, /* residual3 (a chunk's output is its checkpoint) */
+        s * BTs * C, ln ? s * BTs : 0, s * BTs,    /* lnf, mean, rstd */
         s * BT * Vl,                               /* logits */
         s * BT, s * BT, s * BT, s * BT, s * BT, s * BT, /* losses, maxes, sumexp, tlogits, mask, dlosses */
         s * BT * C, s * BT * C, s * BT * QKVl, s * BT * Cl, s * BT * FC1l, s * BT * Fl, /* backward scratch */
-        s * (size_t)m->nck * BT * C,               /* ckpt */
+        s * (size_t)m->nck * BTs * C,              /* ckpt */
+        m->sp ? s * BTs * C : 0,                   /* dgrad_in */
     };
     memcpy(as, sizes, sizeof sizes);
 }
@@ -289,13 +291,13 @@ static void point_acts(gpt_acts *a, float *base, const size_t *sizes)
         &a->attproj, &a->residual2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu,
         &a->fcproj, &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd, &a->logits, &a->losses,
         &a->maxes, &a->sumexp, &a->tlogits, &a->mask, &a->dlosses, &a->dresidual, &a->dln,
-        &a->dqkv, &a->datty, &a->dfch, &a->dfch_gelu, &a->ckpt};
+        &a->dqkv, &a->datty, &a->dfch, &a->dfch_gelu, &a->ckpt, &a->dgrad_in};
     point_tensors(aptrs, base, sizes, GPT_NUM_ACTS);
 }
 
 size_t gpt_activation_bytes(const gpt_model *m)
 {
-    return (m->num_acts * (size_t)m->slots + m->num_work) * sizeof(float);
+    return (m->num_acts * (size_t)m->slots + m->num_work + m->num_sp) * sizeof(float);
 }
 
 int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err, size_t errlen)
@@ -333,6 +335,12 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     m->rot = cfg->position_embedding == GPT_POS_ROPE ? (int)(m->hs * cfg->rotary_percent) : 0;
     m->B = B;
     m->T = T;
+    m->sp = cfg->sequence_parallel && cfg->tp_size > 1;
+    if (m->sp && T % cfg->tp_size)
+        FAIL("sequence length %d is not divisible by the tensor model parallel size %d (sequence parallelism)", T,
+             cfg->tp_size);
+    m->Ts = m->sp ? T / cfg->tp_size : T;
+    m->t0 = m->sp ? cfg->tp_rank * m->Ts : 0;
 
     size_t Ll = (size_t)m->Ll, C = (size_t)m->C, Cl = (size_t)m->Cl, Fl = (size_t)m->Fl;
     size_t Vl = (size_t)m->Vl, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l;
@@ -382,8 +390,12 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     m->work_in_slot = m->rc_layers && Lk >= Lw;
     act_sizes_of(m, work_sizes, m->work_in_slot ? 0 : Lw, 0);
     m->slots = cfg->act_slots > 1 ? cfg->act_slots : 1;
+    size_t sp_sizes[5] = { BT * C, BT * C, BT * C, BT, BT };   /* sp_full, sp_full2, sp_perm, sp_mean, sp_rstd */
+    if (!m->sp)
+        memset(sp_sizes, 0, sizeof sp_sizes);
     if (!sum_sizes(m->act_sizes, GPT_NUM_ACTS, &m->num_acts) || !sum_sizes(work_sizes, GPT_NUM_ACTS, &m->num_work) ||
-        m->num_acts > ((size_t)-1) / sizeof(float) / (size_t)(m->slots + 1) - m->num_work)
+        !sum_sizes(sp_sizes, 5, &m->num_sp) ||
+        m->num_acts > ((size_t)-1) / sizeof(float) / (size_t)(m->slots + 1) - m->num_work - m->num_sp)
         return GPT_ERR_NOMEM;
 
     m->opt_lo = 0;
@@ -400,7 +412,7 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
         (rc = alloc_buffer(m, &pp, m->num_params, sizeof(float), "parameters", err, errlen)) ||
         (rc = alloc_buffer(m, &gp, m->num_params, sizeof(float), "gradients", err, errlen)) ||
         (rc = alloc_buffer(m, &op, 2 * m->num_params, sizeof(float), "AdamW state", err, errlen)) ||
-        (rc = alloc_buffer(m, &ap, m->num_acts * (size_t)m->slots + m->num_work, sizeof(float), "activations", err,
+        (rc = alloc_buffer(m, &ap, m->num_acts * (size_t)m->slots + m->num_work + m->num_sp, sizeof(float), "activations", err,
                            errlen)) ||
         (rc = alloc_buffer(m, &tp, 2 * BT * (size_t)m->slots, sizeof(int), "token ids", err, errlen)) ||
         (rc = alloc_buffer(m, &dp, 2, sizeof(double), "reduction scratch", err, errlen))) {
@@ -428,6 +440,8 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     m->v = m->opt_memory + m->num_params;
     m->work_memory = m->acts_memory + m->num_acts * (size_t)m->slots;
     point_acts(&m->work, m->work_memory, work_sizes);
+    float **sptrs[5] = { &m->sp_full, &m->sp_full2, &m->sp_perm, &m->sp_mean, &m->sp_rstd };
+    point_tensors(sptrs, m->work_memory + m->num_work, sp_sizes, 5);
     gpt_set_slot(m, 0);
 
     /* Initialisation, tensor by tensor on the host, copied into place.
@@ -518,6 +532,7 @@ void gpt_model_free(gpt_model *m)
     free(m->host_mask);
     m->params_memory = m->master_memory = m->grads_memory = m->opt_memory = m->acts_memory = NULL;
     m->work_memory = NULL;
+    m->sp_full = m->sp_full2 = m->sp_perm = m->sp_mean = m->sp_rstd = NULL;
     m->m = m->v = NULL;
     m->tokens_memory = NULL;
     m->dsum = NULL;
@@ -618,8 +633,9 @@ static mds_dropout site_dropout(const gpt_model *m, float p, int kind, int layer
 
 float *gpt_stage_input(gpt_model *m) { return m->acts.encoded; }
 
+float *gpt_stage_dgrad(gpt_model *m) { return m->sp ? m->acts.dgrad_in : m->acts.dresidual; }
 
-float *gpt_stage_dgrad(gpt_model *m) { return m->acts.dresidual; }
+size_t gpt_stage_elems(const gpt_model *m) { return (size_t)m->B * (size_t)m->Ts * (size_t)m->C; }
 
 /* TP collectives (no-ops with one rank). */
 static void tp_sum(const gpt_model *m, float *x, size_t n)
@@ -632,6 +648,46 @@ static void tp_max(const gpt_model *m, float *x, size_t n)
     if (m->cfg.tp_size > 1) m->tp->allreduce_max(m->tp->ctx, x, n);
 }
 
+/* Sequence parallelism.  A (B, T, n) tensor's slices are (B, Ts, n) per
+ * rank; the collectives work on rank-major (TP, B, Ts, n) buffers, so the
+ * gather and the scatter reorder through sp_perm (B TP copies). */
+
+/* full (B, T, n) = every rank's part (B, Ts, n), all-gathered. */
+static void sp_gather(const gpt_model *m, float *full, const float *part, size_t n)
+{
+    size_t B = (size_t)m->B, T = (size_t)m->T, Ts = (size_t)m->Ts, piece = Ts * n;
+    m->tp->allgather(m->tp->ctx, m->sp_perm, part, B * piece);
+    for (size_t r = 0; r < (size_t)m->cfg.tp_size; r++)
+        for (size_t b = 0; b < B; b++)
+            m->be->copy(full + (b * T + r * Ts) * n, m->sp_perm + (r * B + b) * piece, piece * sizeof(float));
+}
+
+/* part (B, Ts, n) = the rank-ordered sum over ranks of their full (B, T, n)'s
+ * slice of this rank (reduce-scatter: the all-reduce's sums, bit for bit). */
+static void sp_scatter(const gpt_model *m, float *part, const float *full, size_t n)
+{
+    size_t B = (size_t)m->B, T = (size_t)m->T, Ts = (size_t)m->Ts, piece = Ts * n;
+    for (size_t r = 0; r < (size_t)m->cfg.tp_size; r++)
+        for (size_t b = 0; b < B; b++)
+            m->be->copy(m->sp_perm + (r * B + b) * piece, full + (b * T + r * Ts) * n, piece * sizeof(float));
+    m->tp->reduce_scatter(m->tp->ctx, part, m->sp_perm, B * piece);
+}
+
+/* The whole sequence of a kept (B, Ts, n) tensor: itself without sequence
+ * parallelism (or when absent), else gathered into scratch. */
+static const float *sp_whole(const gpt_model *m, float *scratch, const float *part, size_t n)
+{
+    if (!m->sp || !part)
+        return part;
+    sp_gather(m, scratch, part, n);
+    return scratch;
+}
+
+/* A row-parallel output (B, T, C) of partial sums, kept (rounded to the working
+ * dtype), into dst: summed over TP in place (dst == full), or reduce-scattered
+ * into dst (B, Ts, C) with sequence parallelism; then kept again. */
+static void tp_reduce_out(const gpt_model *m, float *dst, float *full);
+
 /* ---- forward / backward --------------------------------------------------- */
 
 /* A tensor the working dtype stores: rounded to it (nothing at fp32). */
@@ -641,20 +697,37 @@ static void keep(const gpt_model *m, float *x, size_t n)
         m->be->ops.round_to(x, n, m->act_dtype);
 }
 
-/* The norm of the configuration, forward: LayerNorm (with mean) or RMSNorm. */
+static void tp_reduce_out(const gpt_model *m, float *dst, float *full)
+{
+    size_t BTC = (size_t)m->B * (size_t)m->T * (size_t)m->C;
+    keep(m, full, BTC);
+    if (m->sp)
+        sp_scatter(m, dst, full, (size_t)m->C);
+    else
+        tp_sum(m, dst, BTC);
+    keep(m, dst, (size_t)m->B * (size_t)m->Ts * (size_t)m->C);
+}
+
+/* The norm of the configuration, forward over this rank's Ts tokens:
+ * LayerNorm (with mean) or RMSNorm. */
 static void norm_forward(const gpt_model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
                          const float *b)
 {
     if (m->cfg.normalization == GPT_NORM_RMSNORM)
-        m->be->ops.rmsnorm_forward(out, rstd, inp, w, m->B, m->T, m->C, m->cfg.layernorm_eps);
+        m->be->ops.rmsnorm_forward(out, rstd, inp, w, m->B, m->Ts, m->C, m->cfg.layernorm_eps);
     else
-        m->be->ops.layernorm_forward(out, mean, rstd, inp, w, b, m->B, m->T, m->C, m->cfg.layernorm_eps);
-    keep(m, out, (size_t)m->B * m->T * m->C);
+        m->be->ops.layernorm_forward(out, mean, rstd, inp, w, b, m->B, m->Ts, m->C, m->cfg.layernorm_eps);
+    keep(m, out, (size_t)m->B * m->Ts * m->C);
 }
 
+/* Its backward over the whole sequence (see model.h): the input and the
+ * statistics are the kept slices, gathered with sequence parallelism. */
 static void norm_backward(const gpt_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                           const float *w, const float *mean, const float *rstd)
 {
+    inp = sp_whole(m, m->sp_full2, inp, (size_t)m->C);
+    mean = sp_whole(m, m->sp_mean, mean, 1);
+    rstd = sp_whole(m, m->sp_rstd, rstd, 1);
     if (m->cfg.normalization == GPT_NORM_RMSNORM)
         m->be->ops.rmsnorm_backward(dinp, dw, dout, inp, w, rstd, m->B, m->T, m->C);
     else
@@ -681,18 +754,18 @@ typedef struct layer_view {
 /* The tensors of layer l: index i of the per-layer tensors of a. */
 static void layer_tensors(const gpt_model *m, const gpt_acts *a, size_t i, layer_view *v)
 {
-    size_t BT = (size_t)m->B * (size_t)m->T, BTC = BT * (size_t)m->C;
+    size_t BT = (size_t)m->B * (size_t)m->T, BTs = (size_t)m->B * (size_t)m->Ts, BTC = BTs * (size_t)m->C;
     v->ln1 = a->ln1 + i * BTC;
-    v->ln1_mean = layer_part(a->ln1_mean, i, BT);
-    v->ln1_rstd = a->ln1_rstd + i * BT;
+    v->ln1_mean = layer_part(a->ln1_mean, i, BTs);
+    v->ln1_rstd = a->ln1_rstd + i * BTs;
     v->qkv = a->qkv + i * BT * (size_t)m->QKVl;
     v->atty = a->atty + i * BT * (size_t)m->Cl;
     v->att_lse = a->att_lse + i * (size_t)m->NHl * BT;
     v->attproj = a->attproj + i * BTC;
     v->res2 = a->residual2 + i * BTC;
     v->ln2 = a->ln2 + i * BTC;
-    v->ln2_mean = layer_part(a->ln2_mean, i, BT);
-    v->ln2_rstd = a->ln2_rstd + i * BT;
+    v->ln2_mean = layer_part(a->ln2_mean, i, BTs);
+    v->ln2_rstd = a->ln2_rstd + i * BTs;
     v->fch = a->fch + i * BT * (size_t)m->FC1l;
     v->fchg = a->fch_gelu + i * BT * (size_t)m->Fl;
     v->fcproj = a->fcproj + i * BTC;
@@ -702,7 +775,7 @@ static void layer_tensors(const gpt_model *m, const gpt_acts *a, size_t i, layer
 /* The output (residual3) of local layer l in the current slot. */
 static float *layer_output(const gpt_model *m, int l)
 {
-    size_t BTC = (size_t)m->B * (size_t)m->T * (size_t)m->C;
+    size_t BTC = (size_t)m->B * (size_t)m->Ts * (size_t)m->C;
     if (l >= m->rc_layers)
         return m->acts.residual3 + (size_t)(l - m->rc_layers) * BTC;
     int k = l / m->rc_chunk;
@@ -729,8 +802,9 @@ static void layer_view_of(const gpt_model *m, int l, layer_view *v)
  * Megatron's TP collectives (f and g) and bias-dropout-adds. */
 static void layer_forward(gpt_model *m, int l)
 {
-    int B = m->B, T = m->T, C = m->C, Cl = m->Cl, NHl = m->NHl, Fl = m->Fl;
-    size_t BT = (size_t)B * T, BTC = BT * (size_t)C, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l;
+    int B = m->B, T = m->T, C = m->C, Cl = m->Cl, NHl = m->NHl, Fl = m->Fl, Ts = m->Ts;
+    size_t BT = (size_t)B * T, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l;
+    size_t BTsC = (size_t)B * Ts * (size_t)C;   /* the tensors outside the TP linears */
     const gpt_params *p = &m->params;
     const mds_ops *ops = &m->be->ops;
     int tp0 = m->cfg.tp_rank == 0;
@@ -740,11 +814,14 @@ static void layer_forward(gpt_model *m, int l)
     mds_dropout dh1 = site_dropout(m, m->cfg.hidden_dropout, 1, gl);
     mds_dropout dh2 = site_dropout(m, m->cfg.hidden_dropout, 2, gl);
     mds_dropout da = site_dropout(m, m->cfg.attention_dropout, 3, gl);
+    dh1.t0 = dh2.t0 = m->t0;   /* on this rank's tokens */
     layer_view v;
     layer_view_of(m, l, &v);
     norm_forward(m, v.ln1, v.ln1_mean, v.ln1_rstd, v.in, p->ln1w + lC, layer_part(p->ln1b, l, C));
-    /* column-parallel QKV (Megatron's f: identity forward) */
-    ops->matmul_forward(v.qkv, v.ln1, p->qkvw + (size_t)l * QKVl * C, layer_part(p->qkvb, l, QKVl), B, T, C,
+    /* column-parallel QKV (Megatron's f: identity forward; with sequence
+       parallelism the all-gather of the sequence) */
+    const float *ln1 = sp_whole(m, m->sp_full, v.ln1, (size_t)C);
+    ops->matmul_forward(v.qkv, ln1, p->qkvw + (size_t)l * QKVl * C, layer_part(p->qkvb, l, QKVl), B, T, C,
                         (int)QKVl);
     keep(m, v.qkv, BT * QKVl);
     if (m->rot) {
@@ -753,38 +830,38 @@ static void layer_forward(gpt_model *m, int l)
     }
     ops->attention_forward(v.atty, v.att_lse, v.qkv, B, T, Cl, NHl, m->Gl, da);
     keep(m, v.atty, BT * (size_t)Cl);
-    /* row-parallel projection: partial sums, bias on TP rank 0, then g;
-       Megatron's bias-dropout-add: residual + dropout(proj + bias) */
-    ops->matmul_forward(v.attproj, v.atty, p->attprojw + (size_t)l * C * Cl,
+    /* row-parallel projection: partial sums, bias on TP rank 0, then g (the
+       all-reduce, or the reduce-scatter); Megatron's bias-dropout-add:
+       residual + dropout(proj + bias) */
+    float *proj = m->sp ? m->sp_full2 : v.attproj;
+    ops->matmul_forward(proj, v.atty, p->attprojw + (size_t)l * C * Cl,
                         tp0 ? layer_part(p->attprojb, l, C) : NULL, B, T, Cl, C);
-    keep(m, v.attproj, BTC);
-    tp_sum(m, v.attproj, BTC);
-    keep(m, v.attproj, BTC);
+    tp_reduce_out(m, v.attproj, proj);
     if (dh1.p > 0.0f) {
-        ops->dropout_forward(v.attproj, v.attproj, B, T, C, dh1);
-        keep(m, v.attproj, BTC);
+        ops->dropout_forward(v.attproj, v.attproj, B, Ts, C, dh1);
+        keep(m, v.attproj, BTsC);
     }
-    ops->residual_forward(v.res2, v.in, v.attproj, BTC);
-    keep(m, v.res2, BTC);
+    ops->residual_forward(v.res2, v.in, v.attproj, BTsC);
+    keep(m, v.res2, BTsC);
     norm_forward(m, v.ln2, v.ln2_mean, v.ln2_rstd, v.res2, p->ln2w + lC, layer_part(p->ln2b, l, C));
-    ops->matmul_forward(v.fch, v.ln2, p->fcw + (size_t)l * FC1l * C, layer_part(p->fcb, l, FC1l), B, T, C, (int)FC1l);
+    const float *ln2 = sp_whole(m, m->sp_full, v.ln2, (size_t)C);
+    ops->matmul_forward(v.fch, ln2, p->fcw + (size_t)l * FC1l * C, layer_part(p->fcb, l, FC1l), B, T, C, (int)FC1l);
     keep(m, v.fch, BT * FC1l);
     if (m->cfg.swiglu)
         ops->swiglu_forward(v.fchg, v.fch, BT, Fl);
     else
         ops->gelu_forward(v.fchg, v.fch, BT * Fl);
     keep(m, v.fchg, BT * (size_t)Fl);
-    ops->matmul_forward(v.fcproj, v.fchg, p->fcprojw + (size_t)l * C * Fl, tp0 ? layer_part(p->fcprojb, l, C) : NULL,
+    float *mlp = m->sp ? m->sp_full2 : v.fcproj;
+    ops->matmul_forward(mlp, v.fchg, p->fcprojw + (size_t)l * C * Fl, tp0 ? layer_part(p->fcprojb, l, C) : NULL,
                         B, T, Fl, C);
-    keep(m, v.fcproj, BTC);
-    tp_sum(m, v.fcproj, BTC);
-    keep(m, v.fcproj, BTC);
+    tp_reduce_out(m, v.fcproj, mlp);
     if (dh2.p > 0.0f) {
-        ops->dropout_forward(v.fcproj, v.fcproj, B, T, C, dh2);
-        keep(m, v.fcproj, BTC);
+        ops->dropout_forward(v.fcproj, v.fcproj, B, Ts, C, dh2);
+        keep(m, v.fcproj, BTsC);
     }
-    ops->residual_forward(v.res3, v.res2, v.fcproj, BTC);
-    keep(m, v.res3, BTC);
+    ops->residual_forward(v.res3, v.res2, v.fcproj, BTsC);
+    keep(m, v.res3, BTsC);
 }
 
 /* Layer l's backward: on entry dresidual is d(residual3[l]), on return
@@ -824,8 +901,9 @@ static void layer_backward(gpt_model *m, int l)
         ops->gelu_backward(a->dfch, v.fch, a->dfch_gelu, BT * Fl);
     keep(m, a->dfch, BT * FC1l);
     m->be->zero(a->dln, BTC * sizeof(float));
-    ops->matmul_backward(a->dln, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch, v.ln2,
-                         p->fcw + (size_t)l * FC1l * C, B, T, C, (int)FC1l);
+    ops->matmul_backward(a->dln, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch,
+                         sp_whole(m, m->sp_full, v.ln2, (size_t)C), p->fcw + (size_t)l * FC1l * C, B, T, C,
+                         (int)FC1l);
     keep(m, a->dln, BTC);
     tp_sum(m, a->dln, BTC);   /* f in backward */
     keep(m, a->dln, BTC);
@@ -851,8 +929,9 @@ static void layer_backward(gpt_model *m, int l)
         keep(m, a->dqkv, BT * QKVl);
     }
     m->be->zero(a->dln, BTC * sizeof(float));
-    ops->matmul_backward(a->dln, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv, v.ln1,
-                         p->qkvw + (size_t)l * QKVl * C, B, T, C, (int)QKVl);
+    ops->matmul_backward(a->dln, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv,
+                         sp_whole(m, m->sp_full, v.ln1, (size_t)C), p->qkvw + (size_t)l * QKVl * C, B, T, C,
+                         (int)QKVl);
     keep(m, a->dln, BTC);
     tp_sum(m, a->dln, BTC);
     keep(m, a->dln, BTC);
@@ -866,7 +945,7 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
                 double *loss_sum, double *num_tokens)
 {
     int B = m->B, T = m->T, C = m->C, Vl = m->Vl;
-    size_t BT = (size_t)B * T, BTC = BT * (size_t)C;
+    size_t BT = (size_t)B * T;
     gpt_params *p = &m->params;
     gpt_acts *a = &m->acts;
     const mds_ops *ops = &m->be->ops;
@@ -889,15 +968,15 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
     if (m->first_stage) {
         /* Vocab-parallel embedding: each TP rank adds its vocabulary rows, the
            position term (learned positions only) comes from TP rank 0, the
-           all-reduce sums them. */
-        ops->encoder_forward(a->encoded, a->inputs, p->wte, tp0 ? p->wpe : NULL, B, T, C, Vl, m->v_start);
-        keep(m, a->encoded, BTC);
-        tp_sum(m, a->encoded, BTC);
-        keep(m, a->encoded, BTC);
+           all-reduce (or reduce-scatter) sums them. */
+        float *emb = m->sp ? m->sp_full2 : a->encoded;
+        ops->encoder_forward(emb, a->inputs, p->wte, tp0 ? p->wpe : NULL, B, T, C, Vl, m->v_start);
+        tp_reduce_out(m, a->encoded, emb);
         mds_dropout d = site_dropout(m, m->cfg.hidden_dropout, 0, 0);
+        d.t0 = m->t0;
         if (d.p > 0.0f) {
-            ops->dropout_forward(a->encoded, a->encoded, B, T, C, d);   /* Megatron's embedding dropout */
-            keep(m, a->encoded, BTC);
+            ops->dropout_forward(a->encoded, a->encoded, B, m->Ts, C, d);   /* Megatron's embedding dropout */
+            keep(m, a->encoded, (size_t)B * m->Ts * C);
         }
     }
     /* else: the caller received `encoded` from the previous stage */
@@ -915,7 +994,7 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
     }
     norm_forward(m, a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb);
     const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
-    ops->matmul_forward(a->logits, a->lnf, outw, NULL, B, T, C, Vl);
+    ops->matmul_forward(a->logits, sp_whole(m, m->sp_full, a->lnf, (size_t)C), outw, NULL, B, T, C, Vl);
     keep(m, a->logits, BT * (size_t)Vl);   /* logits are stored in the working dtype; the loss is fp32 */
     ops->crossentropy_forward(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, a->targets,
                               a->mask, B, T, Vl, m->v_start);
@@ -958,15 +1037,20 @@ void gpt_backward(gpt_model *m, float scale)
         const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
         float *doutw = m->cfg.untie_embeddings ? g->outw : g->wte;
         m->be->zero(a->dln, BTC * sizeof(float));
-        ops->matmul_backward(a->dln, doutw, NULL, a->logits, a->lnf, outw, B, T, C, Vl);
+        ops->matmul_backward(a->dln, doutw, NULL, a->logits, sp_whole(m, m->sp_full, a->lnf, (size_t)C), outw, B, T,
+                             C, Vl);
         keep(m, a->dln, BTC);
         tp_sum(m, a->dln, BTC);   /* the output layer is column-parallel */
         keep(m, a->dln, BTC);
         const float *last = layer_output(m, m->Ll - 1);
         m->be->zero(a->dresidual, BTC * sizeof(float));
         norm_backward(m, a->dresidual, g->lnfw, g->lnfb, a->dln, last, p->lnfw, a->lnf_mean, a->lnf_rstd);
+    } else if (m->sp) {
+        /* the caller put this rank's slice of the next stage's gradient in
+           dgrad_in (else in dresidual); the residual stream's gradient is
+           kept whole (model.h) */
+        sp_gather(m, a->dresidual, a->dgrad_in, (size_t)C);
     }
-    /* else: the caller put the next stage's gradient in dresidual */
     for (int l = m->Ll - 1; l >= 0; l--) {
         if (l < m->rc_layers && (l == m->rc_layers - 1 || (l + 1) % m->rc_chunk == 0))   /* a chunk's last layer */
             for (int j = l / m->rc_chunk * m->rc_chunk; j <= l; j++)
@@ -977,6 +1061,10 @@ void gpt_backward(gpt_model *m, float scale)
        stages, the embedding's gradient on the first.  Tied embeddings under
        PP: the caller all-reduces the wte gradients of the first and last
        stage. */
+    if (m->sp && !m->first_stage)   /* this rank's slice of d(stage input), to send back */
+        for (size_t b = 0; b < (size_t)B; b++)
+            m->be->copy(a->dgrad_in + b * (size_t)m->Ts * C, a->dresidual + (b * (size_t)T + (size_t)m->t0) * C,
+                        (size_t)m->Ts * C * sizeof(float));
     if (m->first_stage) {
         const float *demb = a->dresidual;
         mds_dropout d = site_dropout(m, m->cfg.hidden_dropout, 0, 0);

@@ -126,7 +126,37 @@ typedef struct gpt_config {
     /* full activation recomputation (Megatron's --recompute-granularity full) */
     int recompute_method;     /* enum gpt_recompute: none (default), uniform, block */
     int recompute_num_layers; /* --recompute-num-layers N >= 1 with uniform or block (see below) */
+    int sequence_parallel;    /* --sequence-parallel (see below); ignored when tp_size is 1 */
 } gpt_config;
+
+/*
+ * Sequence parallelism (Megatron's --sequence-parallel, Korthikanti et al.
+ * 2022), with tp_size > 1 and T % tp_size == 0: the tensors outside the
+ * tensor-parallel linears (the embedding output, the LayerNorm/RMSNorm
+ * inputs and outputs with their statistics, the attention and MLP outputs
+ * after dropout, the residual stream, the final norm, the recomputation
+ * checkpoints and the stage input/output) hold only this rank's Ts = T / TP
+ * tokens of each sequence, the global tokens [t0, t0 + Ts) with t0 =
+ * tp_rank Ts, as (B, Ts, C).  Forward: an all-gather along the sequence
+ * before each column-parallel linear (QKV, FC1, the output layer) and a
+ * reduce-scatter after each row-parallel one (attention projection, FC2)
+ * and after the vocab-parallel embedding, in place of the all-reduces;
+ * norms, dropout (masks keyed by global tokens) and residual adds run on
+ * the slice.  Pipeline stages exchange (B, Ts, C) slices both ways.
+ * Backward: the linears' weight gradients need their full inputs, which are
+ * all-gathered from the kept slices (Megatron re-gathers them too); the
+ * residual stream's gradient is kept whole, the column-parallel linears'
+ * input gradients are all-reduced, and the norms' backward runs over the
+ * whole sequence on gathered inputs and statistics.  Megatron instead
+ * reduce-scatters there and all-reduces the norm weight gradients computed
+ * on slices; that would change the order in which the norms' weight
+ * gradients are summed (the kernels sum all B T rows in one double
+ * accumulator), so this keeps the full-sequence sums: losses, gradients and
+ * checkpoints are bitwise those without sequence parallelism, and the
+ * stored activations outside the linears shrink by TP (the shared
+ * full-sequence scratch of the gathers is counted in gpt_activation_bytes).
+ * The collectives' sums run in rank order like the all-reduce's.
+ */
 
 /*
  * Full recomputation, Megatron's _checkpointed_forward per pipeline stage of
@@ -162,6 +192,11 @@ typedef struct gpt_tp_ops {
     void *ctx;
     void (*allreduce_sum)(void *ctx, float *buf, size_t n);
     void (*allreduce_max)(void *ctx, float *buf, size_t n);
+    /* sequence parallelism only: out (chunk floats) = the rank-ordered sum
+       over ranks of their in[tp_rank chunk, (tp_rank + 1) chunk); and out
+       (tp_size chunk floats) = every rank's in (chunk floats), in rank order */
+    void (*reduce_scatter)(void *ctx, float *out, const float *in, size_t chunk);
+    void (*allgather)(void *ctx, float *out, const float *in, size_t chunk);
 } gpt_tp_ops;
 
 void gpt_config_init(gpt_config *cfg);
@@ -211,31 +246,33 @@ typedef struct gpt_params {
     float *outw;     // (Vl, C)     only with untie_embeddings, else size 0
 } gpt_params;
 
-/* Activations of one micro-batch (B, T), plus the backward's scratch.  Lk
+/* Activations of one micro-batch (B, T), plus the backward's scratch; with
+ * sequence parallelism the tensors marked Ts hold (B, Ts) tokens (else
+ * Ts = T).  Lk
  * is the number of layers whose activations are kept (Ll without
  * recomputation); the per-layer tensors of layer l >= Ll - Lk are at index
  * l - (Ll - Lk).  The working set of recomputed layers (gpt_model.work) has
  * the same per-layer tensors for a chunk's layers. */
 typedef struct gpt_acts {
-    float *encoded;   // (B, T, C)
-    float *ln1;       // (Lk, B, T, C)
-    float *ln1_mean;  // (Lk, B, T)   LayerNorm only
-    float *ln1_rstd;  // (Lk, B, T)
+    float *encoded;   // (B, Ts, C)
+    float *ln1;       // (Lk, B, Ts, C)
+    float *ln1_mean;  // (Lk, B, Ts)   LayerNorm only
+    float *ln1_rstd;  // (Lk, B, Ts)
     float *qkv;       // (Lk, B, T, QKVl)  q and k rotated with RoPE
     float *atty;      // (Lk, B, T, Cl)
     float *att_lse;   // (Lk, B, NHl, T)
-    float *attproj;   // (Lk, B, T, C)
-    float *residual2; // (Lk, B, T, C)
-    float *ln2;       // (Lk, B, T, C)
-    float *ln2_mean;  // (Lk, B, T)   LayerNorm only
-    float *ln2_rstd;  // (Lk, B, T)
+    float *attproj;   // (Lk, B, Ts, C)
+    float *residual2; // (Lk, B, Ts, C)
+    float *ln2;       // (Lk, B, Ts, C)
+    float *ln2_mean;  // (Lk, B, Ts)   LayerNorm only
+    float *ln2_rstd;  // (Lk, B, Ts)
     float *fch;       // (Lk, B, T, FC1l)
     float *fch_gelu;  // (Lk, B, T, Fl)  GELU, or SwiGLU, of fch
-    float *fcproj;    // (Lk, B, T, C)
-    float *residual3; // (Lk, B, T, C)
-    float *lnf;       // (B, T, C)
-    float *lnf_mean;  // (B, T)        LayerNorm only
-    float *lnf_rstd;  // (B, T)
+    float *fcproj;    // (Lk, B, Ts, C)
+    float *residual3; // (Lk, B, Ts, C)
+    float *lnf;       // (B, Ts, C)
+    float *lnf_mean;  // (B, Ts)        LayerNorm only
+    float *lnf_rstd;  // (B, Ts)
     float *logits;    // (B, T, Vl)  overwritten in place by dlogits in backward
     float *losses;    // (B, T)
     float *maxes;     // (B, T)
@@ -249,12 +286,13 @@ typedef struct gpt_acts {
     float *datty;     // (B, T, Cl)
     float *dfch;      // (B, T, FC1l)
     float *dfch_gelu; // (B, T, Fl)
-    float *ckpt;      // (nck, B, T, C)  recomputation: chunk k's output (chunk k + 1's input)
+    float *ckpt;      // (nck, B, Ts, C)  recomputation: chunk k's output (chunk k + 1's input)
+    float *dgrad_in;  // (B, Ts, C)  sequence parallelism: the stage's gradient slice received/sent
     int *inputs;      // (B, T)
     int *targets;     // (B, T)
 } gpt_acts;
 
-#define GPT_NUM_ACTS 33   /* float tensors in gpt_acts (inputs/targets apart) */
+#define GPT_NUM_ACTS 34   /* float tensors in gpt_acts (inputs/targets apart) */
 
 /* Names of the parameter tensors ("wte", "wpe", "ln1w", ...), for messages. */
 extern const char *const gpt_param_names[GPT_NUM_PARAMS];
@@ -284,6 +322,7 @@ typedef struct gpt_model {
     float *m, *v;                 /* AdamW state of element opt_lo onwards */
     /* activations for micro-batches of B x T */
     int B, T;
+    int sp, Ts, t0;               /* sequence parallelism: on, tokens per rank, first global token */
     size_t act_sizes[GPT_NUM_ACTS];   /* elements */
     int act_dtype;                /* dtype of the activations (enum mds_dtype) */
     size_t num_acts;              /* elements per slot */
@@ -298,6 +337,10 @@ typedef struct gpt_model {
     size_t num_work;              /* elements of the shared working set */
     float *work_memory;           /* the working set of one chunk (shared by the slots) */
     gpt_acts work;                /* its per-layer tensors (rc_chunk layers; the rest NULL) */
+    size_t num_sp;                /* elements of the sequence-parallel scratch (0 without) */
+    float *sp_full, *sp_full2;    /* (B, T, C) each: gathered inputs, row-parallel outputs */
+    float *sp_perm;               /* (TP, B, Ts, C): the collectives' rank-major layout */
+    float *sp_mean, *sp_rstd;     /* (B, T) each: gathered norm statistics */
     float num_tokens;             /* sum of the mask in the last forward */
     int step;                     /* AdamW steps taken (t of the bias correction) */
     double *dsum;                 /* backend scratch: the reductions' outputs (2 doubles) */
@@ -356,19 +399,24 @@ void gpt_set_slot(gpt_model *m, int s);
  */
 void gpt_set_dropout_rows(gpt_model *m, const uint64_t *positions);
 
-/* The current slot's stage input (B, T, C): the embedding output on the
+/* The elements of a stage's input, output and gradient transfer: B T C, or
+ * B Ts C with sequence parallelism. */
+size_t gpt_stage_elems(const gpt_model *m);
+
+/* The current slot's stage input (B, Ts, C): the embedding output on the
  * first stage, what the previous stage sent on the others (write it there
  * before gpt_forward). */
 float *gpt_stage_input(gpt_model *m);
 
-/* The current slot's stage output (B, T, C) after gpt_forward on a stage
+/* The current slot's stage output (B, Ts, C) after gpt_forward on a stage
  * before the last: the hidden states to send to the next stage. */
 const float *gpt_stage_output(const gpt_model *m);
 
-/* The current slot's (B, T, C) gradient buffer: before gpt_backward on a
- * stage before the last, write the gradient received from the next stage
- * here; after it, on a stage after the first, it holds the gradient of the
- * stage input to send back. */
+/* The current slot's gradient buffer of gpt_stage_elems() floats: before
+ * gpt_backward on a stage before the last, write the gradient received from
+ * the next stage here; after it, on a stage after the first, it holds the
+ * gradient of the stage input to send back (with sequence parallelism: this
+ * rank's slice of each). */
 float *gpt_stage_dgrad(gpt_model *m);
 
 /* Nonzero when parameter tensor id takes weight decay (Megatron's decay

@@ -273,6 +273,22 @@ static void tp_collective(trainer *t, float *buf, size_t n, enum comm_op op)
 }
 static void tp_sum(void *ctx, float *buf, size_t n) { tp_collective(ctx, buf, n, COMM_SUM); }
 static void tp_max(void *ctx, float *buf, size_t n) { tp_collective(ctx, buf, n, COMM_MAX); }
+static void tp_reduce_scatter(void *ctx, float *out, const float *in, size_t chunk)
+{
+    trainer *t = ctx;
+    if (comm_reduce_scatter(t->P->tp, out, in, chunk) < 0) {
+        fail(t, "tensor-parallel reduce-scatter: %s", comm_error());
+        t->cfg.fatal(t->err);
+    }
+}
+static void tp_allgather(void *ctx, float *out, const float *in, size_t chunk)
+{
+    trainer *t = ctx;
+    if (comm_allgather(t->P->tp, out, in, chunk) < 0) {
+        fail(t, "tensor-parallel all-gather: %s", comm_error());
+        t->cfg.fatal(t->err);
+    }
+}
 
 void trainer_set_global_batch(trainer *t, uint64_t global_batch_size)
 {
@@ -299,7 +315,7 @@ int trainer_init(trainer *t, gpt_model *m, const train_layout *P, const ds_pipel
     t->data = data;
     t->cfg = *cfg;
     t->nmicro = trainer_micro_batches(cfg->global_batch_size, m->B, P->dp_size);
-    t->tp_ops = (gpt_tp_ops){ t, tp_sum, tp_max };
+    t->tp_ops = (gpt_tp_ops){ t, tp_sum, tp_max, tp_reduce_scatter, tp_allgather };
     t->scaler = cfg->scaler;
     m->tp = &t->tp_ops;
     size_t BT = (size_t)m->B * (size_t)m->T, T = (size_t)m->T;
@@ -427,8 +443,8 @@ static void step_backward(struct step *st, uint64_t j)
     gpt_backward(m, st->t->cfg.per_token_loss ? st->scale * m->num_tokens : st->scale);
 }
 
-/* Point-to-point between neighbouring stages of B T C floats; the buffers
- * are slot j's. */
+/* Point-to-point between neighbouring stages of gpt_stage_elems() floats
+ * (B T C, or a sequence-parallel slice); the buffers are slot j's. */
 static float *slot_input(gpt_model *m, uint64_t j) { use_slot(m, j); return gpt_stage_input(m); }
 static const float *slot_output(gpt_model *m, uint64_t j) { use_slot(m, j); return gpt_stage_output(m); }
 static float *slot_dgrad(gpt_model *m, uint64_t j) { use_slot(m, j); return gpt_stage_dgrad(m); }
@@ -438,7 +454,7 @@ static int p2p(const struct step *st, const void *sbuf, int to_next, void *rbuf,
     trainer *t = st->t;
     const train_layout *P = t->P;
     int prev = P->pp_rank - 1, next = P->pp_rank + 1 < P->pp_size ? P->pp_rank + 1 : -1;
-    size_t n = (size_t)t->m->B * (size_t)t->m->T * (size_t)t->m->C * sizeof(float);
+    size_t n = gpt_stage_elems(t->m) * sizeof(float);
     int speer = sbuf ? (to_next ? next : prev) : -1, rpeer = rbuf ? (from_next ? next : prev) : -1;
     COMM(t, comm_sendrecv(P->pp, sbuf, n, speer, rbuf, n, rpeer), "pipeline send/receive");
     return 0;

@@ -16,7 +16,7 @@ static void apply(float *out, const float *inp, int B, int T, int C, mds_dropout
     OMP(parallel for schedule(static))
     for (long bt = 0; bt < (long)B * T; bt++) {
         uint64_t row = d.row_keys[bt / T];
-        uint64_t base = (uint64_t)(bt % T) * (uint64_t)C;
+        uint64_t base = ((uint64_t)(bt % T) + (uint64_t)d.t0) * (uint64_t)C;
         const float *x = inp + (size_t)bt * C;
         float *o = out + (size_t)bt * C;
         for (int c = 0; c < C; c++)

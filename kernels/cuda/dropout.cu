@@ -1,7 +1,7 @@
 /*
  * dropout.cu - CUDA hidden-state dropout with the counter-based masks of
  * kernels/dropout.h (the same header, compiled for the device), forward and
- * backward: element t*C + c of row b, so the CPU's masks and bits.  Masks
+ * backward: element (t0 + t)*C + c of row b, so the CPU's masks and bits.  Masks
  * are recomputed, never stored.  No fused bias-dropout-add.
  */
 #include "common.cuh"
@@ -14,7 +14,7 @@ __global__ static void dropout_kernel(float *out, const float *inp, int B, int T
         return;
     size_t bt = idx / C;
     uint64_t row = d.row_keys[bt / T];
-    uint64_t e = (uint64_t)(bt % T) * (uint64_t)C + (uint64_t)(idx % C);
+    uint64_t e = ((uint64_t)(bt % T) + (uint64_t)d.t0) * (uint64_t)C + (uint64_t)(idx % C);
     out[idx] = mds_dropout_keep(row, d.site, e, thr) ? inp[idx] * scale : 0.0f;
 }
 

@@ -208,7 +208,8 @@ BASE="--mock-data $TINY --train-iters 1 --lr 1e-3"
 run_expect fp16_and_bf16 2 "--fp16 and --bf16 are exclusive" "$MDSTRAIN" $BASE --fp16 --bf16
 run_expect loss_scale_needs_fp16 2 "--loss-scale goes with --fp16" "$MDSTRAIN" $BASE --loss-scale 1024
 run_expect refuse_fp32_residual 2 "'--fp32-residual-connection' is not supported yet" "$MDSTRAIN" $BASE --fp32-residual-connection
-run_expect refuse_sp 2 "'--sequence-parallel' is not supported yet" "$MDSTRAIN" $BASE --sequence-parallel
+run_expect refuse_vpp 2 "'--num-layers-per-virtual-pipeline-stage' is not supported yet" "$MDSTRAIN" $BASE \
+    --num-layers-per-virtual-pipeline-stage 1
 # parallel sizes that one process cannot hold (the MPI runs: test_parallel.sh)
 run_expect world_tp 2 "world size 1 is not divisible by tensor \\(2\\) x pipeline \\(1\\)" "$MDSTRAIN" $BASE --tensor-model-parallel-size 2
 run_expect world_pp 2 "world size 1 is not divisible by tensor \\(1\\) x pipeline \\(2\\)" "$MDSTRAIN" $BASE --pipeline-model-parallel-size 2
@@ -237,8 +238,8 @@ check hint_line grep -q "^hint: see 'mdstrain --help'" "$T/err"
 run_expect parser_vv_abbrev_eq 0 "" "$MDSTRAIN" --mock-data $TINY --train-it=1 --lr=1e-3 --eval-iters 0 -vv -qq -qq
 check parser_quiet_no_table sh -c "! grep -q '^| num layers' '$T/err'"
 "$MDSTRAIN" --help >"$T/help" 2>&1
-check help_lists_refused grep -q -- '--sequence-parallel' "$T/help"
-check help_refused_not_as_option sh -c "! grep -q '^  *--sequence-parallel ' '$T/help'"
+check help_lists_refused grep -q -- '--fp32-residual-connection' "$T/help"
+check help_refused_not_as_option sh -c "! grep -q '^  *--fp32-residual-connection ' '$T/help'"
 # shellcheck disable=SC2086
 run_expect parser_ambiguous 2 "ambiguous option '--lr-warmup'" "$MDSTRAIN" $BASE --lr-warmup 1
 # runtime failures: exit 1

@@ -301,8 +301,8 @@ static struct drops make_drops(float p, int B, int head0)
         d.keys[b] = mds_dropout_row(99, (uint64_t)(1000 + 7 * b));
     d.dkeys = upload(d.keys, (size_t)B * sizeof *d.keys);
     if (p > 0) {
-        d.host = (mds_dropout){ p, mds_dropout_site(3, 5), d.keys, head0 };
-        d.dev = (mds_dropout){ p, mds_dropout_site(3, 5), d.dkeys, head0 };
+        d.host = (mds_dropout){ p, mds_dropout_site(3, 5), d.keys, head0, 0 };
+        d.dev = (mds_dropout){ p, mds_dropout_site(3, 5), d.dkeys, head0, 0 };
     }
     return d;
 }
@@ -359,6 +359,7 @@ static void t_attention_backward(const struct shape *s)
 static void t_dropout(const struct shape *s, int backward)
 {
     struct drops dd = make_drops(0.25f, s->B, 0);
+    dd.host.t0 = dd.dev.t0 = 3;   /* a sequence-parallel slice's first global token */
     tf x = tf_rand(flat(s), 1), y = tf_rand(flat(s), 1);
     if (backward) {
         dropout_backward_cpu(y.ref, x.ref, s->B, s->T, s->C, dd.host);

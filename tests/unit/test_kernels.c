@@ -730,7 +730,7 @@ static void test_dropout(void)
     int B = 2, T = 64, C = 96;
     size_t n = (size_t)B * T * C;
     uint64_t keys[2] = { mds_dropout_row(1234, 17), mds_dropout_row(1234, 18) };
-    mds_dropout d = { 0.3f, mds_dropout_site(1, 4), keys, 0 };
+    mds_dropout d = { 0.3f, mds_dropout_site(1, 4), keys, 0, 0 };
     float *x = frandv(n, 1.0f), *y = fzeros(n), *g = fzeros(n), *ones = fzeros(n);
     for (size_t i = 0; i < n; i++) ones[i] = 1.0f;
     dropout_forward_cpu(y, x, B, T, C, d);
@@ -751,6 +751,19 @@ static void test_dropout(void)
     d1.row_keys = keys + 1;
     dropout_forward_cpu(y1, x + (size_t)T * C, 1, T, C, d1);
     CHECK(bitwise_equal("dropout row", y1, y + (size_t)T * C, (size_t)T * C));
+    /* a sequence slice (tokens [40, 64) of each row, t0 = 40) draws the masks of those tokens */
+    int Ts = 24, t0 = 40;
+    float *xs = malloc((size_t)B * Ts * C * sizeof *xs), *ys = fzeros((size_t)B * Ts * C);
+    for (int b = 0; b < B; b++)
+        memcpy(xs + (size_t)b * Ts * C, x + ((size_t)b * T + t0) * C, (size_t)Ts * C * sizeof *xs);
+    mds_dropout ds = d;
+    ds.t0 = t0;
+    dropout_forward_cpu(ys, xs, B, Ts, C, ds);
+    int slice_ok = 1;
+    for (int b = 0; b < B; b++)
+        slice_ok &= memcmp(ys + (size_t)b * Ts * C, y + ((size_t)b * T + t0) * C, (size_t)Ts * C * sizeof *ys) == 0;
+    CHECK(slice_ok);
+    free(xs), free(ys);
     /* in place */
     float *z = malloc(n * sizeof *z);
     memcpy(z, x, n * sizeof *z);
@@ -765,7 +778,7 @@ static void test_dropout(void)
         int hs = Ck / NH;
         size_t row = (size_t)Ck + 2 * (size_t)NKV * hs;
         size_t nq = (size_t)Bk * Tk * row, no = (size_t)Bk * Tk * Ck, nl = (size_t)Bk * NH * Tk;
-        mds_dropout da = { 0.2f, mds_dropout_site(3, 1), keys, 0 };
+        mds_dropout da = { 0.2f, mds_dropout_site(3, 1), keys, 0, 0 };
         float *qkv = frandv(nq, 2.0f), *out = fzeros(no), *lse = fzeros(nl), *R = frandv(no, 1.0f);
         attention_forward_cpu(out, lse, qkv, Bk, Tk, Ck, NH, NKV, da);
         struct att_ctx c = { Bk, Tk, Ck, NH, NKV, todouble(qkv, nq), R, da };

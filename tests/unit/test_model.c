@@ -16,6 +16,7 @@
 #include "kernels.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -781,6 +782,168 @@ static void test_recompute(void)
     CHECK(gpt_config_check(&c, err, sizeof err) == GPT_ERR_ARG && strstr(err, "unknown recompute method"));
 }
 
+/* ---- tensor parallelism in one process: two threads as the TP ranks ------- */
+
+/* A fake TP group of two ranks over shared memory: each collective publishes
+ * the rank's buffer, meets the other rank at a barrier, and sums in rank
+ * order as train/comm.c does (all-reduce and reduce-scatter alike). */
+typedef struct fake_group {
+    pthread_barrier_t bar;
+    const float *buf[2];
+} fake_group;
+
+typedef struct fake_rank {
+    fake_group *g;
+    int rank;
+    gpt_model m;
+    gpt_config cfg;
+    int ok;
+    double loss[3], norm;
+} fake_rank;
+
+static void fake_reduce(void *ctx, float *buf, size_t n, int max)
+{
+    fake_rank *r = ctx;
+    float *tmp = malloc(n * sizeof *tmp);
+    r->g->buf[r->rank] = buf;
+    pthread_barrier_wait(&r->g->bar);
+    for (size_t i = 0; i < n; i++) {
+        float a = r->g->buf[0][i], b = r->g->buf[1][i];
+        tmp[i] = max ? (a > b ? a : b) : a + b;
+    }
+    pthread_barrier_wait(&r->g->bar);
+    memcpy(buf, tmp, n * sizeof *tmp);
+    free(tmp);
+}
+static void fake_sum(void *ctx, float *buf, size_t n) { fake_reduce(ctx, buf, n, 0); }
+static void fake_max(void *ctx, float *buf, size_t n) { fake_reduce(ctx, buf, n, 1); }
+static void fake_reduce_scatter(void *ctx, float *out, const float *in, size_t chunk)
+{
+    fake_rank *r = ctx;
+    r->g->buf[r->rank] = in;
+    pthread_barrier_wait(&r->g->bar);
+    for (size_t i = 0; i < chunk; i++)
+        out[i] = r->g->buf[0][(size_t)r->rank * chunk + i] + r->g->buf[1][(size_t)r->rank * chunk + i];
+    pthread_barrier_wait(&r->g->bar);
+}
+static void fake_allgather(void *ctx, float *out, const float *in, size_t chunk)
+{
+    fake_rank *r = ctx;
+    r->g->buf[r->rank] = in;
+    pthread_barrier_wait(&r->g->bar);
+    for (int k = 0; k < 2; k++)
+        memcpy(out + (size_t)k * chunk, r->g->buf[k], chunk * sizeof *out);
+    pthread_barrier_wait(&r->g->bar);
+}
+
+/* Micro-batches of B = 2, T = 4 in two slots with dropout, accumulation,
+ * an update and a forward after it. */
+static int sp_inp[16], sp_tgt[16];
+static float sp_mask[16];
+
+static void *tp_rank_main(void *arg)
+{
+    fake_rank *r = arg;
+    static const uint64_t rows0[2] = { 7, 8 }, rows1[2] = { 9, 10 };
+    gpt_tp_ops ops = { r, fake_sum, fake_max, fake_reduce_scatter, fake_allgather };
+    char err[200];
+    r->ok = gpt_model_init(&r->m, &r->cfg, 2, 4, err, sizeof err) == 0;
+    if (!r->ok) return NULL;   /* both ranks fail alike: the configuration is the same */
+    r->m.tp = &ops;
+    double ls, nt;
+    gpt_zero_grad(&r->m);
+    gpt_set_slot(&r->m, 0);
+    gpt_set_dropout_rows(&r->m, rows0);
+    r->ok &= gpt_forward(&r->m, sp_inp, sp_tgt, sp_mask, &ls, &nt) == GPT_OK;
+    r->loss[0] = ls;
+    gpt_set_slot(&r->m, 1);
+    gpt_set_dropout_rows(&r->m, rows1);
+    r->ok &= gpt_forward(&r->m, sp_inp + 8, sp_tgt + 8, sp_mask + 8, &ls, &nt) == GPT_OK;
+    r->loss[1] = ls;
+    gpt_backward(&r->m, 0.5f);
+    gpt_set_slot(&r->m, 0);
+    gpt_backward(&r->m, 0.5f);
+    r->norm = gpt_grad_norm(&r->m);
+    gpt_update(&r->m, 1e-2f, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f);
+    gpt_set_dropout_rows(&r->m, rows1);
+    r->ok &= gpt_forward(&r->m, sp_inp, sp_tgt, sp_mask, &ls, &nt) == GPT_OK;
+    r->loss[2] = ls;
+    r->m.tp = NULL;
+    return NULL;
+}
+
+/* Run c as TP rank 0 and 1 on two threads. */
+static int run_tp2(fake_rank rk[2], const gpt_config *c)
+{
+    fake_group g;
+    pthread_barrier_init(&g.bar, NULL, 2);
+    pthread_t th[2];
+    for (int k = 0; k < 2; k++) {
+        memset(&rk[k], 0, sizeof rk[k]);
+        rk[k].g = &g;
+        rk[k].rank = k;
+        rk[k].cfg = *c;
+        rk[k].cfg.tp_size = 2;
+        rk[k].cfg.tp_rank = k;
+        pthread_create(&th[k], NULL, tp_rank_main, &rk[k]);
+    }
+    for (int k = 0; k < 2; k++)
+        pthread_join(th[k], NULL);
+    pthread_barrier_destroy(&g.bar);
+    return rk[0].ok && rk[1].ok;
+}
+
+/* Sequence parallelism: every tensor, loss and gradient bitwise the TP run
+ * without it (GPT and Llama, fp32 and bf16, with and without recomputation),
+ * with less activation memory; the stage output is the rank's slice. */
+static void test_sequence_parallel(void)
+{
+    make_batch(sp_inp, sp_tgt, sp_mask, 16, 21, 1);
+    for (int arch = 0; arch < 2; arch++)
+        for (int dt = MDS_F32; dt <= MDS_BF16; dt++)
+            for (int rc = 0; rc < 3; rc++) {
+                gpt_config c;
+                if (arch) { llama_config(&c, 1); c.num_query_groups = 2; } else tiny_config(&c, 0);
+                c.num_layers = 3;
+                c.hidden_dropout = 0.2f;
+                c.attention_dropout = 0.3f;
+                c.act_slots = 2;
+                c.dtype = dt;
+                c.recompute_method = rc;
+                c.recompute_num_layers = rc ? 2 : 0;
+                fake_rank ref[2], sp[2];
+                CHECK(run_tp2(ref, &c));
+                c.sequence_parallel = 1;
+                CHECK(run_tp2(sp, &c));
+                for (int k = 0; k < 2; k++) {
+                    CHECK(ref[k].m.sp == 0 && sp[k].m.sp == 1 && sp[k].m.Ts == 2 && sp[k].m.t0 == 2 * k);
+                    CHECK(memcmp(ref[k].loss, sp[k].loss, sizeof ref[k].loss) == 0);
+                    CHECK(ref[k].norm == sp[k].norm);
+                    CHECK(memcmp(ref[k].m.grads_memory, sp[k].m.grads_memory, ref[k].m.num_params * sizeof(float)) == 0);
+                    CHECK(memcmp(ref[k].m.master_memory, sp[k].m.master_memory,
+                                 ref[k].m.num_params * sizeof(float)) == 0);
+                    CHECK(gpt_activation_bytes(&sp[k].m) < gpt_activation_bytes(&ref[k].m));
+                    /* the stage output: rows [2k, 2k + 2) of each sequence */
+                    CHECK(gpt_stage_elems(&sp[k].m) == 2 * 2 * 8 && gpt_stage_elems(&ref[k].m) == 2 * 4 * 8);
+                    for (int b = 0; b < 2; b++)
+                        CHECK(memcmp(gpt_stage_output(&sp[k].m) + b * 2 * 8,
+                                     gpt_stage_output(&ref[k].m) + (b * 4 + 2 * k) * 8, 2 * 8 * sizeof(float)) == 0);
+                    gpt_model_free(&ref[k].m);
+                    gpt_model_free(&sp[k].m);
+                }
+            }
+    /* T must split evenly; with one TP rank the flag changes nothing */
+    gpt_config c;
+    gpt_model m;
+    char err[200];
+    tiny_config(&c, 0);
+    c.sequence_parallel = 1;
+    CHECK(gpt_model_init(&m, &c, 2, 3, err, sizeof err) == 0 && m.sp == 0 && m.Ts == 3);
+    gpt_model_free(&m);
+    c.tp_size = 2;
+    CHECK(gpt_model_init(&m, &c, 2, 3, err, sizeof err) == GPT_ERR_ARG && strstr(err, "not divisible"));
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = 20240601;
@@ -802,5 +965,6 @@ int main(int argc, char **argv)
     RUN(test_training_and_determinism);
     RUN(test_checkpoint);
     RUN(test_recompute);
+    RUN(test_sequence_parallel);
     return harness_report();
 }
