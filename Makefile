@@ -154,7 +154,7 @@ all: $(PROGS)
 
 # Objects depend on a stamp that changes only when flags or features change,
 # so toggling a feature (or SAN) rebuilds everything and nothing else does.
-CONFIG_TEXT := $(CC) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) $(LDLIBS) CUDA=$(HAVE_CUDA) $(NVCCFLAGS) $(CUDA_LDLIBS) MPI=$(HAVE_MPI)
+CONFIG_TEXT := $(CC) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) $(LDLIBS) CUDA=$(HAVE_CUDA) $(NVCCFLAGS) $(CUDA_LDLIBS) MPI=$(HAVE_MPI) NCCL=$(HAVE_NCCL)
 $(BUILD)/CONFIG: FORCE
 	@mkdir -p $(BUILD)
 	@if [ "$$(cat $@ 2>/dev/null)" != '$(CONFIG_TEXT)' ]; then echo '$(CONFIG_TEXT)' > $@; fi
@@ -208,7 +208,21 @@ COMM_CC   := $(CC)
 COMM_DEFS :=
 endif
 
+# NCCL (HAVE_NCCL=1, with CUDA): train/comm_nccl.c, the NCCL transport of
+# comm.h, plain C against the CUDA runtime and NCCL headers; compiled and
+# linked here, run only on a machine with GPUs (docs/architecture.md, "NCCL").
+ifeq ($(HAVE_CUDA)$(HAVE_NCCL),11)
+COMM_DEFS += -DMDS_HAVE_NCCL
+COMM_OBJS += $(BUILD)/train/comm_nccl.o
+NCCL_LDLIBS := -lnccl
+endif
+
 $(BUILD)/train/comm.o: CPPFLAGS += $(COMM_DEFS)
+
+$(BUILD)/train/comm_nccl.o: train/comm_nccl.c $(BUILD)/CONFIG
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(COMM_CC) $(CPPFLAGS) -isystem $(CUDA_HOME)/include $(CFLAGS) $(COMM_DEFS) -c $< -o $@
 
 $(BUILD)/train/comm_mpi.o: train/comm_mpi.c $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
@@ -217,7 +231,7 @@ $(BUILD)/train/comm_mpi.o: train/comm_mpi.c $(BUILD)/CONFIG
 
 $(BUILD)/mdstrain: $(BUILD)/programs/mdstrain.o $(BUILD)/programs/tblog.o $(BUILD)/programs/dsconfig.o $(COMM_OBJS) $(CLI_OBJS) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(COMM_CC) $(LDFLAGS) $^ $(LINK_LIBS) -o $@
+	$(Q)$(COMM_CC) $(LDFLAGS) $^ $(LINK_LIBS) $(NCCL_LDLIBS) -o $@
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
@@ -229,13 +243,13 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(BUILD)/CONFIG
 $(BUILD)/tests/test_comm: tests/mpi/test_comm.c $(COMM_OBJS) $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(COMM_OBJS) $(LDFLAGS) $(LINK_LIBS) -o $@
+	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $(COMM_DEFS) $< $(COMM_OBJS) $(LDFLAGS) $(LINK_LIBS) $(NCCL_LDLIBS) -o $@
 
 # The schedule's test links the trainer, hence the communicator.
 $(BUILD)/tests/test_schedule: tests/unit/test_schedule.c $(LIB) $(COMM_OBJS) $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(LIB) $(COMM_OBJS) $(LDFLAGS) $(LINK_LIBS) -o $@
+	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(LIB) $(COMM_OBJS) $(LDFLAGS) $(LINK_LIBS) $(NCCL_LDLIBS) -o $@
 
 # Fuzz targets build against a standalone driver that replays a corpus.
 $(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/driver.c $(LIB) $(BUILD)/CONFIG

@@ -3,13 +3,13 @@
 # model (6 layers, hidden 384, 6 heads, seq 256, GPT-2 vocabulary padded to
 # 50304, micro-batch 1, global batch 2, mock data): the time per iteration of
 # DP2 and TP2 (one OpenMP thread per rank) against one rank with 2 threads,
-# and the bytes each collective sent per iteration on rank 0 (mdstrain -v -v)
-# next to the formulas for a ring all-reduce (docs/benchmarks.md), which
-# moves 2 (p-1)/p N elements per rank (so does mdstrain's rank-ordered sum):
-#   TP: per micro-batch 4 L + 2 all-reduces of s b h floats (2 per layer
-#       forward, 2 backward, the embedding, the logit layer's input gradient)
-#       and 3 of s b (the vocab-parallel cross-entropy); 1 of the norm.
-#   DP: one all-reduce of the gradients (N parameters) per iteration.
+# and the bytes each collective sent per iteration on rank 0 (mdstrain -v -v),
+# then every rank's bytes and calls checked exactly against
+# bench/comm_plan.py, the one implementation of the formulas (a ring
+# all-reduce's 2 (p-1)/p N elements per rank, which mdstrain's rank-ordered
+# sum also sends; per micro-batch 4 L + 2 TP all-reduces of s b h floats and
+# 3 of s b; docs/benchmarks.md), which tests/cli/test_comm_plan.sh holds to
+# TCP runs in make test.
 # Needs mpirun (make deps installs Open MPI); skipped otherwise.
 # Run from the repository root with BUILD set (make bench does).
 BUILD=${BUILD:-build}
@@ -42,14 +42,25 @@ TP=$(ms "$T/tp")
 awk -v one="$ONE" -v dp="$DP" -v tp="$TP" 'BEGIN {
     printf "   DP2, 1 thread per rank:   %d ms/iteration  (%.2fx of 1 rank)\n", dp, one / dp
     printf "   TP2, 1 thread per rank:   %d ms/iteration  (%.2fx of 1 rank)\n", tp, one / tp }'
-# bytes per iteration of rank 0, against the formulas
-N=$(sed -n 's/.*number of parameters on (tensor, pipeline) model parallel rank (0, 0): \([0-9]*\)/\1/p' "$T/dp.err" | head -1)
+# bytes per iteration of rank 0, measured; the formulas are bench/comm_plan.py's
 bytes() { grep '^\[rank 0\]' "$1" | tr ';' '\n' | sed -n "s/.* $2 all-reduce \([0-9.]*\) calls \([0-9]*\) bytes/\1 \2/p" | head -1; }
+# shellcheck disable=SC2046
 set -- $(bytes "$T/dp.err" dp)
-echo "   DP2 gradient all-reduce:  $1 call/iteration, $2 bytes sent by rank 0; formula 2(p-1)/p x 4 N = $((4 * N)) (N = $N)"
+echo "   DP2 all-reduces (gradients, loss):  $1 calls/iteration, $2 bytes sent by rank 0"
+# shellcheck disable=SC2046
 set -- $(bytes "$T/tp.err" tp)
-awk -v calls="$1" -v got="$2" -v L=$L -v s=$S -v h=$H 'BEGIN {
-    mb = 2   # micro-batches per iteration
-    f = mb * 4 * ((4 * L + 2) * s * h + 3 * s)   # 2(p-1)/p = 1 for p = 2, 4 bytes a float
-    printf "   TP2 all-reduces:          %d calls/iteration (formula %d), %d bytes sent by rank 0; formula %d (%.3fx)\n",
-           calls, mb * (4 * L + 5), got, f, got / f }'
+echo "   TP2 all-reduces:                    $1 calls/iteration, $2 bytes sent by rank 0"
+# every rank, every group, exactly against the plan (needs python3)
+if command -v python3 >/dev/null 2>&1; then
+    printf '   DP2 plan: '
+    # shellcheck disable=SC2086
+    python3 bench/comm_plan.py $ARGS --vocab-size 50257 --world-size 2 --check "$T/dp.err" || exit 1
+    printf '   TP2 plan: '
+    # shellcheck disable=SC2086
+    python3 bench/comm_plan.py $ARGS --vocab-size 50257 --world-size 2 --tensor-model-parallel-size 2 \
+        --check "$T/tp.err" || exit 1
+    # shellcheck disable=SC2086
+    python3 bench/comm_plan.py $ARGS --vocab-size 50257 --world-size 2 --tensor-model-parallel-size 2 | sed 's/^/   /'
+else
+    echo "   (no python3: bench/comm_plan.py not run)"
+fi

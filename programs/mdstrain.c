@@ -393,7 +393,9 @@ static struct cli_table tables[NTABLES];
  * sets cpu so that the CPU's golden results hold on a GPU machine), else
  * cuda when this build has CUDA, a device is found and the job is one
  * process, else cpu.  More than one rank on cuda is refused (exit 2): the
- * communicator moves host memory, and the NCCL one is issue 11's next item.
+ * host transports move host memory, and the NCCL one (comm_nccl_init) is
+ * compiled but not yet given the backend's stream and GPU by the trainer,
+ * nor run on a GPU (issue 16).
  */
 static const char *device_how = "default";   /* how the backend was chosen, for the table */
 
@@ -410,8 +412,8 @@ static const mds_backend *choose_backend(const struct config *c, int world_size)
     /* probe only when the GPU could be used: under MPI every rank would
        otherwise create a CUDA context */
     if (want == 1 && world_size > 1)
-        cli_usage("--device cuda runs one process (this job has %d ranks): multi-GPU training needs the NCCL "
-                  "communicator, not written yet; use --device cpu", world_size);
+        cli_usage("--device cuda runs one process (this job has %d ranks): the NCCL transport (train/comm_nccl.c) "
+                  "is compiled but not yet wired into the trainer nor run on a GPU; use --device cpu", world_size);
     const mds_backend *cu = want == 1 || (want < 0 && world_size == 1) ? mds_backend_find("cuda") : NULL;
     if (want < 0)
         return cu ? cu : mds_backend_cpu();

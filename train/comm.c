@@ -32,6 +32,7 @@ static _Atomic long long busy_since_ms;   /* 0: not inside a collective */
 static double timeout_s;
 static void (*timeout_expired)(double waited_s);
 static int watch_depth;
+void (*comm_watchdog_hook)(void);
 
 static long long now_ms(void)
 {
@@ -61,6 +62,7 @@ static void *watchdog(void *arg)
         nanosleep(&nap, NULL);
         long long since = atomic_load(&busy_since_ms);
         if (since && (double)(now_ms() - since) / 1000.0 > timeout_s) {
+            if (comm_watchdog_hook) comm_watchdog_hook();   /* NCCL: abort the communicators */
             timeout_expired((double)(now_ms() - since) / 1000.0);
             return NULL;   /* expired() does not return; nothing more to watch if it does */
         }
@@ -398,6 +400,11 @@ int comm_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum co
     if (c->size == 1 || n == 0) return 0;
     size_t es = comm_dtype_size(dt);
     if (!es) return comm_fail("unknown communication dtype %d", (int)dt);
+    if (c->dev && c->dev->is_device(buf)) {   /* a ring all-reduce's bytes, as below */
+        if (WATCH(c->dev->allreduce(c, buf, n, dt, op))) return -1;
+        count(c, COMM_K_ALLREDUCE, 2 * (size_t)(c->size - 1) * ((n + (size_t)c->size - 1) / (size_t)c->size) * es);
+        return 0;
+    }
     if (op == COMM_MAX && es == 2) {
         size_t seg = PIECE / 2 / (size_t)c->size;
         for (size_t off = 0; off < n; off += seg) {
@@ -425,6 +432,11 @@ int comm_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum co
 int comm_reduce_scatter(mds_comm *c, float *out, const float *in, size_t chunk)
 {
     int p = c->size;
+    if (c->dev && c->dev->is_device(in)) {
+        if (WATCH(c->dev->reduce_scatter(c, out, in, chunk))) return -1;
+        if (p > 1) count(c, COMM_K_REDUCE_SCATTER, (size_t)(p - 1) * chunk * sizeof(float));
+        return 0;
+    }
     if (p == 1) {
         if (out != in) memmove(out, in, chunk * sizeof *out);
         return 0;
@@ -441,6 +453,11 @@ int comm_reduce_scatter(mds_comm *c, float *out, const float *in, size_t chunk)
 int comm_allgather(mds_comm *c, float *out, const float *in, size_t chunk)
 {
     int p = c->size;
+    if (c->dev && c->dev->is_device(out)) {
+        if (WATCH(c->dev->allgather(c, out, in, chunk))) return -1;
+        if (p > 1) count(c, COMM_K_ALLGATHER, (size_t)(p - 1) * chunk * sizeof(float));
+        return 0;
+    }
     if (p == 1) {
         if (out != in) memmove(out, in, chunk * sizeof *out);
         return 0;
@@ -456,6 +473,11 @@ int comm_broadcast(mds_comm *c, void *buf, size_t bytes, int root)
 {
     if (root < 0 || root >= c->size) return comm_fail("broadcast root %d out of range", root);
     if (c->size == 1) return 0;
+    if (c->dev && c->dev->is_device(buf)) {
+        if (WATCH(c->dev->broadcast(c, buf, bytes, root))) return -1;
+        count(c, COMM_K_BROADCAST, c->rank == root ? bytes : 0);
+        return 0;
+    }
     for (size_t off = 0; off < bytes; off += PIECE) {
         size_t k = bytes - off < PIECE ? bytes - off : PIECE;
         if (WATCH(c->ops->broadcast(c, (unsigned char *)buf + off, k, root))) return -1;
@@ -466,6 +488,7 @@ int comm_broadcast(mds_comm *c, void *buf, size_t bytes, int root)
 
 int comm_barrier(mds_comm *c)
 {
+    if (c->dev) return WATCH(c->dev->barrier(c));   /* the stream first, even alone */
     if (c->size == 1) return 0;
     return WATCH(c->ops->barrier(c));
 }
@@ -474,6 +497,11 @@ int comm_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void 
 {
     if (speer >= c->size || rpeer >= c->size) return comm_fail("send/receive peer out of range");
     if (speer < 0 && rpeer < 0) return 0;
+    if (c->dev && c->dev->is_device(speer >= 0 ? sbuf : rbuf)) {
+        if (WATCH(c->dev->sendrecv(c, sbuf, sbytes, speer, rbuf, rbytes, rpeer))) return -1;
+        if (speer >= 0 && c->size > 1) count(c, COMM_K_P2P, sbytes);
+        return 0;
+    }
     if (c->size == 1) {   /* to and from itself */
         if (speer != rpeer || sbytes != rbytes) return comm_fail("send/receive in a one-process group");
         if (rbuf != sbuf) memmove(rbuf, sbuf, sbytes);
@@ -483,6 +511,15 @@ int comm_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void 
     if (speer >= 0) count(c, COMM_K_P2P, sbytes);
     return 0;
 }
+
+#ifndef MDS_HAVE_NCCL
+int comm_nccl_init(mds_comm *host, mds_comm **world)
+{
+    (void)host;
+    *world = NULL;
+    return comm_fail("built without NCCL (the Makefile builds train/comm_nccl.c when it finds CUDA and NCCL)");
+}
+#endif
 
 /* ---- one process ------------------------------------------------------- */
 

@@ -5,8 +5,9 @@
  * implements it above three transports: MPI (train/comm_mpi.c, built with
  * mpicc when MPI is found, MDS_HAVE_MPI), TCP (train/comm_tcp.c, plain
  * sockets, every build) and one process, in which every group has one rank;
- * the NCCL implementation of the CUDA backend goes behind the same
- * declarations.
+ * NCCL (train/comm_nccl.c, CUDA and NCCL builds, MDS_HAVE_NCCL) carries the
+ * device buffers of a world made by comm_nccl_init() over one of them
+ * (compiled, not yet run on a GPU nor selected by mdstrain).
  *
  * Determinism: what a SUM promises under each transport.
  *  - MPI, TCP and one process (all of comm.c's generic layer, which only
@@ -142,6 +143,23 @@ int comm_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void 
  * @return : 0, or -1 (the thread could not start) with comm_error().
  */
 int comm_set_timeout(double seconds, void (*expired)(double waited_s));
+
+/*
+ * comm_nccl_init() - the NCCL world over the host world `host` (TCP or MPI,
+ * from comm_init; kept, not owned): binds this rank's GPU (the local rank
+ * of SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK or LOCAL_RANK; refused when
+ * a host has more ranks than GPUs or two ranks would share one), then one
+ * ncclUniqueId per communicator, made by its rank 0 and broadcast over the
+ * host ranks; groups come from comm_split as usual.  On the NCCL world and
+ * its groups, device buffers go to NCCL, enqueued on the stream
+ * (comm_set_stream), and host buffers through the host transport.
+ * Collective over host.  Free the world with comm_free before host.
+ * Built only with CUDA and NCCL (train/comm_nccl.c); compiled, never run
+ * on a GPU in this project's tests, and not yet selected by mdstrain.
+ * @return : 0, or -1 with comm_error() (no GPU, too many ranks on a host,
+ *           an NCCL failure, or "built without NCCL").
+ */
+int comm_nccl_init(mds_comm *host, mds_comm **world);
 
 void comm_get_stats(const mds_comm *c, comm_stats *s);
 void comm_reset_stats(mds_comm *c);

@@ -5,7 +5,8 @@
  * rank-ordered sums, the counters, the choice of transport and the
  * one-process world); train/comm_mpi.c (MPI, built by mpicc only when MPI is
  * found) and train/comm_tcp.c (plain POSIX sockets, always built) move the
- * bytes.  Not a public interface: only the comm*.c files include it.
+ * bytes; train/comm_nccl.c (CUDA and NCCL builds) adds comm_dev_ops for
+ * device buffers.  Not a public interface: only the comm*.c files include it.
  */
 #ifndef MDS_COMM_INTERNAL_H
 #define MDS_COMM_INTERNAL_H
@@ -40,6 +41,23 @@ struct comm_ops {
     const char *(*name)(void);
 };
 
+/*
+ * A device transport's own collectives (NCCL, train/comm_nccl.c), which
+ * comm.c calls instead of its rank-ordered host path when is_device() says
+ * the buffer is device memory; each enqueues on the communicator's stream
+ * and returns.  comm.c keeps the counters (the same formulas).  barrier
+ * waits for the stream, then for every rank.
+ */
+struct comm_dev_ops {
+    int (*is_device)(const void *p);
+    int (*allreduce)(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op);
+    int (*reduce_scatter)(mds_comm *c, float *out, const float *in, size_t chunk);
+    int (*allgather)(mds_comm *c, float *out, const float *in, size_t chunk);
+    int (*broadcast)(mds_comm *c, void *buf, size_t bytes, int root);
+    int (*sendrecv)(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void *rbuf, size_t rbytes, int rpeer);
+    int (*barrier)(mds_comm *c);
+};
+
 struct mds_comm {
     int rank, size;
     comm_stats st;
@@ -48,6 +66,7 @@ struct mds_comm {
     const struct comm_ops *ops;
     void *impl;               /* the transport's own state */
     void *stream;             /* comm_set_stream's; unused by the host transports */
+    const struct comm_dev_ops *dev;   /* NULL but for a device transport */
 };
 
 /* Sets comm_error()'s message; returns -1. */
@@ -56,6 +75,9 @@ int comm_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void *comm_scratch(mds_comm *c, size_t bytes);
 mds_comm *comm_new(int rank, int size, const struct comm_ops *ops, void *impl);
 size_t comm_dtype_size(enum comm_dtype dt);
+/* Called by the collective watchdog's thread before it ends the process
+ * (the NCCL transport aborts its communicators); NULL: nothing. */
+extern void (*comm_watchdog_hook)(void);
 
 #ifdef MDS_HAVE_MPI
 /* MPI_Init (when not done) and MPI_COMM_WORLD; *world NULL on failure. */

@@ -9,6 +9,7 @@
  * expected value is computed here in rank order.
  */
 #include "comm.h"
+#include "comm_internal.h"   /* the device transport's table, faked below */
 #include "dtype.h"
 #include "harness.h"
 
@@ -174,6 +175,100 @@ static void test_split_and_stats(void)
     comm_free(g);
 }
 
+/* A fake device transport: "device" buffers are fake_buf; nothing moves. */
+static float fake_buf[16];
+static int fake_calls;
+static int fake_is_device(const void *p)
+{
+    return (const float *)p >= fake_buf && (const float *)p < fake_buf + 16;
+}
+static int fake_allreduce(mds_comm *c, void *b, size_t n, enum comm_dtype dt, enum comm_op op)
+{
+    (void)c; (void)b; (void)n; (void)dt; (void)op;
+    return fake_calls++, 0;
+}
+static int fake_rs(mds_comm *c, float *o, const float *i, size_t k) { (void)c; (void)o; (void)i; (void)k; return fake_calls++, 0; }
+static int fake_bcast(mds_comm *c, void *b, size_t n, int r) { (void)c; (void)b; (void)n; (void)r; return fake_calls++, 0; }
+static int fake_p2p(mds_comm *c, const void *s, size_t sn, int sp, void *r, size_t rn, int rp)
+{
+    (void)c; (void)s; (void)sn; (void)sp; (void)r; (void)rn; (void)rp;
+    return fake_calls++, 0;
+}
+static int fake_barrier(mds_comm *c) { (void)c; return fake_calls++, 0; }
+
+/*
+ * comm.c's dispatch to a device transport (the NCCL one's path, which no
+ * machine here can run): device buffers go to its table and are counted
+ * with the host formulas (bench/comm_plan.py's); host buffers on the same
+ * communicator still take the rank-ordered host path.
+ */
+static void test_device_dispatch(void)
+{
+    static const struct comm_dev_ops fake = {fake_is_device, fake_allreduce, fake_rs, fake_rs, fake_bcast,
+                                             fake_p2p, fake_barrier};
+    mds_comm *g = NULL;
+    CHECK(comm_split(world, 0, rank, &g) == 0);
+    if (!g) return;
+    g->dev = &fake;
+    fake_calls = 0;
+    int p = size, peer = (rank + 1) % size;
+    double host = 1.0;
+    CHECK(comm_allreduce(g, fake_buf, 5, COMM_F32, COMM_SUM) == 0);
+    CHECK(comm_allreduce(g, fake_buf, 3, COMM_BF16, COMM_MAX) == 0);
+    CHECK(comm_allreduce(g, &host, 1, COMM_F64, COMM_SUM) == 0);
+    CHECK(host == (double)size);
+    CHECK(comm_reduce_scatter(g, fake_buf, fake_buf, 2) == 0);
+    CHECK(comm_allgather(g, fake_buf, fake_buf + 2 * rank, 2) == 0);
+    CHECK(comm_broadcast(g, fake_buf, 12, 0) == 0);
+    CHECK(comm_sendrecv(g, fake_buf, 8, peer, fake_buf + 4, 8, peer) == 0);
+    CHECK(comm_barrier(g) == 0);
+    /* size 1: the all-reduces and the broadcast return before any transport */
+    CHECK(fake_calls == (p > 1 ? 7 : 4));
+    comm_stats st;
+    comm_get_stats(g, &st);
+    uint64_t ar = p > 1 ? (uint64_t)(2 * (p - 1) * ((5 + p - 1) / p) * 4 + 2 * (p - 1) * ((3 + p - 1) / p) * 2 +
+                                     2 * (p - 1) * 8) : 0;
+    CHECK(st.bytes_sent[COMM_K_ALLREDUCE] == ar);
+    CHECK(st.calls[COMM_K_ALLREDUCE] == (p > 1 ? 3u : 0u));
+    CHECK(st.bytes_sent[COMM_K_REDUCE_SCATTER] == (uint64_t)((p - 1) * 2 * 4));
+    CHECK(st.bytes_sent[COMM_K_ALLGATHER] == (uint64_t)((p - 1) * 2 * 4));
+    CHECK(st.bytes_sent[COMM_K_BROADCAST] == (p > 1 && rank == 0 ? 12u : 0u));
+    CHECK(st.bytes_sent[COMM_K_P2P] == (p > 1 ? 8u : 0u));
+    g->dev = NULL;
+    comm_free(g);
+}
+
+/*
+ * comm_nccl_init on every rank returns on every rank.  Built without NCCL:
+ * refused with that reason.  Built with it but no GPU (the project's
+ * machines): every rank fails with the reason, none waits in NCCL.  With a
+ * GPU per rank: the NCCL world's host buffers go through the host
+ * transport, rank-ordered (device buffers are make test-gpu's business).
+ */
+static void test_nccl_init(void)
+{
+    mds_comm *w = NULL;
+    int rc = comm_nccl_init(world, &w);
+#ifdef MDS_HAVE_NCCL
+    if (rc != 0) {
+        const char *e = comm_error();
+        CHECK(w == NULL);
+        CHECK(strstr(e, "no CUDA device") || strstr(e, " GPU") || strstr(e, "NCCL"));
+        if (rank == 0) printf("# comm_nccl_init: %s\n", e);
+        return;
+    }
+    CHECK(comm_size(w) == size && comm_rank(w) == rank);
+    double d = rank + 0.5;
+    CHECK(comm_allreduce(w, &d, 1, COMM_F64, COMM_SUM) == 0);
+    CHECK(d == size * (size - 1) / 2.0 + 0.5 * size);
+    CHECK(comm_barrier(w) == 0);
+    comm_free(w);
+#else
+    CHECK(rc == -1 && w == NULL);
+    CHECK(strstr(comm_error(), "built without NCCL") != NULL);
+#endif
+}
+
 int main(int argc, char **argv)
 {
     if (comm_init(&argc, &argv, &world) != 0) {
@@ -190,6 +285,8 @@ int main(int argc, char **argv)
     TEST(test_broadcast_barrier);
     TEST(test_sendrecv_ring);
     TEST(test_split_and_stats);
+    TEST(test_device_dispatch);
+    TEST(test_nccl_init);
     int rc = harness_report();
     comm_free(world);
     comm_finalize();
