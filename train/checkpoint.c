@@ -101,10 +101,10 @@ static void model_fields(const gpt_model *m, int32_t f[H_NFIELDS])
 /* The architecture fields of version 2, at ARCH_AT: i32 x 8 then f64 x 3
  * (version 1 files hold none: GPT's values are implied). */
 #define ARCH_AT 392
-enum { A_POSITION, A_NORM, A_SWIGLU, A_GROUPS, A_BIAS, A_INTERLEAVED, A_NINTS };
+enum { A_POSITION, A_NORM, A_SWIGLU, A_GROUPS, A_BIAS, A_INTERLEAVED, A_LN1P, A_NINTS };
 static const char *const arch_names[A_NINTS] = {
     "position_embedding_type", "normalization", "swiglu", "num_query_groups", "add_bias_linear",
-    "rotary_interleaved"};
+    "rotary_interleaved", "apply_layernorm_1p"};
 static const char *const arch_f_names[3] = {"rotary_base", "rotary_percent", "rope_scaling_factor"};
 
 static void arch_fields(const gpt_model *m, int32_t a[A_NINTS], double d[3])
@@ -116,6 +116,7 @@ static void arch_fields(const gpt_model *m, int32_t a[A_NINTS], double d[3])
     a[A_GROUPS] = m->G;
     a[A_BIAS] = c->add_bias_linear;
     a[A_INTERLEAVED] = c->position_embedding == GPT_POS_ROPE ? c->rotary_interleaved : 0;
+    a[A_LN1P] = c->apply_layernorm_1p;
     int rope = c->position_embedding == GPT_POS_ROPE;
     d[0] = rope ? c->rotary_base : 10000.0;
     d[1] = rope ? c->rotary_percent : 1.0;
@@ -393,7 +394,7 @@ int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, float *ada
 
     /* the architecture of version 2 (version 1 files are GPT-2's) */
     {
-        int32_t want_a[A_NINTS], got_a[A_NINTS] = {GPT_POS_LEARNED, GPT_NORM_LAYERNORM, 0, m->NH, 1, 0};
+        int32_t want_a[A_NINTS], got_a[A_NINTS] = {GPT_POS_LEARNED, GPT_NORM_LAYERNORM, 0, m->NH, 1, 0, 0};
         double want_d[3], got_d[3] = {10000.0, 1.0, 0.0};
         arch_fields(m, want_a, want_d);
         if (version >= 2) {

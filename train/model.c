@@ -403,12 +403,15 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     m->act_dtype = cfg->dtype;
     for (int i = 0; i < GPT_NUM_PARAMS; i++)
         m->param_dtype[i] = cfg->dtype;
-    void *pp = NULL, *gp = NULL, *op = NULL, *ap = NULL, *tp = NULL, *dp = NULL, *rp = NULL, *kp = NULL, *mp = NULL;
+    void *pp = NULL, *gp = NULL, *op = NULL, *ap = NULL, *tp = NULL, *dp = NULL, *rp = NULL, *kp = NULL, *mp = NULL,
+         *lp = NULL;
     size_t rope_n = (size_t)T * (size_t)(m->rot / 2);
     if ((cfg->dtype != MDS_F32 &&
          (rc = alloc_buffer(m, &mp, m->num_params, sizeof(float), "fp32 master weights", err, errlen))) ||
         (rc = alloc_buffer(m, &kp, (size_t)B * (size_t)m->slots, sizeof(uint64_t), "dropout keys", err, errlen)) ||
         (rc = alloc_buffer(m, &rp, 2 * rope_n, sizeof(float), "rotary tables", err, errlen)) ||
+        (cfg->apply_layernorm_1p &&
+         (rc = alloc_buffer(m, &lp, 2 * (size_t)C, sizeof(float), "norm weights + 1", err, errlen))) ||
         (rc = alloc_buffer(m, &pp, m->num_params, sizeof(float), "parameters", err, errlen)) ||
         (rc = alloc_buffer(m, &gp, m->num_params, sizeof(float), "gradients", err, errlen)) ||
         (rc = alloc_buffer(m, &op, 2 * m->num_params, sizeof(float), "AdamW state", err, errlen)) ||
@@ -418,10 +421,11 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
         (rc = alloc_buffer(m, &dp, 2, sizeof(double), "reduction scratch", err, errlen))) {
         m->params_memory = pp; m->grads_memory = gp; m->opt_memory = op;
         m->acts_memory = ap; m->tokens_memory = tp; m->dsum = dp; m->rope_memory = rp; m->keys_memory = kp;
-        m->master_memory = mp;
+        m->master_memory = mp; m->ln1p_memory = lp;
         gpt_model_free(m);
         return rc;
     }
+    m->ln1p_memory = lp;
     m->params_memory = pp; m->grads_memory = gp; m->opt_memory = op;
     m->acts_memory = ap; m->tokens_memory = tp; m->dsum = dp; m->rope_memory = rp; m->keys_memory = kp;
     /* fp32 working weights are their own master; 16-bit ones are the
@@ -470,10 +474,15 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     if (p->wte) { init_block(h, iVl, iC, std, sd, GPT_WTE, 0, m->v_start, 0, iC); PUT(p->wte, ps[GPT_WTE]); }
     if (p->wpe) { init_block(h, m->maxT, iC, std, sd, GPT_WPE, 0, 0, 0, iC); PUT(p->wpe, ps[GPT_WPE]); }
     if (p->outw) { init_block(h, iVl, iC, std, sd, GPT_OUTW, 0, m->v_start, 0, iC); PUT(p->outw, ps[GPT_OUTW]); }
-    fill(h, Ll * C > C ? Ll * C : C, 1.0f);   /* norm weights; biases stay 0 */
+    /* norm weights (0 with apply_layernorm_1p: Megatron's zero-centred gamma); biases stay 0 */
+    fill(h, Ll * C > C ? Ll * C : C, cfg->apply_layernorm_1p ? 0.0f : 1.0f);
     if (p->lnfw) PUT(p->lnfw, C);
     PUT(p->ln1w, Ll * C);
     PUT(p->ln2w, Ll * C);
+    if (m->ln1p_memory) {   /* the ones that 1 + w adds */
+        fill(h, C, 1.0f);
+        m->be->copy(m->ln1p_memory, h, (size_t)C * sizeof(float));
+    }
     for (int l = 0; l < m->Ll; l++) {
         int gl = m->layer_begin + l;
         init_rows(h, qkv_seg, 3, iC, std, sd, GPT_QKVW, gl, 0, iC);
@@ -524,6 +533,8 @@ void gpt_model_free(gpt_model *m)
     m->be->free(m->tokens_memory);
     m->be->free(m->dsum);
     m->be->free(m->rope_memory);
+    m->be->free(m->ln1p_memory);
+    m->ln1p_memory = NULL;
     m->be->free(m->keys_memory);
     m->rope_memory = NULL;
     m->keys_memory = NULL;
@@ -710,9 +721,21 @@ static void tp_reduce_out(const gpt_model *m, float *dst, float *full)
 
 /* The norm of the configuration, forward over this rank's Ts tokens:
  * LayerNorm (with mean) or RMSNorm. */
+/* With apply_layernorm_1p the norm scales by 1 + w (Megatron's
+ * zero-centred gamma): formed in fp32 in a scratch row; the gradient with
+ * respect to 1 + w is the gradient with respect to w. */
+static const float *norm_gamma(const gpt_model *m, const float *w)
+{
+    if (!m->cfg.apply_layernorm_1p) return w;
+    float *ones = m->ln1p_memory, *g = m->ln1p_memory + m->C;
+    m->be->ops.residual_forward(g, w, ones, (size_t)m->C);
+    return g;
+}
+
 static void norm_forward(const gpt_model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
                          const float *b)
 {
+    w = norm_gamma(m, w);
     if (m->cfg.normalization == GPT_NORM_RMSNORM)
         m->be->ops.rmsnorm_forward(out, rstd, inp, w, m->B, m->Ts, m->C, m->cfg.layernorm_eps);
     else
@@ -725,6 +748,7 @@ static void norm_forward(const gpt_model *m, float *out, float *mean, float *rst
 static void norm_backward(const gpt_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                           const float *w, const float *mean, const float *rstd)
 {
+    w = norm_gamma(m, w);
     inp = sp_whole(m, m->sp_full2, inp, (size_t)m->C);
     mean = sp_whole(m, m->sp_mean, mean, 1);
     rstd = sp_whole(m, m->sp_rstd, rstd, 1);

@@ -115,6 +115,7 @@ typedef struct gpt_config {
     double rotary_base;       /* --rotary-base, default 10000 */
     double rotary_percent;    /* --rotary-percent, default 1.0: rot = int(hs * percent), even */
     int rotary_interleaved;   /* --rotary-interleaved: pairs (2i, 2i+1) instead of (i, i + rot/2) */
+    int apply_layernorm_1p;   /* --apply-layernorm-1p: norm weights w used as 1 + w, initialised to 0 */
     double rope_scaling_factor; /* --use-rope-scaling --rope-scaling-factor (Llama 3.1); 0: none */
     int normalization;        /* enum gpt_norm: LayerNorm (default) or RMSNorm (no bias) */
     int swiglu;               /* --swiglu: FC1 is [gate | up] of ffn width each, silu(gate) * up */
@@ -307,6 +308,7 @@ typedef struct gpt_model {
     int hs, G, Gl, KVl, QKVl, FC1l; /* head size; query groups (global, local); widths above */
     int rot;                      /* rotary channels per head (0 without RoPE) */
     float *rope_memory;           /* (2, T, rot/2): the cos and sin tables (backend memory) */
+    float *ln1p_memory;           /* (2, C) with apply_layernorm_1p: ones, then the current norm's 1 + w */
     int first_stage, last_stage;
     const gpt_tp_ops *tp;         /* the TP collectives; must be set when tp_size > 1 */
     /* parameters, gradients, optimizer state: one allocation each */

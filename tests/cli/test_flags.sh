@@ -221,6 +221,24 @@ check per_token_dp2_like_dp1 sh -c "a=\$(sed -n 's/.*lm loss: \\([^ ]*\\) .*/\\1
     echo \"\$a|\$b\" | awk -F'|' '{n = split(\$1, x, \" \"); m = split(\$2, y, \" \"); if (n < 4 || m != n) exit 1;
         for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-5 * x[i]) exit 1 } }'"
 
+# --apply-layernorm-1p: w applied as 1 + w from w = 0 is the same model: the
+# first two iterations bitwise (1 + (0 - u) = 1 - u exactly), then within
+# fp32 rounding; the checkpoint records it
+LN1P="$MOCK $TINY --normalization RMSNorm --global-batch-size 2 --train-iters 4 --lr 1e-2 --log-interval 1 --eval-iters 0 -q"
+# shellcheck disable=SC2086
+"$MDSTRAIN" $LN1P >"$T/l0" 2>"$T/err"
+# shellcheck disable=SC2086
+"$MDSTRAIN" $LN1P --apply-layernorm-1p --save "$T/ck1p" >"$T/l1" 2>"$T/err"
+check ln1p_exit0 test $? -eq 0
+check ln1p_first_two_bitwise test "$(losses "$T/l0" | head -n 2)" = "$(losses "$T/l1" | head -n 2)"
+check ln1p_same_model sh -c "a=\$(sed -n 's/.*lm loss: \\([^ ]*\\) .*/\\1/p' '$T/l0' | tr '\n' ' '); b=\$(sed -n 's/.*lm loss: \\([^ ]*\\) .*/\\1/p' '$T/l1' | tr '\n' ' ');
+    echo \"\$a|\$b\" | awk -F'|' '{n = split(\$1, x, \" \"); m = split(\$2, y, \" \"); if (n < 4 || m != n) exit 1;
+        for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-5 * x[i]) exit 1 } }'"
+# shellcheck disable=SC2086
+run_expect ln1p_checkpoint_mismatch 1 "apply_layernorm_1p is 1 in the checkpoint but 0 in this run" "$MDSTRAIN" $LN1P --train-iters 6 --load "$T/ck1p"
+# shellcheck disable=SC2086
+run_expect ln1p_no_hf_export 2 "--apply-layernorm-1p with --export-hf is not supported yet" "$MDSTRAIN" $LN1P --apply-layernorm-1p --load "$T/ck1p" --export-hf "$T/hf1p"
+
 # --grad-reduce-in-bf16: bf16 main gradients, a run of its own
 # shellcheck disable=SC2086
 "$MDSTRAIN" $BASE --bf16 -v >"$T/b32" 2>"$T/b32.err"
