@@ -22,6 +22,7 @@
  * the weight (column-parallel shards equal the TP=1 slice), and identical
  * on every CPU that has FMA.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -195,12 +196,20 @@ static _Thread_local struct {
     size_t n;
 } mm_whole;
 
+/* The buffer is freed when its thread ends (a key's destructor): threads
+ * other than OpenMP's pool, e.g. one per simulated rank, come and go. */
+static pthread_key_t mm_whole_key;
+static pthread_once_t mm_whole_once = PTHREAD_ONCE_INIT;
+static void mm_whole_key_init(void) { (void)pthread_key_create(&mm_whole_key, free); }
+
 static float *mm_whole_buffer(size_t n)
 {
     if (mm_whole.n < n) {
         free(mm_whole.p);
         mm_whole.p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
         mm_whole.n = mm_whole.p ? n : 0;
+        (void)pthread_once(&mm_whole_once, mm_whole_key_init);
+        (void)pthread_setspecific(mm_whole_key, mm_whole.p);
     }
     return mm_whole.p;
 }
