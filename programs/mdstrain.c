@@ -17,8 +17,8 @@
  * (programs/dsconfig.h), the token schedules, the kill switch; and the flags
  * of both that name what mds does, accepted at those values only.
  *
- * What it deliberately does not do yet:
- * context parallelism, interleaved pipeline stages, a GPU backend.
+ * What it deliberately does not do yet: context parallelism, interleaved
+ * pipeline stages, several GPUs (--device cuda runs one process).
  * Log lines go to stdout (where Megatron prints them); the configuration
  * table, notes and errors go to stderr.  Exit status: 0 success, 1 runtime
  * failure, 2 bad usage.
