@@ -1422,7 +1422,6 @@ static int split_piece(const struct step *sp, hf_state *st, size_t nm, size_t ba
         for (size_t i = 0; i < nm && !rc; i++) {
             int m = st->ms[i].m;
             int join = have && (sp->behavior == BEH_CONTIGUOUS ? m == prevm : (m && !prevm));
-            if (!have && (sp->behavior == BEH_CONTIGUOUS ? m == prevm : (m && !prevm))) join = 0;
             if (join) {
                 e0 = st->ms[i].e;
             } else {
