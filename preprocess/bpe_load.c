@@ -20,6 +20,8 @@
  */
 #include "bpe.h"
 #include "bpe_internal.h"
+#include "utf8.h"
+#include "readfile.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -106,64 +108,12 @@ static int set_error(struct load_ctx *x, int code, const char *fmt, ...)
 
 static int read_file(struct load_ctx *x, const char *path, unsigned char **out, size_t *outlen)
 {
-    *out = NULL;
-    *outlen = 0;
-    FILE *f = fopen(path, "rb");
-    RETURN_ERROR_IF(!f, BPE_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    size_t cap = 1 << 20, len = 0;
-    unsigned char *buf = malloc(cap + 1);
-    while (buf) {
-        len += fread(buf + len, 1, cap - len, f);
-        if (len < cap)
-            break;
-        unsigned char *nb = cap <= SIZE_MAX / 4 ? realloc(buf, cap * 2 + 1) : NULL;
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
+    switch (read_whole_file(path, out, outlen)) {
+    case READFILE_OPEN: return set_error(x, BPE_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    case READFILE_NOMEM: return set_error(x, BPE_ERR_NOMEM, "out of memory reading '%s'", path);
+    case READFILE_READ: return set_error(x, BPE_ERR_IO, "cannot read '%s'", path);
     }
-    int err = ferror(f);
-    fclose(f);
-    RETURN_ERROR_IF(!buf, BPE_ERR_NOMEM, "out of memory reading '%s'", path);
-    if (err) {
-        free(buf);
-        return set_error(x, BPE_ERR_IO, "cannot read '%s'", path);
-    }
-    buf[len] = 0;
-    *out = buf;
-    *outlen = len;
     return BPE_OK;
-}
-
-/* Decodes one UTF-8 sequence at p (strict: no overlongs, surrogates or values
- * past U+10FFFF).  Returns its length, or 0 if invalid. */
-static size_t utf8_decode(const unsigned char *p, const unsigned char *end, uint32_t *cp)
-{
-    unsigned c = p[0];
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    size_t len;
-    uint32_t v, min;
-    if (c >= 0xC2 && c <= 0xDF) { len = 2; v = c & 0x1F; min = 0x80; }
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; v = c & 0x0F; min = 0x800; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; v = c & 0x07; min = 0x10000; }
-    else return 0;
-    if ((size_t)(end - p) < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-        v = v << 6 | (p[i] & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-        return 0;
-    *cp = v;
-    return len;
 }
 
 static void line_col(const unsigned char *buf, const unsigned char *pos, size_t *line, size_t *col)
@@ -526,7 +476,7 @@ static int merge_line(const bpe *b, const unsigned char *p, const unsigned char 
     size_t cap = b->max_len, plen[2] = { 0, 0 }, fields = 0;
     int in_field = 0, ok = 1;
     while (p < end) {
-        uint32_t cp;
+        uint32_t cp = 0;
         size_t len = utf8_decode(p, end, &cp); /* the file was validated */
         p += len;
         if (py_space(cp)) {

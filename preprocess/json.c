@@ -15,6 +15,7 @@
  * Not done on purpose: building a tree, converting numbers, recursion.
  */
 #include "json.h"
+#include "utf8.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -116,26 +117,6 @@ static const uchar short_escape[256] = {
     ['f'] = '\f', ['n'] = '\n', ['r'] = '\r', ['t'] = '\t',
 };
 
-static inline uchar *put_utf8(uchar *o, uint32_t cp)
-{
-    if (cp < 0x80) {
-        *o++ = (uchar)cp;
-    } else if (cp < 0x800) {
-        *o++ = (uchar)(0xC0 | (cp >> 6));
-        *o++ = (uchar)(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {  /* lone surrogates too (WTF-8); they are never returned */
-        *o++ = (uchar)(0xE0 | (cp >> 12));
-        *o++ = (uchar)(0x80 | ((cp >> 6) & 0x3F));
-        *o++ = (uchar)(0x80 | (cp & 0x3F));
-    } else {
-        *o++ = (uchar)(0xF0 | (cp >> 18));
-        *o++ = (uchar)(0x80 | ((cp >> 12) & 0x3F));
-        *o++ = (uchar)(0x80 | ((cp >> 6) & 0x3F));
-        *o++ = (uchar)(0x80 | (cp & 0x3F));
-    }
-    return o;
-}
-
 typedef struct string_scan {
     const uchar *line;   /* for error columns */
     size_t lone_col;     /* first lone surrogate of the string (1-based column), 0 if none */
@@ -208,7 +189,7 @@ static int scan_string(json_doc *d, string_scan *s, const uchar **pp, const ucha
                 if (cp >= 0xD800 && cp <= 0xDBFF && end - p >= 12 && p[6] == '\\' && p[7] == 'u') {
                     long lo = hex4(p + 8);
                     if (lo >= 0xDC00 && lo <= 0xDFFF) {
-                        o = put_utf8(o, 0x10000 + (((uint32_t)cp - 0xD800) << 10) + ((uint32_t)lo - 0xDC00));
+                        o += utf8_put(o, 0x10000 + (((uint32_t)cp - 0xD800) << 10) + ((uint32_t)lo - 0xDC00));
                         p += 12;
                         continue;
                     }
@@ -217,7 +198,7 @@ static int scan_string(json_doc *d, string_scan *s, const uchar **pp, const ucha
                     s->lone_col = (size_t)(p - s->line) + 1;
                     s->lone_cp = (uint32_t)cp;
                 }
-                o = put_utf8(o, (uint32_t)cp);
+                o += utf8_put(o, (uint32_t)cp);
                 p += 6;
                 continue;
             }

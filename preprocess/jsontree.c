@@ -12,6 +12,8 @@
  * their readers walk in order), or accept anything RFC 8259 does not.
  */
 #include "jsontree.h"
+#include "utf8.h"
+#include "readfile.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -130,43 +132,6 @@ static int hex4(const unsigned char *p, const unsigned char *end, unsigned *v)
     return 1;
 }
 
-/* Length of the valid UTF-8 sequence at p, or 0. */
-static size_t utf8_len(const unsigned char *p, const unsigned char *end)
-{
-    unsigned c = p[0];
-    size_t n;
-    unsigned v, min;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) { n = 2; v = c & 0x1F; min = 0x80; }
-    else if (c >= 0xE0 && c <= 0xEF) { n = 3; v = c & 0x0F; min = 0x800; }
-    else if (c >= 0xF0 && c <= 0xF4) { n = 4; v = c & 0x07; min = 0x10000; }
-    else return 0;
-    if ((size_t)(end - p) < n)
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-        v = v << 6 | (p[i] & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-        return 0;
-    return n;
-}
-
-static size_t put_utf8(unsigned char *o, unsigned cp)
-{
-    if (cp < 0x80) { o[0] = (unsigned char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (unsigned char)(0xC0 | cp >> 6); o[1] = (unsigned char)(0x80 | (cp & 0x3F)); return 2; }
-    if (cp < 0x10000) {
-        o[0] = (unsigned char)(0xE0 | cp >> 12); o[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
-        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (unsigned char)(0xF0 | cp >> 18); o[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
-    o[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F)); o[3] = (unsigned char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* A string at x->p (on the quote): decoded into the arena. */
 static int parse_string(struct parser *x, const char **out, size_t *outlen)
 {
@@ -187,12 +152,13 @@ static int parse_string(struct parser *x, const char **out, size_t *outlen)
     unsigned char *o = arena_alloc(x->doc, cap), *w = o;
     if (!o)
         return nomem(x);
+    uint32_t cp8;   /* utf8_decode's code point: only the length is used here */
     if (!escapes) {
         /* fast path: validate and copy */
         while (x->p < q) {
             if (*x->p < 0x20)
                 return fail(x, x->p, "control character in a string");
-            size_t l = utf8_len(x->p, x->end);
+            size_t l = utf8_decode(x->p, x->end, &cp8);
             if (!l)
                 return fail(x, x->p, "invalid UTF-8 in a string");
             memcpy(w, x->p, l);
@@ -230,7 +196,7 @@ static int parse_string(struct parser *x, const char **out, size_t *outlen)
                         cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                         x->p += 6;
                     }
-                    w += put_utf8(w, cp);
+                    w += utf8_put(w, cp);
                     continue;
                 default:
                     return fail(x, at, "invalid escape '\\%c'", e >= 0x20 && e < 0x7F ? (int)e : '?');
@@ -238,7 +204,7 @@ static int parse_string(struct parser *x, const char **out, size_t *outlen)
             }
             if (c < 0x20)
                 return fail(x, at, "control character in a string");
-            size_t l = utf8_len(at, x->end);
+            size_t l = utf8_decode(at, x->end, &cp8);
             if (!l)
                 return fail(x, at, "invalid UTF-8 in a string");
             memcpy(w, at, l);
@@ -448,36 +414,20 @@ int jt_parse(jt_doc **out, const char *name, const char *text, size_t n, char *e
 int jt_parse_file(jt_doc **out, const char *path, char *err, size_t errlen)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (err && errlen)
-            snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+    unsigned char *buf;
+    size_t len;
+    switch (read_whole_file(path, &buf, &len)) {
+    case READFILE_OPEN:
+        if (err && errlen) snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        return JT_ERR_IO;
+    case READFILE_NOMEM:
+        if (err && errlen) snprintf(err, errlen, "out of memory reading '%s'", path);
+        return JT_ERR_NOMEM;
+    case READFILE_READ:
+        if (err && errlen) snprintf(err, errlen, "cannot read '%s'", path);
         return JT_ERR_IO;
     }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        len += fread(buf + len, 1, cap - len, f);
-        if (len < cap)
-            break;
-        char *nb = cap < SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        free(buf);
-        if (err && errlen)
-            snprintf(err, errlen, buf ? "cannot read '%s'" : "out of memory reading '%s'", path);
-        return buf ? JT_ERR_IO : JT_ERR_NOMEM;
-    }
-    int rc = jt_parse(out, path, buf, len, err, errlen);
+    int rc = jt_parse(out, path, (const char *)buf, len, err, errlen);
     free(buf);
     return rc;
 }

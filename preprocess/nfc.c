@@ -10,6 +10,7 @@
  */
 #include "nfc.h"
 #include "hftab.h"
+#include "utf8.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -76,40 +77,6 @@ static inline unsigned info(uint32_t cp)
     return cp < 0x110000 ? stage2[(size_t)stage1[cp >> 8] * 256 + (cp & 0xFF)] : 0;
 }
 
-static inline size_t dec(const unsigned char *s, size_t n, size_t i, uint32_t *cp)
-{
-    unsigned c = s[i];
-    if (c < 0x80) { *cp = c; return 1; }
-    if (c >= 0xF0 && i + 3 < n) {
-        *cp = ((c & 0x07u) << 18) | ((s[i + 1] & 0x3Fu) << 12) | ((s[i + 2] & 0x3Fu) << 6) | (s[i + 3] & 0x3Fu);
-        return 4;
-    }
-    if (c >= 0xE0 && c < 0xF0 && i + 2 < n) {
-        *cp = ((c & 0x0Fu) << 12) | ((s[i + 1] & 0x3Fu) << 6) | (s[i + 2] & 0x3Fu);
-        return 3;
-    }
-    if (c >= 0xC0 && c < 0xE0 && i + 1 < n) {
-        *cp = ((c & 0x1Fu) << 6) | (s[i + 1] & 0x3Fu);
-        return 2;
-    }
-    *cp = 0xFFFD; /* not reached with valid UTF-8 */
-    return 1;
-}
-
-static inline size_t put(unsigned char *o, uint32_t cp)
-{
-    if (cp < 0x80) { o[0] = (unsigned char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (unsigned char)(0xC0 | cp >> 6); o[1] = (unsigned char)(0x80 | (cp & 0x3F)); return 2; }
-    if (cp < 0x10000) {
-        o[0] = (unsigned char)(0xE0 | cp >> 12); o[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
-        o[2] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (unsigned char)(0xF0 | cp >> 18); o[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
-    o[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3F)); o[3] = (unsigned char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 size_t nfc_quick_check(const unsigned char *s, size_t n)
 {
     if (nfc_init() != 0)
@@ -121,7 +88,7 @@ size_t nfc_quick_check(const unsigned char *s, size_t n)
             continue;
         }
         uint32_t cp;
-        size_t l = dec(s, n, i, &cp);
+        size_t l = utf8_next(s, n, i, &cp, 0xFFFD);
         if (info(cp))
             return i;
         i += l;
@@ -213,7 +180,7 @@ static size_t segment(const unsigned char *s, size_t n, unsigned char *out, nfc_
     size_t m = 0;
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        i += dec(s, n, i, &cp);
+        i += utf8_next(s, n, i, &cp, 0xFFFD);
         if (decompose(sc, &m, cp))
             return SIZE_MAX;
     }
@@ -261,7 +228,7 @@ static size_t segment(const unsigned char *s, size_t n, unsigned char *out, nfc_
     }
     size_t o = 0;
     for (size_t i = 0; i < w; i++)
-        o += put(out + o, b[i]);
+        o += utf8_put(out + o, b[i]);
     return o;
 }
 
@@ -284,7 +251,7 @@ size_t nfc_normalize(const unsigned char *s, size_t n, unsigned char *out, nfc_s
             while (p > i && (s[p] & 0xC0) == 0x80)
                 p--;
             uint32_t cp;
-            dec(s, n, p, &cp);
+            utf8_next(s, n, p, &cp, 0xFFFD);
             start = p;
             if (!info(cp))
                 break;  /* a stable starter: the segment begins with it */
@@ -295,7 +262,7 @@ size_t nfc_normalize(const unsigned char *s, size_t n, unsigned char *out, nfc_s
         size_t end = k;
         while (end < n) {
             uint32_t cp;
-            size_t l = dec(s, n, end, &cp);
+            size_t l = utf8_next(s, n, end, &cp, 0xFFFD);
             if (end > k && !info(cp))
                 break;
             end += l;

@@ -24,6 +24,7 @@
 #include "pretok.h"
 #include "hftab.h"
 #include "unitab.h"
+#include "utf8.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -143,35 +144,12 @@ int pretok_class16(uint32_t cp)
     return class_of(&c16, cp);
 }
 
-/* Decodes the (valid) UTF-8 character at s[i] into *cp; returns its length.
- * A truncated sequence at the end of the buffer is treated as one OTHER
- * byte, so the scanner stays in bounds even on bad input. */
-static inline size_t decode(const unsigned char *s, size_t n, size_t i, uint32_t *cp)
-{
-    unsigned c = s[i];
-    if (c < 0x80) { *cp = c; return 1; }
-    if (c >= 0xF0 && i + 3 < n) {
-        *cp = ((c & 0x07u) << 18) | ((s[i + 1] & 0x3Fu) << 12) | ((s[i + 2] & 0x3Fu) << 6) | (s[i + 3] & 0x3Fu);
-        return 4;
-    }
-    if (c >= 0xE0 && c < 0xF0 && i + 2 < n) {
-        *cp = ((c & 0x0Fu) << 12) | ((s[i + 1] & 0x3Fu) << 6) | (s[i + 2] & 0x3Fu);
-        return 3;
-    }
-    if (c >= 0xC0 && c < 0xE0 && i + 1 < n) {
-        *cp = ((c & 0x1Fu) << 6) | (s[i + 1] & 0x3Fu);
-        return 2;
-    }
-    *cp = 0x110000;      /* not a character: class OTHER */
-    return 1;
-}
-
 static inline int class_at(const struct classes *t, const unsigned char *s, size_t n, size_t i, size_t *len)
 {
     unsigned c = s[i];
     if (c < 0x80) { *len = 1; return t->ascii[c]; }
     uint32_t cp;
-    *len = decode(s, n, i, &cp);
+    *len = utf8_next(s, n, i, &cp, 0x110000);   /* bad input: class OTHER */
     return class_of(t, cp);
 }
 

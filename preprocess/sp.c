@@ -31,6 +31,7 @@
  * extra options.  It never prints; errors name the file and the cause.
  */
 #include "tokenizer_internal.h"
+#include "readfile.h"
 
 #include <errno.h>
 #include <float.h>
@@ -789,22 +790,13 @@ int sp_open(sp_model **out, const char *path, int whole_text, char *err, size_t 
     *out = NULL;
     if (err && errlen) err[0] = 0;
     struct rd r = { path, err, errlen };
-    FILE *f = fopen(path, "rb");
-    if (!f) return tok_fail(err, errlen, TOK_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    size_t cap = 1 << 20, len = 0;
-    unsigned char *buf = malloc(cap);
-    while (buf) {
-        len += fread(buf + len, 1, cap - len, f);
-        if (len < cap) break;
-        unsigned char *nb = realloc(buf, cap * 2);
-        if (!nb) { free(buf); buf = NULL; break; }
-        buf = nb;
-        cap *= 2;
+    unsigned char *buf;
+    size_t len;
+    switch (read_whole_file(path, &buf, &len)) {
+    case READFILE_OPEN: return tok_fail(err, errlen, TOK_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    case READFILE_NOMEM: return tok_fail(err, errlen, TOK_ERR_NOMEM, "out of memory reading '%s'", path);
+    case READFILE_READ: return tok_fail(err, errlen, TOK_ERR_IO, "cannot read '%s'", path);
     }
-    int ferr = ferror(f);
-    fclose(f);
-    if (!buf) return tok_fail(err, errlen, TOK_ERR_NOMEM, "out of memory reading '%s'", path);
-    if (ferr) { free(buf); return tok_fail(err, errlen, TOK_ERR_IO, "cannot read '%s'", path); }
     sp_model *M = calloc(1, sizeof *M);
     int rc = M ? 0 : tok_fail(err, errlen, TOK_ERR_NOMEM, "out of memory");
     if (!rc) {
