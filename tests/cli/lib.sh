@@ -44,3 +44,16 @@ run_expect() {
     ok "$name"
 }
 finish() { [ "$nfail" -eq 0 ]; exit $?; }
+
+# Ports for ranks meeting over TCP: next_port moves PORT to the next one in
+# 15000-29999 (below the ephemeral range, from a per-process start) that
+# /proc/net/tcp* does not show in use.
+PORT=$((15000 + $$ % 15000))
+next_port() {
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        PORT=$((PORT + 1))
+        [ "$PORT" -gt 29999 ] && PORT=15000
+        hex=$(printf '%04X' "$PORT")
+        cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '{print $2}' | grep -qi ":$hex\$" || return 0
+    done
+}

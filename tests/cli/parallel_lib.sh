@@ -33,18 +33,7 @@ close() {
 }
 
 # ---- the TCP transport, ranks started by hand (test_parallel_tcp.sh, test_recompute.sh)
-# Ports: from a per-process start in 15000-29999 (below the ephemeral
-# range), skipping those /proc/net/tcp* shows in use.
-PORT=$((15000 + $$ % 15000))
-next_port() {
-    for _ in 1 2 3 4 5 6 7 8 9 10; do
-        PORT=$((PORT + 1))
-        [ "$PORT" -gt 29999 ] && PORT=15000
-        hex=$(printf '%04X' "$PORT")
-        cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '{print $2}' | grep -qi ":$hex\$" || return 0
-    done
-}
-
+# Ports: next_port (tests/cli/lib.sh).
 # launch NAME NP ENVSTYLE FLAGS...: NP ranks in the background, each under
 # timeout(1); pids in $pids, output in $T/NAME.RANK.{log,err}
 launch() {

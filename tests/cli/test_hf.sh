@@ -86,14 +86,13 @@ run_expect check_logits_can_fail 1 "" "$MDSTRAIN" $GPT --load "$T/gpt4" --check-
 check check_logits_says_differ grep -q '^logits differ' "$T/out"
 
 # ---- TP2, PP2, TP2 x PP2: import, save unchanged (lr 0), export: the same bytes ----
-PORT=$((15000 + ($$ * 7) % 15000))
 # two NAME FLAGS...: 2 ranks (NP=4: 4) over TCP (torchrun's variables); rc the worst exit
 two() {
     name=$1; shift
     pids=""
     np=${NP:-2}
     for _ in 1 2 3; do
-        PORT=$((PORT + 1)); [ "$PORT" -gt 29999 ] && PORT=15000
+        next_port
         pids=""
         for i in $(seq 0 $((np - 1))); do
             RANK=$i WORLD_SIZE=$np LOCAL_RANK=$i MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT MDS_RENDEZVOUS_TIMEOUT=20 \

@@ -84,18 +84,6 @@ lines() {
         -e "s|@CACHE@|$RUN/cache|g" -e "s|@KILL@|$RUN/kill-switch|g" -e "s|@DSCONFIG@|$DSCONFIG|g"
 }
 
-# Ports as tests/cli/test_parallel_tcp.sh picks them: from a per-process
-# start in 15000-29999, skipping those /proc/net/tcp* shows in use.
-PORT=$((15000 + ($$ * 7) % 15000))
-next_port() {
-    for _ in 1 2 3 4 5 6 7 8 9 10; do
-        PORT=$((PORT + 1))
-        [ "$PORT" -gt 29999 ] && PORT=15000
-        hex=$(printf '%04X' "$PORT")
-        cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '{print $2}' | grep -qi ":$hex\$" || return 0
-    done
-}
-
 # launch RANKS ARGFILE OUT: mdstrain on RANKS processes (TCP, another port
 # if rank 0's was taken); the status of rank 0, the log in OUT
 launch() {
