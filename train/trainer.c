@@ -65,6 +65,17 @@ double train_schedule_lr_tokens(const train_schedule *s, double num_steps, doubl
     return s->min_lr + coeff * delta;
 }
 
+/* In Python's order of operations, so the doubles are DeepSpeed's. */
+double train_ds_schedule_lr(const train_ds_schedule *s, double n)
+{
+    double gamma = 1.0;
+    if (n < s->warmup_num_steps)
+        gamma = s->linear ? n / s->warmup_num_steps : 1.0 / log(s->warmup_num_steps) * log(n + 1);
+    else if (s->type == TRAIN_DS_WARMUP_DECAY_LR)
+        gamma = fmax(0.0, (s->total_num_steps - n) / fmax(1.0, s->total_num_steps - s->warmup_num_steps));
+    return s->min_lr + (s->max_lr - s->min_lr) * gamma;
+}
+
 int train_schedule_init(train_schedule *s, const train_schedule_args *a, char *err, size_t errlen)
 {
     s->warmup_tokens = a->have_warmup_tokens ? (double)a->lr_warmup_tokens : -1;

@@ -102,6 +102,32 @@ double train_schedule_lr(const train_schedule *s, double num_steps);
  */
 double train_schedule_lr_tokens(const train_schedule *s, double num_steps, double num_tokens);
 
+/* ---- DeepSpeed's learning-rate schedulers (a ds_config "scheduler") ------------ */
+
+enum train_ds_sched { TRAIN_DS_NONE, TRAIN_DS_WARMUP_LR, TRAIN_DS_WARMUP_DECAY_LR };
+
+/* DeepSpeed's WarmupLR and WarmupDecayLR (deepspeed/runtime/lr_schedules.py,
+ * unchanged from v0.10.3 to v0.14.4) as their constructors keep them. */
+typedef struct train_ds_schedule {
+    int type;                         /* enum train_ds_sched */
+    double min_lr, max_lr;            /* warmup_min_lr, warmup_max_lr */
+    double warmup_num_steps;          /* max(2, warmup_num_steps), as the constructor stores it */
+    double total_num_steps;           /* WarmupDecayLR's */
+    int linear;                       /* warmup_type "linear"; else "log" */
+    double last_batch_iteration;      /* the constructor's argument (-1) */
+} train_ds_schedule;
+
+/*
+ * train_ds_schedule_lr() - get_lr() once last_batch_iteration is n >= 0:
+ * min + (max - min) gamma, where during the warmup (n < W) gamma is
+ * log(n + 1) / log(W) ("log", as 1/log(W) times log(n + 1)) or n / W
+ * ("linear"); after it 1 (WarmupLR) or max(0, (T - n) / max(1, T - W))
+ * (WarmupDecayLR).  DeepSpeed evaluates it only inside step(), after n is
+ * set; a schedule whose step() was never called leaves the optimizer's
+ * learning rate as it found it.
+ */
+double train_ds_schedule_lr(const train_ds_schedule *s, double n);
+
 /* ---- Megatron's batch-size ramp-up -------------------------------------------- */
 
 /* Megatron's RampupBatchsizeNumMicroBatchesCalculator (core

@@ -5,12 +5,15 @@
  * update_train_iters (megatron/core/num_microbatches_calculator.py and
  * megatron/training/training.py at 0b9bc2088b6d) and Megatron-DeepSpeed's
  * OptimizerParamScheduler.get_lr (microsoft/Megatron-DeepSpeed at
- * f4157bea69f3, megatron/optimizer_param_scheduler.py).
+ * f4157bea69f3, megatron/optimizer_param_scheduler.py); DeepSpeed's
+ * WarmupLR and WarmupDecayLR against tests/data/dssched/warmup_lr.txt, the
+ * output of the Python re-statement deepspeed_lr.py beside it, bit for bit.
  */
 #include "harness.h"
 #include "trainer.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int near(double a, double b) { return fabs(a - b) <= 1e-12 * (fabs(b) > 1 ? fabs(b) : 1); }
@@ -168,6 +171,37 @@ static void tokens_absent_is_samples(void)
         CHECK(train_schedule_lr_tokens(&s, n, 12345) == train_schedule_lr(&s, n));
 }
 
+/* Every row of the golden table: the same double as Python's. */
+static void deepspeed_warmup_golden(void)
+{
+    FILE *f = fopen("tests/data/dssched/warmup_lr.txt", "r");
+    CHECK(f != NULL);
+    if (!f) return;
+    char line[512], type[32], kind[16], lo[40], hi[40], w[40], tot[40], want[40];
+    long n;
+    int rows = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#') continue;
+        if (sscanf(line, "%31s %15s %39s %39s %39s %39s %ld %39s", type, kind, lo, hi, w, tot, &n, want) != 8) {
+            CHECK(!"a row of 8 fields");
+            continue;
+        }
+        train_ds_schedule s = {0};
+        s.type = strcmp(type, "WarmupDecayLR") == 0 ? TRAIN_DS_WARMUP_DECAY_LR : TRAIN_DS_WARMUP_LR;
+        s.linear = strcmp(kind, "linear") == 0;
+        s.min_lr = strtod(lo, NULL);
+        s.max_lr = strtod(hi, NULL);
+        s.warmup_num_steps = fmax(2, strtod(w, NULL));   /* as dsconfig.c stores it */
+        s.total_num_steps = strtod(tot, NULL);
+        double got = train_ds_schedule_lr(&s, (double)n), exp = strtod(want, NULL);
+        if (got != exp) fprintf(stderr, "  %s got %.17g\n", strtok(line, "\n"), got);
+        CHECK(got == exp);
+        rows++;
+    }
+    fclose(f);
+    CHECK(rows == 66);
+}
+
 int main(void)
 {
     RUN(rampup_gpt3_175b);
@@ -177,5 +211,6 @@ int main(void)
     RUN(token_warmup_and_decay);
     RUN(step_warmup_token_decay);
     RUN(tokens_absent_is_samples);
+    RUN(deepspeed_warmup_golden);
     return harness_report();
 }
