@@ -448,6 +448,80 @@ static int read_zero(struct reader *r, const struct jnode *o)
     return 0;
 }
 
+/* One number of a scheduler's params: a list (one value per parameter
+ * group, which DeepSpeed allows) is refused, mds's groups being its own. */
+static int sched_number(struct reader *r, const struct jnode *v, double *out)
+{
+    if (v->type == J_ARR) {
+        char what[96];
+        snprintf(what, sizeof what, "\"scheduler\": \"%s\" as a list", v->key);
+        refuse(r, what);
+        return 0;
+    }
+    return get_number(r, v, v->key, out);
+}
+
+/* "scheduler": {"type": NAME, "params": {...}}, as DeepSpeed 0.10.3's
+ * _scheduler_from_config builds it: NAME(optimizer, **params), so a
+ * missing "params" or an unknown one fails there (TypeError), and the
+ * constructor's defaults fill the rest.  Without "type" there is no
+ * scheduler. */
+static int read_scheduler(struct reader *r, const struct jnode *o)
+{
+    if (o->type != J_OBJ) return bad(r, "\"scheduler\" must be an object");
+    train_ds_schedule *s = &r->c->sched;
+    const struct jnode *type = NULL, *params = NULL;
+    for (int k = o->child; k >= 0; k = r->ps->n[k].next) {
+        const struct jnode *v = &r->ps->n[k];
+        if (strcmp(v->key, "type") == 0) type = v;
+        else if (strcmp(v->key, "params") == 0) params = v;
+        else return bad(r, "\"scheduler\": unknown key \"%s\"", v->key);
+    }
+    if (!type) return 0;
+    if (type->type != J_STR) return bad(r, "\"scheduler\": \"type\" must be a string");
+    int decay = strcmp(type->str, "WarmupDecayLR") == 0;
+    if (!decay && strcmp(type->str, "WarmupLR") != 0) {
+        char what[96];
+        snprintf(what, sizeof what, "\"scheduler\": \"type\": \"%.40s\"", type->str);
+        refuse(r, what);
+        return 0;
+    }
+    if (!params || params->type != J_OBJ)
+        return bad(r, "\"scheduler\": %s needs a \"params\" object (DeepSpeed calls %s(optimizer, **params))",
+                   type->str, type->str);
+    /* the constructor's defaults */
+    s->type = decay ? TRAIN_DS_WARMUP_DECAY_LR : TRAIN_DS_WARMUP_LR;
+    s->min_lr = 0.0;
+    s->max_lr = 0.001;
+    s->warmup_num_steps = 1000;
+    s->last_batch_iteration = -1;
+    int have_total = 0;
+    for (int k = params->child; k >= 0; k = r->ps->n[k].next) {
+        const struct jnode *v = &r->ps->n[k];
+        double *dst = NULL;
+        if (strcmp(v->key, "warmup_min_lr") == 0) dst = &s->min_lr;
+        else if (strcmp(v->key, "warmup_max_lr") == 0) dst = &s->max_lr;
+        else if (strcmp(v->key, "warmup_num_steps") == 0) dst = &s->warmup_num_steps;
+        else if (strcmp(v->key, "last_batch_iteration") == 0) dst = &s->last_batch_iteration;
+        else if (decay && strcmp(v->key, "total_num_steps") == 0) dst = &s->total_num_steps, have_total = 1;
+        if (dst) {
+            if (sched_number(r, v, dst)) return -1;
+        } else if (strcmp(v->key, "warmup_type") == 0) {
+            if (v->type != J_STR) return bad(r, "\"scheduler\": \"warmup_type\" must be a string");
+            s->linear = strcmp(v->str, "linear") == 0;
+            if (!s->linear && strcmp(v->str, "log") != 0)   /* DeepSpeed warns and takes log */
+                snprintf(r->c->sched_warning, sizeof r->c->sched_warning,
+                         "Using unknown warmup_type: %.40s. The increasing function is set to default (log)", v->str);
+        } else {
+            return bad(r, "\"scheduler\": %s got an unexpected keyword argument \"%s\"", type->str, v->key);
+        }
+    }
+    if (decay && !have_total)
+        return bad(r, "\"scheduler\": WarmupDecayLR missing 1 required positional argument: \"total_num_steps\"");
+    if (s->warmup_num_steps < 2) s->warmup_num_steps = 2;   /* max(2, warmup_num_steps) */
+    return 0;
+}
+
 static int interpret(struct reader *r, const struct jnode *root)
 {
     ds_config *c = r->c;
@@ -460,7 +534,7 @@ static int interpret(struct reader *r, const struct jnode *root)
         "communication_data_type", "sparse_gradients", "checkpoint", "timers", "train_batch_size_auto", NULL};
     /* keys whose meaning mds does not implement: refused by name */
     static const char *const refused[] = {
-        "optimizer", "scheduler", "amp", "fp8", "compression_training", "curriculum_learning", "data_efficiency",
+        "optimizer", "amp", "fp8", "compression_training", "curriculum_learning", "data_efficiency",
         "elasticity", "pipeline", "sparse_attention", "quantize_training", "progressive_layer_drop",
         "eigenvalue", "autotuning", "zero_quantized_weights", "zero_quantized_gradients", "seq_parallel_communication_data_type",
         "data_types", "hybrid_engine", "compile", NULL};
@@ -483,6 +557,8 @@ static int interpret(struct reader *r, const struct jnode *root)
             c->have_clip = 1;
         } else if (strcmp(key, "zero_optimization") == 0) {
             if (read_zero(r, v)) return -1;
+        } else if (strcmp(key, "scheduler") == 0) {
+            if (read_scheduler(r, v)) return -1;
         } else if (strcmp(key, "fp16") == 0 || strcmp(key, "bf16") == 0 || strcmp(key, "bfloat16") == 0) {
             if (read_precision(r, v, key[0] == 'f')) return -1;
         } else if (in_list(key, refused)) {

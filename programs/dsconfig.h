@@ -12,14 +12,19 @@
  * know is an error naming it (DeepSpeed would ignore it silently); keys
  * that only steer logging, profiling or performance are accepted.
  *
- * What it deliberately does not do: DeepSpeed's "optimizer" and "scheduler"
- * sections (they replace Megatron's; refused by name), ZeRO-3, NVMe
- * offload, elasticity.
+ * The "scheduler" section is read for DeepSpeed's WarmupLR and
+ * WarmupDecayLR (what the caller does with it: docs/cli.md).
+ *
+ * What it deliberately does not do: DeepSpeed's "optimizer" section and its
+ * other schedulers (OneCycle, LRRangeTest, WarmupCosineLR, torch's; refused
+ * by name), ZeRO-3, NVMe offload, elasticity.
  *
  * Program-side code: errors are returned as one line in err, never printed.
  */
 #ifndef MDS_DSCONFIG_H
 #define MDS_DSCONFIG_H
+
+#include "trainer.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -39,7 +44,11 @@ typedef struct ds_config {
        loss_scale (0 = dynamic), initial_scale_power, loss_scale_window,
        hysteresis, min_loss_scale */
     double loss_scale, initial_scale_power, loss_scale_window, hysteresis, min_loss_scale;
-    char refused[160];            /* the first key refused by name ("scheduler", ...), or "" */
+    /* "scheduler": WarmupLR or WarmupDecayLR (type TRAIN_DS_NONE when absent
+       or without a "type", as DeepSpeed then takes Megatron's scheduler) */
+    train_ds_schedule sched;
+    char sched_warning[160];      /* DeepSpeed's warning for an unknown warmup_type, or "" */
+    char refused[160];            /* the first key refused by name ("optimizer", ...), or "" */
 } ds_config;
 
 /*

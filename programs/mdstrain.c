@@ -378,6 +378,8 @@ struct config {
     /* Megatron-DeepSpeed */
     int deepspeed, have_zero_stage, zero_stage, no_pp, have_gbs, ds_sp;
     const char *ds_config;
+    train_ds_schedule ds_sched;       /* the config's "scheduler" (type TRAIN_DS_NONE: none) */
+    uint64_t ds_train_batch;          /* DeepSpeed's train_batch_size */
     int seq_par;                      /* --sequence-parallel */
     /* activation recomputation */
     int recompute_act, ckpt_act, recompute_gran, recompute_method;   /* enum recompute_gran, enum gpt_recompute */
@@ -902,6 +904,49 @@ static void apply_ds_config(struct config *c, int dp, int speak)
         cli_usage("--use-distributed-optimizer with ZeRO stage 0 in '%s'", c->ds_config);
     if (stage >= 1) c->dist_opt = 1;   /* 1: sharded AdamW state; 2: and gradients reduce-scattered into shards */
     c->zero_stage = stage;
+    c->ds_sched = d.sched;
+    c->ds_train_batch = train;
+    if (d.sched_warning[0] && speak) cli_error("warning: --deepspeed_config '%s': %s", c->ds_config, d.sched_warning);
+    if (d.sched.type && speak) {
+        const char *name = d.sched.type == TRAIN_DS_WARMUP_LR ? "WarmupLR" : "WarmupDecayLR";
+        if (c->no_pp)
+            cli_error("warning: the \"scheduler\" %s of '%s' replaces the --lr schedule after the first step, as in "
+                      "DeepSpeed before 0.14.5; stepped with train_batch_size %" PRIu64 " (DeepSpeed's fallback when "
+                      "Megatron-DeepSpeed's lr_kwargs fail), it holds the learning rate at %.6g",
+                      name, c->ds_config, train, train_ds_schedule_lr(&d.sched, (double)train));
+        else
+            cli_error("warning: the \"scheduler\" %s of '%s' replaces the --lr schedule after the first step, as in "
+                      "DeepSpeed before 0.14.5 (its pipeline engine steps it once per step)", name, c->ds_config);
+    }
+}
+
+/* The learning rates of the optimizer's parameter groups under the
+ * config's scheduler, as Megatron-DeepSpeed ran it with DeepSpeed 0.10.3
+ * to 0.14.4 (docs/cli.md, "Megatron-DeepSpeed's DeepSpeed flags"):
+ * Megatron's OptimizerParamScheduler sets them once (its step(0) in
+ * __init__), DeepSpeed's scheduler replaces it and sets them after each
+ * successful step, and nothing else touches them. */
+struct ds_lr {
+    double lbi;              /* the scheduler's last_batch_iteration */
+    double lr, lr_embed;     /* the groups' learning rates: the next step's */
+};
+
+static void ds_lr_start(struct ds_lr *d, const struct config *c, const train_schedule *s, const train_schedule *ds)
+{
+    d->lbi = c->ds_sched.last_batch_iteration;
+    d->lr = train_schedule_lr_tokens(s, 0, 0);
+    d->lr_embed = train_schedule_lr_tokens(ds, 0, 0);
+}
+
+/* engine._take_model_step: scheduler.step(**lr_kwargs).  With
+ * --no-pipeline-parallel Megatron-DeepSpeed passes {'increment': n}, which
+ * WarmupLR.step() does not take: the TypeError falls back to
+ * step(train_batch_size), the same iteration every time.  DeepSpeed's
+ * pipeline engine passes nothing: step() counts on by one. */
+static void ds_lr_step(struct ds_lr *d, const struct config *c)
+{
+    d->lbi = c->no_pp ? (double)c->ds_train_batch : d->lbi + 1;
+    d->lr = d->lr_embed = train_ds_schedule_lr(&c->ds_sched, d->lbi);
 }
 
 /* ---- output --------------------------------------------------------------- */
@@ -987,6 +1032,18 @@ static void print_config(const struct config *c, const gpt_model *m, const train
     }
     if (c->deepspeed)
         ROW("deepspeed config", "ZeRO stage %d, %s", c->zero_stage, c->ds_config);
+    if (c->ds_sched.type) {
+        const train_ds_schedule *d = &c->ds_sched;
+        char total[40] = "";
+        if (d->type == TRAIN_DS_WARMUP_DECAY_LR) snprintf(total, sizeof total, ", decay to %g", d->total_num_steps);
+        if (c->no_pp)
+            ROW("deepspeed scheduler", "%s, stepped with train_batch_size %" PRIu64,
+                d->type == TRAIN_DS_WARMUP_LR ? "WarmupLR" : "WarmupDecayLR", c->ds_train_batch);
+        else
+            ROW("deepspeed scheduler", "%s, stepped by one", d->type == TRAIN_DS_WARMUP_LR ? "WarmupLR" : "WarmupDecayLR");
+        ROW("ds warmup lr / steps", "%g to %g / %g (%s)%s", d->min_lr, d->max_lr, d->warmup_num_steps,
+            d->linear ? "linear" : "log", total);
+    }
     ROW("lr / min lr / style", "%g / %g / %s", c->sched.lr, c->sched.min_lr, styles[c->sched.decay_style]);
     if (c->have_decoupled_lr)
         ROW("decoupled lr / min lr", "%g / %g (word embeddings, output layer)", c->decoupled_lr,
@@ -1051,8 +1108,8 @@ static void report_comm(const train_layout *P, uint64_t iters, double seconds)
 
 /* ---- checkpoints: Megatron's save_checkpoint / load_checkpoint --------------- */
 
-static void save_checkpoint(const struct config *c, trainer *t, const train_schedule *s, uint64_t iteration,
-                            uint64_t consumed, uint64_t sched_steps, uint64_t valid_cursor)
+static void save_checkpoint(const struct config *c, trainer *t, const train_schedule *s, const struct ds_lr *dl,
+                            uint64_t iteration, uint64_t consumed, uint64_t sched_steps, uint64_t valid_cursor)
 {
     ckpt_state st = {0};
     st.iteration = iteration;
@@ -1068,6 +1125,12 @@ static void save_checkpoint(const struct config *c, trainer *t, const train_sche
     st.loss_scale = t->scaler.scale;
     st.growth_tracker = (uint32_t)t->scaler.growth_tracker;
     st.hysteresis_tracker = (uint32_t)t->scaler.hysteresis_tracker;
+    if (c->ds_sched.type) {   /* DeepSpeed saves the scheduler's state and the optimizer's groups */
+        st.ds_scheduler = 1;
+        st.ds_last_batch_iteration = dl->lbi;
+        st.ds_lr = dl->lr;
+        st.ds_lr_embed = dl->lr_embed;
+    }
     double t0 = cli_now();
     if (trainer_save(t, c->save, &st) != 0)
         cli_die(1, "%s\nhint: check the space and permissions of --save", t->err);
@@ -1089,8 +1152,8 @@ static void check_sched(const char *dir, const char *name, double ours, double t
 /* Restores weights, AdamW state and the counters; no checkpoint in dir
  * means starting afresh, as Megatron does (with a warning).  Every rank
  * reads its (TP, PP) file; a rank that fails ends the job. */
-static int load_checkpoint(const struct config *c, trainer *t, train_schedule *s, uint64_t *iteration,
-                           uint64_t *consumed, uint64_t *sched_steps, uint64_t *valid_cursor)
+static int load_checkpoint(const struct config *c, trainer *t, train_schedule *s, struct ds_lr *dl,
+                           uint64_t *iteration, uint64_t *consumed, uint64_t *sched_steps, uint64_t *valid_cursor)
 {
     char err[4600];
     uint64_t it;
@@ -1110,7 +1173,19 @@ static int load_checkpoint(const struct config *c, trainer *t, train_schedule *s
                 code == CKPT_ERR_MISMATCH ? "resume with the model flags and parallel sizes of the saved run"
                 : code == CKPT_ERR_CHECKSUM || code == CKPT_ERR_FORMAT ? "the file is damaged; load an earlier iteration"
                 : "check --load");
-    if (c->use_ckpt_sched) {
+    if (st.ds_scheduler != (c->ds_sched.type != 0))
+        /* DeepSpeed hands the saved scheduler state to the other kind of
+           scheduler, whose load_state_dict fails (KeyError) */
+        cli_die(1, "checkpoint in '%s': saved %s a DeepSpeed config \"scheduler\" but this run has %s", c->load,
+                st.ds_scheduler ? "with" : "without", st.ds_scheduler ? "none" : "one");
+    if (c->ds_sched.type) {
+        /* WarmupLR.load_state_dict takes last_batch_iteration; the optimizer's
+           groups come back with their learning rates; Megatron's schedule
+           flags are not compared (its scheduler is not DeepSpeed's) */
+        dl->lbi = st.ds_last_batch_iteration;
+        dl->lr = st.ds_lr;
+        dl->lr_embed = st.ds_lr_embed;
+    } else if (c->use_ckpt_sched) {
         /* Megatron's _check_and_set with use_checkpoint_opt_param_scheduler */
         if (st.decay_style > 2)
             cli_die(1, "checkpoint in '%s': unknown lr scheduler decay style %u", c->load, st.decay_style);
@@ -1522,7 +1597,8 @@ int main(int argc, char **argv)
     double interval_time = 0, interval_loss = 0;
     uint64_t interval_iters = 0, interval_advanced = 0, interval_skipped = 0;
     uint64_t iteration = 0;
-    int resumed = c.load && load_checkpoint(&c, &t, &sched, &iteration, &consumed, &sched_steps, &valid_cursor);
+    struct ds_lr dl = {0};
+    int resumed = c.load && load_checkpoint(&c, &t, &sched, &dl, &iteration, &consumed, &sched_steps, &valid_cursor);
     if (c.load_hf && !resumed) {
         import_hf(c.load_hf, &model, ti.V, world_rank);
         cli_note(" initialised the weights from the HuggingFace folder %s (optimizer state fresh)", c.load_hf);
@@ -1543,6 +1619,7 @@ int main(int argc, char **argv)
         dsched.max_lr = c.decoupled_lr;
         if (c.have_decoupled_min_lr) dsched.min_lr = c.decoupled_min_lr;
     }
+    if (c.ds_sched.type && !resumed) ds_lr_start(&dl, &c, &sched, &dsched);
     cli_note("> training for %" PRIu64 " iterations ...", train_iters);
     train_layout_reset_stats(&P);
     uint64_t iters_run = 0;
@@ -1553,7 +1630,7 @@ int main(int argc, char **argv)
     while (iteration < train_iters && (!c.train_tokens || (double)consumed * tokens_per_sample < (double)c.train_tokens)) {
         if (c.kill_switch && kill_switch_found(&c, &P)) {
             if (c.save && last_saved != iteration) {
-                save_checkpoint(&c, &t, &sched, iteration, consumed, sched_steps, valid_cursor);
+                save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
                 last_saved = iteration;
             }
             cli_note("Detected kill switch at %s. Exiting", c.kill_switch);
@@ -1563,14 +1640,17 @@ int main(int argc, char **argv)
         /* Megatron's update_num_microbatches; a changed count saves first */
         uint64_t b = train_rampup_batch(&ramp, consumed);
         if (b != batch && iteration != 0 && c.save && last_saved != iteration) {
-            save_checkpoint(&c, &t, &sched, iteration, consumed, sched_steps, valid_cursor);
+            save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
             last_saved = iteration;
         }
         batch = b;
         trainer_set_global_batch(&t, batch);
         double ts = cli_now();
-        double lr = train_schedule_lr_tokens(&sched, (double)sched_steps, (double)prev_consumed * tokens_per_sample);
-        double lr_embed = train_schedule_lr_tokens(&dsched, (double)sched_steps, (double)prev_consumed * tokens_per_sample);
+        double lr = c.ds_sched.type ? dl.lr
+                                    : train_schedule_lr_tokens(&sched, (double)sched_steps, (double)prev_consumed * tokens_per_sample);
+        double lr_embed = c.ds_sched.type ? dl.lr_embed
+                                          : train_schedule_lr_tokens(&dsched, (double)sched_steps,
+                                                                     (double)prev_consumed * tokens_per_sample);
         double loss, norm;
         if (trainer_backward_pass(&t, consumed, &loss, &norm) != 0)
             cli_die(1, "%s", t.err);
@@ -1587,6 +1667,11 @@ int main(int argc, char **argv)
         prev_consumed = consumed;
         consumed += batch;
         if (!skipped) sched_steps += batch;   /* Megatron steps its scheduler on successful updates only */
+        if (!skipped && c.ds_sched.type) ds_lr_step(&dl, &c);   /* DeepSpeed too (no step on an overflow) */
+        /* what Megatron logs: the first group's learning rate after the step */
+        double lr_now = c.ds_sched.type ? dl.lr
+                                        : train_schedule_lr_tokens(&sched, (double)sched_steps,
+                                                                   (double)prev_consumed * tokens_per_sample);
         interval_time += cli_now() - ts;
         if (!skipped) {
             interval_loss += loss;
@@ -1600,9 +1685,7 @@ int main(int argc, char **argv)
                 cli_die(1, "%s", t.err);
             tblog_optimizer(&tbl, iteration, consumed * (uint64_t)c.seq, st);
         }
-        tblog_training(&tbl, iteration, consumed, skipped ? NAN : loss,
-                       train_schedule_lr_tokens(&sched, (double)sched_steps, (double)prev_consumed * tokens_per_sample),
-                       batch, t.scaler.scale, skipped ? NAN : norm, world_size);
+        tblog_training(&tbl, iteration, consumed, skipped ? NAN : loss, lr_now, batch, t.scaler.scale, skipped ? NAN : norm, world_size);
 
         if (iteration % c.log_interval == 0) {
             if (log_rank) {
@@ -1622,8 +1705,7 @@ int main(int argc, char **argv)
                        " | number of nan iterations: %3d | tokens per second: %.1f | ETA: %s |\n",
                        ts_s, iteration, train_iters, consumed, per_iter * 1000.0,
                        flops_per_token * (double)batch * (double)c.seq / per_iter / 1e12 / (double)world_size,
-                       train_schedule_lr_tokens(&sched, (double)sched_steps, (double)prev_consumed * tokens_per_sample),
-                       batch, avg, t.scaler.scale, gn, (int)interval_skipped, 0, (double)batch * c.seq / per_iter, eta);
+                       lr_now, batch, avg, t.scaler.scale, gn, (int)interval_skipped, 0, (double)batch * c.seq / per_iter, eta);
                 if (user_verbosity >= 3)
                     printf(" [rank %d] lm loss %.17g grad norm %.17g\n", world_rank, avg, norm);
                 fflush(stdout);
@@ -1643,12 +1725,12 @@ int main(int argc, char **argv)
             tblog_validation(&tbl, iteration, consumed, vl);
         }
         if (c.save && c.save_interval && iteration % c.save_interval == 0) {
-            save_checkpoint(&c, &t, &sched, iteration, consumed, sched_steps, valid_cursor);
+            save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
             last_saved = iteration;
         }
         if (c.exit_interval && iteration % c.exit_interval == 0) {
             if (c.save && last_saved != iteration) {
-                save_checkpoint(&c, &t, &sched, iteration, consumed, sched_steps, valid_cursor);
+                save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
                 last_saved = iteration;
             }
             cli_note("exiting program at iteration %" PRIu64, iteration);
@@ -1662,7 +1744,7 @@ int main(int argc, char **argv)
                 cli_die(1, "rank %d: exit-duration all-reduce: %s", world_rank, comm_error());
             if (done) {
                 if (c.save && last_saved != iteration) {
-                    save_checkpoint(&c, &t, &sched, iteration, consumed, sched_steps, valid_cursor);
+                    save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
                     last_saved = iteration;
                 }
                 cli_note("exiting program after %.17g minutes", minutes);
@@ -1673,7 +1755,7 @@ int main(int argc, char **argv)
     }
     double run_time = cli_now() - run_start;
     if (c.save && last_saved != iteration)
-        save_checkpoint(&c, &t, &sched, iteration, consumed, sched_steps, valid_cursor);
+        save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
     char prefix[96];
     if (stop) do_valid = do_test = 0;   /* Megatron exits before its end-of-training evaluation */
     if (do_valid) {

@@ -173,6 +173,10 @@ static void pack_header(unsigned char *h, const gpt_model *m, const ckpt_state *
     putf64(h + 448, st->loss_scale);
     put32(h + 456, st->growth_tracker);
     put32(h + 460, st->hysteresis_tracker);
+    put32(h + 464, st->ds_scheduler);
+    putf64(h + 472, st->ds_last_batch_iteration);
+    putf64(h + 480, st->ds_lr);
+    putf64(h + 488, st->ds_lr_embed);
     put64(h + HEADER_SUM_AT, ckpt_fnv1a64(CKPT_FNV_INIT, h, HEADER_SUM_AT));
 }
 
@@ -480,6 +484,10 @@ int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, float *ada
     st->loss_scale = version >= 2 ? getf64(h + 448) : 1.0;
     st->growth_tracker = version >= 2 ? get32(h + 456) : 0;
     st->hysteresis_tracker = version >= 2 ? get32(h + 460) : 0;
+    st->ds_scheduler = version >= 2 ? get32(h + 464) : 0;   /* 0 in files written before it existed */
+    st->ds_last_batch_iteration = version >= 2 ? getf64(h + 472) : 0;
+    st->ds_lr = version >= 2 ? getf64(h + 480) : 0;
+    st->ds_lr_embed = version >= 2 ? getf64(h + 488) : 0;
 cleanup:
     free(buf);
     if (f) fclose(f);

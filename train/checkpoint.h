@@ -62,6 +62,11 @@ typedef struct ckpt_state {
     /* Megatron's grad scaler (--fp16); 1, 0, 0 without one */
     double loss_scale;
     uint32_t growth_tracker, hysteresis_tracker;
+    /* DeepSpeed's config scheduler (1, else 0 and the rest unused): its
+       last_batch_iteration and the optimizer's learning rates (the main and
+       the decoupled group), which DeepSpeed restores with the optimizer */
+    uint32_t ds_scheduler;
+    double ds_last_batch_iteration, ds_lr, ds_lr_embed;
 } ckpt_state;
 
 /*

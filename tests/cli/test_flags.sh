@@ -281,8 +281,8 @@ ds '{"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": true}, "bf16": {"e
 run_expect ds_fp16_and_bf16 2 'fp16 and bf16 are both enabled' "$MDSTRAIN" $DS
 ds '{"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": true, "loss_scale": 128}}'
 run_expect ds_fp16_static_conflict 2 '--loss-scale 64 but "fp16": "loss_scale" 128' "$MDSTRAIN" $DS --fp16 --loss-scale 64
-ds '{"train_micro_batch_size_per_gpu": 1, "scheduler": {"type": "WarmupLR"}}'
-run_expect ds_scheduler 2 '"scheduler" is not supported' "$MDSTRAIN" $DS
+ds '{"train_micro_batch_size_per_gpu": 1, "optimizer": {"type": "Adam"}}'
+run_expect ds_optimizer 2 '"optimizer" is not supported' "$MDSTRAIN" $DS
 ds '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1, "offload_optimizer": {"device": "nvme"}}}'
 run_expect ds_nvme 2 '"device": "nvme" is not supported' "$MDSTRAIN" $DS
 ds '{"train_micro_batch_size_per_gpu": 1, "no_such_key": 1}'

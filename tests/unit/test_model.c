@@ -618,6 +618,7 @@ static void test_checkpoint(void)
     st.consumed_valid_samples = 2;
     st.max_lr = 1e-2; st.min_lr = 1e-3; st.warmup_steps = 2; st.decay_steps = 20; st.num_steps = 6;
     st.decay_style = 2;
+    st.ds_scheduler = 1; st.ds_last_batch_iteration = 8; st.ds_lr = 1.0034e-4; st.ds_lr_embed = 3e-4;
     uint64_t it = 0;
     CHECK(ckpt_read_latest(dir, &it, err, sizeof err) == CKPT_ERR_NOT_FOUND);
     CHECK(ckpt_save_rank(dir, &a, NULL, NULL, &st, err, sizeof err) == 0);
@@ -638,6 +639,7 @@ static void test_checkpoint(void)
     CHECK(ckpt_load_rank(dir, 3, &b, NULL, NULL, &got, err, sizeof err) == 0);
     CHECK(got.iteration == 3 && got.consumed_train_samples == 6 && got.consumed_valid_samples == 2);
     CHECK(got.max_lr == 1e-2 && got.min_lr == 1e-3 && got.decay_steps == 20 && got.num_steps == 6 && got.decay_style == 2);
+    CHECK(got.ds_scheduler == 1 && got.ds_last_batch_iteration == 8 && got.ds_lr == 1.0034e-4 && got.ds_lr_embed == 3e-4);
     CHECK(b.step == 3);
     size_t bytes = a.num_params * sizeof(float);
     CHECK(memcmp(a.params_memory, b.params_memory, bytes) == 0);
