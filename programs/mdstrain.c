@@ -315,7 +315,7 @@ static const struct cli_option compat_options[] = {
 static const struct cli_option ds_options[] = {
     {"deepspeed", 0, CLI_ARG_NONE, O_DEEPSPEED, NULL, "read --deepspeed_config (DeepSpeed's engine settings)"},
     {"deepspeed_config", 0, CLI_ARG_ONE, O_DS_CONFIG, "FILE",
-     "ds_config.json: batch sizes, clipping, ZeRO stage (1, 2: the distributed optimizer)"},
+     "ds_config.json: batch sizes, clipping, ZeRO stage (1, 2: the distributed optimizer), fp16/bf16, scheduler"},
     {"zero-stage", 0, CLI_ARG_ONE, O_ZERO_STAGE, "N", "must agree with the JSON's zero_optimization.stage"},
     {"checkpoint-activations", 0, CLI_ARG_NONE, O_CKPT_ACT, NULL,
      "= --recompute-granularity full --recompute-method uniform, chunks of --checkpoint-num-layers"},
