@@ -1185,6 +1185,9 @@ static int load_checkpoint(const struct config *c, trainer *t, train_schedule *s
         dl->lbi = st.ds_last_batch_iteration;
         dl->lr = st.ds_lr;
         dl->lr_embed = st.ds_lr_embed;
+        if (c->override_sched || c->use_ckpt_sched)
+            cli_note(" > --%s-opt_param-scheduler has no effect: the DeepSpeed config's scheduler restores its own state",
+                     c->override_sched ? "override" : "use-checkpoint");
     } else if (c->use_ckpt_sched) {
         /* Megatron's _check_and_set with use_checkpoint_opt_param_scheduler */
         if (st.decay_style > 2)
