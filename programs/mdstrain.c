@@ -1649,11 +1649,12 @@ int main(int argc, char **argv)
         batch = b;
         trainer_set_global_batch(&t, batch);
         double ts = cli_now();
-        double lr = c.ds_sched.type ? dl.lr
-                                    : train_schedule_lr_tokens(&sched, (double)sched_steps, (double)prev_consumed * tokens_per_sample);
-        double lr_embed = c.ds_sched.type ? dl.lr_embed
-                                          : train_schedule_lr_tokens(&dsched, (double)sched_steps,
-                                                                     (double)prev_consumed * tokens_per_sample);
+        double lr = dl.lr, lr_embed = dl.lr_embed;
+        if (!c.ds_sched.type) {
+            double tokens = (double)prev_consumed * tokens_per_sample;
+            lr = train_schedule_lr_tokens(&sched, (double)sched_steps, tokens);
+            lr_embed = train_schedule_lr_tokens(&dsched, (double)sched_steps, tokens);
+        }
         double loss, norm;
         if (trainer_backward_pass(&t, consumed, &loss, &norm) != 0)
             cli_die(1, "%s", t.err);
@@ -1673,8 +1674,7 @@ int main(int argc, char **argv)
         if (!skipped && c.ds_sched.type) ds_lr_step(&dl, &c);   /* DeepSpeed too (no step on an overflow) */
         /* what Megatron logs: the first group's learning rate after the step */
         double lr_now = c.ds_sched.type ? dl.lr
-                                        : train_schedule_lr_tokens(&sched, (double)sched_steps,
-                                                                   (double)prev_consumed * tokens_per_sample);
+                        : train_schedule_lr_tokens(&sched, (double)sched_steps, (double)prev_consumed * tokens_per_sample);
         interval_time += cli_now() - ts;
         if (!skipped) {
             interval_loss += loss;
@@ -1688,7 +1688,8 @@ int main(int argc, char **argv)
                 cli_die(1, "%s", t.err);
             tblog_optimizer(&tbl, iteration, consumed * (uint64_t)c.seq, st);
         }
-        tblog_training(&tbl, iteration, consumed, skipped ? NAN : loss, lr_now, batch, t.scaler.scale, skipped ? NAN : norm, world_size);
+        tblog_training(&tbl, iteration, consumed, skipped ? NAN : loss, lr_now, batch, t.scaler.scale,
+                       skipped ? NAN : norm, world_size);
 
         if (iteration % c.log_interval == 0) {
             if (log_rank) {
