@@ -128,6 +128,7 @@ static const struct cli_option model_options[] = {
     {"untie-embeddings-and-output-weights", 0, CLI_ARG_NONE, O_UNTIE, NULL, "separate output layer (default: tied to the word embeddings)"},
     {"init-method-std", 0, CLI_ARG_ONE, O_INIT_STD, "X", "init std (default 0.02; output projections / sqrt(2 L))"},
     {"norm-epsilon", 0, CLI_ARG_ONE, O_NORM_EPS, "X", "LayerNorm epsilon (default 1e-5)"},
+    {"layernorm-epsilon", 0, CLI_ARG_ONE, O_NORM_EPS, "X", "its older spelling (Megatron-DeepSpeed); not the --embed-layernorm norm's"},
     {"hidden-dropout", 0, CLI_ARG_ONE, O_HIDDEN_DROPOUT, "P", "dropout of the embedding, attention and MLP outputs (default 0.1)"},
     {"attention-dropout", 0, CLI_ARG_ONE, O_ATTN_DROPOUT, "P", "dropout of the attention probabilities (default 0.1)"},
     /* the Llama family */

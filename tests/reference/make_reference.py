@@ -64,8 +64,8 @@ again written from the definitions:
   - the MLP: a = fc1(x) is [gate (F) | up (F)], out = fc2(silu(gate) * up);
   - biases on every linear only where the config says so.
 
-The embedding LayerNorm (bigscience-workshop/Megatron-DeepSpeed's
---embed-layernorm, megatron/mpu/layers.py: a LayerNorm(C) inside
+The embedding LayerNorm (bigscience-workshop/Megatron-DeepSpeed at 8387ae17,
+its --embed-layernorm, megatron/mpu/layers.py: a LayerNorm(C) inside
 VocabParallelEmbedding, so with MixedFusedLayerNorm's default eps 1e-5
 whatever --layernorm-epsilon says; language_model.py's Embedding then adds
 the positions and applies the embedding dropout):

@@ -328,28 +328,6 @@ static void test_embedln_training_steps(void)
         run_file(embedln_files[i], 1);
 }
 
-/* One embedding-norm weight moved by 1e-3 shows in the gradients.  (Its
- * eps is held by the files themselves: the blocks' 1e-3 in place of 1e-5,
- * against word-embedding variances ~0.09, moves the logits ~100x their
- * tolerance.) */
-static void test_embedln_detects_perturbation(void)
-{
-    ref_file r;
-    gpt_model m;
-    if (ref_load(&r, "gpt_tiny_embedln.bin") != 0 || ref_model(&m, &r) != 0) {
-        CHECK(!"reference file loads");
-        free(r.buf);
-        return;
-    }
-    CHECK(r.embedln && r.ln_eps > 1e-4f);
-    m.params.emblnw[3] += 1e-3f;
-    long bad = check_grads(&r, &m, 0);
-    printf("  one embedding-norm weight + 1e-3: %ld values out of tolerance\n", bad);
-    CHECK(bad > 0);
-    gpt_model_free(&m);
-    free(r.buf);
-}
-
 static const char *const llama_files[] = {"llama_tiny_gqa_untied.bin", "llama_tiny_mha_tied.bin",
                                           "llama_tiny_mqa_tied_bias.bin", "llama_tiny_mha_untied.bin"};
 
@@ -365,41 +343,44 @@ static void test_llama_training_steps(void)
         run_file(llama_files[i], 1);
 }
 
-/* A Llama weight moved by 1e-3 shows too (a k weight of the only group). */
-static void test_llama_detects_perturbation(void)
+/* The tolerances must be tight enough to matter: element k of parameter
+ * tensor id of NAME's model moved by 1e-3 has to show as mismatches. */
+static void check_perturbation(const char *name, int id, size_t k, const char *what)
 {
     ref_file r;
     gpt_model m;
-    if (ref_load(&r, "llama_tiny_mqa_tied_bias.bin") != 0 || ref_model(&m, &r) != 0) {
+    memset(&r, 0, sizeof r);
+    if (ref_load(&r, name) != 0 || ref_model(&m, &r) != 0) {
         CHECK(!"reference file loads");
         free(r.buf);
         return;
     }
-    m.params.qkvw[(size_t)(r.C + 1) * r.C + 5] += 1e-3f;
+    float *p = m.params_memory;
+    for (int i = 0; i < id; i++)
+        p += m.param_sizes[i];
+    p[k] += 1e-3f;
     long bad = check_grads(&r, &m, 0);
-    printf("  one k weight + 1e-3: %ld values out of tolerance\n", bad);
+    printf("  %s + 1e-3: %ld values out of tolerance\n", what, bad);
     CHECK(bad > 0);
     gpt_model_free(&m);
     free(r.buf);
 }
 
-/* The tolerances must be tight enough to matter: one weight of the first
- * layer's QKV moved by 1e-3 has to show as mismatches. */
-static void test_detects_perturbation(void)
+/* a q weight of head 0 in the first layer */
+static void test_detects_perturbation(void) { check_perturbation("gpt_tiny.bin", GPT_QKVW, 20 + 3, "one qkvw weight"); }
+
+/* a k weight of the only group (C = 32) */
+static void test_llama_detects_perturbation(void)
 {
-    ref_file r;
-    gpt_model m;
-    if (ref_load(&r, "gpt_tiny.bin") != 0 || ref_model(&m, &r) != 0) {
-        CHECK(!"reference file loads");
-        free(r.buf);
-        return;
-    }
-    m.params.qkvw[(size_t)r.C + 3] += 1e-3f;   /* a q weight of head 0 */
-    long bad = check_grads(&r, &m, 0);
-    printf("  one qkvw weight + 1e-3: %ld values out of tolerance\n", bad);
-    CHECK(bad > 0);
-    gpt_model_free(&m);
-    free(r.buf);
+    check_perturbation("llama_tiny_mqa_tied_bias.bin", GPT_QKVW, 33 * 32 + 5, "one k weight");
+}
+
+/* (the embedding norm's eps is held by the files themselves: the blocks'
+ * 1e-3 in its place, against word-embedding variances ~0.09, moves the
+ * logits ~100x their tolerance) */
+static void test_embedln_detects_perturbation(void)
+{
+    check_perturbation("gpt_tiny_embedln.bin", GPT_EMBLNW, 3, "one embedding-norm weight");
 }
 
 /* Damaged files are refused with a reason, never read past their end. */
