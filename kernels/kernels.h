@@ -97,11 +97,12 @@ void encoder_forward_cpu(float *out,       // (B, T, C)
 
 /*
  * dwte[inp - v_start] += dout for the rank's tokens; dwpe[t] += sum_b dout[b,t]
- * (dwpe may be NULL).  Rows are summed in (b, t) order, without atomics.
+ * (either may be NULL: the embedding LayerNorm sends different gradients to
+ * the two).  Rows are summed in (b, t) order, without atomics.
  * Under TP every rank passes dwpe: wpe is replicated and, the forward
  * all-reduce being the identity in backward, every rank sees the same dout.
  */
-void encoder_backward_cpu(float *dwte,        // (V, C)
+void encoder_backward_cpu(float *dwte,        // (V, C); or NULL
                           float *dwpe,        // (maxT, C), first T rows; or NULL
                           const float *dout,  // (B, T, C)
                           const int *inp,     // (B, T)

@@ -96,7 +96,7 @@ enum {
     O_ATTN_DROPOUT, O_DIST_OPT, O_LOG_THROUGHPUT, O_QUIET, O_VERBOSE, O_HELP, O_VERSION,
     O_SAVE, O_SAVE_INTERVAL, O_LOAD, O_EXPORT_HF, O_LOAD_HF, O_CHECK_LOGITS,
     O_POS_TYPE, O_USE_ROPE, O_NO_POS_EMB, O_ROTARY_BASE, O_ROTARY_PERCENT, O_ROTARY_INTERLEAVED,
-    O_USE_ROPE_SCALING, O_ROPE_SCALING_FACTOR, O_NORMALIZATION, O_SWIGLU, O_GQA, O_QUERY_GROUPS, O_KV_HEADS, O_LN1P,
+    O_USE_ROPE_SCALING, O_ROPE_SCALING_FACTOR, O_NORMALIZATION, O_SWIGLU, O_GQA, O_QUERY_GROUPS, O_KV_HEADS, O_LN1P, O_EMBED_LN,
     O_DISABLE_BIAS, O_KV_CHANNELS, O_SOFTMAX_FP32,
     O_BF16, O_FP16, O_LOSS_SCALE, O_INITIAL_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_SCALE_WINDOW, O_HYSTERESIS,
     O_GRADS_FP32, O_GRADS_BF16, O_PER_TOKEN_LOSS, O_DEVICE,
@@ -128,6 +128,7 @@ static const struct cli_option model_options[] = {
     {"untie-embeddings-and-output-weights", 0, CLI_ARG_NONE, O_UNTIE, NULL, "separate output layer (default: tied to the word embeddings)"},
     {"init-method-std", 0, CLI_ARG_ONE, O_INIT_STD, "X", "init std (default 0.02; output projections / sqrt(2 L))"},
     {"norm-epsilon", 0, CLI_ARG_ONE, O_NORM_EPS, "X", "LayerNorm epsilon (default 1e-5)"},
+    {"layernorm-epsilon", 0, CLI_ARG_ONE, O_NORM_EPS, "X", "its older spelling (Megatron-DeepSpeed); not the --embed-layernorm norm's"},
     {"hidden-dropout", 0, CLI_ARG_ONE, O_HIDDEN_DROPOUT, "P", "dropout of the embedding, attention and MLP outputs (default 0.1)"},
     {"attention-dropout", 0, CLI_ARG_ONE, O_ATTN_DROPOUT, "P", "dropout of the attention probabilities (default 0.1)"},
     /* the Llama family */
@@ -141,6 +142,7 @@ static const struct cli_option model_options[] = {
     {"rope-scaling-factor", 0, CLI_ARG_ONE, O_ROPE_SCALING_FACTOR, "X", "its factor (default 8.0)"},
     {"normalization", 0, CLI_ARG_ONE, O_NORMALIZATION, "NORM", "LayerNorm (default) or RMSNorm"},
     {"apply-layernorm-1p", 0, CLI_ARG_NONE, O_LN1P, NULL, "norm weights stored as w and applied as 1 + w, w starting at 0 (zero-centred gamma)"},
+    {"embed-layernorm", 0, CLI_ARG_NONE, O_EMBED_LN, NULL, "a LayerNorm (eps 1e-5) of the word embeddings before the positions are added (bigscience)"},
     {"swiglu", 0, CLI_ARG_NONE, O_SWIGLU, NULL, "SwiGLU MLP: FC1 gives gate and up, silu(gate) * up (default ffn int(8h/3/64)*64)"},
     {"group-query-attention", 0, CLI_ARG_NONE, O_GQA, NULL, "grouped-query attention with --num-query-groups"},
     {"num-query-groups", 0, CLI_ARG_ONE, O_QUERY_GROUPS, "G", "key/value heads under --group-query-attention (default 1)"},
@@ -352,7 +354,7 @@ struct config {
     int have_lr, have_layers, have_seq, have_maxpos, have_mbs;
     /* the Llama family (gpt_config's fields, Megatron's semantics) */
     int pos_type, use_rope, no_pos_emb, rotary_interleaved, use_rope_scaling, normalization, swiglu, gqa;
-    int add_bias, kv_channels, ln1p;
+    int add_bias, kv_channels, ln1p, embed_ln;
     uint64_t rotary_base, query_groups;
     double rotary_percent, rope_scaling_factor;
     /* mixed precision */
@@ -532,6 +534,7 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_GQA: c->gqa = 1; break;
     case O_QUERY_GROUPS: c->query_groups = cli_opt_u64(o, v, 1, 1 << 16); break;
     case O_LN1P: c->ln1p = 1; break;
+    case O_EMBED_LN: c->embed_ln = 1; break;
     case O_KV_HEADS: c->query_groups = cli_opt_u64(o, v, 1, 1 << 16); c->gqa = 1; break;
     case O_DISABLE_BIAS: c->add_bias = 0; break;
     case O_KV_CHANNELS: c->kv_channels = (int)cli_opt_u64(o, v, 1, 1 << 20); break;
@@ -707,6 +710,12 @@ static void parse_args(int argc, char **argv, struct config *c)
     if (c->ln1p && (c->export_hf || c->load_hf))
         cli_usage("--apply-layernorm-1p with --%s is not supported yet (HuggingFace's norms store 1 + w)",
                   c->export_hf ? "export-hf" : "load-hf");
+    if (c->embed_ln && (c->export_hf || c->load_hf))
+        cli_usage("--embed-layernorm with --%s is not supported (neither GPT2LMHeadModel nor LlamaForCausalLM has "
+                  "an embedding LayerNorm)", c->export_hf ? "export-hf" : "load-hf");
+    if (c->embed_ln && (c->ln1p || c->normalization == GPT_NORM_RMSNORM))
+        cli_usage("--embed-layernorm with --%s is not defined by any reference (bigscience's is a plain LayerNorm)",
+                  c->ln1p ? "apply-layernorm-1p" : "normalization RMSNorm");
     if (infer) {   /* no training: its flags may be left out */
         if (c->export_hf && (c->check_logits || c->load_hf))
             cli_usage("--export-hf goes alone (not with --%s)", c->check_logits ? "check-logits" : "load-hf");
@@ -1013,8 +1022,8 @@ static void print_config(const struct config *c, const gpt_model *m, const train
         else
             snprintf(pos, sizeof pos, "%s", g->position_embedding == GPT_POS_NONE ? "none" : "learned absolute");
         ROW("position embedding", "%s", pos);
-        ROW("norm / mlp / linear bias", "%s / %s / %s", g->normalization == GPT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
-            g->swiglu ? "SwiGLU" : "GELU", g->add_bias_linear ? "yes" : "no");
+        ROW("norm / mlp / linear bias", "%s%s / %s / %s", g->normalization == GPT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm",
+            g->embed_layernorm ? " (+ embedding)" : "", g->swiglu ? "SwiGLU" : "GELU", g->add_bias_linear ? "yes" : "no");
         ROW("query groups", "%d%s", m->G, m->G == m->NH ? " (multi-head)" : " (grouped-query)");
     }
     ROW("parameters (rank 0)", "%zu", m->num_params);
@@ -1368,6 +1377,7 @@ static void model_config(const struct config *c, int V, int tp, int tp_rank, int
     mc->hidden_dropout = (float)c->hidden_dropout;
     mc->attention_dropout = (float)c->attention_dropout;
     mc->apply_layernorm_1p = c->ln1p;
+    mc->embed_layernorm = c->embed_ln;
     mc->sequence_parallel = c->seq_par;
     if (c->recompute_gran == GRAN_FULL) {
         mc->recompute_method = c->recompute_method;

@@ -78,6 +78,13 @@ static const char *const field_names[H_NFIELDS] = {
     "init_method_std", "norm_epsilon", "tensor_model_parallel_size", "tensor_model_parallel_rank",
     "pipeline_model_parallel_size", "pipeline_model_parallel_rank", "num_tensors"};
 
+/* The header's table of tensor sizes holds the tensors up to the untied
+ * output layer (17, at offset 96, up to the iteration at 232); the
+ * embedding LayerNorm's two come after them in the sections, their sizes
+ * implied by the architecture block's embed_layernorm (C each on the first
+ * stage) and counted in num_params. */
+#define SIZE_TABLE (GPT_OUTW + 1)
+
 static void model_fields(const gpt_model *m, int32_t f[H_NFIELDS])
 {
     f[H_LAYERS] = m->L;
@@ -95,16 +102,17 @@ static void model_fields(const gpt_model *m, int32_t f[H_NFIELDS])
     f[H_TP_RANK] = m->cfg.tp_rank;
     f[H_PP_SIZE] = m->cfg.pp_size;
     f[H_PP_RANK] = m->cfg.pp_rank;
-    f[H_NTENSORS] = GPT_NUM_PARAMS;
+    f[H_NTENSORS] = SIZE_TABLE;
 }
 
 /* The architecture fields of version 2, at ARCH_AT: i32 x 8 then f64 x 3
- * (version 1 files hold none: GPT's values are implied). */
+ * (version 1 files hold none: GPT's values are implied; fields added later
+ * read 0 in files written before them). */
 #define ARCH_AT 392
-enum { A_POSITION, A_NORM, A_SWIGLU, A_GROUPS, A_BIAS, A_INTERLEAVED, A_LN1P, A_NINTS };
+enum { A_POSITION, A_NORM, A_SWIGLU, A_GROUPS, A_BIAS, A_INTERLEAVED, A_LN1P, A_EMBLN, A_NINTS };
 static const char *const arch_names[A_NINTS] = {
     "position_embedding_type", "normalization", "swiglu", "num_query_groups", "add_bias_linear",
-    "rotary_interleaved", "apply_layernorm_1p"};
+    "rotary_interleaved", "apply_layernorm_1p", "embed_layernorm"};
 static const char *const arch_f_names[3] = {"rotary_base", "rotary_percent", "rope_scaling_factor"};
 
 static void arch_fields(const gpt_model *m, int32_t a[A_NINTS], double d[3])
@@ -117,6 +125,7 @@ static void arch_fields(const gpt_model *m, int32_t a[A_NINTS], double d[3])
     a[A_BIAS] = c->add_bias_linear;
     a[A_INTERLEAVED] = c->position_embedding == GPT_POS_ROPE ? c->rotary_interleaved : 0;
     a[A_LN1P] = c->apply_layernorm_1p;
+    a[A_EMBLN] = c->embed_layernorm;
     int rope = c->position_embedding == GPT_POS_ROPE;
     d[0] = rope ? c->rotary_base : 10000.0;
     d[1] = rope ? c->rotary_percent : 1.0;
@@ -146,7 +155,7 @@ static void pack_header(unsigned char *h, const gpt_model *m, const ckpt_state *
     putf32(h + 16 + 4 * H_EPS, m->cfg.layernorm_eps);
     put64(h + 80, m->cfg.seed);
     put64(h + 88, (uint64_t)m->num_params);
-    for (int i = 0; i < GPT_NUM_PARAMS; i++) put64(h + 96 + 8 * i, (uint64_t)m->param_sizes[i]);
+    for (int i = 0; i < SIZE_TABLE; i++) put64(h + 96 + 8 * i, (uint64_t)m->param_sizes[i]);
     put64(h + 232, st->iteration);
     put64(h + 240, (uint64_t)m->step);
     put64(h + 248, st->consumed_train_samples);
@@ -398,7 +407,7 @@ int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, float *ada
 
     /* the architecture of version 2 (version 1 files are GPT-2's) */
     {
-        int32_t want_a[A_NINTS], got_a[A_NINTS] = {GPT_POS_LEARNED, GPT_NORM_LAYERNORM, 0, m->NH, 1, 0, 0};
+        int32_t want_a[A_NINTS], got_a[A_NINTS] = {GPT_POS_LEARNED, GPT_NORM_LAYERNORM, 0, m->NH, 1, 0, 0, 0};
         double want_d[3], got_d[3] = {10000.0, 1.0, 0.0};
         arch_fields(m, want_a, want_d);
         if (version >= 2) {
@@ -430,7 +439,7 @@ int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, float *ada
     if (get64(h + 88) != (uint64_t)m->num_params)
         FAIL(CKPT_ERR_MISMATCH, "'%s': num_params is %" PRIu64 " in the checkpoint but %zu in this run", path,
              get64(h + 88), m->num_params);
-    for (int i = 0; i < GPT_NUM_PARAMS; i++)
+    for (int i = 0; i < SIZE_TABLE; i++)
         if (get64(h + 96 + 8 * i) != (uint64_t)m->param_sizes[i])
             FAIL(CKPT_ERR_MISMATCH, "'%s': size of tensor %d is %" PRIu64 " in the checkpoint but %zu in this run",
                  path, i, get64(h + 96 + 8 * i), m->param_sizes[i]);

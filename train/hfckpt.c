@@ -44,6 +44,10 @@ int hf_arch_of(const gpt_config *c, char *err, size_t errlen)
 {
     int rc = 0;
     int G = c->num_query_groups ? c->num_query_groups : c->num_heads;
+    /* BloomForCausalLM has one (word_embeddings_layernorm), but also ALiBi
+       positions, which mds does not implement */
+    if (c->embed_layernorm)
+        FAIL(HF_ERR_UNSUPPORTED, "neither GPT2LMHeadModel nor LlamaForCausalLM has an embedding LayerNorm (--embed-layernorm)");
     if (c->position_embedding == GPT_POS_LEARNED) {
         if (c->normalization != GPT_NORM_LAYERNORM) FAIL(HF_ERR_UNSUPPORTED, "GPT2LMHeadModel has LayerNorm, not RMSNorm (--normalization)");
         if (c->swiglu) FAIL(HF_ERR_UNSUPPORTED, "GPT2LMHeadModel has a GELU MLP, not SwiGLU (--swiglu)");
@@ -102,6 +106,7 @@ static int full_init(struct full *f, const gpt_model *m)
     s[GPT_LNFW] = C;
     s[GPT_LNFB] = lnb ? C : 0;
     s[GPT_OUTW] = c->untie_embeddings ? (size_t)f->Vp * C : 0;
+    s[GPT_EMBLNW] = s[GPT_EMBLNB] = 0;   /* hf_arch_of refuses embed_layernorm */
     size_t total = 0;
     for (int i = 0; i < GPT_NUM_PARAMS; i++) total += s[i];
     f->mem = calloc(total ? total : 1, sizeof(float));

@@ -21,7 +21,7 @@
 
 const char *const gpt_param_names[GPT_NUM_PARAMS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "outw"};
+    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "outw", "emblnw", "emblnb"};
 
 const char *gpt_strerror(int code)
 {
@@ -125,6 +125,11 @@ int gpt_config_check(const gpt_config *cfg, char *err, size_t errlen)
         if (!(cfg->rotary_base > 0.0)) FAIL("rotary base must be positive");
         if (cfg->rope_scaling_factor < 0.0) FAIL("rope scaling factor must be positive");
     }
+    /* bigscience's embedding norm is a LayerNorm; no reference combines it with these */
+    if (cfg->embed_layernorm && cfg->normalization != GPT_NORM_LAYERNORM)
+        FAIL("the embedding LayerNorm with RMSNorm is not defined by any reference");
+    if (cfg->embed_layernorm && cfg->apply_layernorm_1p)
+        FAIL("the embedding LayerNorm with apply_layernorm_1p is not defined by any reference");
     /* Megatron's divisibility rules: heads and ffn split evenly over TP (the
        padded vocabulary does by construction), layers over PP. */
     if (cfg->num_heads % cfg->tp_size)
@@ -217,7 +222,8 @@ static void point_params(gpt_params *p, float *base, const size_t *sizes)
 {
     float **ptrs[GPT_NUM_PARAMS] = {
         &p->wte, &p->wpe, &p->ln1w, &p->ln1b, &p->qkvw, &p->qkvb, &p->attprojw, &p->attprojb,
-        &p->ln2w, &p->ln2b, &p->fcw, &p->fcb, &p->fcprojw, &p->fcprojb, &p->lnfw, &p->lnfb, &p->outw};
+        &p->ln2w, &p->ln2b, &p->fcw, &p->fcb, &p->fcprojw, &p->fcprojb, &p->lnfw, &p->lnfb, &p->outw,
+        &p->emblnw, &p->emblnb};
     point_tensors(ptrs, base, sizes, GPT_NUM_PARAMS);
 }
 
@@ -264,6 +270,7 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
     size_t Vl = (size_t)m->Vl, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l, NHl = (size_t)m->NHl;
     size_t s = per_slot ? 1 : 0;
     int ln = m->cfg.normalization == GPT_NORM_LAYERNORM;   /* LayerNorm keeps mean and rstd; RMSNorm rstd only */
+    size_t el = s && m->first_stage && m->cfg.embed_layernorm;   /* the embedding LayerNorm's input and statistics */
     size_t sizes[GPT_NUM_ACTS] = {
         s * BTs * C,                               /* encoded */
         nl * BTs * C, ln ? nl * BTs : 0, nl * BTs, /* ln1, mean, rstd */
@@ -279,6 +286,7 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
         s * BT * C, s * BT * C, s * BT * QKVl, s * BT * Cl, s * BT * FC1l, s * BT * Fl, /* backward scratch */
         s * (size_t)m->nck * BTs * C,              /* ckpt */
         m->sp ? s * BTs * C : 0,                   /* dgrad_in */
+        el * BTs * C, el * BTs, el * BTs,          /* emb, emb_mean, emb_rstd */
     };
     memcpy(as, sizes, sizeof sizes);
 }
@@ -291,7 +299,7 @@ static void point_acts(gpt_acts *a, float *base, const size_t *sizes)
         &a->attproj, &a->residual2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu,
         &a->fcproj, &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd, &a->logits, &a->losses,
         &a->maxes, &a->sumexp, &a->tlogits, &a->mask, &a->dlosses, &a->dresidual, &a->dln,
-        &a->dqkv, &a->datty, &a->dfch, &a->dfch_gelu, &a->ckpt, &a->dgrad_in};
+        &a->dqkv, &a->datty, &a->dfch, &a->dfch_gelu, &a->ckpt, &a->dgrad_in, &a->emb, &a->emb_mean, &a->emb_rstd};
     point_tensors(aptrs, base, sizes, GPT_NUM_ACTS);
 }
 
@@ -367,6 +375,7 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     ps[GPT_LNFW] = m->last_stage ? C : 0;
     ps[GPT_LNFB] = m->last_stage && lnb ? C : 0;
     ps[GPT_OUTW] = (m->last_stage && !tied) ? Vl * C : 0;
+    ps[GPT_EMBLNW] = ps[GPT_EMBLNB] = m->first_stage && cfg->embed_layernorm ? C : 0;
     if (!sum_sizes(ps, GPT_NUM_PARAMS, &m->num_params) || m->num_params > ((size_t)-1) / 8)
         return GPT_ERR_NOMEM;
 
@@ -477,6 +486,7 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     /* norm weights (0 with apply_layernorm_1p: Megatron's zero-centred gamma); biases stay 0 */
     fill(h, Ll * C > C ? Ll * C : C, cfg->apply_layernorm_1p ? 0.0f : 1.0f);
     if (p->lnfw) PUT(p->lnfw, C);
+    if (p->emblnw) PUT(p->emblnw, C);   /* MixedFusedLayerNorm's ones (never 1p: gpt_config_check) */
     PUT(p->ln1w, Ll * C);
     PUT(p->ln2w, Ll * C);
     if (m->ln1p_memory) {   /* the ones that 1 + w adds */
@@ -733,13 +743,13 @@ static const float *norm_gamma(const gpt_model *m, const float *w)
 }
 
 static void norm_forward(const gpt_model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                         const float *b)
+                         const float *b, float eps)
 {
     w = norm_gamma(m, w);
     if (m->cfg.normalization == GPT_NORM_RMSNORM)
-        m->be->ops.rmsnorm_forward(out, rstd, inp, w, m->B, m->Ts, m->C, m->cfg.layernorm_eps);
+        m->be->ops.rmsnorm_forward(out, rstd, inp, w, m->B, m->Ts, m->C, eps);
     else
-        m->be->ops.layernorm_forward(out, mean, rstd, inp, w, b, m->B, m->Ts, m->C, m->cfg.layernorm_eps);
+        m->be->ops.layernorm_forward(out, mean, rstd, inp, w, b, m->B, m->Ts, m->C, eps);
     keep(m, out, (size_t)m->B * m->Ts * m->C);
 }
 
@@ -841,7 +851,8 @@ static void layer_forward(gpt_model *m, int l)
     dh1.t0 = dh2.t0 = m->t0;   /* on this rank's tokens */
     layer_view v;
     layer_view_of(m, l, &v);
-    norm_forward(m, v.ln1, v.ln1_mean, v.ln1_rstd, v.in, p->ln1w + lC, layer_part(p->ln1b, l, C));
+    norm_forward(m, v.ln1, v.ln1_mean, v.ln1_rstd, v.in, p->ln1w + lC, layer_part(p->ln1b, l, C),
+                 m->cfg.layernorm_eps);
     /* column-parallel QKV (Megatron's f: identity forward; with sequence
        parallelism the all-gather of the sequence) */
     const float *ln1 = sp_whole(m, m->sp_full, v.ln1, (size_t)C);
@@ -867,7 +878,8 @@ static void layer_forward(gpt_model *m, int l)
     }
     ops->residual_forward(v.res2, v.in, v.attproj, BTsC);
     keep(m, v.res2, BTsC);
-    norm_forward(m, v.ln2, v.ln2_mean, v.ln2_rstd, v.res2, p->ln2w + lC, layer_part(p->ln2b, l, C));
+    norm_forward(m, v.ln2, v.ln2_mean, v.ln2_rstd, v.res2, p->ln2w + lC, layer_part(p->ln2b, l, C),
+                 m->cfg.layernorm_eps);
     const float *ln2 = sp_whole(m, m->sp_full, v.ln2, (size_t)C);
     ops->matmul_forward(v.fch, ln2, p->fcw + (size_t)l * FC1l * C, layer_part(p->fcb, l, FC1l), B, T, C, (int)FC1l);
     keep(m, v.fch, BT * FC1l);
@@ -965,6 +977,70 @@ static void layer_backward(gpt_model *m, int l)
 
 const float *gpt_stage_output(const gpt_model *m) { return layer_output(m, m->Ll - 1); }
 
+/* ---- the embedding (first stage) ------------------------------------------ */
+
+/* Vocab-parallel embedding: each TP rank looks up its vocabulary rows, the
+ * all-reduce (or reduce-scatter) sums them, then Megatron's embedding
+ * dropout.  The position term (learned positions only) is added by TP rank
+ * 0 before the sum; with embed_layernorm the sum holds the word embeddings
+ * alone, and every rank normalises them and adds the positions after
+ * (bigscience's norm sits inside VocabParallelEmbedding, model.h). */
+static void embed_forward(gpt_model *m)
+{
+    int B = m->B, T = m->T, C = m->C, eln = m->cfg.embed_layernorm;
+    const gpt_params *p = &m->params;
+    gpt_acts *a = &m->acts;
+    const mds_ops *ops = &m->be->ops;
+    size_t TsC = (size_t)m->Ts * (size_t)C, BTsC = (size_t)B * TsC;
+    float *words = eln ? a->emb : a->encoded;
+    float *emb = m->sp ? m->sp_full2 : words;
+    ops->encoder_forward(emb, a->inputs, p->wte, m->cfg.tp_rank == 0 && !eln ? p->wpe : NULL, B, T, C, m->Vl,
+                         m->v_start);
+    tp_reduce_out(m, words, emb);
+    if (eln) {
+        norm_forward(m, a->encoded, a->emb_mean, a->emb_rstd, a->emb, p->emblnw, p->emblnb, GPT_EMBED_LN_EPS);
+        for (size_t b = 0; p->wpe && b < (size_t)B; b++)   /* positions t0 .. t0 + Ts - 1 */
+            ops->residual_forward(a->encoded + b * TsC, a->encoded + b * TsC, p->wpe + (size_t)m->t0 * C, TsC);
+        if (p->wpe)
+            keep(m, a->encoded, BTsC);
+    }
+    mds_dropout d = site_dropout(m, m->cfg.hidden_dropout, 0, 0);
+    d.t0 = m->t0;
+    if (d.p > 0.0f) {
+        ops->dropout_forward(a->encoded, a->encoded, B, m->Ts, C, d);
+        keep(m, a->encoded, BTsC);
+    }
+}
+
+/* Its backward from dresidual = d(stage input) over the whole sequence:
+ * through the dropout, into wpe, then (embed_layernorm) through the norm
+ * into the word embeddings' rows; dln and dresidual serve as scratch. */
+static void embed_backward(gpt_model *m)
+{
+    int B = m->B, T = m->T, C = m->C;
+    size_t BTC = (size_t)B * (size_t)T * (size_t)C;
+    const gpt_params *p = &m->params, *g = &m->grads;
+    gpt_acts *a = &m->acts;
+    const mds_ops *ops = &m->be->ops;
+    float *demb = a->dresidual;
+    mds_dropout d = site_dropout(m, m->cfg.hidden_dropout, 0, 0);
+    if (d.p > 0.0f) {
+        ops->dropout_backward(a->dln, a->dresidual, B, T, C, d);
+        keep(m, a->dln, BTC);
+        demb = a->dln;
+    }
+    if (!m->cfg.embed_layernorm) {
+        ops->encoder_backward(g->wte, g->wpe, demb, a->inputs, B, T, C, m->Vl, m->v_start);
+        return;
+    }
+    if (g->wpe)
+        ops->encoder_backward(NULL, g->wpe, demb, a->inputs, B, T, C, m->Vl, m->v_start);
+    float *dwords = demb == a->dln ? a->dresidual : a->dln;
+    m->be->zero(dwords, BTC * sizeof(float));
+    norm_backward(m, dwords, g->emblnw, g->emblnb, demb, a->emb, p->emblnw, a->emb_mean, a->emb_rstd);
+    ops->encoder_backward(g->wte, NULL, dwords, a->inputs, B, T, C, m->Vl, m->v_start);
+}
+
 int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float *mask,
                 double *loss_sum, double *num_tokens)
 {
@@ -973,7 +1049,6 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
     gpt_params *p = &m->params;
     gpt_acts *a = &m->acts;
     const mds_ops *ops = &m->be->ops;
-    int tp0 = m->cfg.tp_rank == 0;
     if (m->cfg.tp_size > 1 && !m->tp)
         return GPT_ERR_ARG;
     for (size_t i = 0; m->first_stage && i < BT; i++)
@@ -989,20 +1064,8 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
     if (m->last_stage)
         m->be->copy(a->targets, targets, BT * sizeof(int));
 
-    if (m->first_stage) {
-        /* Vocab-parallel embedding: each TP rank adds its vocabulary rows, the
-           position term (learned positions only) comes from TP rank 0, the
-           all-reduce (or reduce-scatter) sums them. */
-        float *emb = m->sp ? m->sp_full2 : a->encoded;
-        ops->encoder_forward(emb, a->inputs, p->wte, tp0 ? p->wpe : NULL, B, T, C, Vl, m->v_start);
-        tp_reduce_out(m, a->encoded, emb);
-        mds_dropout d = site_dropout(m, m->cfg.hidden_dropout, 0, 0);
-        d.t0 = m->t0;
-        if (d.p > 0.0f) {
-            ops->dropout_forward(a->encoded, a->encoded, B, m->Ts, C, d);   /* Megatron's embedding dropout */
-            keep(m, a->encoded, (size_t)B * m->Ts * C);
-        }
-    }
+    if (m->first_stage)
+        embed_forward(m);
     /* else: the caller received `encoded` from the previous stage */
     for (int l = 0; l < m->Ll; l++)
         layer_forward(m, l);
@@ -1016,7 +1079,7 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
         *loss_sum = 0.0;
         return GPT_OK;   /* the caller sends gpt_stage_output() on */
     }
-    norm_forward(m, a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb);
+    norm_forward(m, a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, m->cfg.layernorm_eps);
     const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
     ops->matmul_forward(a->logits, sp_whole(m, m->sp_full, a->lnf, (size_t)C), outw, NULL, B, T, C, Vl);
     keep(m, a->logits, BT * (size_t)Vl);   /* logits are stored in the working dtype; the loss is fp32 */
@@ -1089,16 +1152,8 @@ void gpt_backward(gpt_model *m, float scale)
         for (size_t b = 0; b < (size_t)B; b++)
             m->be->copy(a->dgrad_in + b * (size_t)m->Ts * C, a->dresidual + (b * (size_t)T + (size_t)m->t0) * C,
                         (size_t)m->Ts * C * sizeof(float));
-    if (m->first_stage) {
-        const float *demb = a->dresidual;
-        mds_dropout d = site_dropout(m, m->cfg.hidden_dropout, 0, 0);
-        if (d.p > 0.0f) {
-            ops->dropout_backward(a->dln, a->dresidual, B, T, C, d);
-            keep(m, a->dln, BTC);
-            demb = a->dln;
-        }
-        ops->encoder_backward(g->wte, g->wpe, demb, a->inputs, B, T, C, Vl, m->v_start);
-    }
+    if (m->first_stage)
+        embed_backward(m);
     /* fp16 main gradients (--fp16 without --accumulate-allreduce-grads-in-fp32):
        the buffer holds what an fp16 buffer would after this micro-batch */
     if (m->cfg.grad_dtype != MDS_F32)

@@ -116,6 +116,8 @@ typedef struct gpt_config {
     double rotary_percent;    /* --rotary-percent, default 1.0: rot = int(hs * percent), even */
     int rotary_interleaved;   /* --rotary-interleaved: pairs (2i, 2i+1) instead of (i, i + rot/2) */
     int apply_layernorm_1p;   /* --apply-layernorm-1p: norm weights w used as 1 + w, initialised to 0 */
+    int embed_layernorm;      /* --embed-layernorm (bigscience's Megatron-DeepSpeed): a LayerNorm of the
+                                 word embeddings before the positions are added (see below) */
     double rope_scaling_factor; /* --use-rope-scaling --rope-scaling-factor (Llama 3.1); 0: none */
     int normalization;        /* enum gpt_norm: LayerNorm (default) or RMSNorm (no bias) */
     int swiglu;               /* --swiglu: FC1 is [gate | up] of ffn width each, silu(gate) * up */
@@ -175,6 +177,22 @@ typedef struct gpt_config {
  * Selective recomputation (core attention) is what the attention op does
  * anyway: it stores no T x T probabilities, only the (B, NH, T) log-sum-exp.
  */
+/*
+ * The embedding LayerNorm (bigscience-workshop/Megatron-DeepSpeed's
+ * --embed-layernorm, megatron/mpu/layers.py VocabParallelEmbedding): the
+ * first stage computes  LN(wte[token]) + wpe[position],  then the embedding
+ * dropout.  The norm sits inside the vocab-parallel embedding, after its
+ * all-reduce, so its weight and bias (C each, ones and zeros, outside
+ * weight decay as every LayerNorm) are replicated over TP and held by the
+ * first pipeline stage only (the last stage's tied copy of wte has none);
+ * every TP rank computes the same gradient for them, as for the other
+ * norms.  Its epsilon is GPT_EMBED_LN_EPS whatever --norm-epsilon says:
+ * bigscience builds it as LayerNorm(hidden) with MixedFusedLayerNorm's
+ * default.  A LayerNorm always: with RMSNorm or apply_layernorm_1p no
+ * reference defines it, so gpt_config_check refuses those.
+ */
+#define GPT_EMBED_LN_EPS 1e-5f
+
 enum gpt_recompute { GPT_RECOMPUTE_NONE = 0, GPT_RECOMPUTE_UNIFORM = 1, GPT_RECOMPUTE_BLOCK = 2 };
 
 enum gpt_position { GPT_POS_LEARNED = 0, GPT_POS_ROPE = 1, GPT_POS_NONE = 2 };
@@ -216,11 +234,13 @@ int gpt_padded_vocab_size(const gpt_config *cfg);
 /* Parameter tensors, in storage order (llm.c's order, plus the untied output
  * layer).  A tensor that this rank does not hold, or that the architecture
  * lacks (wpe with RoPE, biases with --disable-bias-linear, norm biases with
- * RMSNorm), has size 0. */
+ * RMSNorm, the embedding LayerNorm without embed_layernorm), has size 0.
+ * The embedding LayerNorm comes last so that the storage (and the
+ * initialisation streams) of the models without it stay as they were. */
 enum gpt_param_id {
     GPT_WTE, GPT_WPE, GPT_LN1W, GPT_LN1B, GPT_QKVW, GPT_QKVB, GPT_ATTPROJW, GPT_ATTPROJB,
     GPT_LN2W, GPT_LN2B, GPT_FCW, GPT_FCB, GPT_FCPROJW, GPT_FCPROJB, GPT_LNFW, GPT_LNFB,
-    GPT_OUTW, GPT_NUM_PARAMS
+    GPT_OUTW, GPT_EMBLNW, GPT_EMBLNB, GPT_NUM_PARAMS
 };
 
 /* Pointers into one allocation; shapes are this rank's (local) shapes with
@@ -245,6 +265,8 @@ typedef struct gpt_params {
     float *lnfw;     // (C)
     float *lnfb;     // (C)
     float *outw;     // (Vl, C)     only with untie_embeddings, else size 0
+    float *emblnw;   // (C)         embedding LayerNorm (embed_layernorm, first stage)
+    float *emblnb;   // (C)
 } gpt_params;
 
 /* Activations of one micro-batch (B, T), plus the backward's scratch; with
@@ -289,11 +311,14 @@ typedef struct gpt_acts {
     float *dfch_gelu; // (B, T, Fl)
     float *ckpt;      // (nck, B, Ts, C)  recomputation: chunk k's output (chunk k + 1's input)
     float *dgrad_in;  // (B, Ts, C)  sequence parallelism: the stage's gradient slice received/sent
+    float *emb;       // (B, Ts, C)  embed_layernorm: the word embeddings, its input
+    float *emb_mean;  // (B, Ts)
+    float *emb_rstd;  // (B, Ts)
     int *inputs;      // (B, T)
     int *targets;     // (B, T)
 } gpt_acts;
 
-#define GPT_NUM_ACTS 34   /* float tensors in gpt_acts (inputs/targets apart) */
+#define GPT_NUM_ACTS 37   /* float tensors in gpt_acts (inputs/targets apart) */
 
 /* Names of the parameter tensors ("wte", "wpe", "ln1w", ...), for messages. */
 extern const char *const gpt_param_names[GPT_NUM_PARAMS];

@@ -51,7 +51,7 @@ void encoder_backward_cpu(float *dwte, float *dwpe, const float *dout, const int
     for (int blk = 0; blk < nblocks; blk++) {
         int c0 = blk * ENC_CBLOCK;
         int c1 = c0 + ENC_CBLOCK < C ? c0 + ENC_CBLOCK : C;
-        for (long bt = 0; bt < (long)B * T; bt++) {
+        for (long bt = 0; dwte && bt < (long)B * T; bt++) {
             long ix = (long)inp[bt] - v_start;
             if (ix < 0 || ix >= V)
                 continue;

@@ -65,8 +65,10 @@ void encoder_backward_cuda(float *dwte, float *dwpe, const float *dout, const in
                            int v_start)
 {
     if ((size_t)B * T * C == 0) return;
-    encoder_backward_wte_kernel<<<mds_cu_blocks((size_t)C, 128), 128>>>(dwte, dout, inp, B, T, C, V, v_start);
-    MDS_CU_LAUNCHED("encoder_backward");
+    if (dwte) {
+        encoder_backward_wte_kernel<<<mds_cu_blocks((size_t)C, 128), 128>>>(dwte, dout, inp, B, T, C, V, v_start);
+        MDS_CU_LAUNCHED("encoder_backward");
+    }
     if (dwpe) {
         encoder_backward_wpe_kernel<<<mds_cu_blocks((size_t)T * C, 256), 256>>>(dwpe, dout, B, T, C);
         MDS_CU_LAUNCHED("encoder_backward (wpe)");

@@ -7,7 +7,7 @@
 # whose grad norms within 1e-4.  Two models: GPT-2-like (LayerNorm, GELU,
 # learned positions, tied embeddings, dropout on by default) and Llama-like
 # (RMSNorm, SwiGLU, RoPE, grouped-query attention, no biases), 5
-# iterations each, and one --bf16 run (losses within 1e-2: rounding to bf16
+# iterations each, GPT with --embed-layernorm, and one --bf16 run (losses within 1e-2: rounding to bf16
 # amplifies the matmuls' differences).  Fails when no GPU is found.
 . tests/cli/lib.sh
 MDSTRAIN=${MDSTRAIN:-$BUILD/mdstrain}
@@ -57,6 +57,11 @@ close gpt_grad_norms norm "$T/gpt_cpu.log" "$T/gpt_cuda.log" 1e-4
 # shellcheck disable=SC2086
 run llama_cuda cuda $LLAMA && run llama_cpu cpu $LLAMA
 close llama_losses loss "$T/llama_cpu.log" "$T/llama_cuda.log" 1e-5
+# bigscience's embedding LayerNorm (the encoder backward's positions-only call)
+# shellcheck disable=SC2086
+run embedln_cuda cuda $GPT --embed-layernorm && run embedln_cpu cpu $GPT --embed-layernorm
+close embedln_losses loss "$T/embedln_cpu.log" "$T/embedln_cuda.log" 1e-5
+close embedln_grad_norms norm "$T/embedln_cpu.log" "$T/embedln_cuda.log" 1e-4
 # shellcheck disable=SC2086
 run bf16_cuda cuda $GPT --bf16 && run bf16_cpu cpu $GPT --bf16
 close bf16_losses loss "$T/bf16_cpu.log" "$T/bf16_cuda.log" 1e-2

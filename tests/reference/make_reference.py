@@ -4,8 +4,9 @@ tests/unit/test_reference.c holds the C model (train/model.c) to.
 
 Run by hand from the repository root (not by `make test`; CI needs no torch):
 
-    /usr/bin/python3 tests/reference/make_reference.py
+    /usr/bin/python3 tests/reference/make_reference.py [FILE.bin ...]
 
+(with file names, only those files are written).
 It needs only python3-torch (Debian's 1.13) and python3-numpy.  It writes
 
     tests/data/reference/gpt_tiny.bin         tied output layer (the default)
@@ -13,6 +14,8 @@ It needs only python3-torch (Debian's 1.13) and python3-numpy.  It writes
     tests/data/reference/llama_*.bin          the Llama block (RoPE, RMSNorm, SwiGLU,
                                               grouped-query attention, no biases), tied
                                               and untied, with and without GQA
+    tests/data/reference/gpt_tiny_embedln*.bin  bigscience's --embed-layernorm, tied
+                                              and untied (version 2 files)
 
 and prints, for each, how far the same computation in float64 lies from the
 float32 one that is stored: that is the size of fp32 rounding noise, which
@@ -61,6 +64,19 @@ again written from the definitions:
   - the MLP: a = fc1(x) is [gate (F) | up (F)], out = fc2(silu(gate) * up);
   - biases on every linear only where the config says so.
 
+The embedding LayerNorm (bigscience-workshop/Megatron-DeepSpeed at 8387ae17,
+its --embed-layernorm, megatron/mpu/layers.py: a LayerNorm(C) inside
+VocabParallelEmbedding, so with MixedFusedLayerNorm's default eps 1e-5
+whatever --layernorm-epsilon says; language_model.py's Embedding then adds
+the positions and applies the embedding dropout):
+  - h = LN_emb(wte[token]) + wpe[position], the rest as GPT above;
+  - its weight and bias are drawn like the other norms' and take no weight
+    decay (bigscience's optimizer puts every LayerNorm in the no-decay
+    group);
+  - the blocks' and the final LayerNorm use eps 1e-3 in these files (the
+    header's layernorm eps), so that a model that used that eps for the
+    embedding norm too, or 1e-5 for the others, would not match.
+
 File format (little-endian; version 1, and version 2 for the Llama block):
   header, 32 slots of 4 bytes (128 bytes):
     int32  [0] magic 0x4652444d ("MDRF")   [1] version 1
@@ -76,8 +92,10 @@ File format (little-endian; version 1, and version 2 for the Llama block):
   version 2 only, 16 more slots (header 192 bytes):
     int32   [32] position embedding (0 learned, 1 rope)  [33] normalization
                  (0 LayerNorm, 1 RMSNorm)  [34] swiglu  [35] num_query_groups G
-                 [36] add_bias_linear  [37] rotary_interleaved  [38..39] 0
-    float32 [40] rotary_base  [41] rotary_percent  [42..47] 0
+                 [36] add_bias_linear  [37] rotary_interleaved
+                 [38] embed_layernorm (0/1)  [39] 0
+    float32 [40] rotary_base  [41] rotary_percent  [42] the embedding
+            LayerNorm's eps (0 without it)  [43..47] 0
   then, packed in this order:
     int32   inputs   (B, T)
     int32   targets  (B, T)
@@ -87,7 +105,8 @@ File format (little-endian; version 1, and version 2 for the Llama block):
               qkvw (L,3C,C), qkvb (L,3C), attprojw (L,C,C), attprojb (L,C),
               ln2w (L,C), ln2b (L,C), fcw (L,F,C), fcb (L,F),
               fcprojw (L,C,F), fcprojb (L,C), lnfw (C), lnfb (C),
-              outw (Vp,C) only when untied; in version 2 a tensor the
+              outw (Vp,C) only when untied, emblnw (C), emblnb (C) only
+              with embed_layernorm; in version 2 a tensor the
               architecture lacks is left out (wpe with RoPE, the norm biases
               with RMSNorm, the linear biases without add_bias_linear), qkv
               is (L, C + 2 G hs, C) and fc (L, 2F, C) with SwiGLU
@@ -119,7 +138,10 @@ ORDER = [("wte", True), ("wpe", True), ("ln1w", False), ("ln1b", False),
          ("qkvw", True), ("qkvb", False), ("attprojw", True), ("attprojb", False),
          ("ln2w", False), ("ln2b", False), ("fcw", True), ("fcb", False),
          ("fcprojw", True), ("fcprojb", False), ("lnfw", False), ("lnfb", False),
-         ("outw", True)]
+         ("outw", True), ("emblnw", False), ("emblnb", False)]
+EMBED_LN_EPS = 1e-5   # MixedFusedLayerNorm(normalized_shape, eps=1e-5), built without eps
+EMBEDLN_FILES = [("gpt_tiny_embedln.bin", 0), ("gpt_tiny_embedln_untied.bin", 1)]
+EMBEDLN_LN_EPS = 1e-3
 
 
 def padded_vocab(V, div):
@@ -147,6 +169,17 @@ def draw_weights(untie):
     }
     if untie:
         w["outw"] = n(Vp, C, std=0.3)
+    return w
+
+
+def draw_embedln_weights(untie):
+    """GPT's weights plus the embedding LayerNorm's, from a generator of
+    their own (the GPT weights are draw_weights' exactly)."""
+    w = draw_weights(untie)
+    g = torch.Generator().manual_seed(SEED + 3)
+    C = CFG["C"]
+    w["emblnw"] = 1.0 + 0.1 * torch.randn(C, generator=g, dtype=torch.float32)
+    w["emblnb"] = 0.1 * torch.randn(C, generator=g, dtype=torch.float32)
     return w
 
 
@@ -261,13 +294,16 @@ def draw_llama_weights(cfg):
     return w
 
 
-def gpt_loss(p, inputs, targets, mask):
-    """Megatron GPT forward: returns (logits (B,T,Vp), loss)."""
+def gpt_loss(p, inputs, targets, mask, eps=HP["ln_eps"]):
+    """Megatron GPT forward: returns (logits (B,T,Vp), loss).  With the
+    embedding LayerNorm's weights in p, bigscience's --embed-layernorm."""
     L, C, NH = CFG["L"], CFG["C"], CFG["NH"]
     B, T = inputs.shape
     hs = C // NH
-    eps = HP["ln_eps"]
-    h = F.embedding(inputs, p["wte"]) + p["wpe"][:T].unsqueeze(0)
+    h = F.embedding(inputs, p["wte"])
+    if "emblnw" in p:
+        h = F.layer_norm(h, (C,), p["emblnw"], p["emblnb"], EMBED_LN_EPS)
+    h = h + p["wpe"][:T].unsqueeze(0)
     causal = torch.ones(T, T, dtype=torch.bool).tril()
     for l in range(L):
         x = F.layer_norm(h, (C,), p["ln1w"][l], p["ln1b"][l], eps)
@@ -300,7 +336,7 @@ def clip_grad_norm(params, max_norm):
     return norm
 
 
-def run(weights, dtype, inputs, targets, mask, llama=None):
+def run(weights, dtype, inputs, targets, mask, llama=None, ln_eps=HP["ln_eps"]):
     """First forward/backward, then the training steps, in dtype."""
     p = {k: v.to(dtype).clone().requires_grad_(True) for k, v in weights.items()}
     names = [k for k, _ in ORDER if k in p]
@@ -316,7 +352,7 @@ def run(weights, dtype, inputs, targets, mask, llama=None):
         if llama:
             logits, loss = llama_loss(p, inputs, targets, mask, llama)
         else:
-            logits, loss = gpt_loss(p, inputs, targets, mask)
+            logits, loss = gpt_loss(p, inputs, targets, mask, ln_eps)
         loss.backward()
         if step == 0:
             out["logits"] = logits.detach().clone()
@@ -332,19 +368,22 @@ def f32(t):
     return np.ascontiguousarray(t.detach().to(torch.float32).numpy(), dtype="<f4").tobytes()
 
 
-def write(path, weights, inputs, targets, mask, r, untie, llama=None):
+def write(path, weights, inputs, targets, mask, r, untie, llama=None, ln_eps=HP["ln_eps"]):
     c = llama or dict(L=CFG["L"], C=CFG["C"], NH=CFG["NH"], F=4 * CFG["C"])
+    embedln = "emblnw" in weights
     Vp = padded_vocab(CFG["V"], CFG["div"])
     names = [k for k, _ in ORDER if k in weights]
     P = sum(weights[k].numel() for k in names)
-    ints = [MAGIC, 2 if llama else VERSION, c["L"], c["C"], c["NH"], c["F"], CFG["maxT"], CFG["V"], CFG["div"],
+    ints = [MAGIC, 2 if llama or embedln else VERSION, c["L"], c["C"], c["NH"], c["F"], CFG["maxT"], CFG["V"], CFG["div"],
             Vp, int(untie), CFG["B"], CFG["T"], CFG["steps"], P, 0]
-    floats = [HP["lr"], HP["beta1"], HP["beta2"], HP["eps"], HP["wd"], HP["clip"], HP["ln_eps"]]
+    floats = [HP["lr"], HP["beta1"], HP["beta2"], HP["eps"], HP["wd"], HP["clip"], ln_eps]
     floats += [0.0] * (16 - len(floats))
     data = struct.pack("<16i16f", *ints, *floats)
     if llama:
         data += struct.pack("<8i8f", 1, 1, 1, llama["G"], llama["bias"], llama["interleaved"], 0, 0,
                             llama["rotary_base"], llama["rotary_percent"], *([0.0] * 6))
+    elif embedln:   # GPT's architecture, with the embedding LayerNorm
+        data += struct.pack("<8i8f", 0, 0, 0, c["NH"], 1, 0, 1, 0, 10000.0, 1.0, EMBED_LN_EPS, *([0.0] * 5))
     data += np.ascontiguousarray(inputs.numpy(), dtype="<i4").tobytes()
     data += np.ascontiguousarray(targets.numpy(), dtype="<i4").tobytes()
     data += f32(mask)
@@ -375,7 +414,10 @@ def main():
     out_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "reference")
     os.makedirs(out_dir, exist_ok=True)
     inputs, targets, mask = draw_batch()
+    only = set(sys.argv[1:])   # file names to write; none: all of them
     for untie, name in ((0, "gpt_tiny.bin"), (1, "gpt_tiny_untied.bin")):
+        if only and name not in only:
+            continue
         w = draw_weights(untie)
         r32 = run(w, torch.float32, inputs, targets, mask)
         r64 = run(w, torch.float64, inputs, targets, mask)
@@ -385,7 +427,21 @@ def main():
         print("  loss %.6f; losses %s" % (r32["loss"].item(), " ".join("%.6f" % x for x in r32["losses"])))
         print("  grad norms %s" % " ".join("%.4f" % x for x in r32["norms"]))
         noise_report(r32, r64)
+    for name, untie in EMBEDLN_FILES:
+        if only and name not in only:
+            continue
+        w = draw_embedln_weights(untie)
+        r32 = run(w, torch.float32, inputs, targets, mask, ln_eps=EMBEDLN_LN_EPS)
+        r64 = run(w, torch.float64, inputs, targets, mask, ln_eps=EMBEDLN_LN_EPS)
+        path = os.path.join(out_dir, name)
+        size, P = write(path, w, inputs, targets, mask, r32, untie, ln_eps=EMBEDLN_LN_EPS)
+        print("%s: %d bytes, %d parameters, torch %s" % (os.path.relpath(path), size, P, torch.__version__))
+        print("  loss %.6f; losses %s" % (r32["loss"].item(), " ".join("%.6f" % x for x in r32["losses"])))
+        print("  grad norms %s" % " ".join("%.4f" % x for x in r32["norms"]))
+        noise_report(r32, r64)
     for name, cfg in LLAMA:
+        if only and name not in only:
+            continue
         w = draw_llama_weights(cfg)
         r32 = run(w, torch.float32, inputs, targets, mask, cfg)
         r64 = run(w, torch.float64, inputs, targets, mask, cfg)

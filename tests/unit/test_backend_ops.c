@@ -224,6 +224,10 @@ static void t_encoder_backward(const struct shape *s)
     be->ops.encoder_backward(dwte.dev, dwpe.dev, dout.dev, inp.dev, B, T, C, V, vs);
     check_f("dwte", &dwte, ATOL, RTOL);
     check_f("dwpe", &dwpe, ATOL, RTOL);
+    /* the positions alone (the embedding LayerNorm's backward): no dwte */
+    encoder_backward_cpu(NULL, dwpe.ref, dout.ref, inp.ref, B, T, C, V, vs);
+    be->ops.encoder_backward(NULL, dwpe.dev, dout.dev, inp.dev, B, T, C, V, vs);
+    check_f("dwpe alone", &dwpe, ATOL, RTOL);
     tf_free(&dwte); tf_free(&dwpe); tf_free(&dout); ti_free(&inp);
 }
 

@@ -232,6 +232,73 @@ static void test_gradcheck_llama(void)
     gradcheck_cfg(c, 0, 0);
 }
 
+/* bigscience's --embed-layernorm: the gradient of every tensor (its norm's
+ * weight and bias included), tied and untied, with dropout and masks, and
+ * with RoPE (no position embedding after the norm). */
+static void test_gradcheck_embed_layernorm(void)
+{
+    static const uint64_t rows[2] = { 40, 41 };
+    gpt_config c;
+    tiny_config(&c, 0);
+    c.embed_layernorm = 1;
+    gradcheck_cfg(c, 0, 0);
+    tiny_config(&c, 1);
+    c.embed_layernorm = 1;
+    c.hidden_dropout = 0.2f;
+    drop_rows = rows;
+    gradcheck_cfg(c, 1, 1);
+    drop_rows = NULL;
+    tiny_config(&c, 0);
+    c.embed_layernorm = 1;
+    c.position_embedding = GPT_POS_ROPE;
+    gradcheck_cfg(c, 0, 1);
+}
+
+/* Its parameters: ones and zeros, C each, on the first pipeline stage only
+ * (not the last stage's tied copy of wte), last in storage, no weight
+ * decay, counted in the gradient norm on TP rank 0 only (replicated); the
+ * combinations no reference defines are refused; the rest of the model is
+ * initialised as without it. */
+static void test_embed_layernorm_params(void)
+{
+    gpt_config c;
+    gpt_model plain, m;
+    char err[200];
+    tiny_config(&c, 0);
+    CHECK(gpt_model_init(&plain, &c, 1, 4, err, sizeof err) == 0);
+    c.embed_layernorm = 1;
+    CHECK(gpt_model_init(&m, &c, 1, 4, err, sizeof err) == 0);
+    CHECK(m.param_sizes[GPT_EMBLNW] == 8 && m.param_sizes[GPT_EMBLNB] == 8 && m.num_params == plain.num_params + 16);
+    CHECK(memcmp(m.params_memory, plain.params_memory, plain.num_params * sizeof(float)) == 0);
+    CHECK(m.params.emblnw == m.params_memory + plain.num_params && m.params.emblnb == m.params.emblnw + 8);
+    int init_ok = 1;
+    for (int i = 0; i < 8; i++) init_ok &= m.params.emblnw[i] == 1.0f && m.params.emblnb[i] == 0.0f;
+    CHECK(init_ok);
+    CHECK(!gpt_param_decays(GPT_EMBLNW) && !gpt_param_decays(GPT_EMBLNB));
+    CHECK(gpt_param_counts_in_norm(&m, GPT_EMBLNW) && strcmp(gpt_param_names[GPT_EMBLNB], "emblnb") == 0);
+    gpt_model_free(&plain);
+    gpt_model_free(&m);
+    c.pp_size = 2;
+    c.pp_rank = 1;
+    CHECK(gpt_model_init(&m, &c, 1, 4, err, sizeof err) == 0);
+    CHECK(m.param_sizes[GPT_WTE] > 0 && m.param_sizes[GPT_EMBLNW] == 0 && m.params.emblnw == NULL);
+    gpt_model_free(&m);
+    c.pp_size = 1;
+    c.pp_rank = 0;
+    c.tp_size = 2;
+    c.tp_rank = 1;
+    CHECK(gpt_model_init(&m, &c, 1, 4, err, sizeof err) == 0);
+    CHECK(m.param_sizes[GPT_EMBLNW] == 8 && !gpt_param_counts_in_norm(&m, GPT_EMBLNW));
+    gpt_model_free(&m);
+    c.tp_size = 1;
+    c.tp_rank = 0;
+    c.normalization = GPT_NORM_RMSNORM;
+    CHECK(gpt_config_check(&c, err, sizeof err) == GPT_ERR_ARG && strstr(err, "RMSNorm"));
+    c.normalization = GPT_NORM_LAYERNORM;
+    c.apply_layernorm_1p = 1;
+    CHECK(gpt_config_check(&c, err, sizeof err) == GPT_ERR_ARG && strstr(err, "apply_layernorm_1p"));
+}
+
 /* The Llama configuration's rules and sizes, and a TP = 2 shard that holds
  * exactly its slice of the TP = 1 weights: qkv rows [q | k | v] per query
  * group, fc1 rows [gate | up]. */
@@ -901,11 +968,12 @@ static int run_tp2(fake_rank rk[2], const gpt_config *c)
 static void test_sequence_parallel(void)
 {
     make_batch(sp_inp, sp_tgt, sp_mask, 16, 21, 1);
-    for (int arch = 0; arch < 2; arch++)
+    for (int arch = 0; arch < 3; arch++)   /* GPT, Llama, GPT with the embedding LayerNorm */
         for (int dt = MDS_F32; dt <= MDS_BF16; dt++)
             for (int rc = 0; rc < 3; rc++) {
                 gpt_config c;
-                if (arch) { llama_config(&c, 1); c.num_query_groups = 2; } else tiny_config(&c, 0);
+                if (arch == 1) { llama_config(&c, 1); c.num_query_groups = 2; } else tiny_config(&c, 0);
+                c.embed_layernorm = arch == 2;
                 c.num_layers = 3;
                 c.hidden_dropout = 0.2f;
                 c.attention_dropout = 0.3f;
@@ -958,6 +1026,8 @@ int main(int argc, char **argv)
     RUN(test_gradcheck_tied);
     RUN(test_gradcheck_untied_masked);
     RUN(test_gradcheck_llama);
+    RUN(test_gradcheck_embed_layernorm);
+    RUN(test_embed_layernorm_params);
     RUN(test_llama_config_and_shards);
     RUN(test_gradcheck_dropout);
     RUN(test_mixed_precision);

@@ -5,7 +5,9 @@
  * the format is in the script's header).  For a tiny Megatron GPT, tied and
  * untied, and the Llama block (RoPE, RMSNorm, SwiGLU, no biases, tied and
  * untied, multi-head, grouped-query and multi-query attention, a partial
- * rotary width, interleaved pairs, a biased variant), with the script's
+ * rotary width, interleaved pairs, a biased variant) and GPT with
+ * bigscience's embedding LayerNorm (its own eps 1e-5, the blocks' 1e-3;
+ * tied and untied), with the script's
  * weights and batch (a loss mask with zeros, a padded vocabulary), it
  * checks the logits, the loss and every parameter
  * gradient of one forward/backward, then the losses and gradient norms of
@@ -49,8 +51,8 @@
 typedef struct ref_file {
     int version;
     int L, C, NH, F, maxT, V, div, Vp, untie, B, T, steps, P;
-    int rope, rmsnorm, swiglu, G, bias, interleaved;   /* version 2; GPT's values in version 1 */
-    float rotary_base, rotary_percent;
+    int rope, rmsnorm, swiglu, G, bias, interleaved, embedln;   /* version 2; GPT's values in version 1 */
+    float rotary_base, rotary_percent, embedln_eps;
     float lr, beta1, beta2, eps, wd, clip, ln_eps;
     const int *inputs, *targets;                 /* (B, T) */
     const float *mask;                           /* (B, T) */
@@ -88,22 +90,25 @@ static const char *ref_parse(ref_file *r, unsigned char *buf, size_t len)
     r->G = r->NH;
     r->bias = 1;
     if (r->version == 2) {
-        int *g[] = {&r->rope, &r->rmsnorm, &r->swiglu, &r->G, &r->bias, &r->interleaved};
-        for (int i = 0; i < 6; i++) {
+        int *g[] = {&r->rope, &r->rmsnorm, &r->swiglu, &r->G, &r->bias, &r->interleaved, &r->embedln};
+        for (int i = 0; i < 7; i++) {
             *g[i] = rd_i32(buf + 128 + 4 * i);
             if (*g[i] < 0 || *g[i] > (1 << 20)) return "header field out of range";
         }
         r->rotary_base = rd_f32(buf + 160);
         r->rotary_percent = rd_f32(buf + 164);
+        r->embedln_eps = rd_f32(buf + 168);
     }
     if (!r->L || !r->C || !r->NH || !r->F || r->C % r->NH || !r->B || !r->T || r->T > r->maxT || !r->steps ||
-        r->untie > 1 || !r->div || r->Vp != (r->V + r->div - 1) / r->div * r->div || !r->G || r->NH % r->G)
+        r->untie > 1 || !r->div || r->Vp != (r->V + r->div - 1) / r->div * r->div || !r->G || r->NH % r->G ||
+        r->embedln > 1 || (r->embedln && r->embedln_eps != GPT_EMBED_LN_EPS))
         return "inconsistent configuration";
     size_t L = (size_t)r->L, C = (size_t)r->C, F = (size_t)r->F, Vp = (size_t)r->Vp;
     size_t QKV = C + 2 * (size_t)r->G * (C / (size_t)r->NH), FC1 = r->swiglu ? 2 * F : F;
     size_t lnb = r->rmsnorm ? 0 : 1, b = (size_t)r->bias;
     size_t P = Vp * C * (1 + (size_t)r->untie) + (r->rope ? 0 : (size_t)r->maxT * C) + C * (1 + lnb) +
-               L * (C * (1 + lnb) * 2 + QKV * C + b * QKV + C * C + b * C + FC1 * C + b * FC1 + C * F + b * C);
+               L * (C * (1 + lnb) * 2 + QKV * C + b * QKV + C * C + b * C + FC1 * C + b * FC1 + C * F + b * C) +
+               2 * C * (size_t)r->embedln;
     if ((size_t)r->P != P) return "parameter count does not match the configuration";
     size_t BT = (size_t)r->B * (size_t)r->T;
     size_t want = header + 4 * (3 * BT + 2 * P + BT * Vp + 1 + 2 * (size_t)r->steps);
@@ -186,6 +191,7 @@ static int ref_model(gpt_model *m, const ref_file *r)
     c.num_query_groups = r->G;
     c.add_bias_linear = r->bias;
     c.rotary_interleaved = r->interleaved;
+    c.embed_layernorm = r->embedln;
     if (r->rope) {
         c.rotary_base = r->rotary_base;
         c.rotary_percent = r->rotary_percent;
@@ -288,9 +294,9 @@ static void run_file(const char *name, int steps)
         CHECK(!"reference file loads");
         return;
     }
-    printf("  %s: L %d C %d NH %d G %d F %d T %d B %d V %d (padded %d) %s%s%s%s, %d parameters\n", name, r.L, r.C,
+    printf("  %s: L %d C %d NH %d G %d F %d T %d B %d V %d (padded %d) %s%s%s%s%s, %d parameters\n", name, r.L, r.C,
            r.NH, r.G, r.F, r.T, r.B, r.V, r.Vp, r.untie ? "untied" : "tied", r.rope ? ", rope" : "",
-           r.rmsnorm ? ", rmsnorm" : "", r.swiglu ? ", swiglu" : "", r.P);
+           r.rmsnorm ? ", rmsnorm" : "", r.swiglu ? ", swiglu" : "", r.embedln ? ", embedding LayerNorm" : "", r.P);
     if (ref_model(&m, &r) == 0) {
         if (steps)
             check_steps(&r, &m);
@@ -308,6 +314,20 @@ static void test_tied_training_steps(void) { run_file("gpt_tiny.bin", 1); }
 static void test_untied_forward_backward(void) { run_file("gpt_tiny_untied.bin", 0); }
 static void test_untied_training_steps(void) { run_file("gpt_tiny_untied.bin", 1); }
 
+static const char *const embedln_files[] = {"gpt_tiny_embedln.bin", "gpt_tiny_embedln_untied.bin"};
+
+static void test_embedln_forward_backward(void)
+{
+    for (size_t i = 0; i < 2; i++)
+        run_file(embedln_files[i], 0);
+}
+
+static void test_embedln_training_steps(void)
+{
+    for (size_t i = 0; i < 2; i++)
+        run_file(embedln_files[i], 1);
+}
+
 static const char *const llama_files[] = {"llama_tiny_gqa_untied.bin", "llama_tiny_mha_tied.bin",
                                           "llama_tiny_mqa_tied_bias.bin", "llama_tiny_mha_untied.bin"};
 
@@ -323,41 +343,44 @@ static void test_llama_training_steps(void)
         run_file(llama_files[i], 1);
 }
 
-/* A Llama weight moved by 1e-3 shows too (a k weight of the only group). */
-static void test_llama_detects_perturbation(void)
+/* The tolerances must be tight enough to matter: element k of parameter
+ * tensor id of NAME's model moved by 1e-3 has to show as mismatches. */
+static void check_perturbation(const char *name, int id, size_t k, const char *what)
 {
     ref_file r;
     gpt_model m;
-    if (ref_load(&r, "llama_tiny_mqa_tied_bias.bin") != 0 || ref_model(&m, &r) != 0) {
+    memset(&r, 0, sizeof r);
+    if (ref_load(&r, name) != 0 || ref_model(&m, &r) != 0) {
         CHECK(!"reference file loads");
         free(r.buf);
         return;
     }
-    m.params.qkvw[(size_t)(r.C + 1) * r.C + 5] += 1e-3f;
+    float *p = m.params_memory;
+    for (int i = 0; i < id; i++)
+        p += m.param_sizes[i];
+    p[k] += 1e-3f;
     long bad = check_grads(&r, &m, 0);
-    printf("  one k weight + 1e-3: %ld values out of tolerance\n", bad);
+    printf("  %s + 1e-3: %ld values out of tolerance\n", what, bad);
     CHECK(bad > 0);
     gpt_model_free(&m);
     free(r.buf);
 }
 
-/* The tolerances must be tight enough to matter: one weight of the first
- * layer's QKV moved by 1e-3 has to show as mismatches. */
-static void test_detects_perturbation(void)
+/* a q weight of head 0 in the first layer */
+static void test_detects_perturbation(void) { check_perturbation("gpt_tiny.bin", GPT_QKVW, 20 + 3, "one qkvw weight"); }
+
+/* a k weight of the only group (C = 32) */
+static void test_llama_detects_perturbation(void)
 {
-    ref_file r;
-    gpt_model m;
-    if (ref_load(&r, "gpt_tiny.bin") != 0 || ref_model(&m, &r) != 0) {
-        CHECK(!"reference file loads");
-        free(r.buf);
-        return;
-    }
-    m.params.qkvw[(size_t)r.C + 3] += 1e-3f;   /* a q weight of head 0 */
-    long bad = check_grads(&r, &m, 0);
-    printf("  one qkvw weight + 1e-3: %ld values out of tolerance\n", bad);
-    CHECK(bad > 0);
-    gpt_model_free(&m);
-    free(r.buf);
+    check_perturbation("llama_tiny_mqa_tied_bias.bin", GPT_QKVW, 33 * 32 + 5, "one k weight");
+}
+
+/* (the embedding norm's eps is held by the files themselves: the blocks'
+ * 1e-3 in its place, against word-embedding variances ~0.09, moves the
+ * logits ~100x their tolerance) */
+static void test_embedln_detects_perturbation(void)
+{
+    check_perturbation("gpt_tiny_embedln.bin", GPT_EMBLNW, 3, "one embedding-norm weight");
 }
 
 /* Damaged files are refused with a reason, never read past their end. */
@@ -400,5 +423,8 @@ int main(void)
     RUN(test_llama_forward_backward);
     RUN(test_llama_training_steps);
     RUN(test_llama_detects_perturbation);
+    RUN(test_embedln_forward_backward);
+    RUN(test_embedln_training_steps);
+    RUN(test_embedln_detects_perturbation);
     return harness_report();
 }
