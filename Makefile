@@ -367,4 +367,5 @@ FORCE:
 
 -include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(INSPECT_OBJS:.o=.d) $(BUILD)/programs/mdsprep.d \
          $(BUILD)/programs/mdsinspect.d $(BUILD)/programs/mdstrain.d $(BUILD)/programs/tblog.d \
-         $(BUILD)/train/comm.d $(BUILD)/train/comm_tcp.d $(BUILD)/train/comm_mpi.d
+         $(BUILD)/train/comm.d $(BUILD)/train/comm_tcp.d $(BUILD)/train/comm_mpi.d $(BUILD)/train/comm_nccl.d \
+         $(TEST_BINS:%=%.d)
