@@ -202,10 +202,20 @@ timeout 60 "$MPIRUN" -np 2 "$MDSTRAIN" $TINY --tensor-model-parallel-size 2 --nu
     >"$T/out" 2>"$T/err"
 check bad_heads_exit2 test $? -eq 2
 check bad_heads_message grep -q 'number of attention heads 3 is not divisible by the tensor model parallel size 2' "$T/err"
-# the GPU runs one process until the NCCL communicator: refused before any
-# GPU is looked for, so the same on machines with and without one
+# NCCL needs the GPU backend: refused from one rank, the same everywhere
 # shellcheck disable=SC2086
-timeout 60 "$MPIRUN" -np 2 "$MDSTRAIN" $TINY --device cuda >"$T/out" 2>"$T/err"
-check cuda_two_ranks_exit2 test $? -eq 2
-check cuda_two_ranks_message_once test "$(grep -c -- '--device cuda runs one process (this job has 2 ranks)' "$T/err")" -eq 1
+timeout 60 "$MPIRUN" -np 2 "$MDSTRAIN" $TINY --device cpu --device-comm nccl >"$T/out" 2>"$T/err"
+check nccl_on_cpu_exit2 test $? -eq 2
+check nccl_on_cpu_message_once test "$(grep -c -- 'rank 0: --device-comm nccl needs --device cuda' "$T/err")" -eq 1
+# two ranks on the GPU: without one (this machine, or a build without CUDA)
+# refused once before anything starts; with GPUs it is make test-gpu's
+# shellcheck disable=SC2086
+timeout 60 "$MPIRUN" -np 2 "$MDSTRAIN" $TINY --device cuda --train-iters 1 >"$T/out" 2>"$T/err"
+rc=$?
+if grep -q -- '--device cuda: \(no CUDA device found\|this mdstrain was built without CUDA\)' "$T/err"; then
+    check cuda_two_ranks_no_gpu_exit2 test "$rc" -eq 2
+    check cuda_two_ranks_no_gpu_message_once test "$(grep -c -- '--device cuda: ' "$T/err")" -eq 1
+else
+    skip cuda_two_ranks_no_gpu "a GPU is present (make test-gpu runs several ranks on it)"
+fi
 finish
