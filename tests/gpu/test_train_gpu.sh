@@ -115,7 +115,7 @@ if [ "${ngpu:-0}" -ge 2 ]; then
     gpar nccl_tp2 2 --tensor-model-parallel-size 2
     check nccl_tp2_table grep -q '^| communication  *| NCCL ' "$T/nccl_tp2.0.err"
 else
-    skip nccl_tp2 "one GPU ($ngpu found): NCCL between GPUs needs two"
+    skip nccl_tp2 "one GPU (${ngpu:-0} found): NCCL between GPUs needs two"
     # more ranks than GPUs without host staging: refused at start-up, one
     # line, exit 2 (CUDA_VISIBLE_DEVICES unset: set, it may mean that a
     # launcher shows each task its own GPU, which comm_place believes)
