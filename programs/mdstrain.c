@@ -428,14 +428,16 @@ static const mds_backend *choose_backend(const struct config *c, mds_comm *world
         else cli_usage("MDS_DEVICE='%s' is neither cpu nor cuda", env);
     }
     device_how = c->device >= 0 ? "--device" : want >= 0 ? "MDS_DEVICE" : "default";
-    if (want == 1 && mds_backend_devices("cuda") < 1) {
+    /* ask CUDA only when the GPU could be used: --device cpu starts no driver */
+    int ngpus = want != 0 ? mds_backend_devices("cuda") : 0;
+    if (want == 1 && ngpus < 1) {
 #ifdef MDS_HAVE_CUDA
         cli_usage("--device cuda: no CUDA device found (cudaGetDeviceCount found none or the driver is missing)");
 #else
         cli_usage("--device cuda: this mdstrain was built without CUDA (make HAVE_CUDA=1 with nvcc installed)");
 #endif
     }
-    comm_place_in in = { .want = c->device_comm, .world_size = comm_size(world), .ngpus = mds_backend_devices("cuda"),
+    comm_place_in in = { .want = c->device_comm, .world_size = comm_size(world), .ngpus = ngpus,
                          .per_task = getenv("CUDA_VISIBLE_DEVICES") != NULL, .have_nccl = comm_have_nccl() };
     char host[64], why[512] = "";
     const char *source = "";
