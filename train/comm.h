@@ -164,7 +164,7 @@ int comm_set_timeout(double seconds, void (*expired)(double waited_s));
  * go to NCCL (see "Streams") and host buffers through the host transport.
  * A thread watches the enqueued work: an asynchronous NCCL error
  * (ncclCommGetAsyncError), or work not done within comm_set_timeout's
- * seconds, aborts every NCCL communicator (ncclCommAbort) and ends the
+ * seconds (600 when none was set), aborts every NCCL communicator (ncclCommAbort) and ends the
  * process through comm_set_fatal's function with one line naming the rank
  * and the collective.  Collective over host.  Free the world with
  * comm_free before host.  Built only with CUDA and NCCL

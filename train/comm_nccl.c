@@ -34,7 +34,8 @@
  * thread polls every live communicator that has work outstanding (its
  * done-event not reached): ncclCommGetAsyncError, and the time since the
  * work was enqueued against comm_set_timeout's seconds (Megatron's
- * --distributed-timeout-minutes); either aborts every NCCL communicator
+ * --distributed-timeout-minutes; 10 minutes, Megatron's default, when not
+ * set); either aborts every NCCL communicator
  * (ncclCommAbort, so the main thread's wait returns) and ends the process
  * with one line naming the rank and the collective (comm_fatal).  The host
  * collective watchdog (comm.c) aborts them too before it ends the process
@@ -108,6 +109,11 @@ static void abort_all(void)
 
 static const char *group_word(int size) { return size == 1 ? "rank" : "ranks"; }
 
+/* NCCL work outstanding this long ends the rank when no timeout was set:
+ * Megatron's --distributed-timeout-minutes default (torch's NCCL watchdog),
+ * since a kernel waiting for a dead peer may never return otherwise. */
+#define NCCL_DEFAULT_TIMEOUT_S 600.0
+
 /*
  * The watcher: every 50 ms, each live communicator with work outstanding
  * (since_ms set and its done-event not reached) is asked for an
@@ -124,7 +130,7 @@ static void *watcher(void *arg)
         struct timespec nap = {0, 50 * 1000000};
         nanosleep(&nap, NULL);
         char msg[512] = "";
-        double limit = comm_timeout();
+        double limit = comm_timeout() > 0 ? comm_timeout() : NCCL_DEFAULT_TIMEOUT_S;
         pthread_mutex_lock(&live_lock);
         for (struct nccl_impl *i = live; i && !msg[0]; i = i->next) {
             long long since = atomic_load(&i->since_ms);
@@ -137,7 +143,7 @@ static void *watcher(void *arg)
                          group_word(i->size), ncclGetErrorString(st), ncclGetLastError(i->nc));
             else if (cudaEventQuery(i->done) == cudaSuccess) {
                 if (atomic_load(&i->seq) == seq) atomic_compare_exchange_strong(&i->since_ms, &since, 0);
-            } else if (limit > 0 && (double)(now_ms() - since) / 1000.0 > limit)
+            } else if ((double)(now_ms() - since) / 1000.0 > limit)
                 snprintf(msg, sizeof msg, "rank %d: %s (group of %d %s) did not complete within %g s "
                          "(--distributed-timeout-minutes); a rank stopped or is far slower", i->rank, what, i->size,
                          group_word(i->size), limit);

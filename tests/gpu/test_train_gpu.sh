@@ -114,6 +114,21 @@ ngpu=$(sed -n 's/^| GPU (rank 0)  *| GPU [0-9]* of \([0-9]*\) .*/\1/p' "$T/stage
 if [ "${ngpu:-0}" -ge 2 ]; then
     gpar nccl_tp2 2 --tensor-model-parallel-size 2
     check nccl_tp2_table grep -q '^| communication  *| NCCL ' "$T/nccl_tp2.0.err"
+    # a rank killed in the middle: the other ends within seconds (its NCCL
+    # error, its timeout of 6 s, or the lost TCP connection), with a message
+    next_port
+    # shellcheck disable=SC2086
+    launch nkill 2 slurm $TINY --device cuda --tensor-model-parallel-size 2 --train-iters 1000000 \
+        --log-interval 100 --distributed-timeout-minutes 0.1
+    n=0
+    while [ "$n" -lt 600 ] && ! grep -q '] iteration ' "$T/nkill.1.log" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
+    victim=$(echo "$pids" | awk '{print $1}')
+    child=$(for f in /proc/[0-9]*/stat; do awk -v p="$victim" '$4 == p { print $1 }' "$f" 2>/dev/null; done | head -n 1)
+    kill -9 "${child:-$victim}" 2>/dev/null
+    t0=$(date +%s); reap; t1=$(date +%s)
+    check nccl_kill_other_fails test "$rc" -ne 0
+    check nccl_kill_bounded test $((t1 - t0)) -lt 60
+    check nccl_kill_message grep -Eq 'rank 1: .*(NCCL|lost the connection|waited)' "$T/nkill.1.err"
 else
     skip nccl_tp2 "one GPU (${ngpu:-0} found): NCCL between GPUs needs two"
     # more ranks than GPUs without host staging: refused at start-up, one
