@@ -428,8 +428,17 @@ static const mds_backend *choose_backend(const struct config *c, mds_comm *world
         else cli_usage("MDS_DEVICE='%s' is neither cpu nor cuda", env);
     }
     device_how = c->device >= 0 ? "--device" : want >= 0 ? "MDS_DEVICE" : "default";
-    /* ask CUDA only when the GPU could be used: --device cpu starts no driver */
+    /* ask CUDA only when the GPU could be used: --device cpu starts no driver;
+       MDS_TEST_GPU_COUNT (tests only, docs/cli.md) is the count comm_place
+       sees, so its refusals can be checked end to end without a GPU */
     int ngpus = want != 0 ? mds_backend_devices("cuda") : 0;
+    const char *fake = getenv("MDS_TEST_GPU_COUNT");
+    if (want != 0 && fake && *fake) {
+        char *end;
+        long n = strtol(fake, &end, 10);
+        if (*end || n < 0 || n > 1024) cli_usage("MDS_TEST_GPU_COUNT='%s' is not a GPU count", fake);
+        ngpus = (int)n;
+    }
     if (want == 1 && ngpus < 1) {
 #ifdef MDS_HAVE_CUDA
         cli_usage("--device cuda: no CUDA device found (cudaGetDeviceCount found none or the driver is missing)");
@@ -1595,6 +1604,8 @@ int main(int argc, char **argv)
     if (user_verbosity >= 2 && P.dp_rank == 0)
         fprintf(stderr, " > number of parameters on (tensor, pipeline) model parallel rank (%d, %d): %zu\n",
                 P.tp_rank, P.pp_rank, model.num_params);
+    if (user_verbosity >= 2 && placement.device >= 0)   /* every rank's binding; the table shows rank 0's */
+        fprintf(stderr, " > rank %d: %s\n", world_rank, placement_desc);
     int do_valid = c.eval_iters > 0 && ds_pipeline_has_split(data, DS_SPLIT_VALID) &&
                    ds_pipeline_length(data, DS_SPLIT_VALID) > 0;
     int do_test = c.eval_iters > 0 && ds_pipeline_has_split(data, DS_SPLIT_TEST) &&

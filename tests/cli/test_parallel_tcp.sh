@@ -65,6 +65,26 @@ staged tp2_pp2_dp2 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-si
 check staged_table_row grep -q "| communication  *| TCP (127.0.0.1:$PORT), host-staged " "$T/tp2_pp2_dp2_staged.0.err"
 check unstaged_no_copies sh -c "! grep -q 'host-staged' '$T/tp2_pp2_dp2.0.err'"
 
+# GPU ranks' start-up decision with an injected GPU count (MDS_TEST_GPU_COUNT;
+# comm_place's own cases are in tests/mpi/test_comm.c): two ranks on one
+# host with one GPU are refused by one line from rank 0 naming the way out,
+# exit 2 on both, unless they may share it; without --device the job falls
+# back to the CPU, as before.
+export MDS_TEST_GPU_COUNT=1
+# shellcheck disable=SC2086
+tcp over 2 slurm $TINY --device cuda --tensor-model-parallel-size 2
+check gpu_oversubscribed_exit2 test "$rc" -eq 2
+check gpu_oversubscribed_one_line test "$(cat "$T"/over.*.err | grep -c "^mdstrain: rank 0: 2 ranks on host '[^']*' (local rank 0) but 1 GPU: NCCL needs a GPU per rank; start at most 1 rank per host, or share the GPUs with --device-comm host-staged\$")" -eq 1
+check gpu_oversubscribed_only_rank0 test ! -s "$T/over.1.err"
+saved_device=${MDS_DEVICE-}
+MDS_DEVICE=   # tests/run.sh sets cpu; empty is unset
+# shellcheck disable=SC2086
+tcp fallback 2 slurm $TINY --tensor-model-parallel-size 2
+MDS_DEVICE=$saved_device
+check gpu_default_falls_back_exit0 test "$rc" -eq 0
+check gpu_default_falls_back_cpu grep -q '^| backend  *| cpu (.*; default)' "$T/fallback.0.err"
+unset MDS_TEST_GPU_COUNT
+
 # torchrun's variables instead of Slurm's: the same numbers
 # shellcheck disable=SC2086
 tcp torch 2 torch $TINY --tensor-model-parallel-size 2
