@@ -14,7 +14,7 @@
  *
  * Determinism: what a SUM promises under each transport.
  *  - MPI, TCP and one process (all of comm.c's generic layer, which only
- *    asks the transport to move bytes): every SUM is computed in rank order
+ *    asks the transport to move bytes), host-staged or not: every SUM is computed in rank order
  *    — a rank's share of the result is the sum, in the order rank 0, 1, ...,
  *    p-1, of every rank's contribution, and the shares are then gathered.
  *    So the result is bitwise the same on every rank, from run to run and
