@@ -288,7 +288,7 @@ test: deps
 test-run: $(PROGS) $(TEST_BINS) $(FUZZ_BINS)
 	@BUILD=$(BUILD) MDS_FEATURES='$(MDS_FEATURES)' sh tests/run.sh
 
-## test-gpu: build and run the GPU tests: every op on "cuda" against the CPU, and mdstrain on the GPU against the CPU (fails without a GPU)
+## test-gpu: build and run the GPU tests: every op on "cuda" against the CPU, mdstrain on the GPU against the CPU, several ranks on the GPU(s) (fails without a GPU)
 # Not part of `make test`, which runs where there is no GPU (there the op
 # test prints a skip line naming the GPU tests).
 test-gpu: deps
@@ -367,4 +367,5 @@ FORCE:
 
 -include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(INSPECT_OBJS:.o=.d) $(BUILD)/programs/mdsprep.d \
          $(BUILD)/programs/mdsinspect.d $(BUILD)/programs/mdstrain.d $(BUILD)/programs/tblog.d \
-         $(BUILD)/train/comm.d $(BUILD)/train/comm_tcp.d $(BUILD)/train/comm_mpi.d
+         $(BUILD)/train/comm.d $(BUILD)/train/comm_tcp.d $(BUILD)/train/comm_mpi.d $(BUILD)/train/comm_nccl.d \
+         $(TEST_BINS:%=%.d)

@@ -104,9 +104,11 @@ const mds_backend *mds_backend_cpu(void)
 }
 
 #ifdef MDS_HAVE_CUDA
-/* kernels/cuda/backend_cuda.cu: the CUDA backend, or NULL when no device
- * (or no driver) is found; probes once. */
-const mds_backend *mds_backend_cuda_probe(void);
+/* kernels/cuda/backend_cuda.cu: the CUDA backend on device ordinal device
+ * (-1: the one already bound, else 0), or NULL when no such device (or no
+ * driver) is found or another is bound; binds once.  The device count. */
+const mds_backend *mds_backend_cuda_probe(int device);
+int mds_backend_cuda_count(void);
 #endif
 
 size_t mds_backend_list(const mds_backend **out, size_t cap)
@@ -115,7 +117,7 @@ size_t mds_backend_list(const mds_backend **out, size_t cap)
     if (n < cap)
         out[n++] = mds_backend_cpu();
 #ifdef MDS_HAVE_CUDA
-    const mds_backend *cu = mds_backend_cuda_probe();
+    const mds_backend *cu = mds_backend_cuda_probe(-1);
     if (cu && n < cap)
         out[n++] = cu;
 #endif
@@ -130,4 +132,25 @@ const mds_backend *mds_backend_find(const char *name)
         if (strcmp(list[i]->name, name) == 0)
             return list[i];
     return NULL;
+}
+
+int mds_backend_devices(const char *name)
+{
+    if (strcmp(name, "cpu") == 0)
+        return 1;
+#ifdef MDS_HAVE_CUDA
+    if (strcmp(name, "cuda") == 0)
+        return mds_backend_cuda_count();
+#endif
+    return 0;
+}
+
+const mds_backend *mds_backend_find_device(const char *name, int device)
+{
+#ifdef MDS_HAVE_CUDA
+    if (strcmp(name, "cuda") == 0)
+        return mds_backend_cuda_probe(device);
+#endif
+    (void)device;
+    return mds_backend_find(name);
 }

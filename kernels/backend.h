@@ -112,6 +112,17 @@ size_t mds_backend_list(const mds_backend **out, size_t cap);
 /* The backend called name, or NULL when this build or machine lacks it. */
 const mds_backend *mds_backend_find(const char *name);
 
+/* How many devices the backend called name can use here: 1 for "cpu";
+ * for "cuda" what cudaGetDeviceCount says (0 without a CUDA build, driver
+ * or GPU), creating no context.  Not thread-safe before the first find. */
+int mds_backend_devices(const char *name);
+
+/* mds_backend_find() on device ordinal `device` of that backend: a GPU
+ * backend binds it (cudaSetDevice) on its first use in the process, so
+ * call this before any find or list; later calls return that backend for
+ * its device only (NULL for another ordinal).  The CPU ignores device. */
+const mds_backend *mds_backend_find_device(const char *name, int device);
+
 #ifdef __cplusplus
 }
 #endif

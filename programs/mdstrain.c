@@ -18,7 +18,8 @@
  * of both that name what mds does, accepted at those values only.
  *
  * What it deliberately does not do yet: context parallelism, interleaved
- * pipeline stages, several GPUs (--device cuda runs one process).
+ * pipeline stages, several GPUs in one process (one rank per GPU, or ranks
+ * sharing GPUs through host staging: --device-comm).
  * Log lines go to stdout (where Megatron prints them); the configuration
  * table, notes and errors go to stderr.  Exit status: 0 success, 1 runtime
  * failure, 2 bad usage.
@@ -66,6 +67,16 @@ static void end_job(int code)
     comm_abort(code);
 }
 
+/* Every rank reached the same failure together (none waits for another):
+ * end without aborting the job, whose launcher reports the exit status. */
+static void end_job_quietly(int code) __attribute__((noreturn));
+static void end_job_quietly(int code)
+{
+    fflush(stdout);
+    comm_finalize();
+    exit(code);
+}
+
 static void fatal(const char *msg)
 {
     cli_die(1, "%s", msg);
@@ -99,7 +110,7 @@ enum {
     O_USE_ROPE_SCALING, O_ROPE_SCALING_FACTOR, O_NORMALIZATION, O_SWIGLU, O_GQA, O_QUERY_GROUPS, O_KV_HEADS, O_LN1P, O_EMBED_LN,
     O_DISABLE_BIAS, O_KV_CHANNELS, O_SOFTMAX_FP32,
     O_BF16, O_FP16, O_LOSS_SCALE, O_INITIAL_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_SCALE_WINDOW, O_HYSTERESIS,
-    O_GRADS_FP32, O_GRADS_BF16, O_PER_TOKEN_LOSS, O_DEVICE,
+    O_GRADS_FP32, O_GRADS_BF16, O_PER_TOKEN_LOSS, O_DEVICE, O_DEVICE_COMM,
     /* Megatron flags naming what mds does (their values checked) */
     O_CP, O_DIST_BACKEND, O_DATA_IMPL, O_OPTIMIZER, O_DDP_IMPL, O_TRANSFORMER_IMPL,
     O_MCORE, O_NUM_WORKERS, O_DATALOADER, O_NO_ASYNC_TP, O_NO_GRAD_FUSION, O_ATTN_BACKEND, O_FLASH_ATTN,
@@ -243,8 +254,12 @@ static const struct cli_option train_options[] = {
     {"pipeline-model-parallel-size", 0, CLI_ARG_ONE, O_PP, "N", "pipeline stages, 1F1B schedule (default 1)"},
     {"use-distributed-optimizer", 0, CLI_ARG_NONE, O_DIST_OPT, NULL, "shard the AdamW state over data-parallel ranks (ZeRO-1)"},
     {"device", 0, CLI_ARG_ONE, O_DEVICE, "cpu|cuda",
-     "where tensors live and kernels run (default: $MDS_DEVICE if set, else cuda when this build has CUDA, a GPU is found "
-     "and the job is one process, else cpu); cuda runs one process until the NCCL communicator lands"},
+     "where tensors live and kernels run (default: $MDS_DEVICE if set, else cuda when this build has CUDA and every rank "
+     "has a GPU of its own, else cpu); each rank takes the GPU of its local rank"},
+    {"device-comm", 0, CLI_ARG_ONE, O_DEVICE_COMM, "auto|nccl|host-staged",
+     "collectives of GPU ranks: auto = NCCL when the job has several ranks (one GPU each; more ranks than GPUs on a "
+     "host are refused), nccl = NCCL even for one process, host-staged = through host memory over MPI/TCP, so that "
+     "ranks can share a GPU (slow; for testing layouts; with --device cpu it copies host memory)"},
     {"sequence-parallel", 0, CLI_ARG_NONE, O_SEQ_PAR, NULL,
      "with TP > 1: norms, dropout and residuals on 1/TP of the sequence (all-gather / reduce-scatter around the "
      "TP linears); bitwise the same results, less activation memory"},
@@ -350,6 +365,7 @@ struct config {
     const char *tokenizer_model;
     int tp, pp, dist_opt;
     int device;                       /* -1 default, 0 cpu, 1 cuda */
+    int device_comm;                  /* enum comm_want */
     uint64_t vocab_size_arg, vocab_div;
     int have_lr, have_layers, have_seq, have_maxpos, have_mbs;
     /* the Llama family (gpt_config's fields, Megatron's semantics) */
@@ -396,15 +412,17 @@ static struct cli_table tables[NTABLES];
 /*
  * The backend of --device, else of $MDS_DEVICE (cpu or cuda; tests/run.sh
  * sets cpu so that the CPU's golden results hold on a GPU machine), else
- * cuda when this build has CUDA, a device is found and the job is one
- * process, else cpu.  More than one rank on cuda is refused (exit 2): the
- * host transports move host memory, and the NCCL one (comm_nccl_init) is
- * compiled but not yet given the backend's stream and GPU by the trainer,
- * nor run on a GPU (issue 16).
+ * cuda when this build has CUDA and every rank has a GPU of its own (one
+ * process and a GPU, or NCCL's condition in comm_place), else cpu; then
+ * the route of the collectives and this rank's GPU (comm_place, over the
+ * host names of every rank: collective over the world).  A refusal is one
+ * line from the lowest rank that has one (every rank learns of it), exit 2.
  */
 static const char *device_how = "default";   /* how the backend was chosen, for the table */
+static char placement_desc[256];             /* the GPU row of the table */
+static comm_place_out placement;
 
-static const mds_backend *choose_backend(const struct config *c, int world_size)
+static const mds_backend *choose_backend(const struct config *c, mds_comm *world)
 {
     int want = c->device;
     const char *env = getenv("MDS_DEVICE");
@@ -414,24 +432,71 @@ static const mds_backend *choose_backend(const struct config *c, int world_size)
         else cli_usage("MDS_DEVICE='%s' is neither cpu nor cuda", env);
     }
     device_how = c->device >= 0 ? "--device" : want >= 0 ? "MDS_DEVICE" : "default";
-    /* probe only when the GPU could be used: under MPI every rank would
-       otherwise create a CUDA context */
-    if (want == 1 && world_size > 1)
-        cli_usage("--device cuda runs one process (this job has %d ranks): the NCCL transport (train/comm_nccl.c) "
-                  "is compiled but not yet wired into the trainer nor run on a GPU; use --device cpu", world_size);
-    const mds_backend *cu = want == 1 || (want < 0 && world_size == 1) ? mds_backend_find("cuda") : NULL;
-    if (want < 0)
-        return cu ? cu : mds_backend_cpu();
-    if (want == 0)
-        return mds_backend_cpu();
-    if (!cu) {
+    /* ask CUDA only when the GPU could be used: --device cpu starts no driver;
+       MDS_TEST_GPU_COUNT (tests only, docs/cli.md) is the count comm_place
+       sees, so its refusals can be checked end to end without a GPU */
+    int ngpus = want != 0 ? mds_backend_devices("cuda") : 0;
+    const char *fake = getenv("MDS_TEST_GPU_COUNT");
+    if (want != 0 && fake && *fake) {
+        char *end;
+        long n = strtol(fake, &end, 10);
+        if (*end || n < 0 || n > 1024) cli_usage("MDS_TEST_GPU_COUNT='%s' is not a GPU count", fake);
+        ngpus = (int)n;
+    }
+    if (want == 1 && ngpus < 1) {
 #ifdef MDS_HAVE_CUDA
         cli_usage("--device cuda: no CUDA device found (cudaGetDeviceCount found none or the driver is missing)");
 #else
         cli_usage("--device cuda: this mdstrain was built without CUDA (make HAVE_CUDA=1 with nvcc installed)");
 #endif
     }
+    comm_place_in in = { .want = c->device_comm, .world_size = comm_size(world), .ngpus = ngpus,
+                         .per_task = getenv("CUDA_VISIBLE_DEVICES") != NULL, .have_nccl = comm_have_nccl() };
+    char host[64], why[512] = "";
+    const char *source = "";
+    if (comm_local(world, &in.local_rank, &in.local_size, &source, host, sizeof host) != 0)
+        cli_die(1, "rank %d: gathering the host names: %s", comm_rank(world), comm_error());
+    in.host = host;
+    /* the default: the GPU when it fits as NCCL (or one process) wants it */
+    in.gpu = want == 1 || (want < 0 && in.ngpus > 0);
+    int rc = comm_place(&in, &placement, why, sizeof why);
+    if (want < 0 && in.gpu && rc != 0) {
+        in.gpu = 0;
+        rc = comm_place(&in, &placement, why, sizeof why);
+    }
+    double first_bad = rc ? (double)(comm_size(world) - comm_rank(world)) : 0.0;
+    if (comm_allreduce(world, &first_bad, 1, COMM_F64, COMM_MAX) < 0)
+        cli_die(1, "rank %d: start-up all-reduce: %s", comm_rank(world), comm_error());
+    if (first_bad > 0) {
+        if (comm_size(world) - comm_rank(world) == (int)first_bad) {
+            fprintf(stderr, "%s: rank %d: %s\n", cli.name, comm_rank(world), why);
+            fprintf(stderr, "hint: %s --help, options --device and --device-comm\n", cli.name);
+        }
+        end_job(2);
+    }
+    if (!in.gpu) {
+        snprintf(placement_desc, sizeof placement_desc, "none");
+        return mds_backend_cpu();
+    }
+    const mds_backend *cu = mds_backend_find_device("cuda", placement.device);
+    if (!cu && want < 0 && comm_size(world) == 1) {   /* a GPU seen but not usable: the CPU, as before */
+        placement = (comm_place_out){COMM_ROUTE_HOST, -1, 0};
+        snprintf(placement_desc, sizeof placement_desc, "none (GPU %d unusable)", in.local_rank);
+        return mds_backend_cpu();
+    }
+    if (!cu) cli_die(1, "rank %d: cannot use GPU %d (cudaSetDevice or cuBLAS failed)", comm_rank(world), placement.device);
+    snprintf(placement_desc, sizeof placement_desc, "GPU %d of %d = local rank %d (%s)%s", placement.device, in.ngpus,
+             in.local_rank, source, placement.shared ? ", shared" : "");
     return cu;
+}
+
+/* comm.h's fatal line from a transport's own thread (an NCCL error or
+ * timeout seen by its watcher): the same form as every error, then end. */
+static void comm_fatal_line(const char *msg)
+{
+    fflush(stdout);
+    fprintf(stderr, "%s: %s\n", cli.name, msg);
+    _exit(1);
 }
 
 static void print_help(void)
@@ -506,6 +571,9 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_VOCAB_SIZE: c->vocab_size_arg = cli_opt_u64(o, v, 1, 1 << 30); break;
     case O_TP: c->tp = (int)cli_opt_u64(o, v, 1, 1 << 16); break;
     case O_DEVICE: c->device = cli_opt_choice(o, v, (const char *const[]){"cpu", "cuda", NULL}); break;
+    case O_DEVICE_COMM:
+        c->device_comm = cli_opt_choice(o, v, (const char *const[]){"auto", "nccl", "host-staged", NULL});
+        break;
     case O_PP: c->pp = (int)cli_opt_u64(o, v, 1, 1 << 16); break;
     case O_EOD_MASK: c->eod_mask = 1; break;
     case O_VOCAB_DIV: c->vocab_div = cli_opt_u64(o, v, 1, 1 << 20); break;
@@ -1083,12 +1151,18 @@ static void print_config(const struct config *c, const gpt_model *m, const train
     ROW("parallel (TP, PP, DP)", "%d, %d, %d%s%s; %d OpenMP threads", P->tp_size, P->pp_size, P->dp_size,
         m->sp ? ", sequence parallel" : "", c->dist_opt ? ", distributed optimizer" : "", threads);
     ROW("backend", "%s (%s; %s)", m->be->name, m->be->device, device_how);
+    ROW("GPU (rank 0)", "%s", placement_desc);
     ROW("precision", "%s, main grads %s", mds_dtype_name(m->cfg.dtype), mds_dtype_name(m->cfg.grad_dtype));
     if (c->fp16)
         ROW("loss scale", c->have_loss_scale ? "%g (constant)" : "dynamic from %g (min %g, window %" PRIu64
             ", hysteresis %" PRIu64 ")", c->have_loss_scale ? c->loss_scale : c->initial_loss_scale, c->min_loss_scale,
             c->loss_scale_window, c->hysteresis);
-    ROW("communication", "%s", comm_backend());
+    if (placement.route == COMM_ROUTE_NCCL)
+        ROW("communication", "%s + %s (host buffers)", comm_transport(P->world), comm_backend());
+    else if (placement.route == COMM_ROUTE_STAGED)
+        ROW("communication", "%s, host-staged", comm_backend());
+    else
+        ROW("communication", "%s", comm_backend());
 #undef ROW
     fprintf(stderr, "%s\n", sep);
 }
@@ -1111,6 +1185,9 @@ static void report_comm(const train_layout *P, uint64_t iters, double seconds)
             if (s.calls[k] && n < (int)sizeof line)
                 n += snprintf(line + n, sizeof line - (size_t)n, " %s %s %.1f calls %.0f bytes;", names[g], kinds[k],
                               (double)s.calls[k] / (double)iters, (double)s.bytes_sent[k] / (double)iters);
+        if (s.bytes_staged && n < (int)sizeof line)
+            n += snprintf(line + n, sizeof line - (size_t)n, " %s host-staged %.0f bytes;", names[g],
+                          (double)s.bytes_staged / (double)iters);
     }
     fprintf(stderr, "%s\n", line);
 }
@@ -1540,13 +1617,29 @@ int main(int argc, char **argv)
         cli_usage("the world size %d is not divisible by tensor (%d) x pipeline (%d) model parallel sizes",
                   world_size, c.tp, c.pp);
     int dp = world_size / (c.tp * c.pp);
-    const mds_backend *backend = choose_backend(&c, world_size);
+    const mds_backend *backend = choose_backend(&c, world);
     if (c.dist_timeout > 0) {
         timeout_rank = world_rank;
         timeout_minutes = c.dist_timeout;
         if (comm_set_timeout(c.dist_timeout * 60.0, collective_timeout) != 0)
             cli_die(1, "%s", comm_error());
     }
+    /* the trainer's world: the host one, the NCCL one over it, or the host
+       one staging through the backend's copies */
+    mds_comm *nccl_world = NULL;
+    comm_copy_ops staging = { backend->copy, backend->sync, backend->error };
+    if (placement.route == COMM_ROUTE_NCCL) {
+        comm_set_fatal(comm_fatal_line);
+        int nrc = comm_nccl_init(world, &nccl_world);
+        if (nrc == -2) end_job_quietly(1);   /* the rank that failed says why */
+        if (nrc != 0) {
+            fprintf(stderr, "%s: %s\n", cli.name, comm_error());
+            end_job_quietly(1);
+        }
+    } else if (placement.route == COMM_ROUTE_STAGED) {
+        comm_set_staging(world, &staging);
+    }
+    mds_comm *train_world = nccl_world ? nccl_world : world;
     if (c.deepspeed) apply_ds_config(&c, dp, world_rank == 0);
     if (c.grads_bf16 && !c.bf16) cli_usage("--grad-reduce-in-bf16 goes with --bf16");
     if (!c.have_gbs) c.gbs = c.mbs * (uint64_t)dp;   /* Megatron's default */
@@ -1565,7 +1658,7 @@ int main(int argc, char **argv)
         cli_usage("%s", err);
     plan_batches(&c, &ramp, dp, &sched);
     train_layout P;
-    if (train_layout_init(&P, world, c.tp, c.pp, err, sizeof err) != 0)
+    if (train_layout_init(&P, train_world, c.tp, c.pp, err, sizeof err) != 0)
         cli_die(1, "%s", err);
     int user_verbosity = cli.verbosity;
     if (world_rank != 0 && cli.verbosity > 1) cli.verbosity = 1;   /* notes and the table from rank 0 */
@@ -1599,6 +1692,8 @@ int main(int argc, char **argv)
     if (user_verbosity >= 2 && P.dp_rank == 0)
         fprintf(stderr, " > number of parameters on (tensor, pipeline) model parallel rank (%d, %d): %zu\n",
                 P.tp_rank, P.pp_rank, model.num_params);
+    if (user_verbosity >= 2 && placement.device >= 0)   /* every rank's binding; the table shows rank 0's */
+        fprintf(stderr, " > rank %d: %s\n", world_rank, placement_desc);
     int do_valid = c.eval_iters > 0 && ds_pipeline_has_split(data, DS_SPLIT_VALID) &&
                    ds_pipeline_length(data, DS_SPLIT_VALID) > 0;
     int do_test = c.eval_iters > 0 && ds_pipeline_has_split(data, DS_SPLIT_TEST) &&
@@ -1796,6 +1891,7 @@ int main(int argc, char **argv)
     ds_pipeline_close(data);
     gpt_model_free(&model);
     train_layout_release(&P);
+    comm_free(nccl_world);
     comm_free(world);
     comm_finalize();
     data_flags_release(&c.data);

@@ -6,14 +6,20 @@
  * A rank-ordered sum is an all-to-all of chunks, a sum of the received
  * chunks in rank order, and an all-gather of the sums.
  *
- * Not here: sockets (comm_tcp.c) and anything that needs mpi.h (comm_mpi.c);
- * this file is plain C whatever the build.
+ * Host staging (comm_set_staging) wraps the same host path: buffers copied
+ * into c->staged by the backend's copy functions, the host collective on
+ * them, the results copied back.  comm_place() and comm_local() choose the
+ * route and GPU of each rank (mdstrain's start-up).
+ *
+ * Not here: sockets (comm_tcp.c), anything that needs mpi.h (comm_mpi.c)
+ * or CUDA (comm_nccl.c); this file is plain C whatever the build.
  */
 #include "comm_internal.h"
 #include "dtype.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -69,6 +75,18 @@ static void *watchdog(void *arg)
     }
 }
 
+double comm_timeout(void) { return timeout_s; }
+
+static void (*fatal_fn)(const char *msg);
+void comm_set_fatal(void (*fatal)(const char *msg)) { fatal_fn = fatal; }
+void comm_fatal(const char *msg)
+{
+    if (fatal_fn) fatal_fn(msg);
+    fflush(stdout);
+    fprintf(stderr, "%s\n", msg);
+    _exit(1);
+}
+
 int comm_set_timeout(double seconds, void (*expired)(double waited_s))
 {
     if (!(seconds > 0) || !expired || timeout_s > 0) return 0;
@@ -112,6 +130,7 @@ size_t comm_dtype_size(enum comm_dtype dt)
 static int half_type(enum comm_dtype dt) { return dt == COMM_BF16 ? MDS_BF16 : MDS_F16; }
 
 void comm_set_stream(mds_comm *c, void *stream) { c->stream = stream; }
+void comm_set_staging(mds_comm *c, const comm_copy_ops *ops) { c->stage = ops; }
 
 void comm_get_stats(const mds_comm *c, comm_stats *s) { *s = c->st; }
 void comm_reset_stats(mds_comm *c) { memset(&c->st, 0, sizeof c->st); }
@@ -151,6 +170,7 @@ void comm_free(mds_comm *c)
     if (!c) return;
     if (c->ops && c->ops->release) c->ops->release(c);
     free(c->scratch);
+    free(c->staged);
     free(c);
 }
 
@@ -313,6 +333,7 @@ void comm_abort(int code)
 }
 
 const char *comm_backend(void) { return active ? active->name() : none_name(); }
+const char *comm_transport(const mds_comm *c) { return c->ops && c->ops->name ? c->ops->name() : comm_backend(); }
 
 /* ---- the collectives ----------------------------------------------------- */
 
@@ -328,6 +349,8 @@ int comm_split(mds_comm *c, int color, int key, mds_comm **out)
         *out = NULL;
         return -1;
     }
+    (*out)->stream = c->stream;
+    if (!(*out)->dev) (*out)->stage = c->stage;
     return 0;
 }
 
@@ -395,16 +418,65 @@ static int half_max(mds_comm *c, unsigned char *buf, size_t n, enum comm_dtype d
     return 0;
 }
 
+/* ---- host staging: the host path on copies of the buffers -------------------- */
+
+/* c's host area of at least bytes (NULL when out of memory). */
+static unsigned char *staged_area(mds_comm *c, size_t bytes)
+{
+    if (bytes > c->staged_cap) {
+        free(c->staged);
+        c->staged = malloc(bytes ? bytes : 1);
+        c->staged_cap = c->staged ? bytes : 0;
+    }
+    return c->staged;
+}
+
+/* The backend's queued work done, then bytes of src (device or host) into
+ * host; a failed copy surfaces at the second sync. */
+static int stage_in(mds_comm *c, void *host, const void *src, size_t bytes)
+{
+    const comm_copy_ops *s = c->stage;
+    if (s->sync() != 0) return comm_fail("before a host-staged collective: %s", s->error());
+    s->copy(host, src, bytes);
+    if (s->sync() != 0) return comm_fail("copying to the host for a collective: %s", s->error());
+    c->st.bytes_staged += bytes;
+    return 0;
+}
+
+static int stage_out(mds_comm *c, void *dst, const void *host, size_t bytes)
+{
+    const comm_copy_ops *s = c->stage;
+    s->copy(dst, host, bytes);
+    if (s->sync() != 0) return comm_fail("copying a collective's result back: %s", s->error());
+    c->st.bytes_staged += bytes;
+    return 0;
+}
+
+static int host_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op);
+
 int comm_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op)
 {
-    if (c->size == 1 || n == 0) return 0;
+    if (n == 0) return 0;
     size_t es = comm_dtype_size(dt);
     if (!es) return comm_fail("unknown communication dtype %d", (int)dt);
+    /* a device transport runs even alone (NCCL's world of one is its test) */
     if (c->dev && c->dev->is_device(buf)) {   /* a ring all-reduce's bytes, as below */
         if (WATCH(c->dev->allreduce(c, buf, n, dt, op))) return -1;
-        count(c, COMM_K_ALLREDUCE, 2 * (size_t)(c->size - 1) * ((n + (size_t)c->size - 1) / (size_t)c->size) * es);
+        if (c->size > 1)
+            count(c, COMM_K_ALLREDUCE, 2 * (size_t)(c->size - 1) * ((n + (size_t)c->size - 1) / (size_t)c->size) * es);
         return 0;
     }
+    if (c->size == 1) return 0;
+    if (!c->stage) return host_allreduce(c, buf, n, dt, op);
+    unsigned char *h = staged_area(c, n * es);
+    if (!h) return comm_fail("out of memory staging a %zu-element all-reduce", n);
+    if (stage_in(c, h, buf, n * es) || host_allreduce(c, h, n, dt, op)) return -1;
+    return stage_out(c, buf, h, n * es);
+}
+
+static int host_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op)
+{
+    size_t es = comm_dtype_size(dt);
     if (op == COMM_MAX && es == 2) {
         size_t seg = PIECE / 2 / (size_t)c->size;
         for (size_t off = 0; off < n; off += seg) {
@@ -429,6 +501,8 @@ int comm_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum co
     return 0;
 }
 
+static int host_reduce_scatter(mds_comm *c, float *out, const float *in, size_t chunk);
+
 int comm_reduce_scatter(mds_comm *c, float *out, const float *in, size_t chunk)
 {
     int p = c->size;
@@ -437,6 +511,18 @@ int comm_reduce_scatter(mds_comm *c, float *out, const float *in, size_t chunk)
         if (p > 1) count(c, COMM_K_REDUCE_SCATTER, (size_t)(p - 1) * chunk * sizeof(float));
         return 0;
     }
+    if (!c->stage) return host_reduce_scatter(c, out, in, chunk);
+    float *h = (float *)staged_area(c, ((size_t)p + 1) * chunk * sizeof(float));
+    if (!h) return comm_fail("out of memory staging a reduce-scatter");
+    if (stage_in(c, h, in, (size_t)p * chunk * sizeof(float)) ||
+        host_reduce_scatter(c, h + (size_t)p * chunk, h, chunk))
+        return -1;
+    return stage_out(c, out, h + (size_t)p * chunk, chunk * sizeof(float));
+}
+
+static int host_reduce_scatter(mds_comm *c, float *out, const float *in, size_t chunk)
+{
+    int p = c->size;
     if (p == 1) {
         if (out != in) memmove(out, in, chunk * sizeof *out);
         return 0;
@@ -450,6 +536,8 @@ int comm_reduce_scatter(mds_comm *c, float *out, const float *in, size_t chunk)
     return 0;
 }
 
+static int host_allgather(mds_comm *c, float *out, const float *in, size_t chunk);
+
 int comm_allgather(mds_comm *c, float *out, const float *in, size_t chunk)
 {
     int p = c->size;
@@ -458,6 +546,18 @@ int comm_allgather(mds_comm *c, float *out, const float *in, size_t chunk)
         if (p > 1) count(c, COMM_K_ALLGATHER, (size_t)(p - 1) * chunk * sizeof(float));
         return 0;
     }
+    if (!c->stage) return host_allgather(c, out, in, chunk);
+    /* this rank's block first (in may be out + rank*chunk), then in place */
+    float *h = (float *)staged_area(c, (size_t)p * chunk * sizeof(float));
+    if (!h) return comm_fail("out of memory staging an all-gather");
+    float *mine = h + (size_t)c->rank * chunk;
+    if (stage_in(c, mine, in, chunk * sizeof(float)) || host_allgather(c, h, mine, chunk)) return -1;
+    return stage_out(c, out, h, (size_t)p * chunk * sizeof(float));
+}
+
+static int host_allgather(mds_comm *c, float *out, const float *in, size_t chunk)
+{
+    int p = c->size;
     if (p == 1) {
         if (out != in) memmove(out, in, chunk * sizeof *out);
         return 0;
@@ -469,15 +569,26 @@ int comm_allgather(mds_comm *c, float *out, const float *in, size_t chunk)
     return 0;
 }
 
+static int host_broadcast(mds_comm *c, void *buf, size_t bytes, int root);
+
 int comm_broadcast(mds_comm *c, void *buf, size_t bytes, int root)
 {
     if (root < 0 || root >= c->size) return comm_fail("broadcast root %d out of range", root);
-    if (c->size == 1) return 0;
     if (c->dev && c->dev->is_device(buf)) {
         if (WATCH(c->dev->broadcast(c, buf, bytes, root))) return -1;
-        count(c, COMM_K_BROADCAST, c->rank == root ? bytes : 0);
+        if (c->size > 1) count(c, COMM_K_BROADCAST, c->rank == root ? bytes : 0);
         return 0;
     }
+    if (c->size == 1) return 0;
+    if (!c->stage) return host_broadcast(c, buf, bytes, root);
+    unsigned char *h = staged_area(c, bytes);
+    if (!h) return comm_fail("out of memory staging a %zu-byte broadcast", bytes);
+    if (stage_in(c, h, buf, bytes) || host_broadcast(c, h, bytes, root)) return -1;
+    return c->rank == root ? 0 : stage_out(c, buf, h, bytes);
+}
+
+static int host_broadcast(mds_comm *c, void *buf, size_t bytes, int root)
+{
     for (size_t off = 0; off < bytes; off += PIECE) {
         size_t k = bytes - off < PIECE ? bytes - off : PIECE;
         if (WATCH(c->ops->broadcast(c, (unsigned char *)buf + off, k, root))) return -1;
@@ -489,9 +600,13 @@ int comm_broadcast(mds_comm *c, void *buf, size_t bytes, int root)
 int comm_barrier(mds_comm *c)
 {
     if (c->dev) return WATCH(c->dev->barrier(c));   /* the stream first, even alone */
+    if (c->stage && c->stage->sync() != 0) return comm_fail("before a barrier: %s", c->stage->error());
     if (c->size == 1) return 0;
     return WATCH(c->ops->barrier(c));
 }
+
+static int host_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void *rbuf, size_t rbytes,
+                         int rpeer);
 
 int comm_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void *rbuf, size_t rbytes, int rpeer)
 {
@@ -502,6 +617,19 @@ int comm_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void 
         if (speer >= 0 && c->size > 1) count(c, COMM_K_P2P, sbytes);
         return 0;
     }
+    if (!c->stage) return host_sendrecv(c, sbuf, sbytes, speer, rbuf, rbytes, rpeer);
+    size_t sn = speer >= 0 ? sbytes : 0, rn = rpeer >= 0 ? rbytes : 0;
+    unsigned char *h = staged_area(c, sn + rn);
+    if (!h) return comm_fail("out of memory staging a send/receive");
+    if ((sn && stage_in(c, h, sbuf, sn)) ||
+        host_sendrecv(c, speer >= 0 ? h : NULL, sn, speer, rpeer >= 0 ? h + sn : NULL, rn, rpeer))
+        return -1;
+    return rn ? stage_out(c, rbuf, h + sn, rn) : 0;
+}
+
+static int host_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void *rbuf, size_t rbytes,
+                         int rpeer)
+{
     if (c->size == 1) {   /* to and from itself */
         if (speer != rpeer || sbytes != rbytes) return comm_fail("send/receive in a one-process group");
         if (rbuf != sbuf) memmove(rbuf, sbuf, sbytes);
@@ -512,7 +640,11 @@ int comm_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void 
     return 0;
 }
 
-#ifndef MDS_HAVE_NCCL
+#ifdef MDS_HAVE_NCCL
+int comm_have_nccl(void) { return 1; }
+#else
+int comm_have_nccl(void) { return 0; }
+
 int comm_nccl_init(mds_comm *host, mds_comm **world)
 {
     (void)host;
@@ -520,6 +652,100 @@ int comm_nccl_init(mds_comm *host, mds_comm **world)
     return comm_fail("built without NCCL (the Makefile builds train/comm_nccl.c when it finds CUDA and NCCL)");
 }
 #endif
+
+/* ---- the route and GPU of each rank --------------------------------------- */
+
+/* The local rank a launcher announces (*source its variable), or -1. */
+static int env_local_rank(const char **source)
+{
+    static const char *const names[] = {"SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        long x = env_long(names[k], 0, 1L << 20);
+        if (x >= 0) {
+            *source = names[k];
+            return (int)x;
+        }
+    }
+    return -1;
+}
+
+#define HOSTN 64
+
+int comm_local(mds_comm *c, int *local_rank, int *local_size, const char **source, char *host, size_t cap)
+{
+    int p = c->size, r = c->rank;
+    char (*names)[HOSTN] = calloc((size_t)p, HOSTN);
+    if (!names) return comm_fail("out of memory");
+    gethostname(names[r], HOSTN - 1);
+    if (p > 1 && c->ops->allgather(c, NULL, names, HOSTN)) {
+        free(names);
+        return -1;
+    }
+    int n = 0, place = 0;
+    for (int k = 0; k < p; k++)
+        if (!strncmp(names[k], names[r], HOSTN)) {
+            if (k < r) place++;
+            n++;
+        }
+    snprintf(host, cap, "%s", names[r]);
+    free(names);
+    *local_size = n;
+    *local_rank = env_local_rank(source);
+    if (*local_rank < 0) {
+        *local_rank = place;
+        *source = "host order";
+    }
+    return 0;
+}
+
+/*
+ * Several ranks on a host with fewer GPUs share them only when asked
+ * (host staging is slow: every collective crosses PCIe twice and the host
+ * transport once); a launcher that shows each task one GPU
+ * (CUDA_VISIBLE_DEVICES per task) is taken at its word, and
+ * comm_nccl_init's UUID check catches it if it was not so.
+ */
+int comm_place(const comm_place_in *in, comm_place_out *out, char *why, size_t whylen)
+{
+    out->route = COMM_ROUTE_HOST;
+    out->device = -1;
+    out->shared = 0;
+    why[0] = 0;
+    if (!in->gpu) {
+        if (in->want == COMM_WANT_NCCL) {
+            snprintf(why, whylen, "--device-comm nccl needs --device cuda (NCCL moves GPU memory)");
+            return -1;
+        }
+        if (in->want == COMM_WANT_STAGED) out->route = COMM_ROUTE_STAGED;
+        return 0;
+    }
+    if (in->ngpus < 1) {
+        snprintf(why, whylen, "no CUDA device on host '%s'", in->host);
+        return -1;
+    }
+    int own = in->local_size <= in->ngpus || (in->per_task && in->ngpus == 1);
+    out->device = in->local_rank < in->ngpus ? in->local_rank : in->ngpus == 1 ? 0 : in->local_rank % in->ngpus;
+    if (in->want == COMM_WANT_STAGED) {
+        out->route = COMM_ROUTE_STAGED;
+        out->shared = !own;
+        return 0;
+    }
+    if (in->want == COMM_WANT_AUTO && in->world_size == 1) return 0;
+    if (!in->have_nccl) {
+        snprintf(why, whylen, "%s needs NCCL, and this mdstrain was built without it (make with NCCL installed), "
+                 "or use --device-comm host-staged", in->world_size > 1 ? "several ranks on GPUs" : "--device-comm nccl");
+        return -1;
+    }
+    if (!own) {
+        snprintf(why, whylen, "%d ranks on host '%s' (local rank %d) but %d GPU%s: NCCL needs a GPU per rank; "
+                 "start at most %d rank%s per host, or share the GPUs with --device-comm host-staged",
+                 in->local_size, in->host, in->local_rank, in->ngpus, in->ngpus == 1 ? "" : "s", in->ngpus,
+                 in->ngpus == 1 ? "" : "s");
+        return -1;
+    }
+    out->route = COMM_ROUTE_NCCL;
+    return 0;
+}
 
 /* ---- one process ------------------------------------------------------- */
 

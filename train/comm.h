@@ -6,12 +6,15 @@
  * mpicc when MPI is found, MDS_HAVE_MPI), TCP (train/comm_tcp.c, plain
  * sockets, every build) and one process, in which every group has one rank;
  * NCCL (train/comm_nccl.c, CUDA and NCCL builds, MDS_HAVE_NCCL) carries the
- * device buffers of a world made by comm_nccl_init() over one of them
- * (compiled, not yet run on a GPU nor selected by mdstrain).
+ * device buffers of a world made by comm_nccl_init() over one of them; and
+ * host staging (comm_set_staging) carries device buffers over the host
+ * transports by copying them to host memory and back, for several ranks
+ * sharing one GPU.  comm_place() decides which, and which GPU, per rank.
+ * (NCCL and staging on a GPU are compiled here, not yet run on one.)
  *
  * Determinism: what a SUM promises under each transport.
  *  - MPI, TCP and one process (all of comm.c's generic layer, which only
- *    asks the transport to move bytes): every SUM is computed in rank order
+ *    asks the transport to move bytes), host-staged or not: every SUM is computed in rank order
  *    — a rank's share of the result is the sum, in the order rank 0, 1, ...,
  *    p-1, of every rank's contribution, and the shares are then gathered.
  *    So the result is bitwise the same on every rank, from run to run and
@@ -38,11 +41,15 @@
  * sent per kind of operation (comm_stats), for `make bench` and -v.
  *
  * Streams.  comm_set_stream() gives a communicator the device stream its
- * collectives belong to (a cudaStream_t, as void *).  A device transport
- * (NCCL) enqueues on it and returns at once; the host transports (MPI, TCP,
- * one process) ignore it and work synchronously on host-addressable memory,
- * so their caller synchronises its backend before the call (the CPU backend
- * has nothing to wait for).
+ * collectives are ordered with (a cudaStream_t, as void *; NULL is CUDA's
+ * legacy default stream, the CUDA backend's).  A device transport (NCCL)
+ * runs on a stream of its own per communicator, made to wait for the work
+ * already queued on that stream and making the later work wait for it
+ * (events), and returns at once; the host transports (MPI, TCP, one
+ * process) ignore it and work synchronously on host-addressable memory, so
+ * their caller synchronises its backend before the call (the CPU backend
+ * has nothing to wait for) — host staging does that itself.  Groups made
+ * by comm_split inherit the stream and the staging of their parent.
  *
  * Thread safety: one thread calls into a communicator at a time.
  */
@@ -68,6 +75,7 @@ enum comm_kind { COMM_K_ALLREDUCE, COMM_K_REDUCE_SCATTER, COMM_K_ALLGATHER, COMM
 typedef struct comm_stats {
     uint64_t calls[COMM_K_NUM];
     uint64_t bytes_sent[COMM_K_NUM];   /* bytes this rank sent */
+    uint64_t bytes_staged;             /* bytes host staging copied, both ways */
 } comm_stats;
 
 /*
@@ -95,6 +103,7 @@ int comm_size(const mds_comm *c);
 const char *comm_backend(void);        /* "MPI (Open MPI 4.1.4)", "TCP (host:port)",
                                           "none (one process, built with MPI (Open MPI v4.1.4))" */
 const char *comm_error(void);          /* the last failure's message */
+const char *comm_transport(const mds_comm *c);   /* c's own transport: "NCCL 2.21.5", or as comm_backend() */
 
 /*
  * comm_split() - the ranks of c with the same color form a group, ordered
@@ -146,20 +155,110 @@ int comm_set_timeout(double seconds, void (*expired)(double waited_s));
 
 /*
  * comm_nccl_init() - the NCCL world over the host world `host` (TCP or MPI,
- * from comm_init; kept, not owned): binds this rank's GPU (the local rank
- * of SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK or LOCAL_RANK; refused when
- * a host has more ranks than GPUs or two ranks would share one), then one
- * ncclUniqueId per communicator, made by its rank 0 and broadcast over the
- * host ranks; groups come from comm_split as usual.  On the NCCL world and
- * its groups, device buffers go to NCCL, enqueued on the stream
- * (comm_set_stream), and host buffers through the host transport.
- * Collective over host.  Free the world with comm_free before host.
- * Built only with CUDA and NCCL (train/comm_nccl.c); compiled, never run
- * on a GPU in this project's tests, and not yet selected by mdstrain.
- * @return : 0, or -1 with comm_error() (no GPU, too many ranks on a host,
- *           an NCCL failure, or "built without NCCL").
+ * from comm_init; kept, not owned), on the GPU the caller made current for
+ * this rank (comm_place, then the backend binds it): refused when two ranks
+ * are on the same GPU (UUIDs gathered over host); then one ncclUniqueId per
+ * communicator, made by its rank 0 and broadcast over the host ranks (an
+ * NCCL communicator even for a group of one rank); groups come from
+ * comm_split as usual.  On the NCCL world and its groups, device buffers
+ * go to NCCL (see "Streams") and host buffers through the host transport.
+ * A thread watches the enqueued work: an asynchronous NCCL error
+ * (ncclCommGetAsyncError), or work not done within comm_set_timeout's
+ * seconds (600 when none was set), aborts every NCCL communicator (ncclCommAbort) and ends the
+ * process through comm_set_fatal's function with one line naming the rank
+ * and the collective.  Collective over host.  Free the world with
+ * comm_free before host.  Built only with CUDA and NCCL
+ * (train/comm_nccl.c); compiled, never run on a GPU in this project's tests.
+ * @return : 0; -1 with comm_error() on the rank that failed (no GPU, a
+ *           shared GPU, an NCCL failure, or "built without NCCL"); -2 on
+ *           the others, which every rank learns of before any NCCL call
+ *           (so none waits in NCCL for a rank that stopped).
  */
 int comm_nccl_init(mds_comm *host, mds_comm **world);
+
+/* 1 when this build has the NCCL transport (train/comm_nccl.c). */
+int comm_have_nccl(void);
+
+/*
+ * comm_set_fatal() - what a transport's own thread calls, with a one-line
+ * message ("rank 3: NCCL all-reduce (group of 2 ranks): ..."), when work it
+ * had accepted failed or timed out while the caller was elsewhere; the
+ * function must end the process.  Default: the message on stderr, exit 1.
+ */
+void comm_set_fatal(void (*fatal)(const char *msg));
+
+/*
+ * Host staging: collectives on device memory through the host transports.
+ * The copy functions of the backend that owns the buffers: copy() moves
+ * bytes between any two of host and device memory and is complete when it
+ * returns; sync() waits for the device's queued work (0, or -1 with
+ * error()).  The CPU backend's are memmove and nothing, so a CPU run can
+ * take this path and prove its logic (mdstrain --device-comm host-staged).
+ */
+typedef struct comm_copy_ops {
+    void (*copy)(void *dst, const void *src, size_t bytes);
+    int (*sync)(void);
+    const char *(*error)(void);
+} comm_copy_ops;
+
+/*
+ * comm_set_staging() - every collective of c (and of the groups split from
+ * it afterwards) syncs the device, copies its buffers into host memory of
+ * c's own, runs the host transport's rank-ordered path there, and copies
+ * the results back: the same bits as the host transports on host memory.
+ * Every buffer is staged, device or host (a host-to-host copy is a
+ * memcpy), so one path serves both.  ops is kept, not copied; NULL stops.
+ * Not with a device transport (NCCL goes first when both are set).
+ */
+void comm_set_staging(mds_comm *c, const comm_copy_ops *ops);
+
+/*
+ * The transport and GPU of one rank (comm_place): pure, so the unit tests
+ * inject any device count.  Inputs:
+ */
+enum comm_want { COMM_WANT_AUTO, COMM_WANT_NCCL, COMM_WANT_STAGED };   /* mdstrain's --device-comm */
+enum comm_route { COMM_ROUTE_HOST, COMM_ROUTE_NCCL, COMM_ROUTE_STAGED };
+
+typedef struct comm_place_in {
+    int gpu;            /* the backend is a GPU (else routes are HOST or STAGED, gpu -1) */
+    int want;           /* enum comm_want */
+    int world_size;
+    int local_rank;     /* this rank's place among its host's ranks (comm_local) */
+    int local_size;     /* ranks on this rank's host */
+    int ngpus;          /* GPUs this rank sees */
+    int per_task;       /* CUDA_VISIBLE_DEVICES is set: a launcher may show each task its own GPU */
+    int have_nccl;      /* built with NCCL */
+    const char *host;   /* this host's name, for messages */
+} comm_place_in;
+
+typedef struct comm_place_out {
+    int route;          /* enum comm_route */
+    int device;         /* the GPU ordinal to bind; -1: none */
+    int shared;         /* ranks of this host share GPUs (host staging) */
+} comm_place_out;
+
+/*
+ * comm_place() - AUTO: one process runs as before (HOST, GPU local rank
+ * or 0); several ranks take NCCL, each on the GPU of its local rank, when
+ * the host has no more ranks than GPUs (or a launcher shows each task one
+ * GPU: CUDA_VISIBLE_DEVICES set and one GPU seen), and are refused
+ * otherwise, naming --device-comm host-staged.  NCCL: as AUTO's several
+ * ranks, even for one process.  STAGED: host staging, on GPU local rank
+ * mod GPUs (on the CPU backend: staged through memcpy, a test of the path).
+ * @return : 0, or -1 with one line in why (no GPU, more local ranks than
+ *           GPUs, no NCCL in this build, NCCL without a GPU backend).
+ */
+int comm_place(const comm_place_in *in, comm_place_out *out, char *why, size_t whylen);
+
+/*
+ * comm_local() - this rank's place on its host: the host names of every
+ * rank of c gathered (collective over c), *local_size the ranks on this
+ * host, *local_rank the launcher's (SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK,
+ * LOCAL_RANK: *source names it) or else this rank's place among them
+ * (*source "host order").  host (cap bytes) receives this host's name.
+ * @return : 0, or -1 with comm_error().
+ */
+int comm_local(mds_comm *c, int *local_rank, int *local_size, const char **source, char *host, size_t cap);
 
 void comm_get_stats(const mds_comm *c, comm_stats *s);
 void comm_reset_stats(mds_comm *c);

@@ -67,6 +67,9 @@ struct mds_comm {
     void *impl;               /* the transport's own state */
     void *stream;             /* comm_set_stream's; unused by the host transports */
     const struct comm_dev_ops *dev;   /* NULL but for a device transport */
+    const comm_copy_ops *stage;       /* comm_set_staging's; NULL: buffers used where they are */
+    unsigned char *staged;    /* host copies of staged buffers, grown on demand */
+    size_t staged_cap;
 };
 
 /* Sets comm_error()'s message; returns -1. */
@@ -78,6 +81,10 @@ size_t comm_dtype_size(enum comm_dtype dt);
 /* Called by the collective watchdog's thread before it ends the process
  * (the NCCL transport aborts its communicators); NULL: nothing. */
 extern void (*comm_watchdog_hook)(void);
+/* comm_set_timeout's seconds (0: unbounded), for a transport's own watcher. */
+double comm_timeout(void);
+/* comm_set_fatal's function, never NULL. */
+void comm_fatal(const char *msg) __attribute__((noreturn));
 
 #ifdef MDS_HAVE_MPI
 /* MPI_Init (when not done) and MPI_COMM_WORLD; *world NULL on failure. */

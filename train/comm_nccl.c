@@ -2,39 +2,44 @@
  * comm_nccl.c - comm.h's NCCL transport (built when the Makefile finds CUDA
  * and NCCL: MDS_HAVE_NCCL), for the CUDA backend's device buffers.
  *
- * COMPILED, NEVER RUN: the project's machines have no GPU, so no line of
+ * COMPILED, NOT YET RUN: the project's machines have no GPU, so no line of
  * this file has executed against a device (on a machine without a GPU,
  * comm_nccl_init() stops at its first check, which tests/mpi/test_comm.c
- * runs).  mdstrain does not select it: --device cuda with more than one
- * rank is still refused (docs/architecture.md, "NCCL").
+ * runs).  mdstrain selects it for --device cuda with one GPU per rank
+ * (comm_place); tests/gpu/test_train_gpu.sh is its test, for a GPU machine.
  *
  * Design.  An NCCL communicator sits beside a host one (the TCP or MPI
  * world, or the host group of the same ranks after comm_split): device
- * buffers go to NCCL, enqueued on the communicator's stream
- * (comm_set_stream, else a stream of its own) and returning at once; host
- * buffers (the trainer's scalars: loss sums, the squared norm, found-inf)
- * go through the host group, synchronously, with comm.c's rank-ordered
- * sums.  cudaPointerGetAttributes tells them apart.
+ * buffers go to NCCL and host buffers (the trainer's scalars: loss sums,
+ * the squared norm, found-inf) go through the host group, synchronously,
+ * with comm.c's rank-ordered sums.  cudaPointerGetAttributes tells them
+ * apart.
+ *
+ * Streams: each communicator's NCCL work runs on a stream of its own.  An
+ * event recorded on the compute stream (comm_set_stream; NULL: the legacy
+ * default stream, the CUDA backend's) makes it wait for the kernels that
+ * produced its input; an event recorded after it makes the compute stream
+ * wait for its result.  So the trainer's order holds without a host sync,
+ * and the call returns at once.
  *
  * Bootstrap: rank 0 of each group makes one ncclUniqueId and broadcasts it
  * over the host group (the TCP rendezvous' mesh or MPI), then
- * ncclCommInitRank.  Before any NCCL call every rank agrees, by a host
- * all-reduce, that every rank bound its GPU, so one rank's failure never
- * leaves the others waiting in ncclCommInitRank.
+ * ncclCommInitRank, for groups of one rank too.  Before any NCCL call every
+ * rank agrees, by a host all-reduce, that every rank has a GPU of its own
+ * (the current device, bound by the caller: comm_place chose it; two ranks
+ * with the same UUID are refused), so one rank's failure never leaves the
+ * others waiting in ncclCommInitRank.
  *
- * GPU binding: the local rank from SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK
- * or LOCAL_RANK, else the rank's place among the ranks of its host; the
- * ranks of a host (by host name, gathered over the host world) must not
- * outnumber its GPUs, except a launcher that shows each task one GPU
- * (CUDA_VISIBLE_DEVICES per task): device 0.  Two ranks of a host on the
- * same GPU (same UUID) are refused.
- *
- * Errors: NCCL reports failures of enqueued work asynchronously;
- * ncclCommGetAsyncError is read before every enqueue and while a barrier
- * waits for the stream, and a failed communicator is aborted
- * (ncclCommAbort).  The collective watchdog (comm_set_timeout, Megatron's
- * --distributed-timeout-minutes) aborts every NCCL communicator before it
- * ends the process (comm_watchdog_hook), so no kernel spins on a dead peer.
+ * Errors: NCCL reports failures of enqueued work asynchronously.  A watcher
+ * thread polls every live communicator that has work outstanding (its
+ * done-event not reached): ncclCommGetAsyncError, and the time since the
+ * work was enqueued against comm_set_timeout's seconds (Megatron's
+ * --distributed-timeout-minutes; 10 minutes, Megatron's default, when not
+ * set); either aborts every NCCL communicator
+ * (ncclCommAbort, so the main thread's wait returns) and ends the process
+ * with one line naming the rank and the collective (comm_fatal).  The host
+ * collective watchdog (comm.c) aborts them too before it ends the process
+ * (comm_watchdog_hook), so no kernel spins on a dead peer.
  *
  * Determinism: NCCL's sums are not rank-ordered (comm.h); the counters use
  * comm.c's formulas (a ring all-reduce's 2 (p-1) ceil(n/p) elements), so
@@ -49,6 +54,7 @@
 #include <nccl.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,21 +62,36 @@
 #include <unistd.h>
 
 struct nccl_impl {
-    ncclComm_t nc;            /* NULL in a group of one rank */
+    ncclComm_t nc;            /* NULL once aborted */
     mds_comm *host;           /* the same ranks over the host transport (owned) */
-    cudaStream_t own;         /* used when comm_set_stream gave none */
-    struct nccl_impl *next;   /* every live communicator, for the watchdog's abort */
+    cudaStream_t own;         /* NCCL's work on this communicator */
+    cudaEvent_t ready, done;  /* compute stream -> own, own -> compute stream */
+    int rank, size;
+    /* for the watcher: when work was last enqueued (0: none outstanding),
+       what it was, and a count that tells a newer enqueue from the one it saw done */
+    _Atomic long long since_ms;
+    _Atomic unsigned long seq;
+    const char *_Atomic what;
+    struct nccl_impl *next;   /* every live communicator, for the watcher and the abort */
 };
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct nccl_impl *live;
+static int live_device;       /* the GPU, for the watcher thread's CUDA calls */
 
 static struct nccl_impl *impl_of(const mds_comm *c) { return (struct nccl_impl *)c->impl; }
-static cudaStream_t stream_of(const mds_comm *c) { return c->stream ? (cudaStream_t)c->stream : impl_of(c)->own; }
+static cudaStream_t stream_of(const mds_comm *c) { return impl_of(c)->own; }
 
 static int nccl_fail(const char *what, ncclResult_t r)
 {
     return comm_fail("%s: %s (NCCL %s)", what, ncclGetErrorString(r), ncclGetLastError(NULL));
+}
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* The watchdog's hook: abort every NCCL communicator (from its thread). */
@@ -78,9 +99,62 @@ static void abort_all(void)
 {
     pthread_mutex_lock(&live_lock);
     for (struct nccl_impl *i = live; i; i = i->next)
-        if (i->nc) ncclCommAbort(i->nc);
+        if (i->nc) {
+            ncclCommAbort(i->nc);
+            i->nc = NULL;
+        }
     live = NULL;
     pthread_mutex_unlock(&live_lock);
+}
+
+static const char *group_word(int size) { return size == 1 ? "rank" : "ranks"; }
+
+/* NCCL work outstanding this long ends the rank when no timeout was set:
+ * Megatron's --distributed-timeout-minutes default (torch's NCCL watchdog),
+ * since a kernel waiting for a dead peer may never return otherwise. */
+#define NCCL_DEFAULT_TIMEOUT_S 600.0
+
+/*
+ * The watcher: every 50 ms, each live communicator with work outstanding
+ * (since_ms set and its done-event not reached) is asked for an
+ * asynchronous error and held to comm_timeout()'s bound.  The event query
+ * and ncclCommGetAsyncError are safe beside the main thread's calls; a
+ * newer enqueue (seq moved) keeps since_ms.  On a failure: abort all, then
+ * comm_fatal, which ends the process.
+ */
+static void *watcher(void *arg)
+{
+    (void)arg;
+    cudaSetDevice(live_device);
+    for (;;) {
+        struct timespec nap = {0, 50 * 1000000};
+        nanosleep(&nap, NULL);
+        char msg[512] = "";
+        double limit = comm_timeout() > 0 ? comm_timeout() : NCCL_DEFAULT_TIMEOUT_S;
+        pthread_mutex_lock(&live_lock);
+        for (struct nccl_impl *i = live; i && !msg[0]; i = i->next) {
+            long long since = atomic_load(&i->since_ms);
+            if (!since || !i->nc) continue;
+            unsigned long seq = atomic_load(&i->seq);
+            const char *what = atomic_load(&i->what);
+            ncclResult_t st = ncclSuccess;
+            if (ncclCommGetAsyncError(i->nc, &st) == ncclSuccess && st != ncclSuccess && st != ncclInProgress)
+                snprintf(msg, sizeof msg, "rank %d: %s (group of %d %s) failed: %s (NCCL %s)", i->rank, what, i->size,
+                         group_word(i->size), ncclGetErrorString(st), ncclGetLastError(i->nc));
+            else if (cudaEventQuery(i->done) == cudaSuccess) {
+                if (atomic_load(&i->seq) == seq) atomic_compare_exchange_strong(&i->since_ms, &since, 0);
+            } else if ((double)(now_ms() - since) / 1000.0 > limit)
+                snprintf(msg, sizeof msg, "rank %d: %s (group of %d %s) did not complete within %g s "
+                         "(--distributed-timeout-minutes); a rank stopped or is far slower", i->rank, what, i->size,
+                         group_word(i->size), limit);
+        }
+        pthread_mutex_unlock(&live_lock);
+        if (msg[0]) {
+            abort_all();
+            comm_fatal(msg);
+        }
+    }
+    return NULL;
 }
 
 /* A failure NCCL found in work already enqueued: abort the communicator. */
@@ -93,11 +167,11 @@ static int async_check(mds_comm *c, const char *what)
     if (r != ncclSuccess) return nccl_fail(what, r);
     if (st != ncclSuccess && st != ncclInProgress) {
         int rc = nccl_fail(what, st);
-        ncclCommAbort(i->nc);
-        pthread_mutex_lock(&live_lock);
+        pthread_mutex_lock(&live_lock);   /* out of the watcher's sight first */
         for (struct nccl_impl **p = &live; *p; p = &(*p)->next)
             if (*p == i) { *p = i->next; break; }
         pthread_mutex_unlock(&live_lock);
+        ncclCommAbort(i->nc);
         i->nc = NULL;
         return rc;
     }
@@ -131,67 +205,80 @@ static int dtype_of(enum comm_dtype dt, ncclDataType_t *t)
 #define CUDA_TRY(what, expr) do { cudaError_t e_ = (expr); if (e_ != cudaSuccess) \
     return comm_fail("%s: %s", (what), cudaGetErrorString(e_)); } while (0)
 
+/* Before enqueuing `what` on c's stream: wait there for the compute stream. */
+static int enqueue_begin(mds_comm *c, const char *what)
+{
+    struct nccl_impl *i = impl_of(c);
+    if (async_check(c, what)) return -1;
+    if (!i->nc) return comm_fail("%s: the NCCL communicator was aborted", what);
+    CUDA_TRY(what, cudaEventRecord(i->ready, (cudaStream_t)c->stream));
+    CUDA_TRY(what, cudaStreamWaitEvent(i->own, i->ready, 0));
+    return 0;
+}
+
+/* After: the compute stream waits for c's stream; the watcher watches. */
+static int enqueue_end(mds_comm *c, const char *what)
+{
+    struct nccl_impl *i = impl_of(c);
+    CUDA_TRY(what, cudaEventRecord(i->done, i->own));
+    CUDA_TRY(what, cudaStreamWaitEvent((cudaStream_t)c->stream, i->done, 0));
+    atomic_store(&i->what, what);
+    atomic_fetch_add(&i->seq, 1);
+    atomic_store(&i->since_ms, now_ms());
+    return 0;
+}
+
+#define ENQUEUE(c, what, expr) do { \
+        if (enqueue_begin((c), (what))) return -1; \
+        NCCL_TRY((what), (expr)); \
+        return enqueue_end((c), (what)); \
+    } while (0)
+
 static int dev_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op)
 {
     ncclDataType_t t = ncclFloat32;
-    if (dtype_of(dt, &t) || async_check(c, "NCCL all-reduce")) return -1;
-    NCCL_TRY("NCCL all-reduce", ncclAllReduce(buf, buf, n, t, op == COMM_MAX ? ncclMax : ncclSum, impl_of(c)->nc,
-                                              stream_of(c)));
-    return 0;
+    if (dtype_of(dt, &t)) return -1;
+    ENQUEUE(c, "NCCL all-reduce", ncclAllReduce(buf, buf, n, t, op == COMM_MAX ? ncclMax : ncclSum, impl_of(c)->nc,
+                                                stream_of(c)));
 }
 
 static int dev_reduce_scatter(mds_comm *c, float *out, const float *in, size_t chunk)
 {
-    if (c->size == 1) {
-        if (out != in) CUDA_TRY("reduce-scatter copy", cudaMemcpyAsync(out, in, chunk * sizeof *out,
-                                                                       cudaMemcpyDeviceToDevice, stream_of(c)));
-        return 0;
-    }
-    if (async_check(c, "NCCL reduce-scatter")) return -1;
-    NCCL_TRY("NCCL reduce-scatter", ncclReduceScatter(in, out, chunk, ncclFloat32, ncclSum, impl_of(c)->nc, stream_of(c)));
-    return 0;
+    ENQUEUE(c, "NCCL reduce-scatter", ncclReduceScatter(in, out, chunk, ncclFloat32, ncclSum, impl_of(c)->nc,
+                                                        stream_of(c)));
 }
 
 static int dev_allgather(mds_comm *c, float *out, const float *in, size_t chunk)
 {
-    if (c->size == 1) {
-        if (out != in) CUDA_TRY("all-gather copy", cudaMemcpyAsync(out, in, chunk * sizeof *out,
-                                                                   cudaMemcpyDeviceToDevice, stream_of(c)));
-        return 0;
-    }
-    if (async_check(c, "NCCL all-gather")) return -1;
     /* in == out + rank*chunk is NCCL's in-place all-gather */
-    NCCL_TRY("NCCL all-gather", ncclAllGather(in, out, chunk, ncclFloat32, impl_of(c)->nc, stream_of(c)));
-    return 0;
+    ENQUEUE(c, "NCCL all-gather", ncclAllGather(in, out, chunk, ncclFloat32, impl_of(c)->nc, stream_of(c)));
 }
 
 static int dev_broadcast(mds_comm *c, void *buf, size_t bytes, int root)
 {
-    if (async_check(c, "NCCL broadcast")) return -1;
-    NCCL_TRY("NCCL broadcast", ncclBroadcast(buf, buf, bytes, ncclUint8, root, impl_of(c)->nc, stream_of(c)));
-    return 0;
+    ENQUEUE(c, "NCCL broadcast", ncclBroadcast(buf, buf, bytes, ncclUint8, root, impl_of(c)->nc, stream_of(c)));
 }
 
 /* Both halves in one NCCL group, so two neighbours exchanging at once
- * (1F1B's send_forward_recv_backward) cannot deadlock. */
+ * (1F1B's send_forward_recv_backward) cannot deadlock; NCCL pairs each
+ * send with the peer's receive in the order they were grouped, which the
+ * schedule keeps the same on both sides. */
+static ncclResult_t group_sendrecv(const void *sbuf, size_t sbytes, int speer, void *rbuf, size_t rbytes, int rpeer,
+                                   ncclComm_t nc, cudaStream_t s)
+{
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess) return r;
+    if (speer >= 0) r = ncclSend(sbuf, sbytes, ncclUint8, speer, nc, s);
+    if (r == ncclSuccess && rpeer >= 0) r = ncclRecv(rbuf, rbytes, ncclUint8, rpeer, nc, s);
+    ncclResult_t e = ncclGroupEnd();
+    return r != ncclSuccess ? r : e;
+}
+
 static int dev_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void *rbuf, size_t rbytes, int rpeer)
 {
-    if (c->size == 1) {
-        if (speer != rpeer || sbytes != rbytes) return comm_fail("send/receive in a one-process group");
-        if (rbuf != sbuf) CUDA_TRY("send/receive copy", cudaMemcpyAsync(rbuf, sbuf, sbytes, cudaMemcpyDeviceToDevice,
-                                                                        stream_of(c)));
-        return 0;
-    }
-    if (async_check(c, "NCCL send/receive")) return -1;
-    struct nccl_impl *i = impl_of(c);
-    NCCL_TRY("NCCL send/receive", ncclGroupStart());
-    ncclResult_t r = ncclSuccess;
-    if (speer >= 0) r = ncclSend(sbuf, sbytes, ncclUint8, speer, i->nc, stream_of(c));
-    if (r == ncclSuccess && rpeer >= 0) r = ncclRecv(rbuf, rbytes, ncclUint8, rpeer, i->nc, stream_of(c));
-    ncclResult_t e = ncclGroupEnd();
-    if (r != ncclSuccess) return nccl_fail("NCCL send/receive", r);
-    if (e != ncclSuccess) return nccl_fail("NCCL send/receive", e);
-    return 0;
+    if (c->size == 1 && (speer != rpeer || sbytes != rbytes)) return comm_fail("send/receive in a one-process group");
+    ENQUEUE(c, "NCCL send/receive", group_sendrecv(sbuf, sbytes, speer, rbuf, rbytes, rpeer, impl_of(c)->nc,
+                                                   stream_of(c)));
 }
 
 /* Wait for the stream, reading NCCL's asynchronous errors meanwhile (comm.c
@@ -264,6 +351,8 @@ static void nccl_release(mds_comm *c)
         if (*p == i) { *p = i->next; break; }
     pthread_mutex_unlock(&live_lock);
     if (i->nc) ncclCommDestroy(i->nc);
+    if (i->ready) cudaEventDestroy(i->ready);
+    if (i->done) cudaEventDestroy(i->done);
     if (i->own) cudaStreamDestroy(i->own);
     comm_free(i->host);
     free(i);
@@ -304,18 +393,19 @@ static int attach_nccl(mds_comm *h, mds_comm *g, struct nccl_impl *i)
     g->size = h->size;
     g->ops = &nccl_ops;
     g->dev = &nccl_dev;
-    cudaError_t e = cudaStreamCreateWithFlags(&i->own, cudaStreamNonBlocking);
-    if (e != cudaSuccess) {
-        i->own = NULL;
-        return comm_fail("cannot create the NCCL stream: %s", cudaGetErrorString(e));
-    }
-    if (h->size > 1) {
-        ncclUniqueId id;
-        memset(&id, 0, sizeof id);
-        if (h->rank == 0) NCCL_TRY("ncclGetUniqueId", ncclGetUniqueId(&id));
-        if (comm_broadcast(h, &id, sizeof id, 0)) return -1;
-        NCCL_TRY("ncclCommInitRank", ncclCommInitRank(&i->nc, h->size, id, h->rank));
-    }
+    i->rank = h->rank;
+    i->size = h->size;
+    CUDA_TRY("cannot create the NCCL stream", cudaStreamCreateWithFlags(&i->own, cudaStreamNonBlocking));
+    CUDA_TRY("cannot create the NCCL events", cudaEventCreateWithFlags(&i->ready, cudaEventDisableTiming));
+    CUDA_TRY("cannot create the NCCL events", cudaEventCreateWithFlags(&i->done, cudaEventDisableTiming));
+    /* rank 0's id, or its failure: every rank leaves the broadcast */
+    struct { ncclUniqueId id; int ok; } boot;
+    memset(&boot, 0, sizeof boot);
+    ncclResult_t r = ncclSuccess;
+    if (h->rank == 0) boot.ok = (r = ncclGetUniqueId(&boot.id)) == ncclSuccess;
+    if (comm_broadcast(h, &boot, sizeof boot, 0)) return -1;
+    if (!boot.ok) return h->rank == 0 ? nccl_fail("ncclGetUniqueId", r) : comm_fail("rank 0 could not make an NCCL id");
+    NCCL_TRY("ncclCommInitRank", ncclCommInitRank(&i->nc, h->size, boot.id, h->rank));
     pthread_mutex_lock(&live_lock);
     i->next = live;
     live = i;
@@ -333,104 +423,68 @@ static int nccl_split(mds_comm *c, int color, int key, mds_comm *g)
     return attach(h, g);
 }
 
-/* ---- start-up: the GPU of this rank ---------------------------------------- */
+/* ---- start-up --------------------------------------------------------------- */
 
-/* The local rank a launcher announces, or -1. */
-static int env_local_rank(void)
+/* The UUID of the current GPU into uuid, or a reason into why. */
+static void current_gpu(int *dev, unsigned char uuid[16], char *why, size_t whylen)
 {
-    static const char *const names[] = {"SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"};
-    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
-        const char *v = getenv(names[k]);
-        if (v && *v) {
-            char *end;
-            long x = strtol(v, &end, 10);
-            if (!*end && x >= 0 && x < 1 << 20) return (int)x;
-        }
-    }
-    return -1;
-}
-
-#define HOSTN 64
-
-/*
- * Bind this rank's GPU: the ranks of each host (host names gathered over
- * the host world) against its GPU count, then the UUIDs of the chosen GPUs.
- * Every rank reaches the end (the gathers are collective); a failure is
- * reported after them.
- */
-static int bind_gpu(mds_comm *host, char *why, size_t whylen)
-{
-    int p = host->size, r = host->rank, ndev = 0;
-    why[0] = 0;
-    char (*names)[HOSTN] = calloc((size_t)p, HOSTN);
-    unsigned char (*uuid)[16] = calloc((size_t)p, 16);
-    if (!names || !uuid) {
-        free(names);
-        free(uuid);
-        return comm_fail("out of memory");
-    }
-    gethostname(names[r], HOSTN - 1);
-    int rc = 0;
-    if (p > 1 && host->ops->allgather(host, NULL, names, HOSTN)) rc = -1;
-    int nlocal = 0, place = 0;
-    for (int k = 0; rc == 0 && k < p; k++)
-        if (!strncmp(names[k], names[r], HOSTN)) {
-            if (k < r) place++;
-            nlocal++;
-        }
-    int local = env_local_rank();
-    if (local < 0) local = place;
-    cudaError_t e = cudaGetDeviceCount(&ndev);
-    int dev = -1;
-    if (rc == 0) {
-        if (e != cudaSuccess || ndev == 0)
-            snprintf(why, whylen, "no CUDA device (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-        else if (ndev >= nlocal && local < ndev)
-            dev = local;
-        else if (ndev == 1 && getenv("CUDA_VISIBLE_DEVICES"))
-            dev = 0;   /* the launcher shows each task its own GPU; the UUIDs below check it */
-        else
-            snprintf(why, whylen, "%d ranks on host '%s' (local rank %d) but %d GPU%s", nlocal, names[r], local, ndev,
-                     ndev == 1 ? "" : "s");
-        if (dev >= 0) {
-            struct cudaDeviceProp prop;
-            if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess)
-                snprintf(why, whylen, "cannot use GPU %d: %s", dev, cudaGetErrorString(e));
-            else
-                memcpy(uuid[r], prop.uuid.bytes, 16);
-        }
-    }
-    if (rc == 0 && p > 1 && host->ops->allgather(host, NULL, uuid, 16)) rc = -1;
-    for (int k = 0; rc == 0 && !why[0] && k < p; k++)
-        if (k != r && !strncmp(names[k], names[r], HOSTN) && !memcmp(uuid[k], uuid[r], 16))
-            snprintf(why, whylen, "ranks %d and %d of host '%s' would share GPU %d", k < r ? k : r, k < r ? r : k,
-                     names[r], dev);
-    free(names);
-    free(uuid);
-    return rc;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    struct cudaDeviceProp prop;
+    if (e != cudaSuccess || n == 0)
+        snprintf(why, whylen, "no CUDA device (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    else if ((e = cudaGetDevice(dev)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, *dev)) != cudaSuccess)
+        snprintf(why, whylen, "cannot use the current GPU: %s", cudaGetErrorString(e));
+    else
+        memcpy(uuid, prop.uuid.bytes, 16);
 }
 
 int comm_nccl_init(mds_comm *host, mds_comm **world)
 {
     *world = NULL;
-    char why[256];
-    if (bind_gpu(host, why, sizeof why)) return -1;
-    /* every rank bound its GPU, or all stop here together */
+    int p = host->size, r = host->rank, dev = -1;
+    char why[256] = "";
+    unsigned char (*uuid)[16] = calloc((size_t)p, 16);
+    if (!uuid) return comm_fail("out of memory");
+    current_gpu(&dev, uuid[r], why, sizeof why);
+    if (p > 1 && host->ops->allgather(host, NULL, uuid, 16)) {
+        free(uuid);
+        return -1;
+    }
+    /* UUIDs are unique across hosts: two equal ones are one GPU */
+    for (int k = 0; !why[0] && k < p; k++)
+        if (k != r && !memcmp(uuid[k], uuid[r], 16) && dev >= 0)
+            snprintf(why, sizeof why, "ranks %d and %d would share GPU %d (NCCL needs a GPU per rank: "
+                     "--device-comm host-staged shares one)", k < r ? k : r, k < r ? r : k, dev);
+    free(uuid);
+    /* every rank has its GPU, or all stop here together */
     double bad = why[0] ? 1.0 : 0.0;
     if (comm_allreduce(host, &bad, 1, COMM_F64, COMM_MAX)) return -1;
-    if (why[0]) return comm_fail("rank %d: %s", host->rank, why);
-    if (bad > 0) return comm_fail("rank %d: another rank could not bind its GPU", host->rank);
+    if (why[0]) return comm_fail("rank %d: %s", r, why);
+    if (bad > 0) {
+        comm_fail("rank %d: another rank could not take its GPU", r);
+        return -2;
+    }
     mds_comm *h;
-    if (comm_split(host, 0, host->rank, &h)) return -1;   /* the NCCL world's own host group */
+    if (comm_split(host, 0, r, &h)) return -1;   /* the NCCL world's own host group */
     mds_comm *w = comm_new(0, 1, &nccl_ops, NULL);
     if (!w) {
         comm_free(h);
         return comm_fail("out of memory");
     }
+    live_device = dev;
     if (attach(h, w)) {
         comm_free(w);
         return -1;
     }
+    static int watching;
+    pthread_t th;
+    if (!watching && pthread_create(&th, NULL, watcher, NULL) != 0) {
+        comm_free(w);
+        return comm_fail("cannot start the NCCL watcher thread");
+    }
+    if (!watching) pthread_detach(th);
+    watching = 1;
     comm_watchdog_hook = abort_all;
     *world = w;
     return 0;

@@ -4,12 +4,13 @@
  * (cudaMemcpyDefault), the cuBLAS handle, and the op table of the
  * `<op>_cuda` kernels in kernels/cuda/<op>.cu.
  *
- * Everything runs on the legacy default stream of device 0, so ops, copies
- * and memsets are ordered as the model issues them and a copy to the host
- * waits for the kernels before it.  Failures never exit: a failed launch or
- * copy is noted and the next sync() returns -1 with the CUDA error string.
- * What it deliberately does not do: pick among several GPUs (device 0, or
- * whatever CUDA_VISIBLE_DEVICES exposes first), peer copies, NCCL.
+ * Everything runs on the legacy default stream of one device (0, or the
+ * ordinal mds_backend_find_device bound: mdstrain's GPU of the local
+ * rank), so ops, copies and memsets are ordered as the model issues them
+ * and a copy to the host waits for the kernels before it.  Failures never
+ * exit: a failed launch or copy is noted and the next sync() returns -1
+ * with the CUDA error string.  What it deliberately does not do: several
+ * GPUs in one process, peer copies, communication (train/comm_nccl.c).
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -163,27 +164,39 @@ static mds_backend cu = {
  * CUBLAS_COMPUTE_32F_PEDANTIC too), so products stay within fp32 rounding
  * of the CPU's.
  */
-extern "C" const mds_backend *mds_backend_cuda_probe(void)
+extern "C" int mds_backend_cuda_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+extern "C" const mds_backend *mds_backend_cuda_probe(int device)
 {
     static int state;   /* 0 not probed, 1 present, -1 absent */
+    static int bound;   /* the ordinal when present */
     if (state)
-        return state > 0 ? &cu : NULL;
+        return state > 0 && (device < 0 || device == bound) ? &cu : NULL;
     state = -1;
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
-        cudaGetLastError();
+    int n = mds_backend_cuda_count();
+    if (device < 0)
+        device = 0;
+    if (device >= n)
         return NULL;
-    }
     cudaDeviceProp prop;
-    if (cudaSetDevice(0) != cudaSuccess || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    if (cudaSetDevice(device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
         cudaGetLastError();
         return NULL;
     }
+    bound = device;
     if (cublasCreate(&cu_blas) != CUBLAS_STATUS_SUCCESS)
         return NULL;
     cublasSetMathMode(cu_blas, CUBLAS_PEDANTIC_MATH);
     cublasSetStream(cu_blas, 0);
-    snprintf(cu_device, sizeof cu_device, "%s, sm_%d%d, %.1f GiB", prop.name, prop.major, prop.minor,
+    snprintf(cu_device, sizeof cu_device, "GPU %d: %s, sm_%d%d, %.1f GiB", device, prop.name, prop.major, prop.minor,
              (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
     state = 1;
     return &cu;

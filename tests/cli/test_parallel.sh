@@ -22,13 +22,15 @@ if ! "$MDSTRAIN" --version | grep -q 'MPI ('; then
 fi
 
 # the communicator alone (rank-ordered sums, groups, send/receive) on 3 and 4 ranks
-# test_comm has 9 cases (the last two: comm.c's dispatch to a device transport, and
-# comm_nccl_init returns on every rank, with
-# its reason where there is no GPU or no NCCL); every one must pass on every rank count
+# test_comm has 20 cases: 12 (among them comm.c's dispatch to a device transport,
+# comm_nccl_init returning on every rank with its reason where there is no GPU or
+# no NCCL, comm_place over injected GPU counts, host staging's copies), then the
+# 8 collective ones again with every buffer host-staged; every one must pass on
+# every rank count
 for np in 3 4; do
     timeout 60 "$MPIRUN" -np $np "$BUILD/tests/test_comm" >"$T/comm" 2>&1
     rc=$?
-    if [ "$rc" -eq 0 ] && [ "$(grep -c '^ok ' "$T/comm")" -eq 9 ]; then ok "comm_np$np"
+    if [ "$rc" -eq 0 ] && [ "$(grep -c '^ok ' "$T/comm")" -eq 20 ]; then ok "comm_np$np"
     else fail "comm_np$np (exit $rc)"; cat "$T/comm" >&2; fi
 done
 
@@ -200,10 +202,20 @@ timeout 60 "$MPIRUN" -np 2 "$MDSTRAIN" $TINY --tensor-model-parallel-size 2 --nu
     >"$T/out" 2>"$T/err"
 check bad_heads_exit2 test $? -eq 2
 check bad_heads_message grep -q 'number of attention heads 3 is not divisible by the tensor model parallel size 2' "$T/err"
-# the GPU runs one process until the NCCL communicator: refused before any
-# GPU is looked for, so the same on machines with and without one
+# NCCL needs the GPU backend: refused from one rank, the same everywhere
 # shellcheck disable=SC2086
-timeout 60 "$MPIRUN" -np 2 "$MDSTRAIN" $TINY --device cuda >"$T/out" 2>"$T/err"
-check cuda_two_ranks_exit2 test $? -eq 2
-check cuda_two_ranks_message_once test "$(grep -c -- '--device cuda runs one process (this job has 2 ranks)' "$T/err")" -eq 1
+timeout 60 "$MPIRUN" -np 2 "$MDSTRAIN" $TINY --device cpu --device-comm nccl >"$T/out" 2>"$T/err"
+check nccl_on_cpu_exit2 test $? -eq 2
+check nccl_on_cpu_message_once test "$(grep -c -- 'rank 0: --device-comm nccl needs --device cuda' "$T/err")" -eq 1
+# two ranks on the GPU: without one (this machine, or a build without CUDA)
+# refused once before anything starts; with GPUs it is make test-gpu's
+# shellcheck disable=SC2086
+timeout 60 "$MPIRUN" -np 2 "$MDSTRAIN" $TINY --device cuda --train-iters 1 >"$T/out" 2>"$T/err"
+rc=$?
+if grep -q -- '--device cuda: \(no CUDA device found\|this mdstrain was built without CUDA\)' "$T/err"; then
+    check cuda_two_ranks_no_gpu_exit2 test "$rc" -eq 2
+    check cuda_two_ranks_no_gpu_message_once test "$(grep -c -- '--device cuda: ' "$T/err")" -eq 1
+else
+    skip cuda_two_ranks_no_gpu "a GPU is present (make test-gpu runs several ranks on it)"
+fi
 finish

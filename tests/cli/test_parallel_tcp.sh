@@ -6,7 +6,8 @@
 #
 # The losses and norms printed by -v -v are bitwise those of mpirun with the
 # same layout (both transports run the same rank-ordered sums) and within
-# test_parallel.sh's tolerance of one process; a rank killed with SIGKILL
+# test_parallel.sh's tolerance of one process, and host-staged
+# (--device-comm host-staged) bitwise the same; a rank killed with SIGKILL
 # ends the others within seconds; a wrong task count, an unreachable master
 # and a Slurm node list without MASTER_ADDR give one clear line and exit 1
 # within MDS_RENDEZVOUS_TIMEOUT.  Every process is waited for (each runs
@@ -44,6 +45,45 @@ par dp2_pp2 4 --pipeline-model-parallel-size 2
 par dp4_distopt 4 --use-distributed-optimizer
 par tp2_pp2_dp2 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --use-distributed-optimizer
 check tcp_backend_named grep -q "| communication  *| TCP (127.0.0.1:$PORT) " "$T/tp2_pp2_dp2.0.err"
+
+# Host staging (--device-comm host-staged; on a GPU it lets ranks share
+# one): here the CPU backend's copies stage every buffer, and the losses and
+# norms are bitwise the unstaged runs' (staging only moves the bytes).
+# TP2, PP2 x DP2, and TP2 x PP2 x DP2 with the distributed optimizer.
+staged() {   # NAME NP FLAGS...: NAME is par's unstaged run (launch sets $name: keep ours apart)
+    sn=$1 np=$2; shift 2
+    # shellcheck disable=SC2086
+    tcp "${sn}_staged" "$np" slurm $TINY "$@" --device-comm host-staged
+    exact "$T/${sn}_staged".*.log >"$T/${sn}_staged"
+    if [ "$rc" -eq 0 ] && cmp -s "$T/${sn}_staged" "$T/$sn"; then ok "staged_${sn}_bitwise_as_tcp"
+    else fail "staged_${sn}_bitwise_as_tcp (exit $rc)"; tail -n 3 "$T/${sn}_staged".*.err >&2; fi
+    check "staged_${sn}_copies" grep -q ' host-staged [1-9][0-9]* bytes;' "$T/${sn}_staged.0.err"
+}
+staged tp2 2 --tensor-model-parallel-size 2
+staged dp2_pp2 4 --pipeline-model-parallel-size 2
+staged tp2_pp2_dp2 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --use-distributed-optimizer
+check staged_table_row grep -q "| communication  *| TCP (127.0.0.1:$PORT), host-staged " "$T/tp2_pp2_dp2_staged.0.err"
+check unstaged_no_copies sh -c "! grep -q 'host-staged' '$T/tp2_pp2_dp2.0.err'"
+
+# GPU ranks' start-up decision with an injected GPU count (MDS_TEST_GPU_COUNT;
+# comm_place's own cases are in tests/mpi/test_comm.c): two ranks on one
+# host with one GPU are refused by one line from rank 0 naming the way out,
+# exit 2 on both, unless they may share it; without --device the job falls
+# back to the CPU, as before.
+export MDS_TEST_GPU_COUNT=1
+# shellcheck disable=SC2086
+tcp over 2 slurm $TINY --device cuda --tensor-model-parallel-size 2
+check gpu_oversubscribed_exit2 test "$rc" -eq 2
+check gpu_oversubscribed_one_line test "$(cat "$T"/over.*.err | grep -c "^mdstrain: rank 0: 2 ranks on host '[^']*' (local rank 0) but 1 GPU: NCCL needs a GPU per rank; start at most 1 rank per host, or share the GPUs with --device-comm host-staged\$")" -eq 1
+check gpu_oversubscribed_only_rank0 test ! -s "$T/over.1.err"
+saved_device=${MDS_DEVICE-}
+MDS_DEVICE=   # tests/run.sh sets cpu; empty is unset
+# shellcheck disable=SC2086
+tcp fallback 2 slurm $TINY --tensor-model-parallel-size 2
+MDS_DEVICE=$saved_device
+check gpu_default_falls_back_exit0 test "$rc" -eq 0
+check gpu_default_falls_back_cpu grep -q '^| backend  *| cpu (.*; default)' "$T/fallback.0.err"
+unset MDS_TEST_GPU_COUNT
 
 # torchrun's variables instead of Slurm's: the same numbers
 # shellcheck disable=SC2086

@@ -7,6 +7,11 @@
  * Values are chosen so that the rank order of a sum shows: rank r adds
  * 1e8 * (r == 0) + r * 0.5, whose float sum depends on the order, and the
  * expected value is computed here in rank order.
+ *
+ * The collectives' tests run twice: on the world as it is, then with host
+ * staging (comm_set_staging) through counting memmove copies, which must
+ * give the same results and stage every byte; comm_place's decisions are
+ * checked over injected device counts.
  */
 #include "comm.h"
 #include "comm_internal.h"   /* the device transport's table, faked below */
@@ -222,8 +227,8 @@ static void test_device_dispatch(void)
     CHECK(comm_broadcast(g, fake_buf, 12, 0) == 0);
     CHECK(comm_sendrecv(g, fake_buf, 8, peer, fake_buf + 4, 8, peer) == 0);
     CHECK(comm_barrier(g) == 0);
-    /* size 1: the all-reduces and the broadcast return before any transport */
-    CHECK(fake_calls == (p > 1 ? 7 : 4));
+    /* a device transport runs even in a group of one (NCCL's world of one) */
+    CHECK(fake_calls == 7);
     comm_stats st;
     comm_get_stats(g, &st);
     uint64_t ar = p > 1 ? (uint64_t)(2 * (p - 1) * ((5 + p - 1) / p) * 4 + 2 * (p - 1) * ((3 + p - 1) / p) * 2 +
@@ -236,6 +241,105 @@ static void test_device_dispatch(void)
     CHECK(st.bytes_sent[COMM_K_P2P] == (p > 1 ? 8u : 0u));
     g->dev = NULL;
     comm_free(g);
+}
+
+/* Host staging's copy functions: memmove, counted; sync can be made to fail. */
+static size_t staged_copies, staged_bytes;
+static int sync_fails;
+static void count_copy(void *d, const void *s, size_t n)
+{
+    staged_copies++;
+    staged_bytes += n;
+    memmove(d, s, n);
+}
+static int fake_sync(void) { return sync_fails ? -1 : 0; }
+static const char *fake_error(void) { return "the fake device failed"; }
+static const comm_copy_ops counting = {count_copy, fake_sync, fake_error};
+
+/* Staging copies both ways, counts them, and a device failure is the
+ * collective's failure (the other ranks are not left waiting: every rank
+ * fails its sync here). */
+static void test_staging_counts(void)
+{
+    mds_comm *g = NULL;
+    CHECK(comm_split(world, 0, rank, &g) == 0);
+    if (!g) return;
+    CHECK(world->stage == NULL || g->stage == world->stage);   /* inherited */
+    comm_set_staging(g, &counting);
+    staged_copies = staged_bytes = 0;
+    float x[10];
+    for (int i = 0; i < 10; i++) x[i] = (float)rank;
+    CHECK(comm_allreduce(g, x, 10, COMM_F32, COMM_SUM) == 0);
+    CHECK(x[9] == (float)(size * (size - 1) / 2));
+    CHECK(staged_copies == (size > 1 ? 2u : 0u) && staged_bytes == (size > 1 ? 80u : 0u));
+    comm_stats st;
+    comm_get_stats(g, &st);
+    CHECK(st.bytes_staged == staged_bytes);
+    sync_fails = 1;
+    if (size > 1) {
+        CHECK(comm_allreduce(g, x, 10, COMM_F32, COMM_SUM) == -1);
+        CHECK(strstr(comm_error(), "the fake device failed") != NULL);
+    }
+    else
+        CHECK(comm_sendrecv(g, x, 4, 0, x + 1, 4, 0) == -1);   /* to itself, staged too */
+    sync_fails = 0;
+    comm_free(g);
+}
+
+/* comm_place over injected GPU counts (no GPU needed). */
+static void test_place(void)
+{
+    char why[512];
+    comm_place_out o;
+    comm_place_in in = {.gpu = 1, .want = COMM_WANT_AUTO, .world_size = 8, .local_rank = 3, .local_size = 8,
+                        .ngpus = 8, .have_nccl = 1, .host = "node1"};
+    CHECK(comm_place(&in, &o, why, sizeof why) == 0 && o.route == COMM_ROUTE_NCCL && o.device == 3 && !o.shared);
+    in.ngpus = 4;   /* more local ranks than GPUs: refused, naming the way out */
+    CHECK(comm_place(&in, &o, why, sizeof why) == -1);
+    CHECK(strstr(why, "8 ranks on host 'node1' (local rank 3) but 4 GPUs") && strstr(why, "--device-comm host-staged"));
+    in.want = COMM_WANT_NCCL;
+    CHECK(comm_place(&in, &o, why, sizeof why) == -1);
+    in.want = COMM_WANT_STAGED;   /* shared: local rank mod GPUs */
+    CHECK(comm_place(&in, &o, why, sizeof why) == 0 && o.route == COMM_ROUTE_STAGED && o.device == 3 && o.shared);
+    in.local_rank = 6;
+    CHECK(comm_place(&in, &o, why, sizeof why) == 0 && o.device == 2);
+    in.ngpus = 1;   /* TP2xPP2 on one GPU */
+    CHECK(comm_place(&in, &o, why, sizeof why) == 0 && o.device == 0 && o.shared);
+    in.want = COMM_WANT_AUTO;   /* a launcher showing each task one GPU */
+    in.per_task = 1;
+    CHECK(comm_place(&in, &o, why, sizeof why) == 0 && o.route == COMM_ROUTE_NCCL && o.device == 0);
+    in.per_task = 0;
+    in.have_nccl = 0;
+    in.ngpus = 8;
+    CHECK(comm_place(&in, &o, why, sizeof why) == -1 && strstr(why, "built without it"));
+    in.world_size = 1;   /* one process: as before, no NCCL needed */
+    in.local_size = 1;
+    in.local_rank = 0;
+    CHECK(comm_place(&in, &o, why, sizeof why) == 0 && o.route == COMM_ROUTE_HOST && o.device == 0);
+    in.have_nccl = 1;
+    in.want = COMM_WANT_NCCL;   /* NCCL's world of one */
+    CHECK(comm_place(&in, &o, why, sizeof why) == 0 && o.route == COMM_ROUTE_NCCL);
+    in.ngpus = 0;
+    CHECK(comm_place(&in, &o, why, sizeof why) == -1 && strstr(why, "no CUDA device"));
+    /* the CPU backend: host transports, staged through memcpy, or refused NCCL */
+    in.gpu = 0;
+    CHECK(comm_place(&in, &o, why, sizeof why) == -1 && strstr(why, "--device-comm nccl needs --device cuda"));
+    in.want = COMM_WANT_STAGED;
+    CHECK(comm_place(&in, &o, why, sizeof why) == 0 && o.route == COMM_ROUTE_STAGED && o.device == -1);
+    in.want = COMM_WANT_AUTO;
+    CHECK(comm_place(&in, &o, why, sizeof why) == 0 && o.route == COMM_ROUTE_HOST && o.device == -1);
+}
+
+/* comm_local: every rank of this test runs on one host, in rank order
+ * unless a launcher said otherwise. */
+static void test_local(void)
+{
+    int lr = -1, ls = -1;
+    const char *src = NULL;
+    char host[64];
+    CHECK(comm_local(world, &lr, &ls, &src, host, sizeof host) == 0);
+    CHECK(ls == size && host[0] != 0);
+    if (src && strcmp(src, "host order") == 0) CHECK(lr == rank);
 }
 
 /*
@@ -269,6 +373,18 @@ static void test_nccl_init(void)
 #endif
 }
 
+/* The tests of the collectives themselves (run plain, then host-staged). */
+static void collectives(void)
+{
+    TEST(test_allreduce_rank_order);
+    TEST(test_allreduce_max);
+    TEST(test_allreduce_half);
+    TEST(test_reduce_scatter_allgather);
+    TEST(test_broadcast_barrier);
+    TEST(test_sendrecv_ring);
+    TEST(test_split_and_stats);
+}
+
 int main(int argc, char **argv)
 {
     if (comm_init(&argc, &argv, &world) != 0) {
@@ -278,15 +394,20 @@ int main(int argc, char **argv)
     rank = comm_rank(world);
     size = comm_size(world);
     if (rank == 0) printf("# %d ranks, %s\n", size, comm_backend());
-    TEST(test_allreduce_rank_order);
-    TEST(test_allreduce_max);
-    TEST(test_allreduce_half);
-    TEST(test_reduce_scatter_allgather);
-    TEST(test_broadcast_barrier);
-    TEST(test_sendrecv_ring);
-    TEST(test_split_and_stats);
+    collectives();
     TEST(test_device_dispatch);
     TEST(test_nccl_init);
+    TEST(test_place);
+    TEST(test_local);
+    TEST(test_staging_counts);
+    /* again, every buffer staged through the copies */
+    comm_set_staging(world, &counting);
+    staged_bytes = 0;
+    collectives();
+    if (rank == 0) printf("# host-staged: %zu bytes copied\n", staged_bytes);
+    CHECK(size == 1 || staged_bytes > 0);
+    TEST(test_staging_counts);
+    comm_set_staging(world, NULL);
     int rc = harness_report();
     comm_free(world);
     comm_finalize();
