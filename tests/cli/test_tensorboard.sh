@@ -81,11 +81,15 @@ check tb_log_interval sh -c "$TBDUMP $T/tb2/* | grep -P '^lm loss\\t' | cut -f2 
 
 # 4. killed with SIGKILL mid-training: the file holds whole records, every
 #    scalar up to the last log interval (queue 1000: only the flushes wrote)
+#    The log file exists before the run starts (the background shell may not
+#    have opened it yet when the loop first reads it), and the wait allows
+#    two minutes for three logged steps on a loaded machine.
+: >"$T/logk"
 # shellcheck disable=SC2086
 "$MDSTRAIN" -q $TB_TINY --train-iters 100000 --log-interval 2 --tensorboard-dir "$T/tbk" >"$T/logk" 2>&1 &
 pid=$!
 n=0
-while [ "$n" -lt 300 ] && [ "$(grep -c '] iteration ' "$T/logk")" -lt 3 ]; do sleep 0.1; n=$((n + 1)); done
+while [ "$n" -lt 1200 ] && [ "$(grep -c '] iteration ' "$T/logk")" -lt 3 ]; do sleep 0.1; n=$((n + 1)); done
 kill -9 "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 last=$(grep '] iteration ' "$T/logk" | tail -n 1 | sed 's/.*iteration *\([0-9]*\)\/.*/\1/')
