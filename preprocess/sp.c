@@ -104,8 +104,9 @@ struct sp_model {
     uint8_t pre_ws[256];     /* 1: some piece holds this byte, then (a prefix of) the whitespace mark */
     uint8_t post_ws[256];    /* 1: some piece holds (a suffix of) the whitespace mark, then this byte */
     uint64_t pair[256][4];   /* bit (a, b): some piece holds the bytes a, b one after the other */
-    uint8_t plain[128];      /* no user-defined symbol starts with this byte, and 1: no charsmap rule
-                                does, 2: none that goes on with an ASCII byte; 0: other bytes */
+    uint8_t plain[256];      /* normalize's fast path: PLAIN_* flags of a byte no user-defined symbol
+                                starts with; 0: the general step */
+    int ws_cuts;             /* 1: no piece holds a byte before the whitespace mark: each mark starts a word */
     /* decode */
     unsigned char **dec;
     uint32_t *declen;
@@ -147,6 +148,9 @@ struct sp_state {
     int cur;
     struct wpiece *wtmp;
     struct cut { uint32_t end, h; } *cuts;
+    struct mark { uint32_t pos, mixed; } *marks;   /* (nmarks) word ends from normalize (ws_cuts), and
+                                                      whether the word went through its general step */
+    size_t markcap, nmarks;
     size_t cutcap;
     size_t wtmpcap;
     struct dbest { double best, second; float score; int id, start; } *dbest;
@@ -904,6 +908,7 @@ void sp_state_free(sp_state *s)
         free(s->gen[g].vals);
     }
     free(s->cuts);
+    free(s->marks);
     free(s->wtmp);
     free(s->dbest);
     free(s);
@@ -993,6 +998,11 @@ static size_t charsmap_match(const sp_model *M, const unsigned char *s, size_t n
 #undef OFFSET
 }
 
+/* normalize's fast path for a byte (flags): PLAIN, it stands for itself, or
+ * for a space with PLAIN_SPACE; with PLAIN_IF_ASCII_NEXT only when the next
+ * byte is ASCII. */
+enum { PLAIN = 1, PLAIN_IF_ASCII_NEXT = 2, PLAIN_SPACE = 4 };
+
 /* For an ASCII byte c, which charsmap rules start with it: 0 none, 1 only
  * rules whose second byte is not ASCII (NFKC's compositions: a letter and a
  * combining mark), 2 others (a rule for c alone, or c and an ASCII byte). */
@@ -1011,6 +1021,25 @@ static int charsmap_first(const sp_model *M, unsigned char c)
         if (q < M->da_size && LAB(a[q]) == d) return 2;
     }
     return 1;
+#undef OFF
+#undef LAB
+}
+
+/* 1 when the charsmap's only rule starting with the byte c is c -> " ". */
+static int charsmap_to_space(const sp_model *M, unsigned char c)
+{
+#define OFF(u) ((size_t)(((u) >> 10) << (((u) & (1u << 9)) >> 6)))
+#define LAB(u) ((u) & ((1u << 31) | 0xFF))
+    const uint32_t *a = M->da;
+    size_t pos = OFF(a[0]) ^ c;
+    if (pos >= M->da_size || LAB(a[pos]) != c || !((a[pos] >> 8) & 1)) return 0;
+    pos ^= OFF(a[pos]);
+    for (unsigned d = 0; d < 0x100; d++) {
+        size_t q = pos ^ d;
+        if (q < M->da_size && LAB(a[q]) == d) return 0;   /* a longer rule */
+    }
+    const char *r = NULL;
+    return charsmap_match(M, &c, 1, &r) == 1 && strcmp(r, " ") == 0;
 #undef OFF
 #undef LAB
 }
@@ -1046,9 +1075,15 @@ static void word_tables(sp_model *M, int whole_text)
     for (int c = 0; c < 128; c++) {
         int r = M->da ? charsmap_first(M, (unsigned char)c) : 0;
         int u = M->has_user && trie_next(&M->user, 0, (unsigned char)c) != UINT32_MAX;
-        M->plain[c] = (uint8_t)(u || r == 2 ? 0 : r == 1 ? 2 : 1);
+        int v = u || r == 2 ? 0 : r == 1 ? PLAIN | PLAIN_IF_ASCII_NEXT : PLAIN;
+        if (v && c == ' ') v |= PLAIN_SPACE;
+        if (!u && r == 2 && charsmap_to_space(M, (unsigned char)c)) v = PLAIN | PLAIN_SPACE;
+        M->plain[c] = (uint8_t)v;
     }
     M->words = !whole_text && (M->model_type == MODEL_UNIGRAM || !M->has_unused);
+    M->ws_cuts = M->words && !M->ws_suffix;
+    for (int c = 0; c < 256; c++)
+        if (M->pre_ws[c]) M->ws_cuts = 0;
 }
 
 /* NormalizePrefix: the replacement of the longest prefix and its length. */
@@ -1106,14 +1141,22 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
         memcpy(st->norm + w, ws, wsl);
         w += wsl;
     }
-    int prev_space = M->remove_extra_ws;
+    int prev_space = M->remove_extra_ws, mixed = 0;
+    size_t nm = 0;
+    if (M->ws_cuts) GROW(st->marks, st->markcap, n + 1);
     st->norm_valid = 1;
     while (n) {
         unsigned char c = s[0];
-        if (c < 0x80 && (M->plain[c] == 1 || (M->plain[c] == 2 && (n == 1 || s[1] < 0x80)))) {
-            /* what the general step below does for a byte without rules */
-            if (c == ' ') {
+        unsigned v = M->plain[c];
+        if ((v & PLAIN) && (!(v & PLAIN_IF_ASCII_NEXT) || n == 1 || s[1] < 0x80)) {
+            /* what the general step below does for a byte without rules, or
+               with the one rule c -> " "; each mark starts a word (ws_cuts) */
+            if (v & PLAIN_SPACE) {
                 if (!prev_space) {
+                    if (M->ws_cuts) {
+                        st->marks[nm++] = (struct mark){ (uint32_t)w, (uint32_t)mixed };
+                        mixed = 0;
+                    }
                     memcpy(st->norm + w, ws, wsl);
                     w += wsl;
                 }
@@ -1126,6 +1169,7 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
             n--;
             continue;
         }
+        mixed = 1;
         const unsigned char *r;
         size_t rl, l = normalize_prefix(M, s, n, &r, &rl);
         while (prev_space && rl && r[0] == ' ') {
@@ -1156,6 +1200,12 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
     }
     if (M->remove_extra_ws)
         while (w >= wsl && memcmp(st->norm + w - wsl, ws, wsl) == 0) w -= wsl;
+    if (M->ws_cuts) {
+        /* the words end at the marks left and at the end */
+        while (nm && st->marks[nm - 1].pos >= w) nm--;
+        st->marks[nm++] = (struct mark){ (uint32_t)w, (uint32_t)mixed };
+        st->nmarks = nm;
+    }
     if (M->ws_suffix && M->add_dummy_prefix) {
         GROW(st->norm, st->ncap, w + wsl);
         memcpy(st->norm + w, ws, wsl);
@@ -1388,8 +1438,10 @@ static int unigram_span(const sp_model *M, sp_state *st, const unsigned char *t,
  * |P| with which unigram_span's float arithmetic is known to pick that path
  * and to need no score reset inside the word, or -1 when some node's two
  * best candidates are too close to tell.  Each float sum along a path of at
- * most m pieces is within m/2 ulp of the exact one; below 2^17 an ulp is at
- * most 2^-7, so candidates further apart than (m + 1) * 2^-7 compare alike.
+ * most m pieces is within m/2 ulp of the exact one; below 2^e an ulp is at
+ * most 2^(e-24), so candidates further apart than (m + 1) * 2^(e-24) compare
+ * alike while every sum stays below 2^e.  The closer a word's candidates,
+ * the smaller that bound (most documents keep |P| far below 2^17).
  */
 static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *np, float *plim)
 {
@@ -1436,12 +1488,16 @@ static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char 
         start += mblen;
     }
 #undef CAND
-    double thr = (double)(m + 1) / 128.0 + maxabs * 1e-12;
-    int robust = 1;
-    for (size_t i = 1; i <= n && robust; i++)
-        if (d[i].start >= 0 && d[i].second > -HUGE_VAL && !(d[i].best - d[i].second > thr)) robust = 0;
-    double lim = (double)SCORE_RESET - maxabs - (double)(m + 1) / 256.0 - 1.0;
-    *plim = robust && lim > 0 ? (float)lim : -1.0f;
+    double gap = HUGE_VAL;
+    for (size_t i = 1; i <= n; i++)
+        if (d[i].start >= 0 && d[i].second > -HUGE_VAL && d[i].best - d[i].second < gap) gap = d[i].best - d[i].second;
+    /* the largest 2^e <= 2^17 for which the two best candidates of every
+       node are further apart than the error (m + 1) * 2^(e - 24) */
+    double span = 131072.0;
+    while (span >= 1.0 && !(gap > (double)(m + 1) * span / 16777216.0 + maxabs * 1e-12)) span /= 2;
+    if (span > (double)SCORE_RESET) span = (double)SCORE_RESET;
+    double lim = span - maxabs - (double)(m + 1) / 256.0 - 1.0;
+    *plim = lim > 0 ? (float)lim : -1.0f;
     /* the path, last piece first, then reversed */
     size_t k = 0;
     for (size_t end = n; end > 0; k++) {
@@ -1462,15 +1518,42 @@ static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char 
 /* ------------------------------------------------------------------------ */
 /* the word cache                                                             */
 
-#define WC_SLOTS (1u << 16)      /* per generation; at most half are filled */
+#define WC_SLOTS (1u << 18)      /* per generation; at most half are filled */
 #define WC_MAXW 64               /* longest word cached, bytes */
-#define WV_CAP (1u << 18)        /* vals per generation */
+#define WV_CAP (1u << 20)        /* vals per generation */
 
+/* Word w's first min(n, 8) bytes as one integer: for n < 8 from
+ * overlapping loads that, with n, still tell every byte. */
 static inline uint64_t first8(const unsigned char *w, size_t n)
 {
-    uint64_t k = 0;
-    memcpy(&k, w, n < 8 ? n : 8);
-    return k;
+    uint64_t k;
+    uint32_t lo, hi;
+    if (n >= 8) {
+        memcpy(&k, w, 8);
+        return k;
+    }
+    if (n >= 4) {
+        memcpy(&lo, w, 4);
+        memcpy(&hi, w + n - 4, 4);
+        return (uint64_t)hi << 32 | lo;
+    }
+    return n ? (uint64_t)w[0] | (uint64_t)w[n / 2] << 8 | (uint64_t)w[n - 1] << 16 : 0;
+}
+
+/* The cache's hash of word w (n <= WC_MAXW), eight bytes at a time. */
+static inline uint32_t word_hash(const unsigned char *w, size_t n)
+{
+    const uint64_t K = 0x9E3779B97F4A7C15ull;
+    uint64_t h = (first8(w, n) ^ n) * K, v;
+    for (size_t i = 8; i + 8 < n; i += 8) {
+        memcpy(&v, w + i, 8);
+        h = (h ^ (h >> 29) ^ v) * K;
+    }
+    if (n > 8) {
+        memcpy(&v, w + n - 8, 8);
+        h = (h ^ (h >> 29) ^ v) * K;
+    }
+    return (uint32_t)(h ^ (h >> 32));
 }
 
 static inline const unsigned char *wc_tail(const struct wgen *g, const struct wslot *e)
@@ -1637,40 +1720,77 @@ static int unigram_word(const sp_model *M, sp_state *st, const unsigned char *t,
     return unigram_span(M, st, t, a, b, *P, nr, P);
 }
 
-/* The whole normalized text, word by word (see word_tables): the cuts first,
- * then the words, each one's cache slots fetched a few words ahead. */
-static int encode_words(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *nr)
+static inline int at_ws(const unsigned char *p, const unsigned char *ws, size_t wsl)
+{
+    return p[0] == ws[0] && (wsl == 1 || (p[1] == ws[1] && p[2] == ws[2]));
+}
+
+/* Appends the cuts of t[a, b) (see word_tables) and b to st->cuts. */
+static int find_cuts(const sp_model *M, sp_state *st, const unsigned char *t, size_t a, size_t b, size_t n, size_t *nc)
 {
     static const unsigned char WS[3] = { 0xE2, 0x96, 0x81 };
     const unsigned char *ws = M->escape_ws ? WS : (const unsigned char *)" ";
     size_t wsl = M->escape_ws ? 3 : 1;
     const unsigned char w0 = ws[0], wl = ws[wsl - 1];
-    int rc = wc_alloc(st);
-    if (rc) return rc;
-    size_t nc = 0;
-    for (size_t j = 1; j < n; j++) {
-        unsigned char c = t[j], b = t[j - 1];
+    for (size_t j = a + 1; j < b; j++) {
+        unsigned char c = t[j], p = t[j - 1];
         if ((c & 0xC0) == 0x80) continue;   /* inside a character */
-        int cut = !(M->pair[b][c >> 6] >> (c & 63) & 1) ||
-                  (c == w0 && j + wsl <= n && memcmp(t + j, ws, wsl) == 0 && !M->pre_ws[b]) ||
-                  (b == wl && j >= wsl && memcmp(t + j - wsl, ws, wsl) == 0 && !M->post_ws[c]);
-        if (!cut) continue;
-        GROW(st->cuts, st->cutcap, nc + 1);
-        st->cuts[nc++].end = (uint32_t)j;
+        if (M->pair[p][c >> 6] >> (c & 63) & 1) {
+            int cut = (c == w0 && j + wsl <= n && at_ws(t + j, ws, wsl) && !M->pre_ws[p]) ||
+                      (p == wl && j >= wsl && at_ws(t + j - wsl, ws, wsl) && !M->post_ws[c]);
+            if (!cut) continue;
+        }
+        GROW(st->cuts, st->cutcap, *nc + 1);
+        st->cuts[(*nc)++].end = (uint32_t)j;
     }
-    GROW(st->cuts, st->cutcap, nc + 1);
-    st->cuts[nc++].end = (uint32_t)n;
+    GROW(st->cuts, st->cutcap, *nc + 1);
+    st->cuts[(*nc)++].end = (uint32_t)b;
+    return 0;
+}
+
+/* The words: with ws_cuts, those that normalize ended at its marks, the ones
+ * that went through its general step or are too long to cache cut further;
+ * else every cut. */
+static int word_ends(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *nc)
+{
+    *nc = 0;
+    if (!M->ws_cuts) return find_cuts(M, st, t, 0, n, n, nc);
+    GROW(st->cuts, st->cutcap, st->nmarks);
+    size_t a = 0;
+    for (size_t i = 0; i < st->nmarks; i++) {
+        size_t b = st->marks[i].pos;
+        if (b <= a) continue;
+        if (st->marks[i].mixed || b - a > WC_MAXW) {
+            int rc = find_cuts(M, st, t, a, b, n, nc);
+            if (rc) return rc;
+        } else {
+            GROW(st->cuts, st->cutcap, *nc + 1);
+            st->cuts[(*nc)++].end = (uint32_t)b;
+        }
+        a = b;
+    }
+    return 0;
+}
+
+/* The whole normalized text, word by word (see word_tables): the words
+ * first, then each one's cache slots fetched a few words ahead. */
+static int encode_words(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *nr)
+{
+    int rc = wc_alloc(st);
+    size_t nc;
+    if (!rc) rc = word_ends(M, st, t, n, &nc);
+    if (rc) return rc;
     enum { AHEAD = 4 };
     int bpe = M->model_type == MODEL_BPE;
     float P = 0.0f;
     for (size_t i = 0; i < nc && i < AHEAD; i++) {
         size_t a = i ? st->cuts[i - 1].end : 0, l = st->cuts[i].end - a;
-        st->cuts[i].h = l <= WC_MAXW ? (uint32_t)hash_bytes(t + a, l) : 0;
+        st->cuts[i].h = l <= WC_MAXW ? word_hash(t + a, l) : 0;
     }
     for (size_t i = 0; i < nc && !rc; i++) {
         if (i + AHEAD < nc) {
             size_t k = i + AHEAD, a = st->cuts[k - 1].end, l = st->cuts[k].end - a;
-            uint32_t h = l <= WC_MAXW ? (uint32_t)hash_bytes(t + a, l) : 0;
+            uint32_t h = l <= WC_MAXW ? word_hash(t + a, l) : 0;
             st->cuts[k].h = h;
             __builtin_prefetch(&st->gen[st->cur].slot[h & (WC_SLOTS - 1)]);
             __builtin_prefetch(&st->gen[st->cur ^ 1].slot[h & (WC_SLOTS - 1)]);
@@ -1682,6 +1802,39 @@ static int encode_words(const sp_model *M, sp_state *st, const unsigned char *t,
 }
 
 /* ------------------------------------------------------------------------ */
+
+/* SentencePieceProcessor::EncodeOptimized's ids for the pieces st->res[0, nr):
+ * control ids as they are, the bytes of an unknown piece with byte fallback,
+ * else runs of unknowns merged into one.  Room for one id per piece is made
+ * once; only byte fallback can need more. */
+static int emit_ids(const sp_model *M, sp_state *st, size_t nr, tok_ids *out)
+{
+    size_t mark = out->n;
+    if (tok_ids_reserve(out, nr)) return TOK_ERR_NOMEM;
+    uint32_t *o = out->ids + out->n;
+    int prev_unk = 0;
+    for (size_t i = 0; i < nr; i++) {
+        int32_t id = st->res[i].id;
+        int unk = id == M->proc_unk || (id >= 0 && (size_t)id < M->n && M->p[id].type == PT_UNKNOWN);
+        if (!unk) {
+            if (id < 0) { out->n = mark; return TOK_ERR_ENCODE; }   /* no unk piece and no byte fallback: refused at load */
+            *o++ = (uint32_t)id;
+        } else if (M->byte_fallback) {
+            /* nr - i - 1 pieces left, one id each */
+            size_t len = st->res[i].len;
+            out->n = (size_t)(o - out->ids);
+            if (tok_ids_reserve(out, len + nr - i - 1)) { out->n = mark; return TOK_ERR_NOMEM; }
+            o = out->ids + out->n;
+            for (size_t k = 0; k < len; k++) *o++ = M->byte_id[st->norm[st->res[i].off + k]];
+        } else if (!prev_unk) {
+            if (id < 0) { out->n = mark; return TOK_ERR_ENCODE; }
+            *o++ = (uint32_t)id;
+        }
+        prev_unk = unk;
+    }
+    out->n = (size_t)(o - out->ids);
+    return 0;
+}
 
 int sp_encode(const sp_model *M, sp_state *st, const unsigned char *s, size_t n, tok_ids *out)
 {
@@ -1699,31 +1852,5 @@ int sp_encode(const sp_model *M, sp_state *st, const unsigned char *s, size_t n,
         float P;
         rc = unigram_span(M, st, st->norm, 0, nn, 0.0f, &nr, &P);
     }
-    if (rc) return rc;
-    /* SentencePieceProcessor::EncodeOptimized: control ids as they are, the
-       bytes of an unknown piece with byte fallback, else runs of unknowns
-       merged into one */
-    size_t mark = out->n;
-    int prev_unk = 0;
-    for (size_t i = 0; i < nr; i++) {
-        int32_t id = st->res[i].id;
-        int in = id >= 0 && (size_t)id < M->n;
-        if (in && M->p[id].type == PT_CONTROL) {
-            if (tok_ids_reserve(out, 1)) { out->n = mark; return TOK_ERR_NOMEM; }
-            out->ids[out->n++] = (uint32_t)id;
-            prev_unk = 0;
-            continue;
-        }
-        int unk = id == M->proc_unk || (in && M->p[id].type == PT_UNKNOWN);
-        if (unk && M->byte_fallback) {
-            if (tok_ids_reserve(out, st->res[i].len)) { out->n = mark; return TOK_ERR_NOMEM; }
-            for (uint32_t k = 0; k < st->res[i].len; k++) out->ids[out->n++] = M->byte_id[st->norm[st->res[i].off + k]];
-        } else if (!(unk && prev_unk)) {
-            if (id < 0) { out->n = mark; return TOK_ERR_ENCODE; }   /* no unk piece and no byte fallback: refused at load */
-            if (tok_ids_reserve(out, 1)) { out->n = mark; return TOK_ERR_NOMEM; }
-            out->ids[out->n++] = (uint32_t)id;
-        }
-        prev_unk = unk;
-    }
-    return 0;
+    return rc ? rc : emit_ids(M, st, nr, out);
 }
