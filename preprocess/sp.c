@@ -40,6 +40,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* darts-clone's double array units (the precompiled charsmap) */
+#define DA_LEAF(u) (((u) >> 8) & 1)
+#define DA_VALUE(u) ((u) & ((1u << 31) - 1))
+#define DA_LABEL(u) ((u) & ((1u << 31) | 0xFF))
+#define DA_OFFSET(u) (((u) >> 10) << (((u) & (1u << 9)) >> 6))
+
 enum { PT_NORMAL = 1, PT_UNKNOWN = 2, PT_CONTROL = 3, PT_USER = 4, PT_UNUSED = 5, PT_BYTE = 6 };
 enum { MODEL_UNIGRAM = 1, MODEL_BPE = 2, MODEL_WORD = 3, MODEL_CHAR = 4 };
 
@@ -106,15 +112,26 @@ struct sp_model {
     uint64_t pair[256][4];   /* bit (a, b): some piece holds the bytes a, b one after the other */
     uint8_t plain[256];      /* normalize's fast path: PLAIN_* flags of a byte no user-defined symbol
                                 starts with; 0: the general step */
+    uint32_t plain_next[128];   /* PLAIN_IF_ASCII_NEXT: the charsmap node after the byte */
     int ws_cuts;             /* 1: no piece holds a byte before the whitespace mark: each mark starts a word */
     /* decode */
     unsigned char **dec;
     uint32_t *declen;
 };
 
+#define NC_BITS 12              /* normalize's character cache: 2^NC_BITS slots */
+#define NC_GENERAL 0xFF         /* a character for the general step */
+#define NO_NODE UINT32_MAX      /* (charsmap_extends) */
+
 struct sp_state {
     unsigned char *norm;
     size_t ncap;
+    struct nchar {           /* (2^NC_BITS) a character: its bytes (0: empty), its normalization
+                                when no longer rule matches, the charsmap node after it (NO_NODE) */
+        uint32_t key, next;
+        uint8_t rl;
+        unsigned char r[7];
+    } *nchar;
     /* BPE */
     struct sym { int prev, next; uint32_t off, len; int32_t id; uint8_t freeze; } *sym;   /* id: of the string, -1 none */
     size_t symcap;
@@ -536,10 +553,6 @@ static int load(struct rd *r, sp_model *M, const unsigned char *buf, size_t len)
         M->norm_pool = pool;
         /* darts-clone's DoubleArray::validate(max value = the strings' size) */
         const uint32_t *a = M->da;
-#define DA_LEAF(u) (((u) >> 8) & 1)
-#define DA_VALUE(u) ((u) & ((1u << 31) - 1))
-#define DA_LABEL(u) ((u) & ((1u << 31) | 0xFF))
-#define DA_OFFSET(u) (((u) >> 10) << (((u) & (1u << 9)) >> 6))
         if (DA_LABEL(a[0]) != 0 || DA_LEAF(a[0]) || DA_OFFSET(a[0]) == 0 || ((0 ^ DA_OFFSET(a[0])) | 0xFF) >= M->da_size)
             return bad(r, "the precompiled charsmap is invalid");
         for (size_t i = 1; i < M->da_size; i++) {
@@ -883,9 +896,16 @@ int sp_state_new(const sp_model *M, sp_state **out)
 {
     *out = calloc(1, sizeof **out);
     if (!*out) return TOK_ERR_NOMEM;
+    (*out)->nchar = calloc((size_t)1 << NC_BITS, sizeof *(*out)->nchar);
+    if (!(*out)->nchar) {
+        free(*out);
+        *out = NULL;
+        return TOK_ERR_NOMEM;
+    }
     if (M->has_unused) {
         (*out)->rev = calloc(M->n, sizeof *(*out)->rev);
         if (!(*out)->rev) {
+            free((*out)->nchar);
             free(*out);
             *out = NULL;
             return TOK_ERR_NOMEM;
@@ -898,6 +918,7 @@ void sp_state_free(sp_state *s)
 {
     if (!s) return;
     free(s->norm);
+    free(s->nchar);
     free(s->sym);
     free(s->heap);
     free(s->rev);
@@ -968,23 +989,19 @@ static size_t user_match(const sp_model *M, const unsigned char *s, size_t n)
 /* The longest charsmap rule at s: its length, and the replacement. */
 static size_t charsmap_match(const sp_model *M, const unsigned char *s, size_t n, const char **repl)
 {
-#define HAS_LEAF(u) (((u) >> 8) & 1)
-#define VALUE(u) ((u) & ((1u << 31) - 1))
-#define LABEL(u) ((u) & ((1u << 31) | 0xFF))
-#define OFFSET(u) (((u) >> 10) << (((u) & (1u << 9)) >> 6))
     const uint32_t *a = M->da;
     size_t size = M->da_size, pos = 0, best = 0;
     uint32_t unit = a[0];
-    pos ^= OFFSET(unit);
+    pos ^= DA_OFFSET(unit);
     for (size_t i = 0; i < n; i++) {
         pos ^= s[i];
         if (pos >= size) break;
         unit = a[pos];
-        if (LABEL(unit) != s[i]) break;
-        pos ^= OFFSET(unit);
+        if (DA_LABEL(unit) != s[i]) break;
+        pos ^= DA_OFFSET(unit);
         if (pos >= size) break;
-        if (HAS_LEAF(unit)) {
-            uint32_t v = VALUE(a[pos]);
+        if (DA_LEAF(unit)) {
+            uint32_t v = DA_VALUE(a[pos]);
             if (v <= M->norm_pool_len) {
                 best = i + 1;
                 *repl = M->norm_pool + v;
@@ -992,15 +1009,34 @@ static size_t charsmap_match(const sp_model *M, const unsigned char *s, size_t n
         }
     }
     return best;
-#undef HAS_LEAF
-#undef VALUE
-#undef LABEL
-#undef OFFSET
+}
+
+/* 1 when the charsmap's walk goes on from node pos with the byte c. */
+static inline int charsmap_goes_on(const sp_model *M, uint32_t pos, unsigned char c)
+{
+    return (pos ^ c) < M->da_size && DA_LABEL(M->da[pos ^ c]) == c;
+}
+
+/* The charsmap's node after the bytes s[0, n) when some rule starts with
+ * them and goes on past them, else NO_NODE. */
+static uint32_t charsmap_extends(const sp_model *M, const unsigned char *s, size_t n)
+{
+    const uint32_t *a = M->da;
+    uint32_t pos = DA_OFFSET(a[0]);
+    for (size_t i = 0; i < n; i++) {
+        if (!charsmap_goes_on(M, pos, s[i])) return NO_NODE;
+        pos ^= s[i];
+        pos ^= DA_OFFSET(a[pos]);
+    }
+    for (unsigned d = 0; d < 0x100; d++)
+        if (charsmap_goes_on(M, pos, (unsigned char)d)) return pos;
+    return NO_NODE;
 }
 
 /* normalize's fast path for a byte (flags): PLAIN, it stands for itself, or
- * for a space with PLAIN_SPACE; with PLAIN_IF_ASCII_NEXT only when the next
- * byte is ASCII. */
+ * for a space with PLAIN_SPACE; with PLAIN_IF_ASCII_NEXT only when the
+ * charsmap's rules starting with it (all going on with a non-ASCII byte) do
+ * not go on with the next byte. */
 enum { PLAIN = 1, PLAIN_IF_ASCII_NEXT = 2, PLAIN_SPACE = 4 };
 
 /* For an ASCII byte c, which charsmap rules start with it: 0 none, 1 only
@@ -1008,40 +1044,22 @@ enum { PLAIN = 1, PLAIN_IF_ASCII_NEXT = 2, PLAIN_SPACE = 4 };
  * combining mark), 2 others (a rule for c alone, or c and an ASCII byte). */
 static int charsmap_first(const sp_model *M, unsigned char c)
 {
-#define OFF(u) ((size_t)(((u) >> 10) << (((u) & (1u << 9)) >> 6)))
-#define LAB(u) ((u) & ((1u << 31) | 0xFF))
     const uint32_t *a = M->da;
-    size_t pos = OFF(a[0]) ^ c;
-    if (pos >= M->da_size || LAB(a[pos]) != c) return 0;
+    size_t pos = DA_OFFSET(a[0]) ^ c;
+    if (pos >= M->da_size || DA_LABEL(a[pos]) != c) return 0;
     uint32_t unit = a[pos];
-    if ((unit >> 8) & 1) return 2;   /* a leaf: a rule for c alone */
-    pos ^= OFF(unit);
-    for (unsigned d = 0; d < 0x80; d++) {
-        size_t q = pos ^ d;
-        if (q < M->da_size && LAB(a[q]) == d) return 2;
-    }
+    if (DA_LEAF(unit)) return 2;   /* a rule for c alone */
+    pos ^= DA_OFFSET(unit);
+    for (unsigned d = 0; d < 0x80; d++)
+        if ((pos ^ d) < M->da_size && DA_LABEL(a[pos ^ d]) == d) return 2;
     return 1;
-#undef OFF
-#undef LAB
 }
 
 /* 1 when the charsmap's only rule starting with the byte c is c -> " ". */
 static int charsmap_to_space(const sp_model *M, unsigned char c)
 {
-#define OFF(u) ((size_t)(((u) >> 10) << (((u) & (1u << 9)) >> 6)))
-#define LAB(u) ((u) & ((1u << 31) | 0xFF))
-    const uint32_t *a = M->da;
-    size_t pos = OFF(a[0]) ^ c;
-    if (pos >= M->da_size || LAB(a[pos]) != c || !((a[pos] >> 8) & 1)) return 0;
-    pos ^= OFF(a[pos]);
-    for (unsigned d = 0; d < 0x100; d++) {
-        size_t q = pos ^ d;
-        if (q < M->da_size && LAB(a[q]) == d) return 0;   /* a longer rule */
-    }
     const char *r = NULL;
-    return charsmap_match(M, &c, 1, &r) == 1 && strcmp(r, " ") == 0;
-#undef OFF
-#undef LAB
+    return charsmap_match(M, &c, 1, &r) == 1 && strcmp(r, " ") == 0 && charsmap_extends(M, &c, 1) == NO_NODE;
 }
 
 /*
@@ -1079,6 +1097,7 @@ static void word_tables(sp_model *M, int whole_text)
         if (v && c == ' ') v |= PLAIN_SPACE;
         if (!u && r == 2 && charsmap_to_space(M, (unsigned char)c)) v = PLAIN | PLAIN_SPACE;
         M->plain[c] = (uint8_t)v;
+        if (v & PLAIN_IF_ASCII_NEXT) M->plain_next[c] = charsmap_extends(M, (const unsigned char *)&c, 1);
     }
     M->words = !whole_text && (M->model_type == MODEL_UNIGRAM || !M->has_unused);
     M->ws_cuts = M->words && !M->ws_suffix;
@@ -1117,6 +1136,45 @@ static size_t normalize_prefix(const sp_model *M, const unsigned char *s, size_t
     return l;
 }
 
+/* A character of 2 to 4 bytes as one integer (never 0). */
+static inline uint32_t char_key(const unsigned char *s, size_t n)
+{
+    return (uint32_t)s[0] | (uint32_t)s[1] << 8 | (n > 2 ? (uint32_t)s[2] << 16 : 0) | (n > 3 ? (uint32_t)s[3] << 24 : 0);
+}
+
+static inline size_t nchar_slot(uint32_t key) { return (key * 0x9E3779B1u) >> (32 - NC_BITS); }
+
+/* Remembers what normalize's general step does with the character s[0, n):
+ * when no user-defined symbol starts with its first byte, it is valid UTF-8
+ * and its normalization alone (no longer charsmap rule matching) is valid
+ * UTF-8 without spaces, that is copied, unless the charsmap's walk goes on
+ * with the next byte (then the general step decides). */
+static void nchar_put(const sp_model *M, sp_state *st, const unsigned char *s, size_t n, uint32_t key)
+{
+    struct nchar *e = &st->nchar[nchar_slot(key)];
+    e->key = key;
+    e->rl = NC_GENERAL;
+    e->next = NO_NODE;
+    if (valid_char(s, n) != n || (M->has_user && trie_next(&M->user, 0, s[0]) != UINT32_MAX)) return;
+    const unsigned char *r = s;
+    size_t rl = n;
+    if (M->da) {
+        const char *rep = NULL;
+        size_t l = charsmap_match(M, s, n, &rep);
+        if (l && l != n) return;
+        if (l) {
+            r = (const unsigned char *)rep;
+            rl = strlen(rep);
+        }
+        e->next = charsmap_extends(M, s, n);
+    }
+    if (rl > sizeof e->r || memchr(r, ' ', rl)) return;
+    for (size_t k = 0, cl; k < rl; k += cl)
+        if (!(cl = valid_char(r + k, rl - k))) return;
+    e->rl = (uint8_t)rl;
+    memcpy(e->r, r, rl);
+}
+
 /* Normalizer::Normalize into st->norm; returns its length. */
 static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, size_t n, size_t *outn)
 {
@@ -1148,7 +1206,7 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
     while (n) {
         unsigned char c = s[0];
         unsigned v = M->plain[c];
-        if ((v & PLAIN) && (!(v & PLAIN_IF_ASCII_NEXT) || n == 1 || s[1] < 0x80)) {
+        if ((v & PLAIN) && (!(v & PLAIN_IF_ASCII_NEXT) || n == 1 || !charsmap_goes_on(M, M->plain_next[c], s[1]))) {
             /* what the general step below does for a byte without rules, or
                with the one rule c -> " "; each mark starts a word (ws_cuts) */
             if (v & PLAIN_SPACE) {
@@ -1170,6 +1228,21 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
             continue;
         }
         mixed = 1;
+        size_t len = one_char_len(c);
+        if (c >= 0xC0 && len <= n) {
+            uint32_t key = char_key(s, len);
+            const struct nchar *e = &st->nchar[nchar_slot(key)];
+            if (e->key != key) nchar_put(M, st, s, len, key);
+            if (e->rl != NC_GENERAL && (e->next == NO_NODE || n == len || !charsmap_goes_on(M, e->next, s[len]))) {
+                GROW(st->norm, st->ncap, w + e->rl + (n - len) * 3 + 16);
+                memcpy(st->norm + w, e->r, sizeof e->r);   /* (room: the 16 bytes above) */
+                w += e->rl;
+                if (e->rl) prev_space = 0;
+                s += len;
+                n -= len;
+                continue;
+            }
+        }
         const unsigned char *r;
         size_t rl, l = normalize_prefix(M, s, n, &r, &rl);
         while (prev_space && rl && r[0] == ' ') {
