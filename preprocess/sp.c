@@ -96,9 +96,10 @@ struct sp_model {
         size_t mask;
     } pairs;
     int32_t byte1[256];      /* BPE: the id of each one-byte string, -1 */
-    struct lat {             /* unigram: pieces_ as a trie for the lattice, one hash table */
-        struct lent { uint32_t key, child; int32_t id; float score; } *e;   /* key node << 8 | byte */
-        size_t mask, nodes;
+    struct lat {             /* unigram: pieces_ as a trie for the lattice, a double array: the child
+                                of node x on byte c is y = a[x].base + c when a[y].check == x */
+        struct dnode { uint32_t base, check; int32_t id; float score; } *a;   /* (size) id -1: no piece */
+        size_t size;
     } all;
     int has_user, has_unused;
     int64_t unk_id;          /* the model's: the UNKNOWN piece, or -1 */
@@ -571,61 +572,177 @@ static int load(struct rd *r, sp_model *M, const unsigned char *buf, size_t len)
     return 0;
 }
 
-/* InitializePieces and the processor's ids. */
-static inline size_t lat_slot(const struct lat *t, uint32_t k)
+/* The child of *node on byte c, which becomes *node; NULL when there is none. */
+static inline const struct dnode *lat_next(const struct lat *t, uint32_t *node, unsigned char c)
 {
-    uint64_t h = (uint64_t)k * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 32) & t->mask;
+    uint32_t y = t->a[*node].base + c;   /* (in range: size is past every base + 255) */
+    if (t->a[y].check != *node) return NULL;
+    *node = y;
+    return &t->a[y];
 }
 
-/* The edge from node on byte c: NULL when there is none. */
-static inline const struct lent *lat_next(const struct lat *t, uint32_t node, unsigned char c)
+static inline size_t htrie_slot(size_t mask, uint32_t k)
 {
-    uint32_t k = node << 8 | c;
-    for (size_t i = lat_slot(t, k);; i = (i + 1) & t->mask) {
-        const struct lent *e = &t->e[i];
-        if (e->key == k) return e;
-        if (e->key == UINT32_MAX) return NULL;
+    uint64_t h = (uint64_t)k * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 32) & mask;
+}
+
+#define DA_FREE UINT32_MAX
+
+/* The double array while it is built: nf[i] leads to the first free slot
+ * from i on (i itself when free; path halving on the way). */
+struct dabuild {
+    struct lat *t;
+    uint32_t *nf;
+    size_t cap;
+};
+
+static size_t da_free_from(struct dabuild *d, size_t i)
+{
+    while (d->nf[i] != i) {
+        d->nf[i] = d->nf[d->nf[i]];
+        i = d->nf[i];
+    }
+    return i;
+}
+
+static int da_grow(struct dabuild *d, size_t need)
+{
+    if (need < d->cap) return 0;
+    size_t c = d->cap ? d->cap : 1024;
+    while (c <= need) c *= 2;
+    struct dnode *q = realloc(d->t->a, c * sizeof *q);
+    if (q) d->t->a = q;
+    uint32_t *f = realloc(d->nf, c * sizeof *f);
+    if (f) d->nf = f;
+    if (!q || !f) return -1;
+    for (size_t i = d->cap; i < c; i++) {
+        q[i] = (struct dnode){ 0, DA_FREE, -1, 0.0f };
+        f[i] = (uint32_t)i;
+    }
+    d->cap = c;
+    return 0;
+}
+
+/* Places the children of node x (labels lab[0, n)) at the first base that
+ * puts lab[0] on a free slot and every other label too.  Returns the base,
+ * or -1 out of memory. */
+static int64_t da_place(struct dabuild *d, uint32_t x, const unsigned char *lab, size_t n)
+{
+    for (size_t p = da_free_from(d, lab[0]);; p = da_free_from(d, p + 1)) {
+        size_t b = p - lab[0], k = 1;
+        if (da_grow(d, b + 257)) return -1;
+        while (k < n && d->t->a[b + lab[k]].check == DA_FREE) k++;
+        if (k < n) continue;
+        for (k = 0; k < n; k++) {
+            d->t->a[b + lab[k]].check = x;
+            d->nf[b + lab[k]] = (uint32_t)(b + lab[k] + 1);
+        }
+        d->t->a[x].base = (uint32_t)b;
+        if (b + 256 > d->t->size) d->t->size = b + 256;
+        return (int64_t)b;
     }
 }
 
 /* The unigram lattice's trie: NORMAL and USER_DEFINED pieces with the score
- * the Viterbi gives them (UNUSED pieces are nodes without an id). */
+ * the Viterbi gives them (UNUSED pieces are nodes without an id).  Built as
+ * a hash trie, whose edges are then grouped by node and laid out breadth
+ * first as a double array (one probe per byte on the hot path). */
 static int lat_build(struct rd *r, sp_model *M)
 {
-    struct lat *t = &M->all;
+    struct hedge { uint32_t key, child; } *e = NULL;   /* key node << 8 | byte */
+    int32_t *nid = NULL;
+    float *nscore = NULL;
+    uint32_t *first = NULL, *kid = NULL, *pos = NULL, *queue = NULL;
+    unsigned char *lab = NULL;
+    struct dabuild d = { &M->all, NULL, 0 };
+    int rc = 0;
     size_t total = 1;
     for (size_t i = 0; i < M->n; i++) if (want_pieces(M->p[i].type)) total += M->p[i].len;
     if (total >= (1u << 24) - 1) return bad(r, "the pieces are too long together (%zu bytes)", total);
-    size_t c = 16;
+    size_t c = 16, nodes = 1;
     while (c < 2 * total) c *= 2;
-    t->e = malloc(c * sizeof *t->e);
-    if (!t->e) return tok_fail(r->err, r->errlen, TOK_ERR_NOMEM, "out of memory loading '%s'", r->file);
-    t->mask = c - 1;
-    memset(t->e, 0xFF, c * sizeof *t->e);
-    t->nodes = 1;
+    e = malloc(c * sizeof *e);
+    nid = malloc(total * sizeof *nid);
+    nscore = calloc(total, sizeof *nscore);
+    if (!e || !nid || !nscore) goto nomem;
+    memset(e, 0xFF, c * sizeof *e);
+    nid[0] = -1;
     for (size_t i = 0; i < M->n; i++) {
         if (!want_pieces(M->p[i].type)) continue;
         const unsigned char *s = M->blob + M->p[i].off;
         uint32_t node = 0;
-        struct lent *e = NULL;
         for (size_t j = 0; j < M->p[i].len; j++) {
             uint32_t k = node << 8 | s[j];
-            size_t slot = lat_slot(t, k);
-            while (t->e[slot].key != UINT32_MAX && t->e[slot].key != k) slot = (slot + 1) & t->mask;
-            e = &t->e[slot];
-            if (e->key == UINT32_MAX) *e = (struct lent){ k, (uint32_t)t->nodes++, -1, 0.0f };
-            node = e->child;
+            size_t slot = htrie_slot(c - 1, k);
+            while (e[slot].key != UINT32_MAX && e[slot].key != k) slot = (slot + 1) & (c - 1);
+            if (e[slot].key == UINT32_MAX) {
+                e[slot] = (struct hedge){ k, (uint32_t)nodes };
+                nid[nodes++] = -1;
+            }
+            node = e[slot].child;
         }
-        if (e && e->id < 0 && M->p[i].type != PT_UNUSED) {
-            e->id = (int32_t)i;
+        if (nid[node] < 0 && M->p[i].type != PT_UNUSED) {
+            nid[node] = (int32_t)i;
             /* float throughout; a user-defined piece scores 0.1 * (bytes - 1) */
-            e->score = M->p[i].type == PT_USER ? (float)(0.1 * (double)((int)M->p[i].len - 1)) : M->p[i].score;
+            nscore[node] = M->p[i].type == PT_USER ? (float)(0.1 * (double)((int)M->p[i].len - 1)) : M->p[i].score;
         }
     }
-    return 0;
+    /* the edges grouped by node (a counting sort) */
+    first = calloc(nodes + 1, sizeof *first);
+    kid = malloc(nodes * sizeof *kid);
+    lab = malloc(nodes);
+    pos = malloc(nodes * sizeof *pos);
+    queue = malloc(nodes * sizeof *queue);
+    if (!first || !kid || !lab || !pos || !queue) goto nomem;
+    for (size_t i = 0; i < c; i++)
+        if (e[i].key != UINT32_MAX) first[(e[i].key >> 8) + 1]++;
+    for (size_t i = 0; i < nodes; i++) first[i + 1] += first[i];
+    memcpy(pos, first, nodes * sizeof *pos);   /* (as fill cursors) */
+    for (size_t i = 0; i < c; i++)
+        if (e[i].key != UINT32_MAX) {
+            uint32_t at = pos[e[i].key >> 8]++;
+            kid[at] = e[i].child;
+            lab[at] = (unsigned char)e[i].key;
+        }
+    /* breadth first from the root, at slot 0 */
+    size_t head = 0, tail = 1;
+    if (da_grow(&d, 257)) goto nomem;
+    d.t->a[0].check = DA_FREE - 1;   /* the root */
+    d.nf[0] = 1;
+    d.t->size = 256;
+    pos[0] = 0;
+    queue[0] = 0;
+    while (head < tail) {
+        uint32_t u = queue[head++], x = pos[u], f = first[u], nk = first[u + 1] - f;
+        if (!nk) continue;
+        int64_t b = da_place(&d, x, lab + f, nk);
+        if (b < 0) goto nomem;
+        for (uint32_t k = 0; k < nk; k++) {
+            uint32_t y = (uint32_t)b + lab[f + k], v = kid[f + k];
+            d.t->a[y].id = nid[v];
+            d.t->a[y].score = nscore[v];
+            pos[v] = y;
+            queue[tail++] = v;
+        }
+    }
+    goto done;
+nomem:
+    rc = tok_fail(r->err, r->errlen, TOK_ERR_NOMEM, "out of memory loading '%s'", r->file);
+done:
+    free(d.nf);
+    free(e);
+    free(nid);
+    free(nscore);
+    free(first);
+    free(kid);
+    free(lab);
+    free(pos);
+    free(queue);
+    return rc;
 }
 
+/* InitializePieces and the processor's ids. */
 static inline size_t pair_slot(const struct pairs *t, uint64_t k)
 {
     k *= 0x9E3779B97F4A7C15ull;
@@ -856,7 +973,7 @@ void sp_free(sp_model *M)
     free(M->pieces.slot);
     free(M->reserved.slot);
     trie_free(&M->user);
-    free(M->all.e);
+    free(M->all.a);
     free(M->pairs.key);
     free(M->pairs.val);
     free(M->unk_piece);
@@ -1459,9 +1576,8 @@ static int unigram_span(const sp_model *M, sp_state *st, const unsigned char *t,
         if (mblen > n - start) mblen = n - start;
         uint32_t node = 0;
         for (size_t k = start; k < n; k++) {
-            const struct lent *e = lat_next(tr, node, t[k]);
+            const struct dnode *e = lat_next(tr, &node, t[k]);
             if (!e) break;
-            node = e->child;
             int32_t id = e->id;
             if (id < 0) continue;
             size_t len = k + 1 - start;
@@ -1548,9 +1664,8 @@ static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char 
         if (mblen > n - start) mblen = n - start;
         uint32_t node = 0;
         for (size_t k = start; k < n; k++) {
-            const struct lent *e = lat_next(tr, node, t[k]);
+            const struct dnode *e = lat_next(tr, &node, t[k]);
             if (!e) break;
-            node = e->child;
             int32_t id = e->id;
             if (id < 0) continue;
             size_t len = k + 1 - start;
