@@ -1336,12 +1336,18 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
                     w += wsl;
                 }
                 prev_space = M->remove_extra_ws;
+                s++;
+                n--;
             } else {
-                st->norm[w++] = c;
+                /* and the bytes after it that stand for themselves before an ASCII byte */
+                const unsigned char *s0 = s, *end = s + n - 1;   /* (end: the last byte) */
+                const uint8_t *plain = M->plain;
+                unsigned char *o = st->norm + w;
+                do *o++ = *s++; while (s < end && (plain[*s] & (PLAIN | PLAIN_SPACE)) == PLAIN && s[1] < 0x80);
+                w += (size_t)(s - s0);
+                n -= (size_t)(s - s0);
                 prev_space = 0;
             }
-            s++;
-            n--;
             continue;
         }
         mixed = 1;
