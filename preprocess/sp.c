@@ -100,6 +100,7 @@ struct sp_model {
                                 of node x on byte c is y = a[x].base + c when a[y].check == x */
         struct dnode { uint32_t base, check; int32_t id; float score; } *a;   /* (size) id -1: no piece */
         size_t size;
+        double maxabs;       /* the largest |score| of a piece or of the unknown piece */
     } all;
     int has_user, has_unused;
     int64_t unk_id;          /* the model's: the UNKNOWN piece, or -1 */
@@ -157,7 +158,7 @@ struct sp_state {
             uint16_t len0;               /* n == 1: the piece, inline */
             int32_t id0;
             float sc0;
-            uint32_t voff;               /* into vals: the pieces when n > 1, then the bytes past 8 */
+            uint32_t voff;               /* into vals: the pieces when n > 1, then the word when it is longer than 8 */
             float plim;                  /* unigram: replay while |P| < plim */
         } *slot;
         struct wpiece { int32_t id; uint16_t off, len; float score; } *vals;
@@ -668,6 +669,7 @@ static int lat_build(struct rd *r, sp_model *M)
     if (!e || !nid || !nscore) goto nomem;
     memset(e, 0xFF, c * sizeof *e);
     nid[0] = -1;
+    M->all.maxabs = fabs(M->min_score - 10.0f);   /* unigram_span's unk_score */
     for (size_t i = 0; i < M->n; i++) {
         if (!want_pieces(M->p[i].type)) continue;
         const unsigned char *s = M->blob + M->p[i].off;
@@ -686,6 +688,7 @@ static int lat_build(struct rd *r, sp_model *M)
             nid[node] = (int32_t)i;
             /* float throughout; a user-defined piece scores 0.1 * (bytes - 1) */
             nscore[node] = M->p[i].type == PT_USER ? (float)(0.1 * (double)((int)M->p[i].len - 1)) : M->p[i].score;
+            if (fabs(nscore[node]) > M->all.maxabs) M->all.maxabs = fabs(nscore[node]);
         }
     }
     /* the edges grouped by node (a counting sort) */
@@ -1642,11 +1645,14 @@ static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char 
 {
     GROW(st->dbest, st->dbestcap, n + 1);
     struct dbest *d = st->dbest;
-    for (size_t i = 0; i <= n; i++) d[i] = (struct dbest){ -HUGE_VAL, -HUGE_VAL, 0.0f, -1, -1 };
+    for (size_t i = 0; i <= n; i++) {
+        d[i].best = d[i].second = -HUGE_VAL;
+        d[i].start = -1;
+    }
     d[0].best = 0.0;
     const float unk_score = M->min_score - 10.0f;
     const struct lat *tr = &M->all;
-    double maxabs = 0.0;
+    double maxtill = 0.0, gap = HUGE_VAL;
     size_t m = 0;
 #define CAND(tg, c, sc, pid, st_) do { \
         double c_ = (c); \
@@ -1659,12 +1665,13 @@ static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char 
         } else if (c_ > (tg)->second) { \
             (tg)->second = c_; \
         } \
-        if (c_ > maxabs) maxabs = c_; \
-        if (-c_ > maxabs) maxabs = -c_; \
     } while (0)
     for (size_t start = 0; start < n;) {
         m++;
+        /* every candidate for this node is in: the node's gap, its score's size */
         double till = d[start].best;
+        if (till - d[start].second < gap) gap = till - d[start].second;
+        if (fabs(till) > maxtill) maxtill = fabs(till);
         int single = 0;
         size_t mblen = one_char_len(t[start]);
         if (mblen > n - start) mblen = n - start;
@@ -1682,9 +1689,9 @@ static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char 
         start += mblen;
     }
 #undef CAND
-    double gap = HUGE_VAL;
-    for (size_t i = 1; i <= n; i++)
-        if (d[i].start >= 0 && d[i].second > -HUGE_VAL && d[i].best - d[i].second < gap) gap = d[i].best - d[i].second;
+    if (d[n].best - d[n].second < gap) gap = d[n].best - d[n].second;
+    /* every candidate is some node's score plus a piece's */
+    double maxabs = maxtill + M->all.maxabs;
     /* the largest 2^e <= 2^17 for which the two best candidates of every
        node are further apart than the error (m + 1) * 2^(e - 24) */
     double span = 131072.0;
@@ -1755,6 +1762,21 @@ static inline const unsigned char *wc_tail(const struct wgen *g, const struct ws
     return (const unsigned char *)(g->vals + e->voff + (e->n > 1 ? e->n : 0));
 }
 
+/* Word w (n > 8, its first 8 bytes already equal) against a stored copy,
+ * 8 bytes at a time (the last 8 overlapping the ones before). */
+static inline int tail_eq(const unsigned char *copy, const unsigned char *w, size_t n)
+{
+    uint64_t x, y;
+    for (size_t i = 8; i + 8 < n; i += 8) {
+        memcpy(&x, copy + i, 8);
+        memcpy(&y, w + i, 8);
+        if (x != y) return 0;
+    }
+    memcpy(&x, copy + n - 8, 8);
+    memcpy(&y, w + n - 8, 8);
+    return x == y;
+}
+
 /* Word w's entry in generation g, or NULL and *slot the empty slot to fill. */
 static inline struct wslot *wc_find(struct wgen *g, const unsigned char *w, size_t n, uint32_t h, uint64_t k8, size_t *slot)
 {
@@ -1765,7 +1787,7 @@ static inline struct wslot *wc_find(struct wgen *g, const unsigned char *w, size
             *slot = i;
             return NULL;
         }
-        if (e->h == h && e->klen == n && e->k8 == k8 && (n <= 8 || memcmp(wc_tail(g, e), w + 8, n - 8) == 0)) return e;
+        if (e->h == h && e->klen == n && e->k8 == k8 && (n <= 8 || tail_eq(wc_tail(g, e), w, n))) return e;
         i = (i + 1) & (WC_SLOTS - 1);
     }
 }
@@ -1775,7 +1797,7 @@ static inline struct wslot *wc_find(struct wgen *g, const unsigned char *w, size
 static struct wslot *wc_store(sp_state *st, const unsigned char *w, size_t n, uint32_t h, uint64_t k8, size_t np, float plim)
 {
     struct wgen *g = &st->gen[st->cur];
-    size_t slot = 0, units = (np > 1 ? np : 0) + (n > 8 ? (n - 8 + sizeof *g->vals - 1) / sizeof *g->vals : 0);
+    size_t slot = 0, units = (np > 1 ? np : 0) + (n > 8 ? (n + sizeof *g->vals - 1) / sizeof *g->vals : 0);
     if (g->used >= WC_SLOTS / 2 || g->vn + units > WV_CAP) {
         st->cur ^= 1;
         g = &st->gen[st->cur];
@@ -1795,23 +1817,20 @@ static struct wslot *wc_store(sp_state *st, const unsigned char *w, size_t n, ui
     } else {
         memcpy(g->vals + g->vn, st->wtmp, np * sizeof *st->wtmp);
     }
-    if (n > 8) memcpy((unsigned char *)(g->vals + g->vn + (np > 1 ? np : 0)), w + 8, n - 8);
+    if (n > 8) memcpy((unsigned char *)(g->vals + g->vn + (np > 1 ? np : 0)), w, n);
     g->vn += units;
     return e;
 }
 
-/* The cache entry of word w (valid until the next store), or NULL; *v its pieces when it has several. */
-static const struct wslot *wc_get(sp_state *st, const unsigned char *w, size_t n, uint32_t h, uint64_t k8, const struct wpiece **v)
+/* The cache entry of word w (valid until the next store), or NULL; *v its
+ * pieces when it has several.  The older generation's part apart, out of
+ * the hot path. */
+static __attribute__((noinline)) const struct wslot *wc_get_older(sp_state *st, const unsigned char *w, size_t n, uint32_t h,
+                                                                  uint64_t k8, const struct wpiece **v)
 {
     size_t slot = 0;
-    struct wgen *g = &st->gen[st->cur];
-    const struct wslot *e = wc_find(g, w, n, h, k8, &slot);
-    if (e) {
-        *v = g->vals + e->voff;
-        return e;
-    }
     struct wgen *o = &st->gen[st->cur ^ 1];
-    e = o->used ? wc_find(o, w, n, h, k8, &slot) : NULL;
+    const struct wslot *e = o->used ? wc_find(o, w, n, h, k8, &slot) : NULL;
     if (!e) return NULL;
     /* move it up: copy out first, the store may empty the older generation */
     size_t np = e->n;
@@ -1824,6 +1843,17 @@ static const struct wslot *wc_get(sp_state *st, const unsigned char *w, size_t n
     }
     e = wc_store(st, w, n, h, k8, np, e->plim);
     *v = st->gen[st->cur].vals + e->voff;
+    return e;
+}
+
+static inline const struct wslot *wc_get(sp_state *st, const unsigned char *w, size_t n, uint32_t h, uint64_t k8,
+                                         const struct wpiece **v)
+{
+    size_t slot = 0;
+    struct wgen *g = &st->gen[st->cur];
+    const struct wslot *e = wc_find(g, w, n, h, k8, &slot);
+    if (!e) return wc_get_older(st, w, n, h, k8, v);
+    *v = g->vals + e->voff;
     return e;
 }
 
@@ -1842,7 +1872,7 @@ static int wc_alloc(sp_state *st)
 
 /* Appends a cached word's pieces at offset a; for unigram, adds their scores
  * to *P as the Viterbi does. */
-static int wc_replay(sp_state *st, const struct wslot *e, const struct wpiece *v, size_t a, size_t *nr, float *P)
+static inline int wc_replay(sp_state *st, const struct wslot *e, const struct wpiece *v, size_t a, size_t *nr, float *P)
 {
     GROW(st->res, st->rescap, *nr + e->n);
     if (e->n == 1) {
