@@ -1335,7 +1335,12 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
                         st->marks[nm++] = (struct mark){ (uint32_t)w, (uint32_t)mixed };
                         mixed = 0;
                     }
-                    memcpy(st->norm + w, ws, wsl);
+                    unsigned char *o = st->norm + w;
+                    o[0] = ws[0];
+                    if (wsl == 3) {
+                        o[1] = ws[1];
+                        o[2] = ws[2];
+                    }
                     w += wsl;
                 }
                 prev_space = M->remove_extra_ws;
@@ -2039,7 +2044,7 @@ static int emit_ids(const sp_model *M, sp_state *st, size_t nr, tok_ids *out)
     int prev_unk = 0;
     for (size_t i = 0; i < nr; i++) {
         int32_t id = st->res[i].id;
-        int unk = id == M->proc_unk || (id >= 0 && (size_t)id < M->n && M->p[id].type == PT_UNKNOWN);
+        int unk = id == M->unk_id || id == M->proc_unk;   /* (the one UNKNOWN piece, or -1 without one) */
         if (!unk) {
             if (id < 0) { out->n = mark; return TOK_ERR_ENCODE; }   /* no unk piece and no byte fallback: refused at load */
             *o++ = (uint32_t)id;
