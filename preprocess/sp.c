@@ -1724,9 +1724,9 @@ static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char 
 /* ------------------------------------------------------------------------ */
 /* the word cache                                                             */
 
-#define WC_SLOTS (1u << 18)      /* per generation; at most half are filled */
+#define WC_SLOTS (1u << 17)      /* per generation; at most half are filled */
 #define WC_MAXW 64               /* longest word cached, bytes */
-#define WV_CAP (1u << 20)        /* vals per generation */
+#define WV_CAP (1u << 19)        /* vals per generation */
 
 /* Word w's first min(n, 8) bytes as one integer: for n < 8 from
  * overlapping loads that, with n, still tell every byte. */
