@@ -98,7 +98,8 @@ struct sp_model {
     int32_t byte1[256];      /* BPE: the id of each one-byte string, -1 */
     struct lat {             /* unigram: pieces_ as a trie for the lattice, a double array: the child
                                 of node x on byte c is y = a[x].base + c when a[y].check == x */
-        struct dnode { uint32_t base, check; int32_t id; float score; } *a;   /* (size) id -1: no piece */
+        struct dnode { uint32_t base, check; } *a;   /* (size) base | LAT_PIECE: a piece ends here */
+        struct dpiece { int32_t id; float score; } *p;   /* (size) that piece */
         size_t size;
         double maxabs;       /* the largest |score| of a piece or of the unknown piece */
     } all;
@@ -573,13 +574,17 @@ static int load(struct rd *r, sp_model *M, const unsigned char *buf, size_t len)
     return 0;
 }
 
-/* The child of *node on byte c, which becomes *node; NULL when there is none. */
-static inline const struct dnode *lat_next(const struct lat *t, uint32_t *node, unsigned char c)
+#define LAT_PIECE 0x80000000u
+
+/* The child of *node on byte c, which becomes *node: -1 when there is none,
+ * else 1 when a piece ends there (in t->p[*node]).  The walk reads only the
+ * 8-byte units, the pieces only where they end. */
+static inline int lat_next(const struct lat *t, uint32_t *node, unsigned char c)
 {
-    uint32_t y = t->a[*node].base + c;   /* (in range: size is past every base + 255) */
-    if (t->a[y].check != *node) return NULL;
+    uint32_t y = (t->a[*node].base & ~LAT_PIECE) + c;   /* (in range: size is past every base + 255) */
+    if (t->a[y].check != *node) return -1;
     *node = y;
-    return &t->a[y];
+    return (int)(t->a[y].base >> 31);
 }
 
 static inline size_t htrie_slot(size_t mask, uint32_t k)
@@ -614,11 +619,14 @@ static int da_grow(struct dabuild *d, size_t need)
     while (c <= need) c *= 2;
     struct dnode *q = realloc(d->t->a, c * sizeof *q);
     if (q) d->t->a = q;
+    struct dpiece *pc = realloc(d->t->p, c * sizeof *pc);
+    if (pc) d->t->p = pc;
     uint32_t *f = realloc(d->nf, c * sizeof *f);
     if (f) d->nf = f;
-    if (!q || !f) return -1;
+    if (!q || !pc || !f) return -1;
     for (size_t i = d->cap; i < c; i++) {
-        q[i] = (struct dnode){ 0, DA_FREE, -1, 0.0f };
+        q[i] = (struct dnode){ 0, DA_FREE };
+        pc[i] = (struct dpiece){ -1, 0.0f };
         f[i] = (uint32_t)i;
     }
     d->cap = c;
@@ -639,7 +647,7 @@ static int64_t da_place(struct dabuild *d, uint32_t x, const unsigned char *lab,
             d->t->a[b + lab[k]].check = x;
             d->nf[b + lab[k]] = (uint32_t)(b + lab[k] + 1);
         }
-        d->t->a[x].base = (uint32_t)b;
+        d->t->a[x].base |= (uint32_t)b;   /* (keeping LAT_PIECE) */
         if (b + 256 > d->t->size) d->t->size = b + 256;
         return (int64_t)b;
     }
@@ -723,8 +731,8 @@ static int lat_build(struct rd *r, sp_model *M)
         if (b < 0) goto nomem;
         for (uint32_t k = 0; k < nk; k++) {
             uint32_t y = (uint32_t)b + lab[f + k], v = kid[f + k];
-            d.t->a[y].id = nid[v];
-            d.t->a[y].score = nscore[v];
+            d.t->p[y] = (struct dpiece){ nid[v], nscore[v] };
+            if (nid[v] >= 0) d.t->a[y].base = LAT_PIECE;
             pos[v] = y;
             queue[tail++] = v;
         }
@@ -977,6 +985,7 @@ void sp_free(sp_model *M)
     free(M->reserved.slot);
     trie_free(&M->user);
     free(M->all.a);
+    free(M->all.p);
     free(M->pairs.key);
     free(M->pairs.val);
     free(M->unk_piece);
@@ -1590,10 +1599,11 @@ static int unigram_span(const sp_model *M, sp_state *st, const unsigned char *t,
         if (mblen > n - start) mblen = n - start;
         uint32_t node = 0;
         for (size_t k = start; k < n; k++) {
-            const struct dnode *e = lat_next(tr, &node, t[k]);
-            if (!e) break;
+            int r = lat_next(tr, &node, t[k]);
+            if (r < 0) break;
+            if (!r) continue;
+            const struct dpiece *e = &tr->p[node];
             int32_t id = e->id;
-            if (id < 0) continue;
             size_t len = k + 1 - start;
             if (k + 1 > frontier) frontier = k + 1;
             struct best *tg = &bb[k + 1];
@@ -1682,10 +1692,11 @@ static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char 
         if (mblen > n - start) mblen = n - start;
         uint32_t node = 0;
         for (size_t k = start; k < n; k++) {
-            const struct dnode *e = lat_next(tr, &node, t[k]);
-            if (!e) break;
+            int r = lat_next(tr, &node, t[k]);
+            if (r < 0) break;
+            if (!r) continue;
+            const struct dpiece *e = &tr->p[node];
             int32_t id = e->id;
-            if (id < 0) continue;
             size_t len = k + 1 - start;
             CAND(&d[k + 1], (double)e->score + till, e->score, id, (int)start);
             if (!single && len == mblen) single = 1;
