@@ -22,7 +22,11 @@
  *              UNUSED pieces resegmented the way they were proposed last;
  *   unigram    the optimized Viterbi of unigram_model.cc in float arithmetic,
  *              with its score reset past +-100000, so ties and near-ties
- *              resolve alike;
+ *              resolve alike; the pieces in a double array;
+ *   speed      the text is cut where no piece can span into words whose
+ *              pieces are cached per state (unigram: with the bound on the
+ *              running score under which the cached path is the float one),
+ *              and normalize caches per character what its general step does;
  *   ids        byte fallback (<0xNN> pieces for each byte of an unknown piece),
  *              or runs of unknown pieces merged into one <unk>.
  *
@@ -1201,6 +1205,10 @@ static int charsmap_to_space(const sp_model *M, unsigned char c)
  * right before (a prefix of) the mark, or after a mark whose following byte
  * no piece holds right after (a suffix of) it.  BPE with UNUSED pieces keeps
  * the whole text (their resegmentation depends on proposals anywhere in it).
+ * Any subset of the cuts splits alike: where no piece holds a byte before
+ * the mark (ws_cuts, models that split pieces at whitespace), normalize's
+ * marks are the words' ends, and only words it took through its general
+ * step, or too long to cache, are cut further.
  */
 static void word_tables(sp_model *M, int whole_text)
 {
@@ -1413,16 +1421,16 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
     }
     if (M->remove_extra_ws)
         while (w >= wsl && memcmp(st->norm + w - wsl, ws, wsl) == 0) w -= wsl;
+    if (M->ws_suffix && M->add_dummy_prefix) {
+        GROW(st->norm, st->ncap, w + wsl);
+        memcpy(st->norm + w, ws, wsl);
+        w += wsl;
+    }
     if (M->ws_cuts) {
         /* the words end at the marks left and at the end */
         while (nm && st->marks[nm - 1].pos >= w) nm--;
         st->marks[nm++] = (struct mark){ (uint32_t)w, (uint32_t)mixed };
         st->nmarks = nm;
-    }
-    if (M->ws_suffix && M->add_dummy_prefix) {
-        GROW(st->norm, st->ncap, w + wsl);
-        memcpy(st->norm + w, ws, wsl);
-        w += wsl;
     }
     *outn = w;
     return 0;
