@@ -22,7 +22,11 @@
  *              UNUSED pieces resegmented the way they were proposed last;
  *   unigram    the optimized Viterbi of unigram_model.cc in float arithmetic,
  *              with its score reset past +-100000, so ties and near-ties
- *              resolve alike;
+ *              resolve alike; the pieces in a double array;
+ *   speed      the text is cut where no piece can span into words whose
+ *              pieces are cached per state (unigram: with the bound on the
+ *              running score under which the cached path is the float one),
+ *              and normalize caches per character what its general step does;
  *   ids        byte fallback (<0xNN> pieces for each byte of an unknown piece),
  *              or runs of unknown pieces merged into one <unk>.
  *
@@ -39,6 +43,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* darts-clone's double array units (the precompiled charsmap) */
+#define DA_LEAF(u) (((u) >> 8) & 1)
+#define DA_VALUE(u) ((u) & ((1u << 31) - 1))
+#define DA_LABEL(u) ((u) & ((1u << 31) | 0xFF))
+#define DA_OFFSET(u) (((u) >> 10) << (((u) & (1u << 9)) >> 6))
 
 enum { PT_NORMAL = 1, PT_UNKNOWN = 2, PT_CONTROL = 3, PT_USER = 4, PT_UNUSED = 5, PT_BYTE = 6 };
 enum { MODEL_UNIGRAM = 1, MODEL_BPE = 2, MODEL_WORD = 3, MODEL_CHAR = 4 };
@@ -90,9 +100,12 @@ struct sp_model {
         size_t mask;
     } pairs;
     int32_t byte1[256];      /* BPE: the id of each one-byte string, -1 */
-    struct lat {             /* unigram: pieces_ as a trie for the lattice, one hash table */
-        struct lent { uint32_t key, child; int32_t id; float score; } *e;   /* key node << 8 | byte */
-        size_t mask, nodes;
+    struct lat {             /* unigram: pieces_ as a trie for the lattice, a double array: the child
+                                of node x on byte c is y = a[x].base + c when a[y].check == x */
+        struct dnode { uint32_t base, check; } *a;   /* (size) base | LAT_PIECE: a piece ends here */
+        struct dpiece { int32_t id; float score; } *p;   /* (size) that piece */
+        size_t size;
+        double maxabs;       /* the largest |score| of a piece or of the unknown piece */
     } all;
     int has_user, has_unused;
     int64_t unk_id;          /* the model's: the UNKNOWN piece, or -1 */
@@ -104,16 +117,28 @@ struct sp_model {
     uint8_t pre_ws[256];     /* 1: some piece holds this byte, then (a prefix of) the whitespace mark */
     uint8_t post_ws[256];    /* 1: some piece holds (a suffix of) the whitespace mark, then this byte */
     uint64_t pair[256][4];   /* bit (a, b): some piece holds the bytes a, b one after the other */
-    uint8_t plain[128];      /* no user-defined symbol starts with this byte, and 1: no charsmap rule
-                                does, 2: none that goes on with an ASCII byte; 0: other bytes */
+    uint8_t plain[256];      /* normalize's fast path: PLAIN_* flags of a byte no user-defined symbol
+                                starts with; 0: the general step */
+    uint32_t plain_next[128];   /* PLAIN_IF_ASCII_NEXT: the charsmap node after the byte */
+    int ws_cuts;             /* 1: no piece holds a byte before the whitespace mark: each mark starts a word */
     /* decode */
     unsigned char **dec;
     uint32_t *declen;
 };
 
+#define NC_BITS 12              /* normalize's character cache: 2^NC_BITS slots */
+#define NC_GENERAL 0xFF         /* a character for the general step */
+#define NO_NODE UINT32_MAX      /* (charsmap_extends) */
+
 struct sp_state {
     unsigned char *norm;
     size_t ncap;
+    struct nchar {           /* (2^NC_BITS) a character: its bytes (0: empty), its normalization
+                                when no longer rule matches, the charsmap node after it (NO_NODE) */
+        uint32_t key, next;
+        uint8_t rl;
+        unsigned char r[7];
+    } *nchar;
     /* BPE */
     struct sym { int prev, next; uint32_t off, len; int32_t id; uint8_t freeze; } *sym;   /* id: of the string, -1 none */
     size_t symcap;
@@ -138,7 +163,7 @@ struct sp_state {
             uint16_t len0;               /* n == 1: the piece, inline */
             int32_t id0;
             float sc0;
-            uint32_t voff;               /* into vals: the pieces when n > 1, then the bytes past 8 */
+            uint32_t voff;               /* into vals: the pieces when n > 1, then the word when it is longer than 8 */
             float plim;                  /* unigram: replay while |P| < plim */
         } *slot;
         struct wpiece { int32_t id; uint16_t off, len; float score; } *vals;
@@ -147,6 +172,9 @@ struct sp_state {
     int cur;
     struct wpiece *wtmp;
     struct cut { uint32_t end, h; } *cuts;
+    struct mark { uint32_t pos, mixed; } *marks;   /* (nmarks) word ends from normalize (ws_cuts), and
+                                                      whether the word went through its general step */
+    size_t markcap, nmarks;
     size_t cutcap;
     size_t wtmpcap;
     struct dbest { double best, second; float score; int id, start; } *dbest;
@@ -532,10 +560,6 @@ static int load(struct rd *r, sp_model *M, const unsigned char *buf, size_t len)
         M->norm_pool = pool;
         /* darts-clone's DoubleArray::validate(max value = the strings' size) */
         const uint32_t *a = M->da;
-#define DA_LEAF(u) (((u) >> 8) & 1)
-#define DA_VALUE(u) ((u) & ((1u << 31) - 1))
-#define DA_LABEL(u) ((u) & ((1u << 31) | 0xFF))
-#define DA_OFFSET(u) (((u) >> 10) << (((u) & (1u << 9)) >> 6))
         if (DA_LABEL(a[0]) != 0 || DA_LEAF(a[0]) || DA_OFFSET(a[0]) == 0 || ((0 ^ DA_OFFSET(a[0])) | 0xFF) >= M->da_size)
             return bad(r, "the precompiled charsmap is invalid");
         for (size_t i = 1; i < M->da_size; i++) {
@@ -554,61 +578,186 @@ static int load(struct rd *r, sp_model *M, const unsigned char *buf, size_t len)
     return 0;
 }
 
-/* InitializePieces and the processor's ids. */
-static inline size_t lat_slot(const struct lat *t, uint32_t k)
+#define LAT_PIECE 0x80000000u
+
+/* The child of *node on byte c, which becomes *node: -1 when there is none,
+ * else 1 when a piece ends there (in t->p[*node]).  The walk reads only the
+ * 8-byte units, the pieces only where they end. */
+static inline int lat_next(const struct lat *t, uint32_t *node, unsigned char c)
 {
-    uint64_t h = (uint64_t)k * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 32) & t->mask;
+    uint32_t y = (t->a[*node].base & ~LAT_PIECE) + c;   /* (in range: size is past every base + 255) */
+    if (t->a[y].check != *node) return -1;
+    *node = y;
+    return (int)(t->a[y].base >> 31);
 }
 
-/* The edge from node on byte c: NULL when there is none. */
-static inline const struct lent *lat_next(const struct lat *t, uint32_t node, unsigned char c)
+static inline size_t htrie_slot(size_t mask, uint32_t k)
 {
-    uint32_t k = node << 8 | c;
-    for (size_t i = lat_slot(t, k);; i = (i + 1) & t->mask) {
-        const struct lent *e = &t->e[i];
-        if (e->key == k) return e;
-        if (e->key == UINT32_MAX) return NULL;
+    uint64_t h = (uint64_t)k * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 32) & mask;
+}
+
+#define DA_FREE UINT32_MAX
+
+/* The double array while it is built: nf[i] leads to the first free slot
+ * from i on (i itself when free; path halving on the way). */
+struct dabuild {
+    struct lat *t;
+    uint32_t *nf;
+    size_t cap;
+};
+
+static size_t da_free_from(struct dabuild *d, size_t i)
+{
+    while (d->nf[i] != i) {
+        d->nf[i] = d->nf[d->nf[i]];
+        i = d->nf[i];
+    }
+    return i;
+}
+
+static int da_grow(struct dabuild *d, size_t need)
+{
+    if (need < d->cap) return 0;
+    size_t c = d->cap ? d->cap : 1024;
+    while (c <= need) c *= 2;
+    struct dnode *q = realloc(d->t->a, c * sizeof *q);
+    if (q) d->t->a = q;
+    struct dpiece *pc = realloc(d->t->p, c * sizeof *pc);
+    if (pc) d->t->p = pc;
+    uint32_t *f = realloc(d->nf, c * sizeof *f);
+    if (f) d->nf = f;
+    if (!q || !pc || !f) return -1;
+    for (size_t i = d->cap; i < c; i++) {
+        q[i] = (struct dnode){ 0, DA_FREE };
+        pc[i] = (struct dpiece){ -1, 0.0f };
+        f[i] = (uint32_t)i;
+    }
+    d->cap = c;
+    return 0;
+}
+
+/* Places the children of node x (labels lab[0, n)) at the first base that
+ * puts lab[0] on a free slot and every other label too.  Returns the base,
+ * or -1 out of memory. */
+static int64_t da_place(struct dabuild *d, uint32_t x, const unsigned char *lab, size_t n)
+{
+    for (size_t p = da_free_from(d, lab[0]);; p = da_free_from(d, p + 1)) {
+        size_t b = p - lab[0], k = 1;
+        if (da_grow(d, b + 257)) return -1;
+        while (k < n && d->t->a[b + lab[k]].check == DA_FREE) k++;
+        if (k < n) continue;
+        for (k = 0; k < n; k++) {
+            d->t->a[b + lab[k]].check = x;
+            d->nf[b + lab[k]] = (uint32_t)(b + lab[k] + 1);
+        }
+        d->t->a[x].base |= (uint32_t)b;   /* (keeping LAT_PIECE) */
+        if (b + 256 > d->t->size) d->t->size = b + 256;
+        return (int64_t)b;
     }
 }
 
 /* The unigram lattice's trie: NORMAL and USER_DEFINED pieces with the score
- * the Viterbi gives them (UNUSED pieces are nodes without an id). */
+ * the Viterbi gives them (UNUSED pieces are nodes without an id).  Built as
+ * a hash trie, whose edges are then grouped by node and laid out breadth
+ * first as a double array (one probe per byte on the hot path). */
 static int lat_build(struct rd *r, sp_model *M)
 {
-    struct lat *t = &M->all;
+    struct hedge { uint32_t key, child; } *e = NULL;   /* key node << 8 | byte */
+    int32_t *nid = NULL;
+    float *nscore = NULL;
+    uint32_t *first = NULL, *kid = NULL, *pos = NULL, *queue = NULL;
+    unsigned char *lab = NULL;
+    struct dabuild d = { &M->all, NULL, 0 };
+    int rc = 0;
     size_t total = 1;
     for (size_t i = 0; i < M->n; i++) if (want_pieces(M->p[i].type)) total += M->p[i].len;
     if (total >= (1u << 24) - 1) return bad(r, "the pieces are too long together (%zu bytes)", total);
-    size_t c = 16;
+    size_t c = 16, nodes = 1;
     while (c < 2 * total) c *= 2;
-    t->e = malloc(c * sizeof *t->e);
-    if (!t->e) return tok_fail(r->err, r->errlen, TOK_ERR_NOMEM, "out of memory loading '%s'", r->file);
-    t->mask = c - 1;
-    memset(t->e, 0xFF, c * sizeof *t->e);
-    t->nodes = 1;
+    e = malloc(c * sizeof *e);
+    nid = malloc(total * sizeof *nid);
+    nscore = calloc(total, sizeof *nscore);
+    if (!e || !nid || !nscore) goto nomem;
+    memset(e, 0xFF, c * sizeof *e);
+    nid[0] = -1;
+    M->all.maxabs = fabs(M->min_score - 10.0f);   /* unigram_span's unk_score */
     for (size_t i = 0; i < M->n; i++) {
         if (!want_pieces(M->p[i].type)) continue;
         const unsigned char *s = M->blob + M->p[i].off;
         uint32_t node = 0;
-        struct lent *e = NULL;
         for (size_t j = 0; j < M->p[i].len; j++) {
             uint32_t k = node << 8 | s[j];
-            size_t slot = lat_slot(t, k);
-            while (t->e[slot].key != UINT32_MAX && t->e[slot].key != k) slot = (slot + 1) & t->mask;
-            e = &t->e[slot];
-            if (e->key == UINT32_MAX) *e = (struct lent){ k, (uint32_t)t->nodes++, -1, 0.0f };
-            node = e->child;
+            size_t slot = htrie_slot(c - 1, k);
+            while (e[slot].key != UINT32_MAX && e[slot].key != k) slot = (slot + 1) & (c - 1);
+            if (e[slot].key == UINT32_MAX) {
+                e[slot] = (struct hedge){ k, (uint32_t)nodes };
+                nid[nodes++] = -1;
+            }
+            node = e[slot].child;
         }
-        if (e && e->id < 0 && M->p[i].type != PT_UNUSED) {
-            e->id = (int32_t)i;
+        if (nid[node] < 0 && M->p[i].type != PT_UNUSED) {
+            nid[node] = (int32_t)i;
             /* float throughout; a user-defined piece scores 0.1 * (bytes - 1) */
-            e->score = M->p[i].type == PT_USER ? (float)(0.1 * (double)((int)M->p[i].len - 1)) : M->p[i].score;
+            nscore[node] = M->p[i].type == PT_USER ? (float)(0.1 * (double)((int)M->p[i].len - 1)) : M->p[i].score;
+            if (fabs(nscore[node]) > M->all.maxabs) M->all.maxabs = fabs(nscore[node]);
         }
     }
-    return 0;
+    /* the edges grouped by node (a counting sort) */
+    first = calloc(nodes + 1, sizeof *first);
+    kid = malloc(nodes * sizeof *kid);
+    lab = malloc(nodes);
+    pos = malloc(nodes * sizeof *pos);
+    queue = malloc(nodes * sizeof *queue);
+    if (!first || !kid || !lab || !pos || !queue) goto nomem;
+    for (size_t i = 0; i < c; i++)
+        if (e[i].key != UINT32_MAX) first[(e[i].key >> 8) + 1]++;
+    for (size_t i = 0; i < nodes; i++) first[i + 1] += first[i];
+    memcpy(pos, first, nodes * sizeof *pos);   /* (as fill cursors) */
+    for (size_t i = 0; i < c; i++)
+        if (e[i].key != UINT32_MAX) {
+            uint32_t at = pos[e[i].key >> 8]++;
+            kid[at] = e[i].child;
+            lab[at] = (unsigned char)e[i].key;
+        }
+    /* breadth first from the root, at slot 0 */
+    size_t head = 0, tail = 1;
+    if (da_grow(&d, 257)) goto nomem;
+    d.t->a[0].check = DA_FREE - 1;   /* the root */
+    d.nf[0] = 1;
+    d.t->size = 256;
+    pos[0] = 0;
+    queue[0] = 0;
+    while (head < tail) {
+        uint32_t u = queue[head++], x = pos[u], f = first[u], nk = first[u + 1] - f;
+        if (!nk) continue;
+        int64_t b = da_place(&d, x, lab + f, nk);
+        if (b < 0) goto nomem;
+        for (uint32_t k = 0; k < nk; k++) {
+            uint32_t y = (uint32_t)b + lab[f + k], v = kid[f + k];
+            d.t->p[y] = (struct dpiece){ nid[v], nscore[v] };
+            if (nid[v] >= 0) d.t->a[y].base = LAT_PIECE;
+            pos[v] = y;
+            queue[tail++] = v;
+        }
+    }
+    goto done;
+nomem:
+    rc = tok_fail(r->err, r->errlen, TOK_ERR_NOMEM, "out of memory loading '%s'", r->file);
+done:
+    free(d.nf);
+    free(e);
+    free(nid);
+    free(nscore);
+    free(first);
+    free(kid);
+    free(lab);
+    free(pos);
+    free(queue);
+    return rc;
 }
 
+/* InitializePieces and the processor's ids. */
 static inline size_t pair_slot(const struct pairs *t, uint64_t k)
 {
     k *= 0x9E3779B97F4A7C15ull;
@@ -839,7 +988,8 @@ void sp_free(sp_model *M)
     free(M->pieces.slot);
     free(M->reserved.slot);
     trie_free(&M->user);
-    free(M->all.e);
+    free(M->all.a);
+    free(M->all.p);
     free(M->pairs.key);
     free(M->pairs.val);
     free(M->unk_piece);
@@ -879,9 +1029,16 @@ int sp_state_new(const sp_model *M, sp_state **out)
 {
     *out = calloc(1, sizeof **out);
     if (!*out) return TOK_ERR_NOMEM;
+    (*out)->nchar = calloc((size_t)1 << NC_BITS, sizeof *(*out)->nchar);
+    if (!(*out)->nchar) {
+        free(*out);
+        *out = NULL;
+        return TOK_ERR_NOMEM;
+    }
     if (M->has_unused) {
         (*out)->rev = calloc(M->n, sizeof *(*out)->rev);
         if (!(*out)->rev) {
+            free((*out)->nchar);
             free(*out);
             *out = NULL;
             return TOK_ERR_NOMEM;
@@ -894,6 +1051,7 @@ void sp_state_free(sp_state *s)
 {
     if (!s) return;
     free(s->norm);
+    free(s->nchar);
     free(s->sym);
     free(s->heap);
     free(s->rev);
@@ -904,6 +1062,7 @@ void sp_state_free(sp_state *s)
         free(s->gen[g].vals);
     }
     free(s->cuts);
+    free(s->marks);
     free(s->wtmp);
     free(s->dbest);
     free(s);
@@ -963,23 +1122,19 @@ static size_t user_match(const sp_model *M, const unsigned char *s, size_t n)
 /* The longest charsmap rule at s: its length, and the replacement. */
 static size_t charsmap_match(const sp_model *M, const unsigned char *s, size_t n, const char **repl)
 {
-#define HAS_LEAF(u) (((u) >> 8) & 1)
-#define VALUE(u) ((u) & ((1u << 31) - 1))
-#define LABEL(u) ((u) & ((1u << 31) | 0xFF))
-#define OFFSET(u) (((u) >> 10) << (((u) & (1u << 9)) >> 6))
     const uint32_t *a = M->da;
     size_t size = M->da_size, pos = 0, best = 0;
     uint32_t unit = a[0];
-    pos ^= OFFSET(unit);
+    pos ^= DA_OFFSET(unit);
     for (size_t i = 0; i < n; i++) {
         pos ^= s[i];
         if (pos >= size) break;
         unit = a[pos];
-        if (LABEL(unit) != s[i]) break;
-        pos ^= OFFSET(unit);
+        if (DA_LABEL(unit) != s[i]) break;
+        pos ^= DA_OFFSET(unit);
         if (pos >= size) break;
-        if (HAS_LEAF(unit)) {
-            uint32_t v = VALUE(a[pos]);
+        if (DA_LEAF(unit)) {
+            uint32_t v = DA_VALUE(a[pos]);
             if (v <= M->norm_pool_len) {
                 best = i + 1;
                 *repl = M->norm_pool + v;
@@ -987,32 +1142,57 @@ static size_t charsmap_match(const sp_model *M, const unsigned char *s, size_t n
         }
     }
     return best;
-#undef HAS_LEAF
-#undef VALUE
-#undef LABEL
-#undef OFFSET
 }
+
+/* 1 when the charsmap's walk goes on from node pos with the byte c. */
+static inline int charsmap_goes_on(const sp_model *M, uint32_t pos, unsigned char c)
+{
+    return (pos ^ c) < M->da_size && DA_LABEL(M->da[pos ^ c]) == c;
+}
+
+/* The charsmap's node after the bytes s[0, n) when some rule starts with
+ * them and goes on past them, else NO_NODE. */
+static uint32_t charsmap_extends(const sp_model *M, const unsigned char *s, size_t n)
+{
+    const uint32_t *a = M->da;
+    uint32_t pos = DA_OFFSET(a[0]);
+    for (size_t i = 0; i < n; i++) {
+        if (!charsmap_goes_on(M, pos, s[i])) return NO_NODE;
+        pos ^= s[i];
+        pos ^= DA_OFFSET(a[pos]);
+    }
+    for (unsigned d = 0; d < 0x100; d++)
+        if (charsmap_goes_on(M, pos, (unsigned char)d)) return pos;
+    return NO_NODE;
+}
+
+/* normalize's fast path for a byte (flags): PLAIN, it stands for itself, or
+ * for a space with PLAIN_SPACE; with PLAIN_IF_ASCII_NEXT only when the
+ * charsmap's rules starting with it (all going on with a non-ASCII byte) do
+ * not go on with the next byte. */
+enum { PLAIN = 1, PLAIN_IF_ASCII_NEXT = 2, PLAIN_SPACE = 4 };
 
 /* For an ASCII byte c, which charsmap rules start with it: 0 none, 1 only
  * rules whose second byte is not ASCII (NFKC's compositions: a letter and a
  * combining mark), 2 others (a rule for c alone, or c and an ASCII byte). */
 static int charsmap_first(const sp_model *M, unsigned char c)
 {
-#define OFF(u) ((size_t)(((u) >> 10) << (((u) & (1u << 9)) >> 6)))
-#define LAB(u) ((u) & ((1u << 31) | 0xFF))
     const uint32_t *a = M->da;
-    size_t pos = OFF(a[0]) ^ c;
-    if (pos >= M->da_size || LAB(a[pos]) != c) return 0;
+    size_t pos = DA_OFFSET(a[0]) ^ c;
+    if (pos >= M->da_size || DA_LABEL(a[pos]) != c) return 0;
     uint32_t unit = a[pos];
-    if ((unit >> 8) & 1) return 2;   /* a leaf: a rule for c alone */
-    pos ^= OFF(unit);
-    for (unsigned d = 0; d < 0x80; d++) {
-        size_t q = pos ^ d;
-        if (q < M->da_size && LAB(a[q]) == d) return 2;
-    }
+    if (DA_LEAF(unit)) return 2;   /* a rule for c alone */
+    pos ^= DA_OFFSET(unit);
+    for (unsigned d = 0; d < 0x80; d++)
+        if ((pos ^ d) < M->da_size && DA_LABEL(a[pos ^ d]) == d) return 2;
     return 1;
-#undef OFF
-#undef LAB
+}
+
+/* 1 when the charsmap's only rule starting with the byte c is c -> " ". */
+static int charsmap_to_space(const sp_model *M, unsigned char c)
+{
+    const char *r = NULL;
+    return charsmap_match(M, &c, 1, &r) == 1 && strcmp(r, " ") == 0 && charsmap_extends(M, &c, 1) == NO_NODE;
 }
 
 /*
@@ -1025,6 +1205,10 @@ static int charsmap_first(const sp_model *M, unsigned char c)
  * right before (a prefix of) the mark, or after a mark whose following byte
  * no piece holds right after (a suffix of) it.  BPE with UNUSED pieces keeps
  * the whole text (their resegmentation depends on proposals anywhere in it).
+ * Any subset of the cuts splits alike: where no piece holds a byte before
+ * the mark (ws_cuts, models that split pieces at whitespace), normalize's
+ * marks are the words' ends, and only words it took through its general
+ * step, or too long to cache, are cut further.
  */
 static void word_tables(sp_model *M, int whole_text)
 {
@@ -1046,9 +1230,16 @@ static void word_tables(sp_model *M, int whole_text)
     for (int c = 0; c < 128; c++) {
         int r = M->da ? charsmap_first(M, (unsigned char)c) : 0;
         int u = M->has_user && trie_next(&M->user, 0, (unsigned char)c) != UINT32_MAX;
-        M->plain[c] = (uint8_t)(u || r == 2 ? 0 : r == 1 ? 2 : 1);
+        int v = u || r == 2 ? 0 : r == 1 ? PLAIN | PLAIN_IF_ASCII_NEXT : PLAIN;
+        if (v && c == ' ') v |= PLAIN_SPACE;
+        if (!u && r == 2 && charsmap_to_space(M, (unsigned char)c)) v = PLAIN | PLAIN_SPACE;
+        M->plain[c] = (uint8_t)v;
+        if (v & PLAIN_IF_ASCII_NEXT) M->plain_next[c] = charsmap_extends(M, (const unsigned char *)&c, 1);
     }
     M->words = !whole_text && (M->model_type == MODEL_UNIGRAM || !M->has_unused);
+    M->ws_cuts = M->words && !M->ws_suffix;
+    for (int c = 0; c < 256; c++)
+        if (M->pre_ws[c]) M->ws_cuts = 0;
 }
 
 /* NormalizePrefix: the replacement of the longest prefix and its length. */
@@ -1082,6 +1273,45 @@ static size_t normalize_prefix(const sp_model *M, const unsigned char *s, size_t
     return l;
 }
 
+/* A character of 2 to 4 bytes as one integer (never 0). */
+static inline uint32_t char_key(const unsigned char *s, size_t n)
+{
+    return (uint32_t)s[0] | (uint32_t)s[1] << 8 | (n > 2 ? (uint32_t)s[2] << 16 : 0) | (n > 3 ? (uint32_t)s[3] << 24 : 0);
+}
+
+static inline size_t nchar_slot(uint32_t key) { return (key * 0x9E3779B1u) >> (32 - NC_BITS); }
+
+/* Remembers what normalize's general step does with the character s[0, n):
+ * when no user-defined symbol starts with its first byte, it is valid UTF-8
+ * and its normalization alone (no longer charsmap rule matching) is valid
+ * UTF-8 without spaces, that is copied, unless the charsmap's walk goes on
+ * with the next byte (then the general step decides). */
+static void nchar_put(const sp_model *M, sp_state *st, const unsigned char *s, size_t n, uint32_t key)
+{
+    struct nchar *e = &st->nchar[nchar_slot(key)];
+    e->key = key;
+    e->rl = NC_GENERAL;
+    e->next = NO_NODE;
+    if (valid_char(s, n) != n || (M->has_user && trie_next(&M->user, 0, s[0]) != UINT32_MAX)) return;
+    const unsigned char *r = s;
+    size_t rl = n;
+    if (M->da) {
+        const char *rep = NULL;
+        size_t l = charsmap_match(M, s, n, &rep);
+        if (l && l != n) return;
+        if (l) {
+            r = (const unsigned char *)rep;
+            rl = strlen(rep);
+        }
+        e->next = charsmap_extends(M, s, n);
+    }
+    if (rl > sizeof e->r || memchr(r, ' ', rl)) return;
+    for (size_t k = 0, cl; k < rl; k += cl)
+        if (!(cl = valid_char(r + k, rl - k))) return;
+    e->rl = (uint8_t)rl;
+    memcpy(e->r, r, rl);
+}
+
 /* Normalizer::Normalize into st->norm; returns its length. */
 static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, size_t n, size_t *outn)
 {
@@ -1106,25 +1336,60 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
         memcpy(st->norm + w, ws, wsl);
         w += wsl;
     }
-    int prev_space = M->remove_extra_ws;
+    int prev_space = M->remove_extra_ws, mixed = 0;
+    size_t nm = 0;
+    if (M->ws_cuts) GROW(st->marks, st->markcap, n + 1);
     st->norm_valid = 1;
     while (n) {
         unsigned char c = s[0];
-        if (c < 0x80 && (M->plain[c] == 1 || (M->plain[c] == 2 && (n == 1 || s[1] < 0x80)))) {
-            /* what the general step below does for a byte without rules */
-            if (c == ' ') {
+        unsigned v = M->plain[c];
+        if ((v & PLAIN) && (!(v & PLAIN_IF_ASCII_NEXT) || n == 1 || !charsmap_goes_on(M, M->plain_next[c], s[1]))) {
+            /* what the general step below does for a byte without rules, or
+               with the one rule c -> " "; each mark starts a word (ws_cuts) */
+            if (v & PLAIN_SPACE) {
                 if (!prev_space) {
-                    memcpy(st->norm + w, ws, wsl);
+                    if (M->ws_cuts) {
+                        st->marks[nm++] = (struct mark){ (uint32_t)w, (uint32_t)mixed };
+                        mixed = 0;
+                    }
+                    unsigned char *o = st->norm + w;
+                    o[0] = ws[0];
+                    if (wsl == 3) {
+                        o[1] = ws[1];
+                        o[2] = ws[2];
+                    }
                     w += wsl;
                 }
                 prev_space = M->remove_extra_ws;
+                s++;
+                n--;
             } else {
-                st->norm[w++] = c;
+                /* and the bytes after it that stand for themselves before an ASCII byte */
+                const unsigned char *s0 = s, *end = s + n - 1;   /* (end: the last byte) */
+                const uint8_t *plain = M->plain;
+                unsigned char *o = st->norm + w;
+                do *o++ = *s++; while (s < end && (plain[*s] & (PLAIN | PLAIN_SPACE)) == PLAIN && s[1] < 0x80);
+                w += (size_t)(s - s0);
+                n -= (size_t)(s - s0);
                 prev_space = 0;
             }
-            s++;
-            n--;
             continue;
+        }
+        mixed = 1;
+        size_t len = one_char_len(c);
+        if (c >= 0xC0 && len <= n) {
+            uint32_t key = char_key(s, len);
+            const struct nchar *e = &st->nchar[nchar_slot(key)];
+            if (e->key != key) nchar_put(M, st, s, len, key);
+            if (e->rl != NC_GENERAL && (e->next == NO_NODE || n == len || !charsmap_goes_on(M, e->next, s[len]))) {
+                GROW(st->norm, st->ncap, w + e->rl + (n - len) * 3 + 16);
+                memcpy(st->norm + w, e->r, sizeof e->r);   /* (room: the 16 bytes above) */
+                w += e->rl;
+                if (e->rl) prev_space = 0;
+                s += len;
+                n -= len;
+                continue;
+            }
         }
         const unsigned char *r;
         size_t rl, l = normalize_prefix(M, s, n, &r, &rl);
@@ -1160,6 +1425,12 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
         GROW(st->norm, st->ncap, w + wsl);
         memcpy(st->norm + w, ws, wsl);
         w += wsl;
+    }
+    if (M->ws_cuts) {
+        /* the words end at the marks left and at the end */
+        while (nm && st->marks[nm - 1].pos >= w) nm--;
+        st->marks[nm++] = (struct mark){ (uint32_t)w, (uint32_t)mixed };
+        st->nmarks = nm;
     }
     *outn = w;
     return 0;
@@ -1336,11 +1607,11 @@ static int unigram_span(const sp_model *M, sp_state *st, const unsigned char *t,
         if (mblen > n - start) mblen = n - start;
         uint32_t node = 0;
         for (size_t k = start; k < n; k++) {
-            const struct lent *e = lat_next(tr, node, t[k]);
-            if (!e) break;
-            node = e->child;
+            int r = lat_next(tr, &node, t[k]);
+            if (r < 0) break;
+            if (!r) continue;
+            const struct dpiece *e = &tr->p[node];
             int32_t id = e->id;
-            if (id < 0) continue;
             size_t len = k + 1 - start;
             if (k + 1 > frontier) frontier = k + 1;
             struct best *tg = &bb[k + 1];
@@ -1388,18 +1659,23 @@ static int unigram_span(const sp_model *M, sp_state *st, const unsigned char *t,
  * |P| with which unigram_span's float arithmetic is known to pick that path
  * and to need no score reset inside the word, or -1 when some node's two
  * best candidates are too close to tell.  Each float sum along a path of at
- * most m pieces is within m/2 ulp of the exact one; below 2^17 an ulp is at
- * most 2^-7, so candidates further apart than (m + 1) * 2^-7 compare alike.
+ * most m pieces is within m/2 ulp of the exact one; below 2^e an ulp is at
+ * most 2^(e-24), so candidates further apart than (m + 1) * 2^(e-24) compare
+ * alike while every sum stays below 2^e.  The closer a word's candidates,
+ * the smaller that bound (most documents keep |P| far below 2^17).
  */
 static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *np, float *plim)
 {
     GROW(st->dbest, st->dbestcap, n + 1);
     struct dbest *d = st->dbest;
-    for (size_t i = 0; i <= n; i++) d[i] = (struct dbest){ -HUGE_VAL, -HUGE_VAL, 0.0f, -1, -1 };
+    for (size_t i = 0; i <= n; i++) {
+        d[i].best = d[i].second = -HUGE_VAL;
+        d[i].start = -1;
+    }
     d[0].best = 0.0;
     const float unk_score = M->min_score - 10.0f;
     const struct lat *tr = &M->all;
-    double maxabs = 0.0;
+    double maxtill = 0.0, gap = HUGE_VAL;
     size_t m = 0;
 #define CAND(tg, c, sc, pid, st_) do { \
         double c_ = (c); \
@@ -1412,22 +1688,23 @@ static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char 
         } else if (c_ > (tg)->second) { \
             (tg)->second = c_; \
         } \
-        if (c_ > maxabs) maxabs = c_; \
-        if (-c_ > maxabs) maxabs = -c_; \
     } while (0)
     for (size_t start = 0; start < n;) {
         m++;
+        /* every candidate for this node is in: the node's gap, its score's size */
         double till = d[start].best;
+        if (till - d[start].second < gap) gap = till - d[start].second;
+        if (fabs(till) > maxtill) maxtill = fabs(till);
         int single = 0;
         size_t mblen = one_char_len(t[start]);
         if (mblen > n - start) mblen = n - start;
         uint32_t node = 0;
         for (size_t k = start; k < n; k++) {
-            const struct lent *e = lat_next(tr, node, t[k]);
-            if (!e) break;
-            node = e->child;
+            int r = lat_next(tr, &node, t[k]);
+            if (r < 0) break;
+            if (!r) continue;
+            const struct dpiece *e = &tr->p[node];
             int32_t id = e->id;
-            if (id < 0) continue;
             size_t len = k + 1 - start;
             CAND(&d[k + 1], (double)e->score + till, e->score, id, (int)start);
             if (!single && len == mblen) single = 1;
@@ -1436,12 +1713,16 @@ static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char 
         start += mblen;
     }
 #undef CAND
-    double thr = (double)(m + 1) / 128.0 + maxabs * 1e-12;
-    int robust = 1;
-    for (size_t i = 1; i <= n && robust; i++)
-        if (d[i].start >= 0 && d[i].second > -HUGE_VAL && !(d[i].best - d[i].second > thr)) robust = 0;
-    double lim = (double)SCORE_RESET - maxabs - (double)(m + 1) / 256.0 - 1.0;
-    *plim = robust && lim > 0 ? (float)lim : -1.0f;
+    if (d[n].best - d[n].second < gap) gap = d[n].best - d[n].second;
+    /* every candidate is some node's score plus a piece's */
+    double maxabs = maxtill + M->all.maxabs;
+    /* the largest 2^e <= 2^17 for which the two best candidates of every
+       node are further apart than the error (m + 1) * 2^(e - 24) */
+    double span = 131072.0;
+    while (span >= 1.0 && !(gap > (double)(m + 1) * span / 16777216.0 + maxabs * 1e-12)) span /= 2;
+    if (span > (double)SCORE_RESET) span = (double)SCORE_RESET;
+    double lim = span - maxabs - (double)(m + 1) / 256.0 - 1.0;
+    *plim = lim > 0 ? (float)lim : -1.0f;
     /* the path, last piece first, then reversed */
     size_t k = 0;
     for (size_t end = n; end > 0; k++) {
@@ -1462,20 +1743,62 @@ static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char 
 /* ------------------------------------------------------------------------ */
 /* the word cache                                                             */
 
-#define WC_SLOTS (1u << 16)      /* per generation; at most half are filled */
+#define WC_SLOTS (1u << 17)      /* per generation; at most half are filled */
 #define WC_MAXW 64               /* longest word cached, bytes */
-#define WV_CAP (1u << 18)        /* vals per generation */
+#define WV_CAP (1u << 19)        /* vals per generation */
 
+/* Word w's first min(n, 8) bytes as one integer: for n < 8 from
+ * overlapping loads that, with n, still tell every byte. */
 static inline uint64_t first8(const unsigned char *w, size_t n)
 {
-    uint64_t k = 0;
-    memcpy(&k, w, n < 8 ? n : 8);
-    return k;
+    uint64_t k;
+    uint32_t lo, hi;
+    if (n >= 8) {
+        memcpy(&k, w, 8);
+        return k;
+    }
+    if (n >= 4) {
+        memcpy(&lo, w, 4);
+        memcpy(&hi, w + n - 4, 4);
+        return (uint64_t)hi << 32 | lo;
+    }
+    return n ? (uint64_t)w[0] | (uint64_t)w[n / 2] << 8 | (uint64_t)w[n - 1] << 16 : 0;
+}
+
+/* The cache's hash of word w (n <= WC_MAXW), eight bytes at a time. */
+static inline uint32_t word_hash(const unsigned char *w, size_t n)
+{
+    const uint64_t K = 0x9E3779B97F4A7C15ull;
+    uint64_t h = (first8(w, n) ^ n) * K, v;
+    for (size_t i = 8; i + 8 < n; i += 8) {
+        memcpy(&v, w + i, 8);
+        h = (h ^ (h >> 29) ^ v) * K;
+    }
+    if (n > 8) {
+        memcpy(&v, w + n - 8, 8);
+        h = (h ^ (h >> 29) ^ v) * K;
+    }
+    return (uint32_t)(h ^ (h >> 32));
 }
 
 static inline const unsigned char *wc_tail(const struct wgen *g, const struct wslot *e)
 {
     return (const unsigned char *)(g->vals + e->voff + (e->n > 1 ? e->n : 0));
+}
+
+/* Word w (n > 8, its first 8 bytes already equal) against a stored copy,
+ * 8 bytes at a time (the last 8 overlapping the ones before). */
+static inline int tail_eq(const unsigned char *copy, const unsigned char *w, size_t n)
+{
+    uint64_t x, y;
+    for (size_t i = 8; i + 8 < n; i += 8) {
+        memcpy(&x, copy + i, 8);
+        memcpy(&y, w + i, 8);
+        if (x != y) return 0;
+    }
+    memcpy(&x, copy + n - 8, 8);
+    memcpy(&y, w + n - 8, 8);
+    return x == y;
 }
 
 /* Word w's entry in generation g, or NULL and *slot the empty slot to fill. */
@@ -1488,7 +1811,7 @@ static inline struct wslot *wc_find(struct wgen *g, const unsigned char *w, size
             *slot = i;
             return NULL;
         }
-        if (e->h == h && e->klen == n && e->k8 == k8 && (n <= 8 || memcmp(wc_tail(g, e), w + 8, n - 8) == 0)) return e;
+        if (e->h == h && e->klen == n && e->k8 == k8 && (n <= 8 || tail_eq(wc_tail(g, e), w, n))) return e;
         i = (i + 1) & (WC_SLOTS - 1);
     }
 }
@@ -1498,7 +1821,7 @@ static inline struct wslot *wc_find(struct wgen *g, const unsigned char *w, size
 static struct wslot *wc_store(sp_state *st, const unsigned char *w, size_t n, uint32_t h, uint64_t k8, size_t np, float plim)
 {
     struct wgen *g = &st->gen[st->cur];
-    size_t slot = 0, units = (np > 1 ? np : 0) + (n > 8 ? (n - 8 + sizeof *g->vals - 1) / sizeof *g->vals : 0);
+    size_t slot = 0, units = (np > 1 ? np : 0) + (n > 8 ? (n + sizeof *g->vals - 1) / sizeof *g->vals : 0);
     if (g->used >= WC_SLOTS / 2 || g->vn + units > WV_CAP) {
         st->cur ^= 1;
         g = &st->gen[st->cur];
@@ -1518,23 +1841,20 @@ static struct wslot *wc_store(sp_state *st, const unsigned char *w, size_t n, ui
     } else {
         memcpy(g->vals + g->vn, st->wtmp, np * sizeof *st->wtmp);
     }
-    if (n > 8) memcpy((unsigned char *)(g->vals + g->vn + (np > 1 ? np : 0)), w + 8, n - 8);
+    if (n > 8) memcpy((unsigned char *)(g->vals + g->vn + (np > 1 ? np : 0)), w, n);
     g->vn += units;
     return e;
 }
 
-/* The cache entry of word w (valid until the next store), or NULL; *v its pieces when it has several. */
-static const struct wslot *wc_get(sp_state *st, const unsigned char *w, size_t n, uint32_t h, uint64_t k8, const struct wpiece **v)
+/* The cache entry of word w (valid until the next store), or NULL; *v its
+ * pieces when it has several.  The older generation's part apart, out of
+ * the hot path. */
+static __attribute__((noinline)) const struct wslot *wc_get_older(sp_state *st, const unsigned char *w, size_t n, uint32_t h,
+                                                                  uint64_t k8, const struct wpiece **v)
 {
     size_t slot = 0;
-    struct wgen *g = &st->gen[st->cur];
-    const struct wslot *e = wc_find(g, w, n, h, k8, &slot);
-    if (e) {
-        *v = g->vals + e->voff;
-        return e;
-    }
     struct wgen *o = &st->gen[st->cur ^ 1];
-    e = o->used ? wc_find(o, w, n, h, k8, &slot) : NULL;
+    const struct wslot *e = o->used ? wc_find(o, w, n, h, k8, &slot) : NULL;
     if (!e) return NULL;
     /* move it up: copy out first, the store may empty the older generation */
     size_t np = e->n;
@@ -1547,6 +1867,17 @@ static const struct wslot *wc_get(sp_state *st, const unsigned char *w, size_t n
     }
     e = wc_store(st, w, n, h, k8, np, e->plim);
     *v = st->gen[st->cur].vals + e->voff;
+    return e;
+}
+
+static inline const struct wslot *wc_get(sp_state *st, const unsigned char *w, size_t n, uint32_t h, uint64_t k8,
+                                         const struct wpiece **v)
+{
+    size_t slot = 0;
+    struct wgen *g = &st->gen[st->cur];
+    const struct wslot *e = wc_find(g, w, n, h, k8, &slot);
+    if (!e) return wc_get_older(st, w, n, h, k8, v);
+    *v = g->vals + e->voff;
     return e;
 }
 
@@ -1565,7 +1896,7 @@ static int wc_alloc(sp_state *st)
 
 /* Appends a cached word's pieces at offset a; for unigram, adds their scores
  * to *P as the Viterbi does. */
-static int wc_replay(sp_state *st, const struct wslot *e, const struct wpiece *v, size_t a, size_t *nr, float *P)
+static inline int wc_replay(sp_state *st, const struct wslot *e, const struct wpiece *v, size_t a, size_t *nr, float *P)
 {
     GROW(st->res, st->rescap, *nr + e->n);
     if (e->n == 1) {
@@ -1637,40 +1968,77 @@ static int unigram_word(const sp_model *M, sp_state *st, const unsigned char *t,
     return unigram_span(M, st, t, a, b, *P, nr, P);
 }
 
-/* The whole normalized text, word by word (see word_tables): the cuts first,
- * then the words, each one's cache slots fetched a few words ahead. */
-static int encode_words(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *nr)
+static inline int at_ws(const unsigned char *p, const unsigned char *ws, size_t wsl)
+{
+    return p[0] == ws[0] && (wsl == 1 || (p[1] == ws[1] && p[2] == ws[2]));
+}
+
+/* Appends the cuts of t[a, b) (see word_tables) and b to st->cuts. */
+static int find_cuts(const sp_model *M, sp_state *st, const unsigned char *t, size_t a, size_t b, size_t n, size_t *nc)
 {
     static const unsigned char WS[3] = { 0xE2, 0x96, 0x81 };
     const unsigned char *ws = M->escape_ws ? WS : (const unsigned char *)" ";
     size_t wsl = M->escape_ws ? 3 : 1;
     const unsigned char w0 = ws[0], wl = ws[wsl - 1];
-    int rc = wc_alloc(st);
-    if (rc) return rc;
-    size_t nc = 0;
-    for (size_t j = 1; j < n; j++) {
-        unsigned char c = t[j], b = t[j - 1];
+    for (size_t j = a + 1; j < b; j++) {
+        unsigned char c = t[j], p = t[j - 1];
         if ((c & 0xC0) == 0x80) continue;   /* inside a character */
-        int cut = !(M->pair[b][c >> 6] >> (c & 63) & 1) ||
-                  (c == w0 && j + wsl <= n && memcmp(t + j, ws, wsl) == 0 && !M->pre_ws[b]) ||
-                  (b == wl && j >= wsl && memcmp(t + j - wsl, ws, wsl) == 0 && !M->post_ws[c]);
-        if (!cut) continue;
-        GROW(st->cuts, st->cutcap, nc + 1);
-        st->cuts[nc++].end = (uint32_t)j;
+        if (M->pair[p][c >> 6] >> (c & 63) & 1) {
+            int cut = (c == w0 && j + wsl <= n && at_ws(t + j, ws, wsl) && !M->pre_ws[p]) ||
+                      (p == wl && j >= wsl && at_ws(t + j - wsl, ws, wsl) && !M->post_ws[c]);
+            if (!cut) continue;
+        }
+        GROW(st->cuts, st->cutcap, *nc + 1);
+        st->cuts[(*nc)++].end = (uint32_t)j;
     }
-    GROW(st->cuts, st->cutcap, nc + 1);
-    st->cuts[nc++].end = (uint32_t)n;
+    GROW(st->cuts, st->cutcap, *nc + 1);
+    st->cuts[(*nc)++].end = (uint32_t)b;
+    return 0;
+}
+
+/* The words: with ws_cuts, those that normalize ended at its marks, the ones
+ * that went through its general step or are too long to cache cut further;
+ * else every cut. */
+static int word_ends(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *nc)
+{
+    *nc = 0;
+    if (!M->ws_cuts) return find_cuts(M, st, t, 0, n, n, nc);
+    GROW(st->cuts, st->cutcap, st->nmarks);
+    size_t a = 0;
+    for (size_t i = 0; i < st->nmarks; i++) {
+        size_t b = st->marks[i].pos;
+        if (b <= a) continue;
+        if (st->marks[i].mixed || b - a > WC_MAXW) {
+            int rc = find_cuts(M, st, t, a, b, n, nc);
+            if (rc) return rc;
+        } else {
+            GROW(st->cuts, st->cutcap, *nc + 1);
+            st->cuts[(*nc)++].end = (uint32_t)b;
+        }
+        a = b;
+    }
+    return 0;
+}
+
+/* The whole normalized text, word by word (see word_tables): the words
+ * first, then each one's cache slots fetched a few words ahead. */
+static int encode_words(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *nr)
+{
+    int rc = wc_alloc(st);
+    size_t nc;
+    if (!rc) rc = word_ends(M, st, t, n, &nc);
+    if (rc) return rc;
     enum { AHEAD = 4 };
     int bpe = M->model_type == MODEL_BPE;
     float P = 0.0f;
     for (size_t i = 0; i < nc && i < AHEAD; i++) {
         size_t a = i ? st->cuts[i - 1].end : 0, l = st->cuts[i].end - a;
-        st->cuts[i].h = l <= WC_MAXW ? (uint32_t)hash_bytes(t + a, l) : 0;
+        st->cuts[i].h = l <= WC_MAXW ? word_hash(t + a, l) : 0;
     }
     for (size_t i = 0; i < nc && !rc; i++) {
         if (i + AHEAD < nc) {
             size_t k = i + AHEAD, a = st->cuts[k - 1].end, l = st->cuts[k].end - a;
-            uint32_t h = l <= WC_MAXW ? (uint32_t)hash_bytes(t + a, l) : 0;
+            uint32_t h = l <= WC_MAXW ? word_hash(t + a, l) : 0;
             st->cuts[k].h = h;
             __builtin_prefetch(&st->gen[st->cur].slot[h & (WC_SLOTS - 1)]);
             __builtin_prefetch(&st->gen[st->cur ^ 1].slot[h & (WC_SLOTS - 1)]);
@@ -1682,6 +2050,39 @@ static int encode_words(const sp_model *M, sp_state *st, const unsigned char *t,
 }
 
 /* ------------------------------------------------------------------------ */
+
+/* SentencePieceProcessor::EncodeOptimized's ids for the pieces st->res[0, nr):
+ * control ids as they are, the bytes of an unknown piece with byte fallback,
+ * else runs of unknowns merged into one.  Room for one id per piece is made
+ * once; only byte fallback can need more. */
+static int emit_ids(const sp_model *M, sp_state *st, size_t nr, tok_ids *out)
+{
+    size_t mark = out->n;
+    if (tok_ids_reserve(out, nr)) return TOK_ERR_NOMEM;
+    uint32_t *o = out->ids + out->n;
+    int prev_unk = 0;
+    for (size_t i = 0; i < nr; i++) {
+        int32_t id = st->res[i].id;
+        int unk = id == M->unk_id || id == M->proc_unk;   /* (the one UNKNOWN piece, or -1 without one) */
+        if (!unk) {
+            if (id < 0) { out->n = mark; return TOK_ERR_ENCODE; }   /* no unk piece and no byte fallback: refused at load */
+            *o++ = (uint32_t)id;
+        } else if (M->byte_fallback) {
+            /* nr - i - 1 pieces left, one id each */
+            size_t len = st->res[i].len;
+            out->n = (size_t)(o - out->ids);
+            if (tok_ids_reserve(out, len + nr - i - 1)) { out->n = mark; return TOK_ERR_NOMEM; }
+            o = out->ids + out->n;
+            for (size_t k = 0; k < len; k++) *o++ = M->byte_id[st->norm[st->res[i].off + k]];
+        } else if (!prev_unk) {
+            if (id < 0) { out->n = mark; return TOK_ERR_ENCODE; }
+            *o++ = (uint32_t)id;
+        }
+        prev_unk = unk;
+    }
+    out->n = (size_t)(o - out->ids);
+    return 0;
+}
 
 int sp_encode(const sp_model *M, sp_state *st, const unsigned char *s, size_t n, tok_ids *out)
 {
@@ -1699,31 +2100,5 @@ int sp_encode(const sp_model *M, sp_state *st, const unsigned char *s, size_t n,
         float P;
         rc = unigram_span(M, st, st->norm, 0, nn, 0.0f, &nr, &P);
     }
-    if (rc) return rc;
-    /* SentencePieceProcessor::EncodeOptimized: control ids as they are, the
-       bytes of an unknown piece with byte fallback, else runs of unknowns
-       merged into one */
-    size_t mark = out->n;
-    int prev_unk = 0;
-    for (size_t i = 0; i < nr; i++) {
-        int32_t id = st->res[i].id;
-        int in = id >= 0 && (size_t)id < M->n;
-        if (in && M->p[id].type == PT_CONTROL) {
-            if (tok_ids_reserve(out, 1)) { out->n = mark; return TOK_ERR_NOMEM; }
-            out->ids[out->n++] = (uint32_t)id;
-            prev_unk = 0;
-            continue;
-        }
-        int unk = id == M->proc_unk || (in && M->p[id].type == PT_UNKNOWN);
-        if (unk && M->byte_fallback) {
-            if (tok_ids_reserve(out, st->res[i].len)) { out->n = mark; return TOK_ERR_NOMEM; }
-            for (uint32_t k = 0; k < st->res[i].len; k++) out->ids[out->n++] = M->byte_id[st->norm[st->res[i].off + k]];
-        } else if (!(unk && prev_unk)) {
-            if (id < 0) { out->n = mark; return TOK_ERR_ENCODE; }   /* no unk piece and no byte fallback: refused at load */
-            if (tok_ids_reserve(out, 1)) { out->n = mark; return TOK_ERR_NOMEM; }
-            out->ids[out->n++] = (uint32_t)id;
-        }
-        prev_unk = unk;
-    }
-    return 0;
+    return rc ? rc : emit_ids(M, st, nr, out);
 }
