@@ -9,6 +9,8 @@
 #   reference  bench/tok_reference.py: HuggingFace `tokenizers` encode_batch
 #              with RAYON_NUM_THREADS=1, sentencepiece's encode with
 #              num_threads=1; best of 3, same texts.
+# The two alternate ROUNDS times (default 3) and each column is its best
+# round: on a loaded machine both columns see the same load.
 # Both print an FNV-1a checksum of all ids; the line says whether they agree.
 #
 # The tokenizers are the test ones in tests/data/tokenizers (README there).
@@ -28,6 +30,7 @@ S=${MDS_SHARED:-../shared}
 XZ=$S/data/corpus/dev.jsonl.xz
 [ -f "$XZ" ] || XZ=examples/sample.jsonl.xz
 TD=tests/data/tokenizers
+ROUNDS=${ROUNDS:-3}
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 xz -dc "$XZ" > "$T/corpus.jsonl" || exit 1
 BYTES=$(wc -c < "$T/corpus.jsonl")
@@ -49,15 +52,26 @@ printf '   %-34s %10s %12s   %10s %12s   %6s  %s\n' tokenizer "mds MB/s" "tokens
 for spec in "HuggingFaceTokenizer hf-llama3" "HuggingFaceTokenizer hf-qwen" "HuggingFaceTokenizer hf-neox" \
             "HuggingFaceTokenizer hf-tekken" "Llama2Tokenizer sp-bpe.model" "Llama2Tokenizer sp-unigram.model"; do
     set -- $spec
-    "$BUILD/bench_tokenize" "$T/corpus.jsonl" "$1" "$TD/$2" 3 > "$T/ours.txt" 2>&1 || { cat "$T/ours.txt"; continue; }
-    OM=$(field "$T/ours.txt" MB/s); OT=$(field "$T/ours.txt" tokens/s)
-    RM=-; RT=-; R=-; SAME=-
-    if [ $REF = 1 ] && "$VENV/bin/python" bench/tok_reference.py "$T/corpus.jsonl" "$1" "$TD/$2" 3 > "$T/ref.txt" 2>"$T/ref.err"; then
-        RM=$(field "$T/ref.txt" MB/s,); RT=$(field "$T/ref.txt" tokens/s)
-        R="$(ratio "$OM" "$RM")x"
-        a=$(awk '/checksum/{print $NF}' "$T/ours.txt"); b=$(awk '/checksum/{print $NF}' "$T/ref.txt")
-        [ "$a" = "$b" ] && SAME=same || SAME=DIFFERENT
-    fi
+    # mds and the library alternate ROUNDS times (each run itself best of 3)
+    # and each keeps its best round, so a burst of load on a shared machine
+    # hits both columns alike instead of one.
+    OM=0; OT=-; RM=0; RT=-; R=-; SAME=-; ok=1; refok=$REF
+    for round in $(seq "$ROUNDS"); do
+        "$BUILD/bench_tokenize" "$T/corpus.jsonl" "$1" "$TD/$2" 3 > "$T/ours.txt" 2>&1 || { cat "$T/ours.txt"; ok=0; break; }
+        m=$(field "$T/ours.txt" MB/s)
+        if [ "$(echo "$m $OM" | awk '{print ($1 > $2)}')" = 1 ]; then OM=$m; OT=$(field "$T/ours.txt" tokens/s); fi
+        [ $refok = 1 ] || continue
+        if "$VENV/bin/python" bench/tok_reference.py "$T/corpus.jsonl" "$1" "$TD/$2" 3 > "$T/ref.txt" 2>"$T/ref.err"; then
+            m=$(field "$T/ref.txt" MB/s,)
+            if [ "$(echo "$m $RM" | awk '{print ($1 > $2)}')" = 1 ]; then RM=$m; RT=$(field "$T/ref.txt" tokens/s); fi
+            a=$(awk '/checksum/{print $NF}' "$T/ours.txt"); b=$(awk '/checksum/{print $NF}' "$T/ref.txt")
+            [ "$a" = "$b" ] && [ "$SAME" != DIFFERENT ] && SAME=same || SAME=DIFFERENT
+        else
+            refok=0
+        fi
+    done
+    [ $ok = 1 ] || continue
+    if [ "$RM" = 0 ]; then RM=-; else R="$(ratio "$OM" "$RM")x"; fi
     printf '   %-34s %10s %12s   %10s %12s   %6s  %s\n' "$1 $2" "$OM" "$OT" "$RM" "$RT" "$R" "$SAME"
 done
 echo "   (target: ratio >= 5x for each kind)"
