@@ -98,6 +98,7 @@ struct hf_tokenizer {
     struct step steps[MAX_STEPS];
     int nsteps;
     int fast, fast_scan, prefix_segment, prefix_piece;
+    pretok_next_fn scan_next;   /* FAST_SCAN: the scanner of fast_scan */
     pretok_regex *gpt2re;        /* the GPT-2 pattern when PCRE2 is forced */
     uint32_t pre[MAX_SPECIAL_IDS], post[MAX_SPECIAL_IDS];
     size_t npre, npost;
@@ -1067,6 +1068,7 @@ static int finish(struct loader *L, int use_pcre2)
                !h->steps[0].invert && !use_pcre2) {
         h->fast = FAST_SCAN;
         h->fast_scan = h->steps[0].scan;
+        h->scan_next = pretok_scanner(h->fast_scan);
         h->prefix_piece = bl->prefix;
     }
     if (!use_pcre2) {
@@ -1366,8 +1368,9 @@ static int find_matches(const struct step *sp, pretok_match *m, hf_state *st, co
     } while (0)
     if (sp->scan != PRETOK_PAT_NONE && !sp->re) {
         /* a scanner: every piece is a match */
+        pretok_next_fn next = pretok_scanner(sp->scan);
         for (size_t pos = 0; pos < n;) {
-            size_t e = pretok_known_next(sp->scan, s, n, pos);
+            size_t e = next(s, n, pos);
             ADD(pos, e, 1);
             pos = e;
         }
@@ -1534,14 +1537,14 @@ static int encode_part(const hf_tokenizer *h, hf_state *st, const unsigned char 
         if (!h->prefix_piece) {
             if (tok_ids_reserve(out, n)) return TOK_ERR_NOMEM;
             for (size_t pos = 0; pos < n;) {
-                size_t e = pretok_known_next(h->fast_scan, s, n, pos);
+                size_t e = h->scan_next(s, n, pos);
                 out->n += bpe_encode_piece(h->model, st->cache, s + pos, e - pos, out->ids + out->n);
                 pos = e;
             }
             return 0;
         }
         for (size_t pos = 0; pos < n;) {
-            size_t e = pretok_known_next(h->fast_scan, s, n, pos);
+            size_t e = h->scan_next(s, n, pos);
             int rc = bpe_prefixed(h, st, s + pos, e - pos, out);
             if (rc) return rc;
             pos = e;

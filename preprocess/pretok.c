@@ -49,7 +49,7 @@ struct classes {
     uint8_t ascii[128];
 };
 static struct classes c15, c16, ctk;
-static pthread_once_t once15 = PTHREAD_ONCE_INIT, once16 = PTHREAD_ONCE_INIT;
+static pthread_once_t once15 = PTHREAD_ONCE_INIT, once16 = PTHREAD_ONCE_INIT, oncetk = PTHREAD_ONCE_INIT;
 
 static void fill(uint8_t *cls, const uint32_t (*r)[2], size_t n, uint8_t v)
 {
@@ -147,12 +147,6 @@ static void buildtk(void)
     free(cls);
 }
 
-static void build_hf(void)
-{
-    build16();
-    buildtk();
-}
-
 void pretok_init(void)
 {
     pthread_once(&once15, build15);
@@ -160,7 +154,7 @@ void pretok_init(void)
 
 void pretok_init_hf(void)
 {
-    pthread_once(&once16, build_hf);
+    pthread_once(&once16, build16);
 }
 
 static inline int class_of(const struct classes *t, uint32_t cp)
@@ -290,8 +284,8 @@ static inline int is_crlf(unsigned c) { return c == '\r' || c == '\n'; }
  * Llama 3, Qwen2 and Tekken share: a whitespace run up to its last CR or LF,
  * else the run less its last character when more follows, else the run.
  * A character is whitespace when its class in t, masked, equals val. */
-static inline size_t space_piece(const struct classes *t, unsigned mask, unsigned val, const unsigned char *s, size_t n,
-                                 size_t pos)
+static inline __attribute__((always_inline)) size_t space_piece(const struct classes *t, unsigned mask, unsigned val,
+                                                                const unsigned char *s, size_t n, size_t pos)
 {
     size_t last = pos, crlf_end = 0;
     size_t e = pos, l;
@@ -410,9 +404,10 @@ static inline size_t tk_case(const unsigned char *s, size_t n, size_t i, size_t 
     return lastb;
 }
 
+/* Its table is built on first use: only Tekken runs pay for it (~1 ms). */
 size_t pretok_tekken_next(const unsigned char *s, size_t n, size_t pos)
 {
-    if (!ctk.stage2) pretok_init_hf();
+    if (!ctk.stage2) pthread_once(&oncetk, buildtk);
     size_t len, e, a1 = 0, a0 = 0;
     unsigned k = (unsigned)class_at(&ctk, s, n, pos, &len);
     int pre = (k & TK_P) && pos + len < n;
@@ -435,14 +430,17 @@ size_t pretok_tekken_next(const unsigned char *s, size_t n, size_t pos)
     return space_piece(&ctk, TK_S, TK_S, s, n, pos);
 }
 
-size_t pretok_known_next(int pattern, const unsigned char *s, size_t n, size_t pos)
+static size_t llama3_next(const unsigned char *s, size_t n, size_t pos) { return pretok_cl100k_next(s, n, pos, 3); }
+static size_t qwen2_next(const unsigned char *s, size_t n, size_t pos) { return pretok_cl100k_next(s, n, pos, 1); }
+
+pretok_next_fn pretok_scanner(int pattern)
 {
     switch (pattern) {
-    case PRETOK_PAT_GPT2: return pretok_gpt2_hf_next(s, n, pos);
-    case PRETOK_PAT_LLAMA3: return pretok_cl100k_next(s, n, pos, 3);
-    case PRETOK_PAT_QWEN2: return pretok_cl100k_next(s, n, pos, 1);
-    case PRETOK_PAT_TEKKEN: return pretok_tekken_next(s, n, pos);
-    default: return n;
+    case PRETOK_PAT_GPT2: return pretok_gpt2_hf_next;
+    case PRETOK_PAT_LLAMA3: return llama3_next;
+    case PRETOK_PAT_QWEN2: return qwen2_next;
+    case PRETOK_PAT_TEKKEN: return pretok_tekken_next;
+    default: return NULL;
     }
 }
 

@@ -43,9 +43,9 @@ enum pretok_class { PRETOK_OTHER = 0, PRETOK_LETTER = 1, PRETOK_NUMBER = 2, PRET
 void pretok_init(void);
 
 /* The same for the Unicode 16.0 tables of the HuggingFace scanners
- * (pretok_gpt2_hf_next, pretok_cl100k_next, pretok_tekken_next,
- * pretok_class16); separate so
- * that GPT-2 runs do not build them. */
+ * (pretok_gpt2_hf_next, pretok_cl100k_next, pretok_class16); separate so
+ * that GPT-2 runs do not build them.  pretok_tekken_next builds its own
+ * table on first use. */
 void pretok_init_hf(void);
 
 /* The class of code point cp (any value; those above U+10FFFF are OTHER). */
@@ -108,9 +108,11 @@ int pretok_class16(uint32_t cp);
 enum pretok_pattern { PRETOK_PAT_NONE = 0, PRETOK_PAT_GPT2, PRETOK_PAT_LLAMA3, PRETOK_PAT_QWEN2, PRETOK_PAT_TEKKEN };
 int pretok_known_pattern(const char *pattern, size_t len);
 
-/* The scanner of a known pattern (not PRETOK_PAT_NONE), with the contract
- * above: the end of the piece that starts at pos. */
-size_t pretok_known_next(int pattern, const unsigned char *s, size_t n, size_t pos);
+/* The scanner of a known pattern, with the contract above (the end of the
+ * piece that starts at pos), or NULL for PRETOK_PAT_NONE.  A function to
+ * look up once, not a switch in the per-piece loops. */
+typedef size_t (*pretok_next_fn)(const unsigned char *s, size_t n, size_t pos);
+pretok_next_fn pretok_scanner(int pattern);
 
 /*
  * The general engine: any Oniguruma pattern of a tokenizer.json Split, run by

@@ -168,7 +168,7 @@ static void split_line(const jt_node *r, void *vp)
         if (same && prev != n) same = k < ends->len && (size_t)ends->kids[k++].i == n;
     } else {
         while (pos < n && same) {
-            size_t e = pretok_known_next(c->pat, s, n, pos);
+            size_t e = pretok_scanner(c->pat)(s, n, pos);
             same = k < ends->len && (size_t)ends->kids[k++].i == e;
             pos = e;
         }
@@ -218,7 +218,7 @@ static void test_regex_engine(void)
 static int same_as_engine(int p, pretok_regex *re, pretok_match *m, const unsigned char *s, size_t n)
 {
     for (size_t pos = 0; pos < n;) {
-        size_t e = pretok_known_next(SCANNERS[p], s, n, pos), ms, me;
+        size_t e = pretok_scanner(SCANNERS[p])(s, n, pos), ms, me;
         int rc = pretok_regex_search(re, m, s, n, pos, &ms, &me);
         if (rc != 1 || ms != pos || me != e) {
             fprintf(stderr, "pattern %d, string '", p);
