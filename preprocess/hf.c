@@ -1086,7 +1086,7 @@ static int finish(struct loader *L, int use_pcre2)
                 return tok_fail(x->err, x->errlen, TOK_ERR_BUILD, "'%s': %s", x->file,
                                 "this build has no PCRE2, which the pre-tokenizer needs (install libpcre2-dev and rebuild)");
         if (use_pcre2 && bl->use_regex) {
-            const char *g = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+            const char *g = pretok_pattern_text(PRETOK_PAT_GPT2);
             char rerr[256];
             int r = pretok_regex_new(&h->gpt2re, g, strlen(g), 0, rerr, sizeof rerr);
             if (r == PRETOK_ERR_NOMEM) return nomem(x);

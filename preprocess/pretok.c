@@ -433,9 +433,9 @@ size_t pretok_tekken_next(const unsigned char *s, size_t n, size_t pos)
 static size_t llama3_next(const unsigned char *s, size_t n, size_t pos) { return pretok_cl100k_next(s, n, pos, 3); }
 static size_t qwen2_next(const unsigned char *s, size_t n, size_t pos) { return pretok_cl100k_next(s, n, pos, 1); }
 
-pretok_next_fn pretok_scanner(int pattern)
+pretok_next_fn pretok_scanner(int pat)
 {
-    switch (pattern) {
+    switch (pat) {
     case PRETOK_PAT_GPT2: return pretok_gpt2_hf_next;
     case PRETOK_PAT_LLAMA3: return llama3_next;
     case PRETOK_PAT_QWEN2: return qwen2_next;
@@ -876,19 +876,28 @@ done:
     return rc;
 }
 
+/* The patterns of the scanners, as tokenizer.json stores them (after JSON
+ * unescaping), indexed by enum pretok_pattern. */
+static const char *const known[] = {
+    [PRETOK_PAT_NONE] = NULL,
+    [PRETOK_PAT_GPT2] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
+    [PRETOK_PAT_LLAMA3] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    [PRETOK_PAT_QWEN2] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    [PRETOK_PAT_TEKKEN] = "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
+                          "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
+                          "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+
 int pretok_known_pattern(const char *pat, size_t len)
 {
-    static const struct { int id; const char *p; } known[] = {
-        { PRETOK_PAT_GPT2, "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+" },
-        { PRETOK_PAT_LLAMA3, "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+" },
-        { PRETOK_PAT_QWEN2, "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+" },
-        { PRETOK_PAT_TEKKEN, "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
-                             "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
-                             "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+" },
-    };
-    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-        if (strlen(known[k].p) == len && memcmp(known[k].p, pat, len) == 0) return known[k].id;
+    for (int k = PRETOK_PAT_NONE + 1; k < (int)(sizeof known / sizeof known[0]); k++)
+        if (strlen(known[k]) == len && memcmp(known[k], pat, len) == 0) return k;
     return PRETOK_PAT_NONE;
+}
+
+const char *pretok_pattern_text(int pat)
+{
+    return pat > PRETOK_PAT_NONE && pat < (int)(sizeof known / sizeof known[0]) ? known[pat] : NULL;
 }
 
 #ifdef MDS_HAVE_PCRE2

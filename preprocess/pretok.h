@@ -108,6 +108,10 @@ int pretok_class16(uint32_t cp);
 enum pretok_pattern { PRETOK_PAT_NONE = 0, PRETOK_PAT_GPT2, PRETOK_PAT_LLAMA3, PRETOK_PAT_QWEN2, PRETOK_PAT_TEKKEN };
 int pretok_known_pattern(const char *pattern, size_t len);
 
+/* The pattern text of a known pattern (static storage), or NULL for
+ * PRETOK_PAT_NONE and unknown values. */
+const char *pretok_pattern_text(int pattern);
+
 /* The scanner of a known pattern, with the contract above (the end of the
  * piece that starts at pos), or NULL for PRETOK_PAT_NONE.  A function to
  * look up once, not a switch in the per-piece loops. */
