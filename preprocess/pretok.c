@@ -1,6 +1,7 @@
 /*
  * pretok.c - GPT-2 pre-tokenizer: the hand-written scanner and the PCRE2
- * reference.  See pretok.h for the contract.
+ * reference; then the tokenizer.json scanners (GPT-2, Llama 3, Qwen2,
+ * Tekken) and the general regex engine.  See pretok.h for the contracts.
  *
  * The scanner walks the alternatives of the pattern in order at each piece
  * start, which is what a backtracking regex does:
@@ -412,10 +413,11 @@ size_t pretok_tekken_next(const unsigned char *s, size_t n, size_t pos)
     unsigned k = (unsigned)class_at(&ctk, s, n, pos, &len);
     int pre = (k & TK_P) && pos + len < n;
 
+    /* 1 with the optional P, then without it (only a first A or B can start it) */
     if (pre && (e = tk_case(s, n, pos + len, &a1))) return e;
     if ((k & (TK_A | TK_B)) && (e = tk_case(s, n, pos, &a0))) return e;
-    /* 2: where 1 failed after a run of A, that run held no B and no B
-       follows it, so A+B* is the run itself */
+    /* 2 the same way: where 1 failed after a run of A, that run held no B
+       and no B follows it, so A+B* is the run itself, if not empty */
     if (pre && a1 > pos + len) return a1;
     if (k & TK_A) return a0;
     if (k & TK_N) return pos + len;
@@ -427,7 +429,7 @@ size_t pretok_tekken_next(const unsigned char *s, size_t n, size_t pos)
         while (o < n && (is_crlf(s[o]) || s[o] == '/')) o++;
         return o;
     }
-    return space_piece(&ctk, TK_S, TK_S, s, n, pos);
+    return space_piece(&ctk, TK_S, TK_S, s, n, pos);   /* all that is left: whitespace */
 }
 
 static size_t llama3_next(const unsigned char *s, size_t n, size_t pos) { return pretok_cl100k_next(s, n, pos, 3); }

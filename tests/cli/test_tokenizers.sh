@@ -53,10 +53,12 @@ run hf-tekken HuggingFaceTokenizer $TK/hf-tekken
 mkdir "$T/tekken-re" && cp $TK/hf-tekken/* "$T/tekken-re/"
 sed -i 's/|\\\\p{N}|/|[\\\\p{N}]|/' "$T/tekken-re/tokenizer.json"
 check "the rewritten Tekken pattern differs" sh -c "! cmp -s $TK/hf-tekken/tokenizer.json '$T/tekken-re/tokenizer.json'"
-for m in "$TK/hf-tekken:Tekken scanner" "$T/tekken-re:PCRE2 pipeline"; do
-    check "${m%%:*} runs on the ${m#*:}" sh -c "$MDSPREP -vvv --input $C/tiny.jsonl --output-prefix '$T/v' \
-        --tokenizer-type HuggingFaceTokenizer --tokenizer-model '${m%%:*}' 2>&1 | grep -q ', ${m#*:},'"
-done
+runs_on() {   # MODEL ENGINE: mdsprep -vvv names the engine that pre-tokenizes
+    check "$1 runs on the $2" sh -c "$MDSPREP -vvv --input $C/tiny.jsonl --output-prefix '$T/v' \
+        --tokenizer-type HuggingFaceTokenizer --tokenizer-model '$1' 2>&1 | grep -q ', $2,'"
+}
+runs_on $TK/hf-tekken "Tekken scanner"
+have pcre2 && runs_on "$T/tekken-re" "PCRE2 pipeline"
 for corpus in tiny edge; do
     if have pcre2; then
         $MDSPREP -q --input $C/$corpus.jsonl --output-prefix "$T/$corpus-re" --tokenizer-type HuggingFaceTokenizer \
