@@ -20,7 +20,7 @@
  *      normalized added tokens in it;
  *   3. pre-tokenize each remaining part: the fast paths run a scanner of
  *      pretok.c straight into BPE (ByteLevel with the GPT-2 pattern, or
- *      Split with the Llama 3 / Qwen2 pattern then ByteLevel); anything else
+ *      Split with the Llama 3 / Qwen2 / Tekken pattern then ByteLevel); anything else
  *      goes through the general pipeline, one step at a time, with the
  *      regex engine of pretok.h;
  *   4. BPE each piece (bpe.c: whole-piece lookup, per-thread cache, merges);
@@ -98,7 +98,7 @@ struct hf_tokenizer {
     struct step steps[MAX_STEPS];
     int nsteps;
     int fast, fast_scan, prefix_segment, prefix_piece;
-    unsigned maxdigits;
+    pretok_next_fn scan_next;   /* FAST_SCAN: the scanner of fast_scan */
     pretok_regex *gpt2re;        /* the GPT-2 pattern when PCRE2 is forced */
     uint32_t pre[MAX_SPECIAL_IDS], post[MAX_SPECIAL_IDS];
     size_t npre, npost;
@@ -1068,8 +1068,8 @@ static int finish(struct loader *L, int use_pcre2)
                !h->steps[0].invert && !use_pcre2) {
         h->fast = FAST_SCAN;
         h->fast_scan = h->steps[0].scan;
+        h->scan_next = pretok_scanner(h->fast_scan);
         h->prefix_piece = bl->prefix;
-        h->maxdigits = h->fast_scan == PRETOK_PAT_LLAMA3 ? 3 : 1;
     }
     if (!use_pcre2) {
         /* a scanner runs a known pattern everywhere (its matches cover the
@@ -1086,7 +1086,7 @@ static int finish(struct loader *L, int use_pcre2)
                 return tok_fail(x->err, x->errlen, TOK_ERR_BUILD, "'%s': %s", x->file,
                                 "this build has no PCRE2, which the pre-tokenizer needs (install libpcre2-dev and rebuild)");
         if (use_pcre2 && bl->use_regex) {
-            const char *g = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+            const char *g = pretok_pattern_text(PRETOK_PAT_GPT2);
             char rerr[256];
             int r = pretok_regex_new(&h->gpt2re, g, strlen(g), 0, rerr, sizeof rerr);
             if (r == PRETOK_ERR_NOMEM) return nomem(x);
@@ -1129,9 +1129,9 @@ static int finish(struct loader *L, int use_pcre2)
 
 static void describe(hf_tokenizer *h)
 {
-    const char *pt = h->fast == FAST_GPT2 ? "GPT-2 scanner" :
-                     h->fast == FAST_SCAN ? (h->fast_scan == PRETOK_PAT_LLAMA3 ? "Llama 3 scanner" : "Qwen2 scanner") :
-                     "PCRE2 pipeline";
+    static const char *const scanner[] = {"", "GPT-2 scanner", "Llama 3 scanner", "Qwen2 scanner", "Tekken scanner"};
+    const char *pt = h->fast == FAST_GPT2 ? scanner[PRETOK_PAT_GPT2] :
+                     h->fast == FAST_SCAN ? scanner[h->fast_scan] : "PCRE2 pipeline";
     int w = snprintf(h->desc, sizeof h->desc, "HuggingFaceTokenizer '%s': byte-level BPE, %zu ids, %s%s", h->file,
                      h->vocab_size, pt, h->nfc ? ", NFC" : "");
     for (size_t i = 0; i < h->npre && w > 0 && (size_t)w < sizeof h->desc; i++)
@@ -1368,9 +1368,9 @@ static int find_matches(const struct step *sp, pretok_match *m, hf_state *st, co
     } while (0)
     if (sp->scan != PRETOK_PAT_NONE && !sp->re) {
         /* a scanner: every piece is a match */
+        pretok_next_fn next = pretok_scanner(sp->scan);
         for (size_t pos = 0; pos < n;) {
-            size_t e = sp->scan == PRETOK_PAT_GPT2 ? pretok_gpt2_hf_next(s, n, pos)
-                                                   : pretok_cl100k_next(s, n, pos, sp->scan == PRETOK_PAT_LLAMA3 ? 3 : 1);
+            size_t e = next(s, n, pos);
             ADD(pos, e, 1);
             pos = e;
         }
@@ -1537,14 +1537,14 @@ static int encode_part(const hf_tokenizer *h, hf_state *st, const unsigned char 
         if (!h->prefix_piece) {
             if (tok_ids_reserve(out, n)) return TOK_ERR_NOMEM;
             for (size_t pos = 0; pos < n;) {
-                size_t e = pretok_cl100k_next(s, n, pos, h->maxdigits);
+                size_t e = h->scan_next(s, n, pos);
                 out->n += bpe_encode_piece(h->model, st->cache, s + pos, e - pos, out->ids + out->n);
                 pos = e;
             }
             return 0;
         }
         for (size_t pos = 0; pos < n;) {
-            size_t e = pretok_cl100k_next(s, n, pos, h->maxdigits);
+            size_t e = h->scan_next(s, n, pos);
             int rc = bpe_prefixed(h, st, s + pos, e - pos, out);
             if (rc) return rc;
             pos = e;

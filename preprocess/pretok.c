@@ -1,6 +1,7 @@
 /*
  * pretok.c - GPT-2 pre-tokenizer: the hand-written scanner and the PCRE2
- * reference.  See pretok.h for the contract.
+ * reference; then the tokenizer.json scanners (GPT-2, Llama 3, Qwen2,
+ * Tekken) and the general regex engine.  See pretok.h for the contracts.
  *
  * The scanner walks the alternatives of the pattern in order at each piece
  * start, which is what a backtracking regex does:
@@ -48,8 +49,8 @@ struct classes {
     uint8_t *stage2;
     uint8_t ascii[128];
 };
-static struct classes c15, c16;
-static pthread_once_t once15 = PTHREAD_ONCE_INIT, once16 = PTHREAD_ONCE_INIT;
+static struct classes c15, c16, ctk;
+static pthread_once_t once15 = PTHREAD_ONCE_INIT, once16 = PTHREAD_ONCE_INIT, oncetk = PTHREAD_ONCE_INIT;
 
 static void fill(uint8_t *cls, const uint32_t (*r)[2], size_t n, uint8_t v)
 {
@@ -112,6 +113,38 @@ static void build16(void)
     }
     fill(cls, unitab_space, unitab_space_len, PRETOK_SPACE); /* White_Space is the same in 16.0 */
     pack(&c16, cls);
+    free(cls);
+}
+
+/* The classes of the Tekken pattern, as bits: the sets its alternatives
+ * test, so that each test is one AND.  A general category fixes every bit
+ * but TK_S (White_Space, which only Zs, Zl, Zp and Cc characters have). */
+enum {
+    TK_A = 1,    /* [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] */
+    TK_B = 2,    /* [\p{Ll}\p{Lm}\p{Lo}\p{M}] */
+    TK_P = 4,    /* [^\r\n\p{L}\p{N}] */
+    TK_Q = 8,    /* [^\s\p{L}\p{N}] */
+    TK_N = 16,   /* \p{N} */
+    TK_S = 32    /* \s */
+};
+
+static void buildtk(void)
+{
+    uint8_t *cls = malloc(0x110000);
+    if (!cls) {
+        pack(&ctk, NULL);
+        return;
+    }
+    memset(cls, TK_P | TK_Q, 0x110000);   /* unassigned (Cn) */
+    for (size_t i = 0; i < hftab_gc_len; i++) {
+        uint32_t g = hftab_gc[i][2];   /* index into hftab_gc_names: Lu Ll Lt Lm Lo Mn Mc Me Nd Nl No ... */
+        uint8_t v = g == 0 || g == 2 ? TK_A : g == 1 ? TK_B : g <= 4 ? TK_A | TK_B :
+                    g <= 7 ? TK_A | TK_B | TK_P | TK_Q : g <= 10 ? TK_N : TK_P | TK_Q;
+        memset(cls + hftab_gc[i][0], v, hftab_gc[i][1] - hftab_gc[i][0] + 1);
+    }
+    fill(cls, unitab_space, unitab_space_len, TK_S | TK_P);
+    cls['\r'] = cls['\n'] = TK_S;
+    pack(&ctk, cls);
     free(cls);
 }
 
@@ -248,6 +281,25 @@ size_t pretok_gpt2_hf_next(const unsigned char *s, size_t n, size_t pos)
  */
 static inline int is_crlf(unsigned c) { return c == '\r' || c == '\n'; }
 
+/* \s*[\r\n]+|\s+(?!\S)|\s+ at the whitespace character pos, the tail that
+ * Llama 3, Qwen2 and Tekken share: a whitespace run up to its last CR or LF,
+ * else the run less its last character when more follows, else the run.
+ * A character is whitespace when its class in t, masked, equals val. */
+static inline __attribute__((always_inline)) size_t space_piece(const struct classes *t, unsigned mask, unsigned val,
+                                                                const unsigned char *s, size_t n, size_t pos)
+{
+    size_t last = pos, crlf_end = 0;
+    size_t e = pos, l;
+    while (e < n && ((unsigned)class_at(t, s, n, e, &l) & mask) == val) {
+        last = e;
+        if (is_crlf(s[e])) crlf_end = e + 1;
+        e += l;
+    }
+    if (crlf_end) return crlf_end;
+    if (e == n) return n;
+    return last > pos ? last : e;
+}
+
 static inline size_t letters(const struct classes *t, const unsigned char *s, size_t n, size_t i)
 {
     size_t len;
@@ -312,17 +364,86 @@ size_t pretok_cl100k_next(const unsigned char *s, size_t n, size_t pos, unsigned
         return o;
     }
 
-    /* on whitespace: the run [pos, e), the end of its last CR or LF */
-    size_t last = pos, crlf_end = 0;
-    size_t e = pos, l;
-    while (e < n && class_at(t, s, n, e, &l) == PRETOK_SPACE) {
-        last = e;
-        if (is_crlf(s[e])) crlf_end = e + 1;
-        e += l;
+    return space_piece(t, 0xFF, PRETOK_SPACE, s, n, pos);
+}
+
+/*
+ * The Tekken (Mistral-Nemo) pattern (pretok.h), alternative by alternative.
+ * With A = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], B = [\p{Ll}\p{Lm}\p{Lo}\p{M}]
+ * and P = [^\r\n\p{L}\p{N}]:
+ *   1. P?A*B+ and 2. P?A+B*: words, the optional P taken first.  Note that
+ *      marks (\p{M}) are in A, B and P alike, and that P holds spaces;
+ *   3. \p{N}: one number;
+ *   4. ' '?[^\s\p{L}\p{N}]+[\r\n/]*: "other" characters (marks among them),
+ *      then any run of CR, LF and '/';
+ *   5-7. the whitespace tail of Llama 3 (space_piece).
+ */
+static inline size_t tk_run(const unsigned char *s, size_t n, size_t i, unsigned set)
+{
+    size_t len;
+    while (i < n && ((unsigned)class_at(&ctk, s, n, i, &len) & set)) i += len;
+    return i;
+}
+
+/* A*B+ at i: the end of the match, or 0 when there is none; *aend: the end
+ * of the A run at i.  A* is greedy and gives characters back one at a time
+ * until B+ matches: right after the run only a B that is not A (a lower-case
+ * letter) can start B+ (then B+ takes its whole run); otherwise B+ is the
+ * last character of the run that is also B (Lm, Lo, M), if any. */
+static inline size_t tk_case(const unsigned char *s, size_t n, size_t i, size_t *aend)
+{
+    size_t len = 0, lastb = 0;
+    unsigned k = 0;
+    while (i < n) {
+        k = (unsigned)class_at(&ctk, s, n, i, &len);
+        if (!(k & TK_A)) break;
+        i += len;
+        if (k & TK_B) lastb = i;
     }
-    if (crlf_end) return crlf_end;
-    if (e == n) return n;
-    return last > pos ? last : e;
+    *aend = i;
+    if (i < n && (k & TK_B)) return tk_run(s, n, i + len, TK_B);
+    return lastb;
+}
+
+/* Its table is built on first use: only Tekken runs pay for it (~1 ms). */
+size_t pretok_tekken_next(const unsigned char *s, size_t n, size_t pos)
+{
+    if (!ctk.stage2) pthread_once(&oncetk, buildtk);
+    size_t len, e, a1 = 0, a0 = 0;
+    unsigned k = (unsigned)class_at(&ctk, s, n, pos, &len);
+    int pre = (k & TK_P) && pos + len < n;
+
+    /* 1 with the optional P, then without it (only a first A or B can start it) */
+    if (pre && (e = tk_case(s, n, pos + len, &a1))) return e;
+    if ((k & (TK_A | TK_B)) && (e = tk_case(s, n, pos, &a0))) return e;
+    /* 2 the same way: where 1 failed after a run of A, that run held no B
+       and no B follows it, so A+B* is the run itself, if not empty */
+    if (pre && a1 > pos + len) return a1;
+    if (k & TK_A) return a0;
+    if (k & TK_N) return pos + len;
+    size_t o = 0, l2;   /* 4: past the optional space and the first "other" character */
+    if (s[pos] == ' ' && pos + 1 < n && ((unsigned)class_at(&ctk, s, n, pos + 1, &l2) & TK_Q)) o = pos + 1 + l2;
+    else if (k & TK_Q) o = pos + len;
+    if (o) {
+        o = tk_run(s, n, o, TK_Q);
+        while (o < n && (is_crlf(s[o]) || s[o] == '/')) o++;
+        return o;
+    }
+    return space_piece(&ctk, TK_S, TK_S, s, n, pos);   /* all that is left: whitespace */
+}
+
+static size_t llama3_next(const unsigned char *s, size_t n, size_t pos) { return pretok_cl100k_next(s, n, pos, 3); }
+static size_t qwen2_next(const unsigned char *s, size_t n, size_t pos) { return pretok_cl100k_next(s, n, pos, 1); }
+
+pretok_next_fn pretok_scanner(int pat)
+{
+    switch (pat) {
+    case PRETOK_PAT_GPT2: return pretok_gpt2_hf_next;
+    case PRETOK_PAT_LLAMA3: return llama3_next;
+    case PRETOK_PAT_QWEN2: return qwen2_next;
+    case PRETOK_PAT_TEKKEN: return pretok_tekken_next;
+    default: return NULL;
+    }
 }
 
 /* ---- PCRE2 reference ---------------------------------------------------- */
@@ -757,16 +878,28 @@ done:
     return rc;
 }
 
+/* The patterns of the scanners, as tokenizer.json stores them (after JSON
+ * unescaping), indexed by enum pretok_pattern. */
+static const char *const known[] = {
+    [PRETOK_PAT_NONE] = NULL,
+    [PRETOK_PAT_GPT2] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
+    [PRETOK_PAT_LLAMA3] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    [PRETOK_PAT_QWEN2] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    [PRETOK_PAT_TEKKEN] = "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
+                          "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
+                          "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+};
+
 int pretok_known_pattern(const char *pat, size_t len)
 {
-    static const struct { int id; const char *p; } known[] = {
-        { PRETOK_PAT_GPT2, "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+" },
-        { PRETOK_PAT_LLAMA3, "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+" },
-        { PRETOK_PAT_QWEN2, "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+" },
-    };
-    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
-        if (strlen(known[k].p) == len && memcmp(known[k].p, pat, len) == 0) return known[k].id;
+    for (int k = PRETOK_PAT_NONE + 1; k < (int)(sizeof known / sizeof known[0]); k++)
+        if (strlen(known[k]) == len && memcmp(known[k], pat, len) == 0) return k;
     return PRETOK_PAT_NONE;
+}
+
+const char *pretok_pattern_text(int pat)
+{
+    return pat > PRETOK_PAT_NONE && pat < (int)(sizeof known / sizeof known[0]) ? known[pat] : NULL;
 }
 
 #ifdef MDS_HAVE_PCRE2

@@ -22,7 +22,7 @@
  * special tokens such as <|endoftext|> (the caller handles those).
  *
  * The second half serves tokenizer.json (HuggingFace): scanners for the
- * GPT-2, Llama 3 and Qwen2 patterns with Unicode 16.0 classes, and a general
+ * GPT-2, Llama 3, Qwen2 and Tekken patterns with Unicode 16.0 classes, and a general
  * engine for any other pattern (PCRE2 JIT over a rewritten pattern).
  */
 #ifndef MDS_PRETOK_H
@@ -44,7 +44,8 @@ void pretok_init(void);
 
 /* The same for the Unicode 16.0 tables of the HuggingFace scanners
  * (pretok_gpt2_hf_next, pretok_cl100k_next, pretok_class16); separate so
- * that GPT-2 runs do not build them. */
+ * that GPT-2 runs do not build them.  pretok_tekken_next builds its own
+ * table on first use. */
 void pretok_init_hf(void);
 
 /* The class of code point cp (any value; those above U+10FFFF are OTHER). */
@@ -92,14 +93,30 @@ size_t pretok_gpt2_hf_next(const unsigned char *s, size_t n, size_t pos);
  * and Qwen2's, the same with \p{N} alone (maxdigits 1).  Any maxdigits >= 1. */
 size_t pretok_cl100k_next(const unsigned char *s, size_t n, size_t pos, unsigned maxdigits);
 
+/* The Tekken (Mistral-Nemo) pattern:
+ *   [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|
+ *   [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|
+ *   \p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+size_t pretok_tekken_next(const unsigned char *s, size_t n, size_t pos);
+
 /* The class of cp in the Unicode 16.0 tables. */
 int pretok_class16(uint32_t cp);
 
 /* Which scanner can run a tokenizer.json pattern: the exact pattern string
- * (as stored in the file, after JSON unescaping) of GPT-2, Llama 3 or Qwen2,
- * else PRETOK_PAT_NONE (then the general engine below runs it). */
-enum pretok_pattern { PRETOK_PAT_NONE = 0, PRETOK_PAT_GPT2, PRETOK_PAT_LLAMA3, PRETOK_PAT_QWEN2 };
+ * (as stored in the file, after JSON unescaping) of GPT-2, Llama 3, Qwen2 or
+ * Tekken, else PRETOK_PAT_NONE (then the general engine below runs it). */
+enum pretok_pattern { PRETOK_PAT_NONE = 0, PRETOK_PAT_GPT2, PRETOK_PAT_LLAMA3, PRETOK_PAT_QWEN2, PRETOK_PAT_TEKKEN };
 int pretok_known_pattern(const char *pattern, size_t len);
+
+/* The pattern text of a known pattern (static storage), or NULL for
+ * PRETOK_PAT_NONE and unknown values. */
+const char *pretok_pattern_text(int pattern);
+
+/* The scanner of a known pattern, with the contract above (the end of the
+ * piece that starts at pos), or NULL for PRETOK_PAT_NONE.  A function to
+ * look up once, not a switch in the per-piece loops. */
+typedef size_t (*pretok_next_fn)(const unsigned char *s, size_t n, size_t pos);
+pretok_next_fn pretok_scanner(int pattern);
 
 /*
  * The general engine: any Oniguruma pattern of a tokenizer.json Split, run by

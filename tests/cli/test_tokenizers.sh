@@ -33,11 +33,6 @@ run() {   # NAME TYPE MODEL
                     skip "$corpus $name workers=$w $pt" "PCRE2 not built in"; continue
                 fi
                 flag=; [ $type = HuggingFaceTokenizer ] && flag="--pretokenizer $pt"
-                if [ $name = hf-tekken ] && ! have pcre2; then
-                    run_expect "$corpus $name without PCRE2 says so" 1 "this build has no PCRE2" \
-                        $MDSPREP --input $C/$corpus.jsonl --output-prefix "$T/x" --tokenizer-type $type --tokenizer-model $model
-                    continue
-                fi
                 out="$T/$corpus-$name-$w-$pt"
                 $MDSPREP -q --input $C/$corpus.jsonl --output-prefix "$out" --tokenizer-type $type \
                     --tokenizer-model $model --append-eod --workers $w $flag
@@ -51,6 +46,30 @@ run hf-llama3 HuggingFaceTokenizer $TK/hf-llama3
 run hf-qwen HuggingFaceTokenizer $TK/hf-qwen/tokenizer.json
 run hf-neox HuggingFaceTokenizer $TK/hf-neox
 run hf-tekken HuggingFaceTokenizer $TK/hf-tekken
+
+# A pattern no scanner knows runs on PCRE2 by default: Tekken's with \p{N}
+# spelled [\p{N}] (the same language) gives Tekken's goldens again; a build
+# without PCRE2 refuses it, exit 1 naming what is missing.
+mkdir "$T/tekken-re" && cp $TK/hf-tekken/* "$T/tekken-re/"
+sed -i 's/|\\\\p{N}|/|[\\\\p{N}]|/' "$T/tekken-re/tokenizer.json"
+check "the rewritten Tekken pattern differs" sh -c "! cmp -s $TK/hf-tekken/tokenizer.json '$T/tekken-re/tokenizer.json'"
+runs_on() {   # MODEL ENGINE: mdsprep -vvv names the engine that pre-tokenizes
+    check "$1 runs on the $2" sh -c "$MDSPREP -vvv --input $C/tiny.jsonl --output-prefix '$T/v' \
+        --tokenizer-type HuggingFaceTokenizer --tokenizer-model '$1' 2>&1 | grep -q ', $2,'"
+}
+runs_on $TK/hf-tekken "Tekken scanner"
+have pcre2 && runs_on "$T/tekken-re" "PCRE2 pipeline"
+for corpus in tiny edge; do
+    if have pcre2; then
+        $MDSPREP -q --input $C/$corpus.jsonl --output-prefix "$T/$corpus-re" --tokenizer-type HuggingFaceTokenizer \
+            --tokenizer-model "$T/tekken-re" --append-eod --workers 2
+        matches "$T/$corpus-re" "$corpus-hf-tekken" "$corpus hf-tekken pattern unknown to the scanners, on PCRE2"
+    else
+        run_expect "$corpus a pattern the scanners do not know, without PCRE2, says so" 1 "this build has no PCRE2" \
+            $MDSPREP --input $C/$corpus.jsonl --output-prefix "$T/x" --tokenizer-type HuggingFaceTokenizer \
+            --tokenizer-model "$T/tekken-re"
+    fi
+done
 for m in sp-bpe sp-unigram; do
     run $m-sp SentencePieceTokenizer $TK/$m.model
     run $m-gptsp GPTSentencePieceTokenizer $TK/$m.model

@@ -1,9 +1,12 @@
 /*
- * fuzz_tokenizer.c - fuzz target for the GPT-2 tokenizer.
+ * fuzz_tokenizer.c - fuzz target for the GPT-2 tokenizer and the
+ * pre-tokenizer scanners of tokenizer.json.
  *
  * Invariants checked on every input:
  *   - valid UTF-8: the scanner and the PCRE2 reference split it into the same
- *     pieces, and the pieces cover the input;
+ *     pieces, and the pieces cover the input; so do the HuggingFace scanners
+ *     (GPT-2 with Unicode 16.0, Llama 3, Qwen2, Tekken) and the general
+ *     regex engine running their patterns;
  *   - any bytes: BPE-encoding them as one piece and decoding gives them back,
  *     and so does encoding piece by piece (for valid UTF-8).
  * A violation aborts.  Needs the GPT-2 files: $MDS_ROOT/vocab or ./vocab.
@@ -23,6 +26,9 @@
 static bpe *tok;
 static bpe_cache *cache;
 static pretok_pcre2 *pc;
+#define NSCAN 4   /* PRETOK_PAT_GPT2 .. PRETOK_PAT_TEKKEN */
+static pretok_regex *re[NSCAN];
+static pretok_match *rm[NSCAN];
 
 static void setup(void)
 {
@@ -36,9 +42,33 @@ static void setup(void)
         fprintf(stderr, "fuzz_tokenizer: %s\n", err);
         abort();
     }
+    for (int p = 0; p < NSCAN && pc; p++) {
+        const char *pat = pretok_pattern_text(PRETOK_PAT_GPT2 + p);
+        if (pretok_regex_new(&re[p], pat, strlen(pat), 0, err, sizeof err) != 0 || pretok_match_new(&rm[p], re[p]) != 0) {
+            fprintf(stderr, "fuzz_tokenizer: %s\n", err);
+            abort();
+        }
+    }
     if (!pc) {
         printf("skip fuzz_tokenizer_vs_pcre2: PCRE2 not built in\n");
         fflush(stdout);
+    }
+}
+
+/* Each tokenizer.json scanner against the general engine on valid UTF-8. */
+static void hf_scanners(const uint8_t *data, size_t size)
+{
+    for (int p = 0; p < NSCAN && re[p]; p++) {
+        pretok_next_fn next = pretok_scanner(PRETOK_PAT_GPT2 + p);
+        for (size_t a = 0; a < size;) {
+            size_t e = next(data, size, a), ms, me;
+            if (pretok_regex_search(re[p], rm[p], data, size, a, &ms, &me) != 1 || ms != a || me != e || e <= a ||
+                e > size) {
+                fprintf(stderr, "fuzz_tokenizer: pattern %d: scanner piece [%zu, %zu), engine's differs\n", p, a, e);
+                abort();
+            }
+            a = e;
+        }
     }
 }
 
@@ -75,6 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             a = b = ea;
         }
         roundtrip(ids, nids, data, size);
+        hf_scanners(data, size);
     }
     free(ids);
     return 0;

@@ -7,10 +7,13 @@
  * files.  Randomised parts print their seed and take -s SEED.
  */
 #include "harness.h"
+#include "hftab.h"
 #include "jsontree.h"
 #include "nfc.h"
 #include "pretok.h"
 #include "tokenizer.h"
+#include "unitab.h"
+#include "utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +123,7 @@ static void test_hf_pcre2(void)
     check_ref("hf-llama3", TOK_HUGGINGFACE, "hf-llama3", 1);
     check_ref("hf-qwen", TOK_HUGGINGFACE, "hf-qwen", 1);
     check_ref("hf-neox", TOK_HUGGINGFACE, "hf-neox", 1);
+    check_ref("hf-tekken", TOK_HUGGINGFACE, "hf-tekken", 1);
 }
 static void test_sp_bpe(void)
 {
@@ -164,8 +168,7 @@ static void split_line(const jt_node *r, void *vp)
         if (same && prev != n) same = k < ends->len && (size_t)ends->kids[k++].i == n;
     } else {
         while (pos < n && same) {
-            size_t e = c->pat == PRETOK_PAT_GPT2 ? pretok_gpt2_hf_next(s, n, pos)
-                                                 : pretok_cl100k_next(s, n, pos, c->pat == PRETOK_PAT_LLAMA3 ? 3 : 1);
+            size_t e = pretok_scanner(c->pat)(s, n, pos);
             same = k < ends->len && (size_t)ends->kids[k++].i == e;
             pos = e;
         }
@@ -182,15 +185,15 @@ static const char *const PATTERNS[4] = {
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
 };
 static const char *const SPLIT_FILES[4] = {"splits-gpt2.jsonl", "splits-llama3.jsonl", "splits-qwen2.jsonl", "splits-tekken.jsonl"};
+static const int SCANNERS[4] = {PRETOK_PAT_GPT2, PRETOK_PAT_LLAMA3, PRETOK_PAT_QWEN2, PRETOK_PAT_TEKKEN};
 
 static void test_scanners(void)
 {
-    CHECK(pretok_known_pattern(PATTERNS[0], strlen(PATTERNS[0])) == PRETOK_PAT_GPT2);
-    CHECK(pretok_known_pattern(PATTERNS[1], strlen(PATTERNS[1])) == PRETOK_PAT_LLAMA3);
-    CHECK(pretok_known_pattern(PATTERNS[2], strlen(PATTERNS[2])) == PRETOK_PAT_QWEN2);
-    CHECK(pretok_known_pattern(PATTERNS[3], strlen(PATTERNS[3])) == PRETOK_PAT_NONE);
-    for (int p = 0; p < 3; p++) {
-        struct splitctx c = { p == 0 ? PRETOK_PAT_GPT2 : p == 1 ? PRETOK_PAT_LLAMA3 : PRETOK_PAT_QWEN2, NULL, NULL, 0, 0 };
+    for (int p = 0; p < 4; p++) {
+        CHECK(pretok_known_pattern(PATTERNS[p], strlen(PATTERNS[p])) == SCANNERS[p]);
+        /* one character less is another pattern, for the engine */
+        CHECK(pretok_known_pattern(PATTERNS[p], strlen(PATTERNS[p]) - 1) == PRETOK_PAT_NONE);
+        struct splitctx c = { SCANNERS[p], NULL, NULL, 0, 0 };
         CHECK(each_line(path(SPLIT_FILES[p]), split_line, &c) > 1000);
         CHECK(c.bad == 0);
     }
@@ -211,51 +214,130 @@ static void test_regex_engine(void)
     }
 }
 
-/* The scanners against the engine on random strings of every class. */
+/* Compares a scanner's pieces of s with the engine's matches; prints the first difference. */
+static int same_as_engine(int p, pretok_regex *re, pretok_match *m, const unsigned char *s, size_t n)
+{
+    for (size_t pos = 0; pos < n;) {
+        size_t e = pretok_scanner(SCANNERS[p])(s, n, pos), ms, me;
+        int rc = pretok_regex_search(re, m, s, n, pos, &ms, &me);
+        if (rc != 1 || ms != pos || me != e) {
+            fprintf(stderr, "pattern %d, string '", p);
+            for (size_t i = 0; i < n; i++) fprintf(stderr, s[i] < 0x20 || s[i] >= 0x7F ? "\\x%02X" : "%c", s[i]);
+            fprintf(stderr, "' at %zu: scanner %zu, engine %zu\n", pos, e, rc == 1 ? me : 0);
+            return 0;
+        }
+        pos = e;
+    }
+    return 1;
+}
+
+/* Characters of every Unicode 16.0 general category (hftab.c), and those the
+ * patterns name: CR, LF, space, apostrophe, the contractions' letters, '/'. */
+static const char *const CATEGORY_CHARS[] = {
+    "A", "\xc3\x89", "\xe1\xb2\x89", "\xea\x9f\x8b",   /* Lu (U+1C89, U+A7CB: new in 16.0) */
+    "a", "s", "t", "\xc3\xa9", "\xc5\xbf", "\xe1\xb2\x8a", /* Ll (U+017F long s; U+1C8A: 16.0) */
+    "\xc7\x85",                                        /* Lt */
+    "\xca\xb0",                                        /* Lm */
+    "\xe4\xb8\xad", "\xc2\xaa",                        /* Lo */
+    "\xcc\x81", "\xe0\xa4\x83", "\xe2\x83\x9d",        /* Mn, Mc, Me */
+    "1", "\xd9\xa1", "\xe2\x85\xa0", "\xc2\xb2",       /* Nd, Nd, Nl, No */
+    "_", "-", "(", ")", "\xc2\xab", "\xc2\xbb",        /* Pc Pd Ps Pe Pi Pf */
+    ".", "'", "\"", "/",                               /* Po */
+    "+", "$", "^", "\xf0\x9f\x98\x80",                 /* Sm Sc Sk So */
+    " ", "\xc2\xa0", "\xe3\x80\x80",                   /* Zs */
+    "\xe2\x80\xa8", "\xe2\x80\xa9",                    /* Zl, Zp */
+    "\t", "\n", "\r", "\x0b", "\xc2\x85", "\x01",     /* Cc (all but U+0001 are White_Space) */
+    "\xe2\x80\x8d", "\xe1\xa0\x8e",                    /* Cf (U+180E: not White_Space) */
+    "\xee\x80\x80", "\xcd\xb8",                        /* Co, Cn */
+};
+#define NCAT (sizeof CATEGORY_CHARS / sizeof CATEGORY_CHARS[0])
+
+static size_t put_chars(unsigned char *s, size_t n, const char *a)
+{
+    memcpy(s + n, a, strlen(a));
+    return n + strlen(a);
+}
+
+/* The scanners against the engine: every string of one to three of the
+ * characters above (every boundary between two categories, in every
+ * category's company), then random longer strings with the contractions. */
 static void test_random_scanners(void)
 {
     srand(seed_arg);
-    static const char *const alphabet[] = {" ", "  ", "\t", "\n", "\r", "\r\n", "\xc2\xa0", "\xe3\x80\x80", "'", "s", "S",
-                                           "\xc5\xbf", "t", "re", "RE", "ll", "LL", "ve", "m", "d", "a", "Z", "\xc3\xa9",
-                                           "\xcc\x81", "1", "12", "\xd9\xa1", "\xe2\x85\xa0", ".", ",", "!", "(", "\"", "-",
-                                           "\xe4\xb8\xad", "\xf0\x9f\x98\x80", "\xe1\xb2\x89", "\xea\x9f\x8b", "\xe2\x80\x8d"};
-    const size_t na = sizeof alphabet / sizeof alphabet[0];
-    pretok_regex *re[3];
-    pretok_match *m[3];
+    static const char *const extra[] = {"  ", "\r\n", "S", "re", "RE", "ll", "LL", "ve", "m", "d", "Z", "12", ",", "!"};
+    const size_t na = NCAT + sizeof extra / sizeof extra[0];
+    pretok_regex *re[4];
+    pretok_match *m[4];
     char err[256];
-    for (int p = 0; p < 3; p++) {
+    for (int p = 0; p < 4; p++) {
         CHECK(pretok_regex_new(&re[p], PATTERNS[p], strlen(PATTERNS[p]), 0, err, sizeof err) == 0);
         CHECK(pretok_match_new(&m[p], re[p]) == 0);
     }
     unsigned char s[256];
     int bad = 0;
+    for (size_t a = 0; a < NCAT; a++)
+        for (size_t b = 0; b <= NCAT; b++)
+            for (size_t c = 0; c <= (b < NCAT ? NCAT : 0); c++) {
+                size_t n = put_chars(s, 0, CATEGORY_CHARS[a]);
+                if (b < NCAT) n = put_chars(s, n, CATEGORY_CHARS[b]);
+                if (c < NCAT) n = put_chars(s, n, CATEGORY_CHARS[c]);
+                for (int p = 0; p < 4 && bad < 3; p++) bad += !same_as_engine(p, re[p], m[p], s, n);
+            }
     for (int iter = 0; iter < 20000 && bad < 3; iter++) {
         size_t n = 0;
         int k = rand() % 24 + 1;
         for (int i = 0; i < k; i++) {
-            const char *a = alphabet[rand() % na];
-            memcpy(s + n, a, strlen(a));
-            n += strlen(a);
+            size_t j = (size_t)rand() % na;
+            n = put_chars(s, n, j < NCAT ? CATEGORY_CHARS[j] : extra[j - NCAT]);
         }
-        for (int p = 0; p < 3; p++) {
-            for (size_t pos = 0; pos < n;) {
-                size_t e = p == 0 ? pretok_gpt2_hf_next(s, n, pos) : pretok_cl100k_next(s, n, pos, p == 1 ? 3 : 1);
-                size_t ms, me;
-                int rc = pretok_regex_search(re[p], m[p], s, n, pos, &ms, &me);
-                if (rc != 1 || ms != pos || me != e) {
-                    fprintf(stderr, "pattern %d, string %.*s: scanner %zu, engine %zu\n", p, (int)n, s, e, rc == 1 ? me : 0);
-                    bad++;
-                    break;
-                }
-                pos = e;
-            }
-        }
+        for (int p = 0; p < 4; p++) bad += !same_as_engine(p, re[p], m[p], s, n);
     }
     CHECK(bad == 0);
-    for (int p = 0; p < 3; p++) {
+    for (int p = 0; p < 4; p++) {
         pretok_match_free(m[p]);
         pretok_regex_free(re[p]);
     }
+}
+
+/* Code points in the Tekken scanner's three contexts that tell its seven
+ * classes apart (Lu/Lt, Ll, Lm/Lo, M, N, whitespace, the rest; checked
+ * against tokenizers 0.22.2 when chosen): " c a", "..c A", "c A a".  Every
+ * code point of the BMP, and beyond it both ends of every range of the
+ * category and White_Space tables and their neighbours (every code point
+ * would take seconds: the engine's classes are thousands of ranges). */
+static int tekken_contexts(pretok_regex *re, pretok_match *m, uint32_t cp)
+{
+    static const char *const ctx[3][2] = { {" ", "a"}, {"..", "A"}, {"", "Aa"} };
+    unsigned char s[16];
+    if (cp >= 0x110000 || (cp >= 0xD800 && cp <= 0xDFFF)) return 1;
+    for (int k = 0; k < 3; k++) {
+        size_t n = put_chars(s, 0, ctx[k][0]);
+        n += utf8_put(s + n, cp);
+        n = put_chars(s, n, ctx[k][1]);
+        if (!same_as_engine(3, re, m, s, n)) return 0;
+    }
+    return 1;
+}
+
+static void test_tekken_code_points(void)
+{
+    pretok_regex *re;
+    pretok_match *m;
+    char err[256];
+    CHECK(pretok_regex_new(&re, PATTERNS[3], strlen(PATTERNS[3]), 0, err, sizeof err) == 0);
+    CHECK(pretok_match_new(&m, re) == 0);
+    int bad = 0;
+    for (uint32_t cp = 0; cp < 0x10000 && bad < 3; cp++) bad += !tekken_contexts(re, m, cp);
+    for (size_t i = 0; i < hftab_gc_len + unitab_space_len && bad < 3; i++) {
+        uint32_t lo = i < hftab_gc_len ? hftab_gc[i][0] : unitab_space[i - hftab_gc_len][0];
+        uint32_t hi = i < hftab_gc_len ? hftab_gc[i][1] : unitab_space[i - hftab_gc_len][1];
+        if (hi < 0x10000) continue;
+        bad += !tekken_contexts(re, m, lo - 1) + !tekken_contexts(re, m, lo) + !tekken_contexts(re, m, hi) +
+               !tekken_contexts(re, m, hi + 1);
+    }
+    CHECK(bad == 0);
+    pretok_match_free(m);
+    pretok_regex_free(re);
 }
 
 static void test_regex_refusals(void)
@@ -722,11 +804,12 @@ int main(int argc, char **argv)
     RUN(test_scanners);
     RUN_IF(pcre, test_regex_engine, "PCRE2 not built in");
     RUN_IF(pcre, test_random_scanners, "PCRE2 not built in");
+    RUN_IF(pcre, test_tekken_code_points, "PCRE2 not built in");
     RUN_IF(pcre, test_regex_refusals, "PCRE2 not built in");
     RUN(test_hf_llama3);
     RUN(test_hf_qwen);
     RUN(test_hf_neox);
-    RUN_IF(pcre, test_hf_tekken, "PCRE2 not built in");
+    RUN(test_hf_tekken);
     RUN_IF(pcre, test_hf_pcre2, "PCRE2 not built in");
     RUN(test_hf_minimal);
     RUN(test_hf_refusals);

@@ -21,9 +21,9 @@ is tested on the features those models use (tests/data/README.md lists them):
               non-special normalized added tokens for runs of spaces, tokenizer_class
               GPTNeoXTokenizerFast and add_prefix_space in tokenizer_config.json (transformers
               rewrites the pre-tokenizer)
-  hf-tekken   Mistral-Nemo (Tekken) / o200k-style regex with case-aware letter classes (no
-              fast scanner: the general PCRE2 engine), BOS template, a special token with
-              lstrip and rstrip
+  hf-tekken   Mistral-Nemo (Tekken) / o200k-style regex with case-aware letter classes (its
+              own scanner in mds; test_tokenizers.sh respells it for the general PCRE2
+              engine), BOS template, a special token with lstrip and rstrip
   sp-bpe.model      Llama 2: SentencePiece BPE, byte fallback, identity normalization, no
                     extra-whitespace removal, split digits, whitespace-only pieces
   sp-unigram.model  SentencePiece unigram with the default nmt_nfkc normalizer, user-defined
