@@ -42,10 +42,13 @@ def build(variant, seed):
     torch.manual_seed(seed)
     model = build_model(variant)
     # Every parameter redrawn from a seeded generator: norm weights of ones and biases of zeros
-    # would let a reader that swaps two of them pass.
-    g = torch.Generator().manual_seed(seed)
+    # would let a reader that swaps two of them pass. TP-split parameters differ between the
+    # ranks (so a chunk written at another rank's offset shows); replicated ones do not.
+    shared = torch.Generator().manual_seed(seed)
+    own = torch.Generator().manual_seed(seed + 7919 * parallel_state.get_tensor_model_parallel_rank())
     with torch.no_grad():
         for p in model.parameters():
+            g = own if getattr(p, 'tensor_model_parallel', False) else shared
             p.copy_(torch.randn(p.shape, generator=g) * 0.5)
     return model
 
@@ -88,8 +91,9 @@ def save(model, ckpt_root):
                   'num_floating_point_operations_so_far': 0}
     dist_checkpointing.save(state_dict, iter_dir,
                             content_metadata=_clean_metadata_for_serialization(md))
-    with open(os.path.join(ckpt_root, 'latest_checkpointed_iteration.txt'), 'w') as f:
-        f.write(str(ITERATION))
+    if dist.get_rank() == 0:
+        with open(os.path.join(ckpt_root, 'latest_checkpointed_iteration.txt'), 'w') as f:
+            f.write(str(ITERATION))
     return iter_dir
 
 
@@ -99,29 +103,47 @@ RENAMES = (('input_layernorm.', 'self_attention.linear_qkv.layer_norm_'),
            ('pre_mlp_layernorm.', 'mlp.linear_fc1.layer_norm_'))
 
 
+def tp_merge(name, shards, swiglu):
+    """The whole tensor of a TP-split parameter from its TP shards, as the plan says the
+    checkpoint holds it: row-parallel weights along axis 1, the rest along axis 0 (QKV: each rank
+    holds whole query groups, in order), SwiGLU's fc1 as [gate of every rank | up of every rank]."""
+    if name.endswith(('linear_proj.weight', 'linear_fc2.weight')):
+        return torch.cat(shards, dim=1)
+    if swiglu and '.linear_fc1.' in name:
+        halves = [t.chunk(2, dim=0) for t in shards]
+        return torch.cat([h[0] for h in halves] + [h[1] for h in halves], dim=0)
+    return torch.cat(shards, dim=0)
+
+
 def checkpoint_layout(model):
-    """The model's parameters as the plan says the checkpoint holds them, from named parameters
-    alone (not Megatron's sharding description): decoder.layers.N.X is row N of the stacked
-    decoder.layers.X, with the local spec's renames; everything else is saved as it is."""
+    """The model's parameters as the plan says the checkpoint holds them, from the named
+    parameters of every TP rank alone (not Megatron's sharding description): decoder.layers.N.X
+    is row N of the stacked decoder.layers.X, with the local spec's renames; TP shards joined
+    by tp_merge; replicated parameters as rank 0 holds them. Collective: every rank calls it."""
+    local = {n: (p.detach(), getattr(p, 'tensor_model_parallel', False))
+             for n, p in model.named_parameters()}
+    ranks = [None] * dist.get_world_size()
+    dist.all_gather_object(ranks, local)
     out, layers = {}, {}
-    for name, p in model.named_parameters():
+    for name, (t, split) in ranks[0].items():
+        if split and len(ranks) > 1:
+            t = tp_merge(name, [r[name][0] for r in ranks], model.config.gated_linear_unit)
         parts = name.split('.')
         if parts[:2] == ['decoder', 'layers']:
             rest = '.'.join(parts[3:])
             for old, new in RENAMES:
                 if rest.startswith(old):
                     rest = new + rest[len(old):]
-            layers.setdefault('decoder.layers.' + rest, {})[int(parts[2])] = p.detach()
+            layers.setdefault('decoder.layers.' + rest, {})[int(parts[2])] = t
         else:
-            out[name] = p.detach()
+            out[name] = t
     for key, rows in layers.items():
         out[key] = torch.stack([rows[i] for i in range(len(rows))])
     return out
 
 
-def check_plain_dcp(model, iter_dir):
+def check_plain_dcp(want, iter_dir):
     meta = dcp.FileSystemReader(iter_dir).read_metadata()
-    want = checkpoint_layout(model)
     got = {k: torch.empty(m.size, dtype=m.properties.dtype)
            for k, m in meta.state_dict_metadata.items() if isinstance(m, TensorStorageMetadata)}
     dcp.load(got, storage_reader=dcp.FileSystemReader(iter_dir), no_dist=True)
@@ -181,7 +203,7 @@ def dump(meta, tensors, common, iter_dir, path):
 
 def main():
     if len(sys.argv) != 2:
-        sys.exit('usage: make_torch_dist.py OUTDIR')
+        sys.exit('usage: [torchrun --nproc-per-node TP] make_torch_dist.py OUTDIR')
     if not torch.cuda.is_available():
         # FileSystemWriterAsync.preload_tensors calls torch.cuda.synchronize() whatever the
         # device of the tensors, and save_state_dict_async_finalize all-reduces its failure flag
@@ -191,16 +213,24 @@ def main():
         torch.cuda.current_device = lambda: 'cpu'
     os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
     os.environ.setdefault('MASTER_PORT', '29571')
-    dist.init_process_group('gloo', rank=0, world_size=1)
-    parallel_state.initialize_model_parallel(1, 1)
+    # One rank, or torchrun's world: every rank is one TP rank (PP 1, DP 1).
+    rank, tp = int(os.environ.get('RANK', 0)), int(os.environ.get('WORLD_SIZE', 1))
+    dist.init_process_group('gloo', rank=rank, world_size=tp)
+    parallel_state.initialize_model_parallel(tp, 1)
     for variant in ('gpt', 'llama'):
         model = build(variant, seed=1234)
-        iter_dir = save(model, os.path.join(sys.argv[1], variant))
-        meta, tensors, common = check_plain_dcp(model, iter_dir)
+        root = os.path.join(sys.argv[1], variant if tp == 1 else f'{variant}_tp{tp}')
+        iter_dir = save(model, root)
+        want = checkpoint_layout(model)
+        dist.barrier()
+        if rank == 0:  # plain DCP needs no world: one process reads every rank's chunks
+            meta, tensors, common = check_plain_dcp(want, iter_dir)
+            dump(meta, tensors, common, iter_dir, os.path.join(root, 'metadata.txt'))
         check_megatron_load(variant, model, iter_dir)
-        dump(meta, tensors, common, iter_dir, os.path.join(sys.argv[1], variant, 'metadata.txt'))
-        print(f'{variant}: saved, read back with torch.distributed.checkpoint and '
-              f'megatron.core.dist_checkpointing: equal')
+        dist.barrier()
+        if rank == 0:
+            print(f'{os.path.basename(root)}: saved, read back with torch.distributed.checkpoint '
+                  f'and megatron.core.dist_checkpointing: equal')
     dist.destroy_process_group()
 
 
