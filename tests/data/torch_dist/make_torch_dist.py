@@ -43,8 +43,10 @@ def build(variant, seed):
     model = build_model(variant)
     # Every parameter redrawn from a seeded generator: norm weights of ones and biases of zeros
     # would let a reader that swaps two of them pass. TP-split parameters differ between the
-    # ranks (so a chunk written at another rank's offset shows); replicated ones do not.
-    shared = torch.Generator().manual_seed(seed)
+    # ranks (so a chunk written at another rank's offset shows); replicated ones do not, within
+    # a pipeline stage.
+    shared = torch.Generator().manual_seed(
+        seed + 104729 * parallel_state.get_pipeline_model_parallel_rank())
     own = torch.Generator().manual_seed(seed + 7919 * parallel_state.get_tensor_model_parallel_rank())
     with torch.no_grad():
         for p in model.parameters():
@@ -54,15 +56,21 @@ def build(variant, seed):
 
 
 def build_model(variant):
+    tp = parallel_state.get_tensor_model_parallel_world_size()
+    pp = parallel_state.get_pipeline_model_parallel_world_size()
+    first = parallel_state.is_pipeline_first_stage()
+    last = parallel_state.is_pipeline_last_stage()
     common = dict(num_layers=2, hidden_size=16, num_attention_heads=4,
                   use_cpu_initialization=True, params_dtype=torch.float32,
-                  pipeline_dtype=torch.float32)
+                  pipeline_dtype=torch.float32, tensor_model_parallel_size=tp,
+                  pipeline_model_parallel_size=pp)
     if variant == 'gpt':
         config = TransformerConfig(**common)
         spec = get_gpt_layer_local_spec()
         # GPTModel's own default is untied; pretrain_gpt ties unless --untie-embeddings-and-...
         return GPTModel(config, spec, vocab_size=VOCAB, max_sequence_length=SEQ,
-                        share_embeddings_and_output_weights=True)
+                        share_embeddings_and_output_weights=True,
+                        pre_process=first, post_process=last)
     # Llama-3-like: GQA (2 query groups), SwiGLU, RMSNorm, RoPE, no biases, untied output.
     config = TransformerConfig(**common, num_query_groups=2, ffn_hidden_size=32,
                                gated_linear_unit=True, activation_func=F.silu,
@@ -71,7 +79,8 @@ def build_model(variant):
     spec = get_gpt_layer_local_spec(normalization='RMSNorm')
     return GPTModel(config, spec, vocab_size=VOCAB, max_sequence_length=SEQ,
                     position_embedding_type='rope',
-                    share_embeddings_and_output_weights=False)
+                    share_embeddings_and_output_weights=False,
+                    pre_process=first, post_process=last)
 
 
 def sd_metadata():
@@ -119,24 +128,33 @@ def checkpoint_layout(model):
     """The model's parameters as the plan says the checkpoint holds them, from the named
     parameters of every TP rank alone (not Megatron's sharding description): decoder.layers.N.X
     is row N of the stacked decoder.layers.X, with the local spec's renames; TP shards joined
-    by tp_merge; replicated parameters as rank 0 holds them. Collective: every rank calls it."""
+    by tp_merge; replicated parameters as TP rank 0 holds them; a pipeline stage's local layer i
+    is global layer first + i, first = stage x layers per stage. Collective: every rank calls it."""
     local = {n: (p.detach(), getattr(p, 'tensor_model_parallel', False))
              for n, p in model.named_parameters()}
+    me = (parallel_state.get_pipeline_model_parallel_rank(),
+          parallel_state.get_tensor_model_parallel_rank())
     ranks = [None] * dist.get_world_size()
-    dist.all_gather_object(ranks, local)
+    dist.all_gather_object(ranks, (me, local))
+    stages = {}
+    for (pp_rank, tp_rank), params in sorted(ranks, key=lambda r: r[0]):
+        stages.setdefault(pp_rank, []).append(params)
+    per_stage = model.config.num_layers // len(stages)
     out, layers = {}, {}
-    for name, (t, split) in ranks[0].items():
-        if split and len(ranks) > 1:
-            t = tp_merge(name, [r[name][0] for r in ranks], model.config.gated_linear_unit)
-        parts = name.split('.')
-        if parts[:2] == ['decoder', 'layers']:
-            rest = '.'.join(parts[3:])
-            for old, new in RENAMES:
-                if rest.startswith(old):
-                    rest = new + rest[len(old):]
-            layers.setdefault('decoder.layers.' + rest, {})[int(parts[2])] = t
-        else:
-            out[name] = t
+    for pp_rank, tp_ranks in stages.items():
+        for name, (t, split) in tp_ranks[0].items():
+            if split and len(tp_ranks) > 1:
+                t = tp_merge(name, [r[name][0] for r in tp_ranks], model.config.gated_linear_unit)
+            parts = name.split('.')
+            if parts[:2] == ['decoder', 'layers']:
+                rest = '.'.join(parts[3:])
+                for old, new in RENAMES:
+                    if rest.startswith(old):
+                        rest = new + rest[len(old):]
+                layer = pp_rank * per_stage + int(parts[2])
+                layers.setdefault('decoder.layers.' + rest, {})[layer] = t
+            else:
+                out[name] = t
     for key, rows in layers.items():
         out[key] = torch.stack([rows[i] for i in range(len(rows))])
     return out
@@ -202,8 +220,8 @@ def dump(meta, tensors, common, iter_dir, path):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit('usage: [torchrun --nproc-per-node TP] make_torch_dist.py OUTDIR')
+    if len(sys.argv) not in (2, 3):
+        sys.exit('usage: [torchrun --nproc-per-node TP*PP] make_torch_dist.py OUTDIR [PP]')
     if not torch.cuda.is_available():
         # FileSystemWriterAsync.preload_tensors calls torch.cuda.synchronize() whatever the
         # device of the tensors, and save_state_dict_async_finalize all-reduces its failure flag
@@ -213,13 +231,18 @@ def main():
         torch.cuda.current_device = lambda: 'cpu'
     os.environ.setdefault('MASTER_ADDR', '127.0.0.1')
     os.environ.setdefault('MASTER_PORT', '29571')
-    # One rank, or torchrun's world: every rank is one TP rank (PP 1, DP 1).
-    rank, tp = int(os.environ.get('RANK', 0)), int(os.environ.get('WORLD_SIZE', 1))
-    dist.init_process_group('gloo', rank=rank, world_size=tp)
-    parallel_state.initialize_model_parallel(tp, 1)
-    for variant in ('gpt', 'llama'):
+    # One rank, or torchrun's world of TP x PP ranks (DP 1).
+    rank, world = int(os.environ.get('RANK', 0)), int(os.environ.get('WORLD_SIZE', 1))
+    pp = int(sys.argv[2]) if len(sys.argv) == 3 else 1
+    tp = world // pp
+    dist.init_process_group('gloo', rank=rank, world_size=world)
+    parallel_state.initialize_model_parallel(tp, pp)
+    # With PP the tied GPT's last stage holds a copy of the embedding that Megatron keeps equal
+    # through the embedding group; the untied Llama alone needs none of that.
+    for variant in ('gpt', 'llama') if pp == 1 else ('llama',):
         model = build(variant, seed=1234)
-        root = os.path.join(sys.argv[1], variant if tp == 1 else f'{variant}_tp{tp}')
+        name = variant + (f'_tp{tp}' if tp > 1 else '') + (f'_pp{pp}' if pp > 1 else '')
+        root = os.path.join(sys.argv[1], name)
         iter_dir = save(model, root)
         want = checkpoint_layout(model)
         dist.barrier()
