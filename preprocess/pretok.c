@@ -226,17 +226,6 @@ size_t pretok_next(const unsigned char *s, size_t n, size_t pos)
     return gpt2_next(&c15, s, n, pos);
 }
 
-size_t pretok_split(const unsigned char *s, size_t n, size_t pos, size_t *ends, size_t max)
-{
-    if (!c15.stage2) pretok_init();
-    size_t k = 0;
-    while (k < max && pos < n) {
-        pos = gpt2_next(&c15, s, n, pos);
-        ends[k++] = pos;
-    }
-    return k;
-}
-
 size_t pretok_gpt2_hf_next(const unsigned char *s, size_t n, size_t pos)
 {
     if (!c16.stage2) pretok_init_hf();

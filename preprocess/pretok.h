@@ -54,12 +54,6 @@ int pretok_class(uint32_t cp);
  * piece is s[pos, return).  Always > pos. */
 size_t pretok_next(const unsigned char *s, size_t n, size_t pos);
 
-/* The same for up to max pieces at once: writes the end offsets of the
- * pieces from pos on into ends and returns how many (0 only when pos >= n).
- * One call per batch instead of per piece: the call itself cost about a fifth
- * of the scanner. */
-size_t pretok_split(const unsigned char *s, size_t n, size_t pos, size_t *ends, size_t max);
-
 /* PCRE2 reference.  pretok_pcre2_new compiles the pattern (with JIT when
  * available); one handle per thread, since it owns its match data.
  * @return 0, or -1 with a message in err (at most errlen bytes)

@@ -16,41 +16,27 @@
 
 static pretok_pcre2 *pc;
 
-/* Splits s with the scanner into "|"-joined pieces, three at a time
- * (pretok_split, which tokenize.c uses); each piece also equals
- * pretok_next's. */
+/* Splits s with the scanner into "|"-joined pieces. */
 static void split(const char *s, size_t n, char *out)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t pos = 0, w = 0, ends[3];
+    size_t pos = 0, w = 0;
     while (pos < n) {
-        size_t k = pretok_split(u, n, pos, ends, 3);
-        CHECK(k >= 1 && k <= 3);
-        for (size_t j = 0; j < k; j++) {
-            CHECK(ends[j] == pretok_next(u, n, pos));
-            if (w) out[w++] = '|';
-            memcpy(out + w, s + pos, ends[j] - pos);
-            w += ends[j] - pos;
-            pos = ends[j];
-        }
+        size_t e = pretok_next((const unsigned char *)s, n, pos);
+        if (w) out[w++] = '|';
+        memcpy(out + w, s + pos, e - pos);
+        w += e - pos;
+        pos = e;
     }
-    CHECK(pretok_split(u, n, n, ends, 3) == 0);
     out[w] = 0;
 }
 
-/* The scanner (piece by piece and in batches of 1 to 17) against PCRE2. */
 static int same_split(const unsigned char *s, size_t n)
 {
-    size_t a = 0, b = 0, c = 0, k = 0, j = 0, ends[17];
+    size_t a = 0, b = 0;
     while (a < n && b < n) {
         a = pretok_next(s, n, a);
         b = pretok_pcre2_next(pc, s, n, b);
-        if (j == k) {
-            k = pretok_split(s, n, c, ends, 1 + (a + n) % 17);
-            j = 0;
-        }
-        c = j < k ? ends[j++] : n + 1;
-        if (a != b || a != c) return 0;
+        if (a != b) return 0;
     }
     return a == b;
 }
