@@ -72,16 +72,7 @@ struct bpe_cache {
 
 static inline uint32_t vocab_find(const bpe *b, const unsigned char *p, size_t n, uint64_t h, uint64_t k8)
 {
-    size_t i = (size_t)(h >> b->vt_shift);
-    for (;;) {
-        const struct vocab_slot *s = &b->vt[i];
-        if (s->len == n && s->k8 == k8 &&
-            (n <= 8 || memcmp(p + 8, b->blob + b->tok_off[s->val & ID_MASK] + 8, n - 8) == 0))
-            return s->val;
-        if (s->len == 0)
-            return ID_NONE;
-        i = (i + 1) & b->vt_mask;
-    }
+    return b->vt[vocab_index(b, p, n, h, k8)].val;
 }
 
 /* ------------------------------------------------------------------------- */

@@ -111,10 +111,16 @@ static inline uint64_t hash_pair(uint64_t key)
 /* ------------------------------------------------------------------------- */
 /* the loaded tables                                                          */
 
+/*
+ * 8 bytes, so the 2 x vocabulary slots of GPT-2 take 1 MB and half as many
+ * cache lines as a slot holding the key would: the whole-token lookup is a
+ * load from this table, and the hot part of it must stay in cache.  The key
+ * is compared against the token's bytes in blob (by id, so the hot tokens,
+ * which BPE vocabularies number first, sit together there).
+ */
 struct vocab_slot {
-    uint64_t k8;  /* key8() of the token; the rest is compared against the blob */
-    uint32_t val; /* id | SELF_FLAG | WHOLE_FLAG (see above) */
-    uint32_t len; /* 0: empty slot */
+    uint32_t tag; /* low half of the token's hash_piece() (the slot index is from the high bits) */
+    uint32_t val; /* id | SELF_FLAG | WHOLE_FLAG (see above); ID_NONE: an empty slot */
 };
 
 struct bpe {
@@ -137,6 +143,31 @@ struct bpe {
     uint32_t byte_rank[256 * 256]; /* rank of the pair of single bytes (a, b) at [a << 8 | b] */
     uint64_t pair_in_token[256 * 256 / 64]; /* bit a << 8 | b: bytes a, b are adjacent in some token */
 };
+
+/* p[0..n), whose key8() is k8, are the bytes of token id */
+static inline int token_is(const bpe *b, uint32_t id, const unsigned char *p, size_t n, uint64_t k8)
+{
+    uint32_t off = b->tok_off[id];
+    return b->tok_off[id + 1] - off == n && key8(b->blob + off, n) == k8 &&
+           (n <= 8 || memcmp(p + 8, b->blob + off + 8, n - 8) == 0);
+}
+
+/*
+ * The slot of the token p[0..n) (k8 = key8(p, n), h = hash_piece(p, n, k8)),
+ * or the empty slot where it would go (its val is ID_NONE).  A tag that
+ * matches is confirmed against the token's bytes.
+ */
+static inline size_t vocab_index(const bpe *b, const unsigned char *p, size_t n, uint64_t h, uint64_t k8)
+{
+    size_t i = (size_t)(h >> b->vt_shift);
+    uint32_t tag = (uint32_t)h;
+    for (;;) {
+        const struct vocab_slot *s = &b->vt[i];
+        if (s->val == ID_NONE || (s->tag == tag && token_is(b, s->val & ID_MASK, p, n, k8)))
+            return i;
+        i = (i + 1) & b->vt_mask;
+    }
+}
 
 /*
  * The rank of the pair (l, r), or RANK_NONE.  One 8-byte slot holds the whole

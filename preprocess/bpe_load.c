@@ -347,14 +347,20 @@ static unsigned table_shift(size_t size)
 static size_t vocab_slot_index(const bpe *b, const unsigned char *p, size_t n)
 {
     uint64_t k8 = key8(p, n);
-    size_t i = (size_t)(hash_piece(p, n, k8) >> b->vt_shift);
-    for (;;) {
-        const struct vocab_slot *s = &b->vt[i];
-        if (s->len == 0 || (s->len == n && s->k8 == k8 &&
-            memcmp(p, b->blob + b->tok_off[s->val & ID_MASK], n) == 0))
-            return i;
-        i = (i + 1) & b->vt_mask;
-    }
+    return vocab_index(b, p, n, hash_piece(p, n, k8), k8);
+}
+
+/* an empty table for entries tokens into b->vt; @return 0 or -1 (out of memory) */
+static int vocab_table_new(bpe *b, size_t entries)
+{
+    size_t size = table_size(entries);
+    b->vt = malloc(size * sizeof *b->vt);
+    if (!b->vt)
+        return -1;
+    memset(b->vt, 0xFF, size * sizeof *b->vt); /* val ID_NONE: empty */
+    b->vt_mask = size - 1;
+    b->vt_shift = table_shift(size);
+    return 0;
 }
 
 static uint32_t vocab_id(const bpe *b, const unsigned char *p, size_t n)
@@ -362,7 +368,7 @@ static uint32_t vocab_id(const bpe *b, const unsigned char *p, size_t n)
     if (n == 0 || n > b->max_len)
         return ID_NONE;
     const struct vocab_slot *s = &b->vt[vocab_slot_index(b, p, n)];
-    return s->len ? s->val & ID_MASK : ID_NONE;
+    return s->val != ID_NONE ? s->val & ID_MASK : ID_NONE;
 }
 
 /* Orders the parsed tokens by id into b's blob and builds the bytes -> id table. */
@@ -376,8 +382,7 @@ static int build_vocab(struct load_ctx *x, bpe *b, const struct vocab_parse *vp)
     by_id = malloc(n * sizeof *by_id);
     b->tok_off = malloc((n + 1) * sizeof *b->tok_off);
     b->blob = malloc(vp->blob_len);
-    b->vt = calloc(table_size(n), sizeof *b->vt);
-    ERROR_GOTO_IF(!by_id || !b->tok_off || !b->blob || !b->vt, BPE_ERR_NOMEM,
+    ERROR_GOTO_IF(!by_id || !b->tok_off || !b->blob || vocab_table_new(b, n) != 0, BPE_ERR_NOMEM,
                   "out of memory loading '%s'", vp->path);
     memset(by_id, 0xFF, n * sizeof *by_id);
     for (size_t i = 0; i < n; i++) {
@@ -401,19 +406,16 @@ static int build_vocab(struct load_ctx *x, bpe *b, const struct vocab_parse *vp)
             b->max_len = e->len;
     }
     b->tok_off[n] = off;
-    b->vt_mask = table_size(n) - 1;
-    b->vt_shift = table_shift(b->vt_mask + 1);
     for (size_t id = 0; id < n; id++) {
         const unsigned char *p = b->blob + b->tok_off[id];
         size_t len = b->tok_off[id + 1] - b->tok_off[id];
         struct vocab_slot *s = &b->vt[vocab_slot_index(b, p, len)];
-        ERROR_GOTO_IF(s->len != 0, BPE_ERR_VOCAB,
+        ERROR_GOTO_IF(s->val != ID_NONE, BPE_ERR_VOCAB,
                       "invalid vocab '%s': line %u: duplicate token '%s' (also line %u)", vp->path,
                       vp->ents[by_id[id]].line, show_token(show, sizeof show, p, len),
                       vp->ents[by_id[s->val]].line);
-        s->k8 = key8(p, len);
+        s->tag = (uint32_t)hash_piece(p, len, key8(p, len));
         s->val = (uint32_t)id;
-        s->len = (uint32_t)len;
         for (size_t i = 0; i + 1 < len; i++) {
             unsigned k = (unsigned)p[i] << 8 | p[i + 1];
             b->pair_in_token[k >> 6] |= (uint64_t)1 << (k & 63);
@@ -749,8 +751,8 @@ int bpe_build(bpe **out, const bpe_spec *sp, char *errbuf, size_t errlen)
     b->n = n;
     b->tok_off = malloc((n + 1) * sizeof *b->tok_off);
     b->blob = malloc(total ? total : 1);
-    b->vt = calloc(table_size(nreach), sizeof *b->vt);
-    ERROR_GOTO_IF(!b->tok_off || !b->blob || !b->vt, BPE_ERR_NOMEM, "out of memory building the BPE tables");
+    ERROR_GOTO_IF(!b->tok_off || !b->blob || vocab_table_new(b, nreach) != 0, BPE_ERR_NOMEM,
+                  "out of memory building the BPE tables");
     uint32_t off = 0;
     for (size_t id = 0; id < n; id++) {
         b->tok_off[id] = off;
@@ -762,19 +764,16 @@ int bpe_build(bpe **out, const bpe_spec *sp, char *errbuf, size_t errlen)
         }
     }
     b->tok_off[n] = off;
-    b->vt_mask = table_size(nreach) - 1;
-    b->vt_shift = table_shift(b->vt_mask + 1);
     for (size_t id = 0; id < n; id++) {
         size_t len = b->tok_off[id + 1] - b->tok_off[id];
         if (!len || (sp->reachable && !sp->reachable[id]))
             continue;
         const unsigned char *p = b->blob + b->tok_off[id];
         struct vocab_slot *s = &b->vt[vocab_slot_index(b, p, len)];
-        ERROR_GOTO_IF(s->len != 0, BPE_ERR_VOCAB, "token '%s' has two ids, %u and %zu",
+        ERROR_GOTO_IF(s->val != ID_NONE, BPE_ERR_VOCAB, "token '%s' has two ids, %u and %zu",
                       show_token(show, sizeof show, p, len), s->val & ID_MASK, id);
-        s->k8 = key8(p, len);
+        s->tag = (uint32_t)hash_piece(p, len, key8(p, len));
         s->val = (uint32_t)id | ((sp->flags & BPE_BUILD_IGNORE_MERGES) ? WHOLE_FLAG : 0);
-        s->len = (uint32_t)len;
         for (size_t i = 0; i + 1 < len; i++) {
             unsigned k = (unsigned)p[i] << 8 | p[i + 1];
             b->pair_in_token[k >> 6] |= (uint64_t)1 << (k & 63);
