@@ -8,6 +8,7 @@
  * unknown record, a stale serialization id) are refused with one line.
  */
 #include "harness.h"
+#include "torchdist_fixtures.h"
 #include "torchsave.h"
 
 #include <stdint.h>
@@ -15,23 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DIR "tests/data/torch_dist/"
 
-static const char *fixtures[] = { "gpt", "llama", "gpt_tp2", "llama_tp2", "llama_pp2", "llama_tp2_pp2" };
-
-static unsigned char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc(len > 0 ? (size_t)len : 1);
-    if (p && fread(p, 1, (size_t)len, f) != (size_t)len) { free(p); p = NULL; }
-    fclose(f);
-    *n = (size_t)len;
-    return p;
-}
 
 /* Parse "(1, 64, 16)" or "(16,)" into v; the count, or -1. */
 static int parse_tuple(const char *s, uint64_t *v)
@@ -179,13 +164,6 @@ static void refused(const unsigned char *b, size_t n, const char *cause)
     CHECK(strstr(err, cause) != NULL);
 }
 
-/* Find the first occurrence of s in b (the test knows the fixture has it). */
-static size_t find(const unsigned char *b, size_t n, const char *s, size_t slen)
-{
-    for (size_t i = 0; i + slen <= n; i++)
-        if (!memcmp(b + i, s, slen)) return i;
-    return n;
-}
 
 static void test_corrupt(void)
 {
