@@ -247,6 +247,8 @@ static int push_global(pk_parser *P, const char *module, size_t mlen, const char
     if (mlen + nlen + 2 > sizeof q || memchr(module, 0, mlen) || memchr(name, 0, nlen))
         FAIL(PK_ERR_FORMAT, "global name too long");
     snprintf(q, sizeof q, "%.*s.%.*s", (int)mlen, module, (int)nlen, name);
+    for (const char *c = q; *c; c++)          /* keeps the message below one printable line */
+        if (*c < 0x20 || *c > 0x7E) FAIL(PK_ERR_FORMAT, "a global whose name is not printable ASCII");
     if (!qualname_allowed(q)) FAIL(PK_ERR_FORMAT, "global '%s' is not allowed", q);
     char *s = malloc(strlen(q) + 1);
     if (!s || track(P->d, s)) { free(s); FAIL(PK_ERR_NOMEM, "out of memory"); }

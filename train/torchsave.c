@@ -259,6 +259,14 @@ static int check_names(const ts_archive *a, const char *name, char *err, size_t 
     return 0;
 }
 
+/* Names torch writes are ASCII; checking keeps messages one printable line. */
+static int printable(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < 0x20 || s[i] > 0x7E) return 0;
+    return 1;
+}
+
 /* One central directory entry at cd and the record it points to, which must
  * start at *pos (records back to back); *pos moves past its descriptor. */
 static int parse_entry(const unsigned char *buf, size_t size, size_t cd_end, size_t *cdp, size_t *pos, ts_archive *a,
@@ -280,8 +288,8 @@ static int parse_entry(const unsigned char *buf, size_t size, size_t cd_end, siz
     if (cd_end - cd - CENTRAL_SIZE < nlen + clen) FAIL(TS_ERR_FORMAT, "'%s': central directory entry at offset %zu is truncated", name, cd);
     const char *full = (const char *)e + CENTRAL_SIZE;
     size_t plen = strlen(a->prefix);
-    if (nlen <= plen + 1 || nlen - plen - 1 >= TS_MAX_NAME || memcmp(full, a->prefix, plen) || full[plen] != '/' ||
-        memchr(full, 0, nlen))
+    if (!printable(full, nlen)) FAIL(TS_ERR_FORMAT, "'%s': a record name at offset %zu is not printable ASCII", name, cd + CENTRAL_SIZE);
+    if (nlen <= plen + 1 || nlen - plen - 1 >= TS_MAX_NAME || memcmp(full, a->prefix, plen) || full[plen] != '/')
         FAIL(TS_ERR_FORMAT, "'%s': record name '%.*s' is not under '%s/'", name, (int)(nlen < 200 ? nlen : 200), full, a->prefix);
     if (a->n == TS_MAX_RECORDS) FAIL(TS_ERR_FORMAT, "'%s': more than %d records", name, TS_MAX_RECORDS);
     ts_record *r = &a->rec[a->n];
@@ -334,7 +342,8 @@ int ts_archive_parse(const unsigned char *buf, size_t size, const char *name, ts
     size_t n0 = get16(buf + cd + 28);
     const char *first = (const char *)buf + cd + CENTRAL_SIZE;
     const char *slash = n0 <= cd_size - CENTRAL_SIZE ? memchr(first, '/', n0) : NULL;
-    if (!slash || slash == first || (size_t)(slash - first) >= TS_MAX_NAME) FAIL(TS_ERR_FORMAT, "'%s': first record has no archive prefix", name);
+    if (!slash || slash == first || (size_t)(slash - first) >= TS_MAX_NAME || !printable(first, (size_t)(slash - first)))
+        FAIL(TS_ERR_FORMAT, "'%s': first record has no archive prefix", name);
     memcpy(a->prefix, first, (size_t)(slash - first));
     a->prefix[slash - first] = 0;
 

@@ -256,6 +256,8 @@ static void test_corrupt(void)
     refused(reduce_str, sizeof reduce_str - 1, "REDUCE of something that is not a global");
     static const unsigned char old_global[] = "\x80\x02" "cos\nsystem\nX\x02\0\0\0ls\x85R.";
     refused(old_global, sizeof old_global - 1, "global 'os.system' is not allowed");
+    static const unsigned char newline_global[] = "\x80\x04\x8c\x02" "a\n\x8c\x01" "b\x93.";
+    refused(newline_global, sizeof newline_global - 1, "a global whose name is not printable ASCII");
     free(b);
     free(good);
 }
