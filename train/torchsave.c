@@ -100,7 +100,12 @@ static uint64_t std_string_hash(const char *s, size_t len)
  * a name whose bucket is empty goes to the front of the set's list, one
  * whose bucket is taken goes before that bucket's first node.  The id is
  * the combined name hashes in that order, then the combined CRCs in writing
- * order, each printed as 20 zero-padded decimal digits.
+ * order, each printed as 20 zero-padded decimal digits.  torch's own names
+ * (data.pkl, .format_version, .storage_alignment, byteorder, data/0,
+ * version) fall in six different buckets, so for them the order is the
+ * reverse of the writing order, which the fixtures confirm; the rule for a
+ * shared bucket is libstdc++'s (_M_insert_bucket_begin) and no fixture
+ * exercises it.
  */
 static void serialization_id(char out[41], const ts_record *rec, size_t n, const uint32_t *crc)
 {
