@@ -23,15 +23,9 @@ static void adamw_block(float *params, float *m, float *v, const float *grads, s
                         float lr, float beta1, float beta2, float eps, float weight_decay,
                         float grad_scale, float bc1, float bc2)
 {
-    for (size_t i = 0; i < n; i++) {
-        float g = grads[i] * grad_scale;
-        float mi = beta1 * m[i] + (1.0f - beta1) * g;
-        float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        float update = (mi / bc1) / (sqrtf(vi / bc2) + eps) + weight_decay * params[i];
-        params[i] -= lr * update;
-    }
+    for (size_t i = 0; i < n; i++)
+        mds_adamw_elem(&params[i], &m[i], &v[i], grads[i], lr, beta1, beta2, eps, weight_decay, grad_scale,
+                       bc1, bc2);
 }
 
 /* Elementwise, so blocks of ADAMW_BLOCK go to whichever thread is free; the

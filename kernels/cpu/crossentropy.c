@@ -74,12 +74,11 @@ void crossentropy_forward_cpu(float *losses, float *maxes, float *sumexp, float 
         float mx;
         double s;
         ce_row_stats(&mx, &s, l, V);
-        long ix = (long)targets[bt] - v_start;
-        float tl = ix >= 0 && ix < V ? l[ix] : 0.0f;
+        float tl = mds_ce_target_logit(l, targets[bt], V, v_start);
         maxes[bt] = mx;
         sumexp[bt] = (float)s;
         tlogits[bt] = tl;
-        losses[bt] = mask && mask[bt] == 0.0f ? 0.0f : logf((float)s) + mx - tl;
+        losses[bt] = mds_ce_loss(mask, bt, s, mx, tl);
     }
 }
 

@@ -15,13 +15,7 @@ __global__ static void adamw_kernel(float *params, float *m, float *v, const flo
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N)
         return;
-    float g = grads[i] * grad_scale;
-    float mi = beta1 * m[i] + (1.0f - beta1) * g;
-    float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    float update = (mi / bc1) / (sqrtf(vi / bc2) + eps) + weight_decay * params[i];
-    params[i] -= lr * update;
+    mds_adamw_elem(&params[i], &m[i], &v[i], grads[i], lr, beta1, beta2, eps, weight_decay, grad_scale, bc1, bc2);
 }
 
 void adamw_update_cuda(float *params, float *m, float *v, const float *grads, size_t N, int t, float lr, float beta1,

@@ -54,7 +54,7 @@ __global__ static void attention_forward_kernel(float *out, float *lse, const fl
     mx = mds_cu_block_max(mx);
     double sum = 0.0;
     for (int s = threadIdx.x; s < n; s += blockDim.x) {
-        float e = mds_cu_expf(p[s] * scale - mx);
+        float e = mds_expf(p[s] * scale - mx);
         p[s] = e;
         sum += e;
     }
@@ -111,7 +111,7 @@ __global__ static void attention_backward_dq_kernel(float *dqkv, const float *do
             a = a + q[i] * ks[i];
         for (int i = 0; i < hs; i++)
             dv = dv + dO[i] * vs[i];
-        float pe = mds_cu_expf(a * scale - l);
+        float pe = mds_expf(a * scale - l);
         if (drop.p > 0.0f) {
             float m = mds_dropout_keep(rk, drop.site, i0 + (uint64_t)s, thr) ? dscale : 0.0f;
             ds[s] = pe * (m * dv - D) * scale;
@@ -167,7 +167,7 @@ __global__ static void attention_backward_dkv_kernel(float *dqkv, const float *d
                     a = a + q[c] * ks[c];
                 for (int c = 0; c < hs; c++)
                     dvd = dvd + dO[c] * vs[c];
-                float pe = mds_cu_expf(a * scale - lse[((size_t)b * NH + h) * T + t]);
+                float pe = mds_expf(a * scale - lse[((size_t)b * NH + h) * T + t]);
                 if (drop.p > 0.0f) {
                     uint64_t idx = ((uint64_t)(drop.head0 + h) * (uint64_t)T + (uint64_t)t) * (uint64_t)T + (uint64_t)s;
                     float m = mds_dropout_keep(rk, drop.site, idx, thr) ? dscale : 0.0f;

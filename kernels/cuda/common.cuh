@@ -23,6 +23,7 @@
 
 #include "kernels.h"
 #include "dropout.h"
+#include "formulas.h"   /* mds_expf and the other formulas the CPU kernels use */
 
 /* Threads per block of the row kernels (a multiple of 32, at most 1024). */
 #define MDS_CU_THREADS 256
@@ -40,27 +41,6 @@ static inline unsigned mds_cu_blocks(size_t n, unsigned threads)
 {
     size_t b = (n + threads - 1) / threads;
     return (unsigned)(b < 1 ? 1 : b > 0x7fffffffu ? 0x7fffffffu : b);
-}
-
-/* The CPU's mds_expf (kernels/cpu/common.h), operation for operation: with
- * -fmad=false the same bits. */
-static __device__ __forceinline__ float mds_cu_expf(float x)
-{
-    float xc = x < -87.3f ? -87.3f : (x > 88.72f ? 88.72f : x);
-    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = xc - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    float y = p * (r * r) + r + 1.0f;
-    int bits = __float_as_int(y) + (int)n * (1 << 23);
-    y = x > 88.72f ? __int_as_float(0x7f800000) : __int_as_float(bits);
-    y = x < -87.3f ? 0.0f : y;
-    return x != x ? x : y;
 }
 
 /* Sum of v over the block in a fixed order (warp tree, then the warps in

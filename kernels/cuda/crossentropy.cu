@@ -5,7 +5,7 @@
  *
  * One block per token row.  The max is exact; sum-exp accumulates in double
  * with the fixed-order mds_cu_block_sum (the CPU's sum up to double
- * rounding), with mds_cu_expf, the CPU's exp.  The backward overwrites
+ * rounding), with mds_expf, the CPU's exp.  The backward overwrites
  * dlogits and may run in place: each element is read and written by the
  * same thread, and the target logit is read before the block writes
  * anything.  Deliberately simple: not fused with the classifier matmul.
@@ -26,15 +26,14 @@ __global__ static void ce_forward_kernel(float *losses, float *maxes, float *sum
     mx = mds_cu_block_max(mx);
     double s = 0.0;
     for (int v = threadIdx.x; v < V; v += blockDim.x)
-        s += mds_cu_expf(l[v] - mx);
+        s += mds_expf(l[v] - mx);
     s = mds_cu_block_sum<double>(s);
     if (threadIdx.x == 0) {
-        long ix = (long)targets[bt] - v_start;
-        float tl = ix >= 0 && ix < V ? l[ix] : 0.0f;
+        float tl = mds_ce_target_logit(l, targets[bt], V, v_start);
         maxes[bt] = mx;
         sumexp[bt] = (float)s;
         tlogits[bt] = tl;
-        losses[bt] = mask && mask[bt] == 0.0f ? 0.0f : logf((float)s) + mx - tl;
+        losses[bt] = mds_ce_loss(mask, bt, s, mx, tl);
     }
 }
 
@@ -101,10 +100,10 @@ __global__ static void ce_backward_kernel(float *dlogits, const float *logits, c
     float lt = has ? l[ix] : 0.0f;
     __syncthreads();   /* every thread holds lt before any writes */
     for (int v = threadIdx.x; v < V; v += blockDim.x)
-        dl[v] = mds_cu_expf(l[v] - mx) * inv * d;
+        dl[v] = mds_expf(l[v] - mx) * inv * d;
     __syncthreads();
     if (threadIdx.x == 0 && has)
-        dl[ix] = (mds_cu_expf(lt - mx) * inv - 1.0f) * d;
+        dl[ix] = (mds_expf(lt - mx) * inv - 1.0f) * d;
 }
 
 void crossentropy_backward_cuda(float *dlogits, const float *logits, const float *maxes, const float *sumexp,

@@ -1,6 +1,6 @@
 /*
  * gelu.cu - CUDA GELU (tanh approximation), forward and backward: the
- * expressions of gelu.c with the same exp (mds_cu_expf), elementwise, so
+ * expressions of gelu.c with the same exp (mds_expf), elementwise, so
  * the CPU's bits.  No bias fusion.
  */
 #include "common.cuh"
@@ -14,7 +14,7 @@ __global__ static void gelu_forward_kernel(float *out, const float *inp, size_t 
     if (i >= N)
         return;
     float x = inp[i];
-    float sig = 1.0f / (1.0f + mds_cu_expf(-2.0f * GELU_SCALE * (x + GELU_CUBE * x * x * x)));
+    float sig = 1.0f / (1.0f + mds_expf(-2.0f * GELU_SCALE * (x + GELU_CUBE * x * x * x)));
     out[i] = x * sig;
 }
 
@@ -24,7 +24,7 @@ __global__ static void gelu_backward_kernel(float *dinp, const float *inp, const
     if (i >= N)
         return;
     float x = inp[i];
-    float sig = 1.0f / (1.0f + mds_cu_expf(-2.0f * GELU_SCALE * (x + GELU_CUBE * x * x * x)));
+    float sig = 1.0f / (1.0f + mds_expf(-2.0f * GELU_SCALE * (x + GELU_CUBE * x * x * x)));
     float grad = sig + 2.0f * x * sig * (1.0f - sig) * GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * x * x);
     dinp[i] = dinp[i] + grad * dout[i];
 }

@@ -13,7 +13,7 @@ __global__ static void swiglu_forward_kernel(float *out, const float *inp, size_
     size_t n = idx / F, i = idx % F;
     const float *x = inp + n * 2 * (size_t)F;
     float g = x[i];
-    float sig = 1.0f / (1.0f + mds_cu_expf(-g));
+    float sig = 1.0f / (1.0f + mds_expf(-g));
     out[idx] = g * sig * x[F + i];
 }
 
@@ -26,7 +26,7 @@ __global__ static void swiglu_backward_kernel(float *dinp, const float *inp, con
     const float *x = inp + n * 2 * (size_t)F;
     float *dx = dinp + n * 2 * (size_t)F;
     float g = x[i], up = x[F + i], d = dout[idx];
-    float sig = 1.0f / (1.0f + mds_cu_expf(-g));
+    float sig = 1.0f / (1.0f + mds_expf(-g));
     dx[i] = dx[i] + d * up * sig * (1.0f + g * (1.0f - sig));
     dx[F + i] = dx[F + i] + d * g * sig;
 }
