@@ -73,30 +73,27 @@ def cdiv(a, b):
 
 # ---- comm.c's counters -------------------------------------------------------
 
-def allreduce_sum(n, p, e):
-    """(calls, bytes) comm_allreduce(SUM) counts for n elements of e bytes."""
+def _allreduce(n, p, e, seg):
+    """(calls, bytes) of comm.c's all-reduce cut into calls of seg elements:
+    each call moves a ring all-reduce's 2 (p-1) ceil(k/p) elements."""
     if p == 1 or n == 0:
         return 0, 0
-    seg = PIECE // e // 4
     calls = nbytes = 0
     for off in range(0, n, seg):
         k = min(seg, n - off)
         calls += 1
         nbytes += 2 * (p - 1) * cdiv(k, p) * e
     return calls, nbytes
+
+
+def allreduce_sum(n, p, e):
+    """(calls, bytes) comm_allreduce(SUM) counts for n elements of e bytes."""
+    return _allreduce(n, p, e, PIECE // e // 4)
 
 
 def allreduce_max(n, p, e):
     """(calls, bytes) of comm_allreduce(MAX), fp32 or fp64."""
-    if p == 1 or n == 0:
-        return 0, 0
-    seg = PIECE // e
-    calls = nbytes = 0
-    for off in range(0, n, seg):
-        k = min(seg, n - off)
-        calls += 1
-        nbytes += 2 * (p - 1) * cdiv(k, p) * e
-    return calls, nbytes
+    return _allreduce(n, p, e, PIECE // e)
 
 
 def scatter_gather(chunk, p, e):
