@@ -9,6 +9,7 @@
  * It does not print, exit, or keep anything between calls.
  */
 #include "checkpoint.h"
+#include "le.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,29 +46,9 @@ uint64_t ckpt_fnv1a64(uint64_t h, const void *p, size_t n)
 
 /* ---- little-endian packing ------------------------------------------------ */
 
-static void put32(unsigned char *p, uint32_t x)
-{
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(x >> (8 * i));
-}
-static void put64(unsigned char *p, uint64_t x)
-{
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(x >> (8 * i));
-}
-static uint32_t get32(const unsigned char *p)
-{
-    uint32_t x = 0;
-    for (int i = 0; i < 4; i++) x |= (uint32_t)p[i] << (8 * i);
-    return x;
-}
-static uint64_t get64(const unsigned char *p)
-{
-    uint64_t x = 0;
-    for (int i = 0; i < 8; i++) x |= (uint64_t)p[i] << (8 * i);
-    return x;
-}
-static void putf32(unsigned char *p, float f) { uint32_t x; memcpy(&x, &f, 4); put32(p, x); }
-static void putf64(unsigned char *p, double f) { uint64_t x; memcpy(&x, &f, 8); put64(p, x); }
-static double getf64(const unsigned char *p) { uint64_t x = get64(p); double f; memcpy(&f, &x, 8); return f; }
+static void putf32(unsigned char *p, float f) { uint32_t x; memcpy(&x, &f, 4); le_put32(p, x); }
+static void putf64(unsigned char *p, double f) { uint64_t x; memcpy(&x, &f, 8); le_put64(p, x); }
+static double getf64(const unsigned char *p) { uint64_t x = le_get64(p); double f; memcpy(&f, &x, 8); return f; }
 
 /* The architecture fields of the header, in order from offset 16 (int32). */
 enum { H_LAYERS, H_HIDDEN, H_HEADS, H_FFN, H_MAXPOS, H_VOCAB, H_PADDED, H_VOCAB_DIV, H_UNTIE,
@@ -146,47 +127,47 @@ static void pack_header(unsigned char *h, const gpt_model *m, const ckpt_state *
 {
     memset(h, 0, HEADER_BYTES);
     memcpy(h, CKPT_MAGIC, 8);
-    put32(h + 8, CKPT_VERSION);
-    put32(h + 12, HEADER_BYTES);
+    le_put32(h + 8, CKPT_VERSION);
+    le_put32(h + 12, HEADER_BYTES);
     int32_t f[H_NFIELDS];
     model_fields(m, f);
-    for (int i = 0; i < H_NFIELDS; i++) put32(h + 16 + 4 * i, (uint32_t)f[i]);
+    for (int i = 0; i < H_NFIELDS; i++) le_put32(h + 16 + 4 * i, (uint32_t)f[i]);
     putf32(h + 16 + 4 * H_INIT_STD, m->cfg.init_method_std);
     putf32(h + 16 + 4 * H_EPS, m->cfg.layernorm_eps);
-    put64(h + 80, m->cfg.seed);
-    put64(h + 88, (uint64_t)m->num_params);
-    for (int i = 0; i < SIZE_TABLE; i++) put64(h + 96 + 8 * i, (uint64_t)m->param_sizes[i]);
-    put64(h + 232, st->iteration);
-    put64(h + 240, (uint64_t)m->step);
-    put64(h + 248, st->consumed_train_samples);
-    put64(h + 256, st->consumed_valid_samples);
+    le_put64(h + 80, m->cfg.seed);
+    le_put64(h + 88, (uint64_t)m->num_params);
+    for (int i = 0; i < SIZE_TABLE; i++) le_put64(h + 96 + 8 * i, (uint64_t)m->param_sizes[i]);
+    le_put64(h + 232, st->iteration);
+    le_put64(h + 240, (uint64_t)m->step);
+    le_put64(h + 248, st->consumed_train_samples);
+    le_put64(h + 256, st->consumed_valid_samples);
     putf64(h + 264, st->max_lr);
     putf64(h + 272, st->min_lr);
     putf64(h + 280, st->init_lr);
     putf64(h + 288, st->warmup_steps);
     putf64(h + 296, st->decay_steps);
     putf64(h + 304, st->num_steps);
-    put32(h + 312, st->decay_style);
+    le_put32(h + 312, st->decay_style);
     uint64_t bytes = (uint64_t)m->num_params * sizeof(float);
     for (int s = 0; s < NSECTIONS; s++) {
         unsigned char *e = h + SECTIONS_AT + 24 * s;
-        put64(e, HEADER_BYTES + (uint64_t)s * bytes);
-        put64(e + 8, bytes);
-        put64(e + 16, sums[s]);
+        le_put64(e, HEADER_BYTES + (uint64_t)s * bytes);
+        le_put64(e + 8, bytes);
+        le_put64(e + 16, sums[s]);
     }
     int32_t a[A_NINTS];
     double d[3];
     arch_fields(m, a, d);
-    for (int i = 0; i < A_NINTS; i++) put32(h + ARCH_AT + 4 * i, (uint32_t)a[i]);
+    for (int i = 0; i < A_NINTS; i++) le_put32(h + ARCH_AT + 4 * i, (uint32_t)a[i]);
     for (int i = 0; i < 3; i++) putf64(h + ARCH_AT + 32 + 8 * i, d[i]);
     putf64(h + 448, st->loss_scale);
-    put32(h + 456, st->growth_tracker);
-    put32(h + 460, st->hysteresis_tracker);
-    put32(h + 464, st->ds_scheduler);
+    le_put32(h + 456, st->growth_tracker);
+    le_put32(h + 460, st->hysteresis_tracker);
+    le_put32(h + 464, st->ds_scheduler);
     putf64(h + 472, st->ds_last_batch_iteration);
     putf64(h + 480, st->ds_lr);
     putf64(h + 488, st->ds_lr_embed);
-    put64(h + HEADER_SUM_AT, ckpt_fnv1a64(CKPT_FNV_INIT, h, HEADER_SUM_AT));
+    le_put64(h + HEADER_SUM_AT, ckpt_fnv1a64(CKPT_FNV_INIT, h, HEADER_SUM_AT));
 }
 
 /* ---- paths and atomic files ---------------------------------------------- */
@@ -395,15 +376,15 @@ int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, float *ada
     if (fread(h, 1, HEADER_BYTES, f) != HEADER_BYTES)
         FAIL(CKPT_ERR_FORMAT, "'%s': truncated header (%lld bytes)", path, (long long)sb.st_size);
     if (memcmp(h, CKPT_MAGIC, 8) != 0) FAIL(CKPT_ERR_FORMAT, "'%s': bad magic (not an mdstrain checkpoint)", path);
-    uint32_t version = get32(h + 8);
+    uint32_t version = le_get32(h + 8);
     if (version < 1 || version > CKPT_VERSION)
         FAIL(CKPT_ERR_FORMAT, "'%s': unsupported version %u (this build reads 1 to %d)", path, version, CKPT_VERSION);
-    if (get32(h + 12) != HEADER_BYTES)
-        FAIL(CKPT_ERR_FORMAT, "'%s': header_bytes is %u, expected %d", path, get32(h + 12), HEADER_BYTES);
+    if (le_get32(h + 12) != HEADER_BYTES)
+        FAIL(CKPT_ERR_FORMAT, "'%s': header_bytes is %u, expected %d", path, le_get32(h + 12), HEADER_BYTES);
     uint64_t hsum = ckpt_fnv1a64(CKPT_FNV_INIT, h, HEADER_SUM_AT);
-    if (get64(h + HEADER_SUM_AT) != hsum)
+    if (le_get64(h + HEADER_SUM_AT) != hsum)
         FAIL(CKPT_ERR_CHECKSUM, "'%s': header checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64 ")",
-             path, get64(h + HEADER_SUM_AT), hsum);
+             path, le_get64(h + HEADER_SUM_AT), hsum);
 
     /* the architecture of version 2 (version 1 files are GPT-2's) */
     {
@@ -411,7 +392,7 @@ int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, float *ada
         double want_d[3], got_d[3] = {10000.0, 1.0, 0.0};
         arch_fields(m, want_a, want_d);
         if (version >= 2) {
-            for (int i = 0; i < A_NINTS; i++) got_a[i] = (int32_t)get32(h + ARCH_AT + 4 * i);
+            for (int i = 0; i < A_NINTS; i++) got_a[i] = (int32_t)le_get32(h + ARCH_AT + 4 * i);
             for (int i = 0; i < 3; i++) got_d[i] = getf64(h + ARCH_AT + 32 + 8 * i);
         }
         for (int i = 0; i < A_NINTS; i++)
@@ -431,18 +412,18 @@ int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, float *ada
     model_fields(m, want);
     for (int i = 0; i < H_NFIELDS; i++) {
         if (i == H_INIT_STD || i == H_EPS) continue;
-        int32_t got = (int32_t)get32(h + 16 + 4 * i);
+        int32_t got = (int32_t)le_get32(h + 16 + 4 * i);
         if (got != want[i])
             FAIL(CKPT_ERR_MISMATCH, "'%s': %s is %d in the checkpoint but %d in this run", path, field_names[i],
                  (int)got, (int)want[i]);
     }
-    if (get64(h + 88) != (uint64_t)m->num_params)
+    if (le_get64(h + 88) != (uint64_t)m->num_params)
         FAIL(CKPT_ERR_MISMATCH, "'%s': num_params is %" PRIu64 " in the checkpoint but %zu in this run", path,
-             get64(h + 88), m->num_params);
+             le_get64(h + 88), m->num_params);
     for (int i = 0; i < SIZE_TABLE; i++)
-        if (get64(h + 96 + 8 * i) != (uint64_t)m->param_sizes[i])
+        if (le_get64(h + 96 + 8 * i) != (uint64_t)m->param_sizes[i])
             FAIL(CKPT_ERR_MISMATCH, "'%s': size of tensor %d is %" PRIu64 " in the checkpoint but %zu in this run",
-                 path, i, get64(h + 96 + 8 * i), m->param_sizes[i]);
+                 path, i, le_get64(h + 96 + 8 * i), m->param_sizes[i]);
 
     uint64_t bytes = (uint64_t)m->num_params * sizeof(float);
     if ((uint64_t)sb.st_size != HEADER_BYTES + NSECTIONS * bytes)
@@ -454,9 +435,9 @@ int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, float *ada
     static const int which[NSECTIONS] = {GPT_STATE_WEIGHTS, GPT_STATE_ADAM_M, GPT_STATE_ADAM_V};
     for (int s = 0; s < NSECTIONS; s++) {
         const unsigned char *e = h + SECTIONS_AT + 24 * s;
-        if (get64(e) != HEADER_BYTES + (uint64_t)s * bytes || get64(e + 8) != bytes)
+        if (le_get64(e) != HEADER_BYTES + (uint64_t)s * bytes || le_get64(e + 8) != bytes)
             FAIL(CKPT_ERR_FORMAT, "'%s': %s section at offset %" PRIu64 " size %" PRIu64 ", expected %" PRIu64
-                 " and %" PRIu64, path, section_names[s], get64(e), get64(e + 8),
+                 " and %" PRIu64, path, section_names[s], le_get64(e), le_get64(e + 8),
                  HEADER_BYTES + (uint64_t)s * bytes, bytes);
         uint64_t sum = CKPT_FNV_INIT;
         for (size_t off = 0; off < m->num_params; off += CHUNK_FLOATS) {
@@ -469,31 +450,31 @@ int ckpt_load_rank(const char *dir, uint64_t iteration, gpt_model *m, float *ada
                 FAIL(CKPT_ERR_ARG, "cannot load '%s': the model does not hold the whole %s section", path,
                      section_names[s]);
         }
-        if (sum != get64(e + 16))
+        if (sum != le_get64(e + 16))
             FAIL(CKPT_ERR_CHECKSUM, "'%s': %s checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64 ")",
-                 path, section_names[s], get64(e + 16), sum);
+                 path, section_names[s], le_get64(e + 16), sum);
     }
-    uint64_t step = get64(h + 240);
+    uint64_t step = le_get64(h + 240);
     if (step > (uint64_t)INT32_MAX) FAIL(CKPT_ERR_FORMAT, "'%s': adam_step %" PRIu64 " is out of range", path, step);
     memset(st, 0, sizeof *st);
-    st->iteration = get64(h + 232);
+    st->iteration = le_get64(h + 232);
     if (st->iteration != iteration)
         FAIL(CKPT_ERR_FORMAT, "'%s': iteration is %" PRIu64 " but the directory says %" PRIu64, path,
              st->iteration, iteration);
     m->step = (int)step;
-    st->consumed_train_samples = get64(h + 248);
-    st->consumed_valid_samples = get64(h + 256);
+    st->consumed_train_samples = le_get64(h + 248);
+    st->consumed_valid_samples = le_get64(h + 256);
     st->max_lr = getf64(h + 264);
     st->min_lr = getf64(h + 272);
     st->init_lr = getf64(h + 280);
     st->warmup_steps = getf64(h + 288);
     st->decay_steps = getf64(h + 296);
     st->num_steps = getf64(h + 304);
-    st->decay_style = get32(h + 312);
+    st->decay_style = le_get32(h + 312);
     st->loss_scale = version >= 2 ? getf64(h + 448) : 1.0;
-    st->growth_tracker = version >= 2 ? get32(h + 456) : 0;
-    st->hysteresis_tracker = version >= 2 ? get32(h + 460) : 0;
-    st->ds_scheduler = version >= 2 ? get32(h + 464) : 0;   /* 0 in files written before it existed */
+    st->growth_tracker = version >= 2 ? le_get32(h + 456) : 0;
+    st->hysteresis_tracker = version >= 2 ? le_get32(h + 460) : 0;
+    st->ds_scheduler = version >= 2 ? le_get32(h + 464) : 0;   /* 0 in files written before it existed */
     st->ds_last_batch_iteration = version >= 2 ? getf64(h + 472) : 0;
     st->ds_lr = version >= 2 ? getf64(h + 480) : 0;
     st->ds_lr_embed = version >= 2 ? getf64(h + 488) : 0;

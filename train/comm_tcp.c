@@ -30,6 +30,7 @@
  * node, IPv6 link-local addresses with scope ids, a step timeout.
  */
 #include "comm_internal.h"
+#include "le.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -71,15 +72,6 @@ struct tcp_group {
     uint32_t nsplit;          /* splits of this group so far (the same on every member) */
 };
 
-static void put32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> 8 * i); }
-static void put64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> 8 * i); }
-static uint32_t get32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
-static uint64_t get64(const unsigned char *p) { return (uint64_t)get32(p + 4) << 32 | get32(p); }
 
 static double now(void)
 {
@@ -291,11 +283,11 @@ static int master_gather(int lfd, double deadline, double timeout)
         }
         /* a stranger (or a port scanner) that says nothing useful is dropped */
         if (io_full(fd, h, sizeof h, 0, now() + 10 < deadline ? now() + 10 : deadline) ||
-            get32(h) != HELLO_MAGIC || get32(h + 4) != PROTO_VERSION) {
+            le_get32(h) != HELLO_MAGIC || le_get32(h + 4) != PROTO_VERSION) {
             close(fd);
             continue;
         }
-        int r = (int)get32(h + 8), s = (int)get32(h + 12), port = (int)get32(h + 16);
+        int r = (int)le_get32(h + 8), s = (int)le_get32(h + 12), port = (int)le_get32(h + 16);
         if (s != W.size) {
             close(fd);
             return comm_fail("rank 0: rank %d announces a world of %d ranks, rank 0 one of %d (SLURM_NTASKS/WORLD_SIZE "
@@ -313,11 +305,11 @@ static int master_gather(int lfd, double deadline, double timeout)
     size_t tlen = 16 + (size_t)W.size * (4 + HOSTLEN);
     unsigned char *t = calloc(1, tlen);
     if (!t) return comm_fail("out of memory");
-    put32(t, TABLE_MAGIC);
-    put32(t + 4, (uint32_t)W.size);
-    put64(t + 8, W.token);
+    le_put32(t, TABLE_MAGIC);
+    le_put32(t + 4, (uint32_t)W.size);
+    le_put64(t + 8, W.token);
     for (int r = 0; r < W.size; r++) {
-        put32(t + 16 + (size_t)r * (4 + HOSTLEN), (uint32_t)W.port[r]);
+        le_put32(t + 16 + (size_t)r * (4 + HOSTLEN), (uint32_t)W.port[r]);
         memcpy(t + 20 + (size_t)r * (4 + HOSTLEN), W.host[r], HOSTLEN);
     }
     for (int r = 1; r < W.size; r++)
@@ -344,18 +336,18 @@ static int join(const char *master, int mport, int lfd, int lport, double deadli
     snprintf(W.host[0], HOSTLEN, "%s", master);
     W.port[0] = mport;
     unsigned char h[20];
-    put32(h, HELLO_MAGIC);
-    put32(h + 4, PROTO_VERSION);
-    put32(h + 8, (uint32_t)W.rank);
-    put32(h + 12, (uint32_t)W.size);
-    put32(h + 16, (uint32_t)lport);
+    le_put32(h, HELLO_MAGIC);
+    le_put32(h + 4, PROTO_VERSION);
+    le_put32(h + 8, (uint32_t)W.rank);
+    le_put32(h + 12, (uint32_t)W.size);
+    le_put32(h + 16, (uint32_t)lport);
     if (io_full(fd, h, sizeof h, 1, deadline))
         return comm_fail("rank %d: cannot say hello to the master at %s: %s", W.rank, W.master, why(errno));
     size_t tlen = 16 + (size_t)W.size * (4 + HOSTLEN);
     unsigned char *t = malloc(tlen);
     if (!t) return comm_fail("out of memory");
     /* a little longer than rank 0 waits, so that its message, the clearer, decides */
-    if (io_full(fd, t, 16, 0, deadline + 2) || get32(t) != TABLE_MAGIC || (int)get32(t + 4) != W.size ||
+    if (io_full(fd, t, 16, 0, deadline + 2) || le_get32(t) != TABLE_MAGIC || (int)le_get32(t + 4) != W.size ||
         io_full(fd, t + 16, tlen - 16, 0, deadline + 2)) {
         int e = errno;
         free(t);
@@ -365,9 +357,9 @@ static int join(const char *master, int mport, int lfd, int lport, double deadli
         return comm_fail("rank %d: the master at %s ended the rendezvous (%s; see rank 0's message)", W.rank,
                          W.master, why(e));
     }
-    W.token = get64(t + 8);
+    W.token = le_get64(t + 8);
     for (int r = 1; r < W.size; r++) {
-        W.port[r] = (int)get32(t + 16 + (size_t)r * (4 + HOSTLEN));
+        W.port[r] = (int)le_get32(t + 16 + (size_t)r * (4 + HOSTLEN));
         memcpy(W.host[r], t + 20 + (size_t)r * (4 + HOSTLEN), HOSTLEN);
         W.host[r][HOSTLEN - 1] = 0;
     }
@@ -379,9 +371,9 @@ static int join(const char *master, int mport, int lfd, int lport, double deadli
             return comm_fail("rank %d: cannot connect to rank %d at %s:%d: %s", W.rank, r, W.host[r], W.port[r],
                              gai ? gai_strerror(gai) : strerror(errno));
         W.fd[r] = c;
-        put32(m, MESH_MAGIC);
-        put32(m + 4, (uint32_t)W.rank);
-        put64(m + 8, W.token);
+        le_put32(m, MESH_MAGIC);
+        le_put32(m + 4, (uint32_t)W.rank);
+        le_put64(m + 8, W.token);
         if (io_full(c, m, sizeof m, 1, deadline))
             return comm_fail("rank %d: cannot say hello to rank %d at %s:%d: %s", W.rank, r, W.host[r], W.port[r],
                              why(errno));
@@ -392,8 +384,8 @@ static int join(const char *master, int mport, int lfd, int lport, double deadli
             return comm_fail("rank %d: %d higher ranks did not connect within %g s: %s", W.rank, missing, timeout,
                              strerror(errno));
         int r;
-        if (io_full(c, m, sizeof m, 0, deadline) || get32(m) != MESH_MAGIC || get64(m + 8) != W.token ||
-            (r = (int)get32(m + 4)) <= W.rank || r >= W.size || W.fd[r] >= 0) {
+        if (io_full(c, m, sizeof m, 0, deadline) || le_get32(m) != MESH_MAGIC || le_get64(m + 8) != W.token ||
+            (r = (int)le_get32(m + 4)) <= W.rank || r >= W.size || W.fd[r] >= 0) {
             close(c);   /* not of this job */
             continue;
         }
@@ -434,10 +426,10 @@ static void op_init(struct xop *o, const struct tcp_group *g, int member, int se
     o->buf = (unsigned char *)buf;
     o->len = len;
     o->done = 0;
-    put32(o->hdr, MSG_MAGIC);
-    put32(o->hdr + 4, sending ? g->sseq[member]++ : g->rseq[member]++);
-    put64(o->hdr + 8, g->id);
-    put64(o->hdr + 16, len);
+    le_put32(o->hdr, MSG_MAGIC);
+    le_put32(o->hdr + 4, sending ? g->sseq[member]++ : g->rseq[member]++);
+    le_put64(o->hdr + 8, g->id);
+    le_put64(o->hdr + 16, len);
 }
 
 static int lost(int peer, int e)
@@ -479,13 +471,13 @@ static int op_step(struct xop *o)
 static int check_header(const struct xop *o, const unsigned char *want)
 {
     if (memcmp(o->hdr, want, HDR) == 0) return 0;
-    if (get32(o->hdr) != MSG_MAGIC)
+    if (le_get32(o->hdr) != MSG_MAGIC)
         return comm_fail("garbage from rank %d (%s) where a message was expected", o->peer, W.host[o->peer]);
     return comm_fail("from rank %d came message %u of group %016llx (%llu bytes) where message %u of group "
                      "%016llx (%llu bytes) was expected (the ranks disagree on the order of collectives)",
-                     o->peer, get32(o->hdr + 4), (unsigned long long)get64(o->hdr + 8),
-                     (unsigned long long)get64(o->hdr + 16), get32(want + 4), (unsigned long long)get64(want + 8),
-                     (unsigned long long)get64(want + 16));
+                     o->peer, le_get32(o->hdr + 4), (unsigned long long)le_get64(o->hdr + 8),
+                     (unsigned long long)le_get64(o->hdr + 16), le_get32(want + 4), (unsigned long long)le_get64(want + 8),
+                     (unsigned long long)le_get64(want + 16));
 }
 
 /*
@@ -683,9 +675,9 @@ static int tcp_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer,
 static uint64_t group_id(uint64_t parent, uint32_t nsplit, int color)
 {
     unsigned char b[16];
-    put64(b, parent);
-    put32(b + 8, nsplit);
-    put32(b + 12, (uint32_t)color);
+    le_put64(b, parent);
+    le_put32(b + 8, nsplit);
+    le_put32(b + 12, (uint32_t)color);
     uint64_t h = 0xcbf29ce484222325ull;
     for (int i = 0; i < 16; i++) h = (h ^ b[i]) * 0x100000001b3ull;
     return h ? h : 1;   /* 0 is the world */

@@ -7,6 +7,7 @@
 #include "safetensors.h"
 
 #include "hfjson.h"
+#include "le.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -49,13 +50,6 @@ const char *st_strerror(int code)
 const char *st_dtype_name(int dtype)
 {
     return dtype == ST_F32 ? "F32" : dtype == ST_F16 ? "F16" : dtype == ST_BF16 ? "BF16" : "?";
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-    uint64_t x = 0;
-    for (int i = 0; i < 8; i++) x |= (uint64_t)p[i] << (8 * i);
-    return x;
 }
 
 /* A non-negative integer below 2^53 (shapes and offsets). */
@@ -181,7 +175,7 @@ int st_parse(const unsigned char *data, size_t size, const char *name, st_file *
     *out = NULL;
     if (!f) FAIL(ST_ERR_NOMEM, "'%s': out of memory", name);
     if (size < 8) FAIL(ST_ERR_FORMAT, "'%s': truncated header length (%zu bytes)", name, size);
-    uint64_t hn = get64(data);
+    uint64_t hn = le_get64(data);
     if (hn > MAX_HEADER) FAIL(ST_ERR_FORMAT, "'%s': header length %llu is over 100 MB", name, (unsigned long long)hn);
     if (hn > size - 8)
         FAIL(ST_ERR_FORMAT, "'%s': truncated header (%llu bytes announced, %zu in the file)", name,

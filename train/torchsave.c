@@ -6,6 +6,7 @@
  * tests/data/torch_dist show (torch 2.15.0).
  */
 #include "torchsave.h"
+#include "le.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,10 +48,6 @@ static const char *storage_class(int dtype)
 
 static size_t dtype_size(int dtype) { return dtype == TS_F32 ? 4 : 2; }
 
-static uint32_t get16(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
-static uint32_t get32(const unsigned char *p) { return get16(p) | get16(p + 2) << 16; }
-static uint64_t get64(const unsigned char *p) { return get32(p) | (uint64_t)get32(p + 4) << 32; }
-
 /* CRC-32 (ISO-HDLC, zip's), bytewise from a table built once per call site:
  * the table is 1 KiB of stack and the records are small beside a tensor. */
 static uint32_t crc32_of(const unsigned char *p, size_t n)
@@ -82,7 +79,7 @@ static uint64_t std_string_hash(const char *s, size_t len)
     uint64_t h = 0xc70f6907u ^ (len * mul);
     size_t aligned = len & ~(size_t)7;
     for (size_t i = 0; i < aligned; i += 8) {
-        h ^= shift_mix(get64((const unsigned char *)s + i) * mul) * mul;
+        h ^= shift_mix(le_get64((const unsigned char *)s + i) * mul) * mul;
         h *= mul;
     }
     if (len & 7) {
@@ -278,13 +275,13 @@ static int parse_entry(const unsigned char *buf, size_t size, size_t cd_end, siz
                        uint32_t *crc_out, const char *name, char *err, size_t errlen)
 {
     size_t cd = *cdp;
-    if (cd_end - cd < CENTRAL_SIZE || get32(buf + cd) != 0x02014b50)
+    if (cd_end - cd < CENTRAL_SIZE || le_get32(buf + cd) != 0x02014b50)
         FAIL(TS_ERR_FORMAT, "'%s': bad central directory entry at offset %zu", name, cd);
     const unsigned char *e = buf + cd;
-    uint32_t flags = get16(e + 8), method = get16(e + 10), crc = get32(e + 16);
-    uint64_t csize = get32(e + 20), usize = get32(e + 24);
-    size_t nlen = get16(e + 28), xlen = get16(e + 30), clen = get16(e + 32);
-    uint64_t lho = get32(e + 42);
+    uint32_t flags = le_get16(e + 8), method = le_get16(e + 10), crc = le_get32(e + 16);
+    uint64_t csize = le_get32(e + 20), usize = le_get32(e + 24);
+    size_t nlen = le_get16(e + 28), xlen = le_get16(e + 30), clen = le_get16(e + 32);
+    uint64_t lho = le_get32(e + 42);
     if (method != 0) FAIL(TS_ERR_FORMAT, "'%s': compressed record (method %u) at offset %zu", name, method, cd);
     if (csize == 0xFFFFFFFFu || usize == 0xFFFFFFFFu || lho == 0xFFFFFFFFu || xlen)
         FAIL(TS_ERR_FORMAT, "'%s': zip64 record (4 GiB or more) at offset %zu", name, cd);
@@ -301,18 +298,18 @@ static int parse_entry(const unsigned char *buf, size_t size, size_t cd_end, siz
     memcpy(r->name, full + plen + 1, nlen - plen - 1);
     r->name[nlen - plen - 1] = 0;
     if (lho != *pos) FAIL(TS_ERR_FORMAT, "'%s': record '%s' at offset %llu, expected %zu", name, r->name, (unsigned long long)lho, *pos);
-    if (lho > size || size - lho < LOCAL_SIZE || get32(buf + lho) != 0x04034b50)
+    if (lho > size || size - lho < LOCAL_SIZE || le_get32(buf + lho) != 0x04034b50)
         FAIL(TS_ERR_FORMAT, "'%s': record '%s': bad local header", name, r->name);
     const unsigned char *l = buf + lho;
-    size_t lnlen = get16(l + 26), lxlen = get16(l + 28);
-    if (get16(l + 8) != 0 || get16(l + 6) != flags || lnlen != nlen || size - lho - LOCAL_SIZE < nlen + lxlen ||
+    size_t lnlen = le_get16(l + 26), lxlen = le_get16(l + 28);
+    if (le_get16(l + 8) != 0 || le_get16(l + 6) != flags || lnlen != nlen || size - lho - LOCAL_SIZE < nlen + lxlen ||
         memcmp(l + LOCAL_SIZE, full, nlen))
         FAIL(TS_ERR_FORMAT, "'%s': record '%s': local header does not match the central directory", name, r->name);
     size_t data = lho + LOCAL_SIZE + nlen + lxlen;
     if (size - data < usize || size - data - usize < DESC_SIZE || data + usize + DESC_SIZE > cd_end)
         FAIL(TS_ERR_FORMAT, "'%s': record '%s': %llu bytes past the end of the records", name, r->name, (unsigned long long)usize);
     const unsigned char *d = buf + data + usize;
-    if (get32(d) != 0x08074b50 || get32(d + 4) != crc || get32(d + 8) != csize || get32(d + 12) != usize)
+    if (le_get32(d) != 0x08074b50 || le_get32(d + 4) != crc || le_get32(d + 8) != csize || le_get32(d + 12) != usize)
         FAIL(TS_ERR_FORMAT, "'%s': record '%s': data descriptor does not match the central directory", name, r->name);
     r->data = buf + data;
     r->size = (size_t)usize;
@@ -329,14 +326,14 @@ int ts_archive_parse(const unsigned char *buf, size_t size, const char *name, ts
     memset(a, 0, sizeof *a);
     if (size < Z64_END_SIZE + Z64_LOC_SIZE + END_SIZE) FAIL(TS_ERR_FORMAT, "'%s': %zu bytes is too short for a torch.save archive", name, size);
     const unsigned char *end = buf + size - END_SIZE, *loc = end - Z64_LOC_SIZE, *z64 = loc - Z64_END_SIZE;
-    if (get32(end) != 0x06054b50) FAIL(TS_ERR_FORMAT, "'%s': no zip end record at the end (truncated, or a zip comment)", name);
-    if (get32(loc) != 0x07064b50 || get64(loc + 8) != (uint64_t)(z64 - buf) || get32(z64) != 0x06064b50 ||
-        get64(z64 + 4) != Z64_END_SIZE - 12)
+    if (le_get32(end) != 0x06054b50) FAIL(TS_ERR_FORMAT, "'%s': no zip end record at the end (truncated, or a zip comment)", name);
+    if (le_get32(loc) != 0x07064b50 || le_get64(loc + 8) != (uint64_t)(z64 - buf) || le_get32(z64) != 0x06064b50 ||
+        le_get64(z64 + 4) != Z64_END_SIZE - 12)
         FAIL(TS_ERR_FORMAT, "'%s': no zip64 end record before the end record (not written by torch.save)", name);
-    uint64_t count = get64(z64 + 24), cd_size = get64(z64 + 40), cd = get64(z64 + 48);
-    if (get32(loc + 4) || get32(loc + 16) != 1 || get32(z64 + 16) || get32(z64 + 20) || get64(z64 + 32) != count ||
-        get16(end + 4) || get16(end + 6) || get16(end + 20) || get16(end + 8) != count || get16(end + 10) != count ||
-        get32(end + 12) != cd_size || get32(end + 16) != cd)
+    uint64_t count = le_get64(z64 + 24), cd_size = le_get64(z64 + 40), cd = le_get64(z64 + 48);
+    if (le_get32(loc + 4) || le_get32(loc + 16) != 1 || le_get32(z64 + 16) || le_get32(z64 + 20) || le_get64(z64 + 32) != count ||
+        le_get16(end + 4) || le_get16(end + 6) || le_get16(end + 20) || le_get16(end + 8) != count || le_get16(end + 10) != count ||
+        le_get32(end + 12) != cd_size || le_get32(end + 16) != cd)
         FAIL(TS_ERR_FORMAT, "'%s': the zip end records disagree (multi-disk or not written by torch.save)", name);
     if (cd > (uint64_t)(z64 - buf) || cd_size != (uint64_t)(z64 - buf) - cd)
         FAIL(TS_ERR_FORMAT, "'%s': central directory (offset %llu, %llu bytes) does not end at the zip64 end record", name,
@@ -344,7 +341,7 @@ int ts_archive_parse(const unsigned char *buf, size_t size, const char *name, ts
     if (count == 0 || count > TS_MAX_RECORDS) FAIL(TS_ERR_FORMAT, "'%s': %llu records (torch.save writes 6 or 7)", name, (unsigned long long)count);
     /* The prefix is the first entry's name up to its first slash. */
     if (cd_size < CENTRAL_SIZE) FAIL(TS_ERR_FORMAT, "'%s': central directory is truncated", name);
-    size_t n0 = get16(buf + cd + 28);
+    size_t n0 = le_get16(buf + cd + 28);
     const char *first = (const char *)buf + cd + CENTRAL_SIZE;
     const char *slash = n0 <= cd_size - CENTRAL_SIZE ? memchr(first, '/', n0) : NULL;
     if (!slash || slash == first || (size_t)(slash - first) >= TS_MAX_NAME || !printable(first, (size_t)(slash - first)))
