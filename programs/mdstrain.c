@@ -1249,6 +1249,17 @@ static void check_sched(const char *dir, const char *name, double ours, double t
                 dir, name, theirs, ours);
 }
 
+/* Whether --load's iteration directory is a torch_dist checkpoint; an
+ * unfinished one (no metadata.json) ends the run. */
+static int torch_dist_dir(const char *iter_dir)
+{
+    int k = td_is_checkpoint(iter_dir);
+    if (k < 0)
+        cli_die(1, "'%s': a .metadata without metadata.json: an unfinished torch_dist save (metadata.json is written last)\n"
+                   "hint: load an earlier iteration", iter_dir);
+    return k;
+}
+
 /* --no-load-optim / --finetune after a checkpoint restored everything:
  * AdamW's moments and step as a fresh optimizer has them (Megatron builds
  * its optimizer and scheduler afresh and skips their state). */
@@ -1320,7 +1331,7 @@ static int load_checkpoint(const struct config *c, trainer *t, train_schedule *s
     cli_note(" loading checkpoint from %s at iteration %" PRIu64, c->load, it);
     char iter_dir[4200];
     snprintf(iter_dir, sizeof iter_dir, "%s/iter_%07" PRIu64, c->load, it);
-    if (td_is_checkpoint(iter_dir))
+    if (torch_dist_dir(iter_dir))
         return load_torch_dist(c, t, iter_dir, iteration, consumed, sched_steps, valid_cursor);
     ckpt_state st;
     int code;
@@ -1571,7 +1582,7 @@ static void export_hf(const struct config *c, int world_size)
         cli_die(1, "cannot export: %s\nhint: --load names a directory written by --save", err);
     char iter_dir[4200];
     snprintf(iter_dir, sizeof iter_dir, "%s/iter_%07" PRIu64, c->load, it);
-    if (td_is_checkpoint(iter_dir))
+    if (torch_dist_dir(iter_dir))
         cli_die(1, "cannot export: '%s' is a torch_dist checkpoint; --export-hf reads mdstrain's own\n"
                    "hint: load it with --no-load-optim and --save it first", iter_dir);
     hf_tokenizer htok = { ti.vocab_path, ti.merge_path, ti.eod };
@@ -1636,7 +1647,7 @@ static int check_logits(const struct config *c, int world_size)
         char iter_dir[4200];
         if (ckpt_read_latest(c->load, &it, err, sizeof err) != 0) cli_die(1, "cannot load the checkpoint: %s", err);
         snprintf(iter_dir, sizeof iter_dir, "%s/iter_%07" PRIu64, c->load, it);
-        if (td_is_checkpoint(iter_dir) ? td_load(&model, iter_dir, &tds, err, sizeof err) != 0
+        if (torch_dist_dir(iter_dir) ? td_load(&model, iter_dir, &tds, err, sizeof err) != 0
                                        : ckpt_load_rank(c->load, it, &model, NULL, NULL, &st, err, sizeof err) != 0)
             cli_die(1, "cannot load the checkpoint: %s", err);
     } else {

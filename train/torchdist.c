@@ -511,7 +511,9 @@ static int load_item(struct reader *r, struct index *ix, const td_item *it, floa
         char name[4300];
         snprintf(name, sizeof name, "%s/%s@%lld", r->dir, c->file, (long long)c->foff);
         ts_tensor t;
-        if (ts_tensor_parse(r->buf, (size_t)c->len, name, &t, err, errlen) != 0) { rc = TD_ERR_FORMAT; goto cleanup; }
+        char why[1024];
+        if (ts_tensor_parse(r->buf, (size_t)c->len, name, &t, why, sizeof why) != 0)
+            FAIL(TD_ERR_FORMAT, "%s (key '%s')", why, it->key);
         if (t.dtype != k->dtype)
             FAIL(TD_ERR_FORMAT, "'%s': key '%s': the archive holds %s but .metadata says %s", name, it->key,
                  ts_dtype_name(t.dtype), ts_dtype_name(k->dtype));
@@ -548,7 +550,9 @@ int td_is_checkpoint(const char *iter_dir)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/metadata.json", iter_dir);
-    return access(path, F_OK) == 0;
+    if (access(path, F_OK) == 0) return 1;
+    snprintf(path, sizeof path, "%s/.metadata", iter_dir);
+    return access(path, F_OK) == 0 ? -1 : 0;
 }
 
 /* Megatron's load checks the config: {"sharded_backend": "torch_dist", "sharded_backend_version": 1}. */

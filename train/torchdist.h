@@ -93,7 +93,9 @@ void td_item_scatter(const gpt_model *m, const td_item *it, const float *chunk, 
 
 /*
  * td_is_checkpoint() - whether iter_dir is a distributed checkpoint, as
- * Megatron's check_is_distributed_checkpoint decides: it has metadata.json.
+ * Megatron's check_is_distributed_checkpoint decides: 1 when it has
+ * metadata.json; -1 when it has a .metadata but no metadata.json (a save
+ * that did not finish: metadata.json is written last); 0 otherwise.
  */
 int td_is_checkpoint(const char *iter_dir);
 
