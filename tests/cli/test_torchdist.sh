@@ -1,8 +1,8 @@
 #!/bin/sh
 # test_torchdist.sh - mdstrain --load of Megatron's torch_dist checkpoints
 # (tests/data/torch_dist, written by Megatron-Core's own save):
-#  - each of the six fixtures (TP 1, TP 2, PP 2, TP 2 x PP 2) loaded at TP 1
-#    PP 1 gives Megatron's logits on a fixed batch (make_golden.py: Megatron
+#  - each of the six fixtures (TP 1, TP 2, PP 2, TP 2 x PP 2) and the bf16
+#    copy of the Llama one, loaded at TP 1 PP 1, gives Megatron's logits on a fixed batch (make_golden.py: Megatron
 #    loaded the same fixture and ran its forward) within --check-logits' 1e-4
 #    of the largest logit; every fixture measures about 1e-7 (fp32, the sums
 #    in another order);
@@ -29,7 +29,7 @@ LLAMA="$GPT --position-embedding-type rope --normalization RMSNorm --swiglu --ff
 flags() { case $1 in gpt*) echo "$GPT" ;; *) echo "$LLAMA" ;; esac; }
 
 # ---- TP 1 PP 1: Megatron's logits ----
-for f in gpt llama gpt_tp2 llama_tp2 llama_pp2 llama_tp2_pp2; do
+for f in gpt llama gpt_tp2 llama_tp2 llama_pp2 llama_tp2_pp2 llama_bf16; do
     # shellcheck disable=SC2086
     run_expect "${f}_logits" 0 "" "$MDSTRAIN" $(flags $f) --load "$D/$f" --check-logits "$D/$f.logits"
     check "${f}_logits_match" grep -q '^logits match' "$T/out"
@@ -38,6 +38,9 @@ done
 # shellcheck disable=SC2086
 run_expect logits_can_fail 1 "" "$MDSTRAIN" $LLAMA --load "$D/llama_tp2" --check-logits "$D/llama.logits"
 check logits_can_fail_says_differ grep -q '^logits differ' "$T/out"
+# bf16 storage is read as the bf16 values: the fp32 weights they were rounded from are another model
+# shellcheck disable=SC2086
+run_expect bf16_is_not_fp32 1 "" "$MDSTRAIN" $LLAMA --load "$D/llama" --check-logits "$D/llama_bf16.logits"
 
 # ---- other grids: load, one step at lr 0, save, export: Megatron's logits again ----
 ZERO="--mock-data --seq-length 8 --micro-batch-size 1 --global-batch-size 2 --train-iters 1 --lr 0 --eval-iters 0 -q"

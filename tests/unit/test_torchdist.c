@@ -5,7 +5,7 @@
  *    by the ranks of each fixture's TP x PP grid are exactly the chunks of
  *    its metadata.txt (key, global shape, offsets, sizes), each in the file
  *    of the rank that lists it (__R_0.distcp, R = tp_rank + TP pp_rank);
- *  - resharding: every fixture loaded at TP/PP 1/1, 2/1, 1/2 and 2/2 gives
+ *  - resharding: every fixture (and llama_bf16, bf16 storage) loaded at TP/PP 1/1, 2/1, 1/2 and 2/2 gives
  *    every rank exactly the slice of the TP 1 PP 1 load (which
  *    tests/cli/test_torchdist.sh compares with Megatron's logits);
  *  - corrupt copies (a truncated .distcp, a global shape changed in
@@ -242,6 +242,7 @@ static void check_reshard(const char *fx)
 static void test_reshard(void)
 {
     for (size_t i = 0; i < sizeof fixtures / sizeof *fixtures; i++) check_reshard(fixtures[i]);
+    check_reshard("llama_bf16");   /* bf16 storage (make_golden.py) */
 }
 
 /* ---- corrupt copies ---- */

@@ -10,6 +10,11 @@ fixed batch of tokens with Megatron's causal mask and writes the logits as mdstr
 float32 logits (B, T, V). It prints the LM loss of the batch (next-token cross-entropy, mean over
 the B (T - 1) predicted tokens) for the README.
 
+It also writes llama_bf16/: the Llama fixture loaded as above, cast to bfloat16 (the parameters
+Megatron keeps under --bf16) and saved by make_torch_dist.save (Megatron's save, as there), with
+llama_bf16.logits from the same model cast back to float32: the logits of the bf16-rounded
+weights, which are what a load into fp32 masters must reproduce.
+
 One departure from make_torch_dist.py's build: the GPT is built with bias_activation_fusion=True,
 as pretrain_gpt builds it from Megatron's default --bias-gelu-fusion (fused bias-GELU, the tanh
 form, which is mds's GELU); the weights do not depend on it. Usage: make_golden.py OUTDIR
@@ -28,6 +33,8 @@ from megatron.core import dist_checkpointing, parallel_state, tensor_parallel
 from megatron.core.models.gpt import GPTModel
 from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
 from megatron.core.transformer.transformer_config import TransformerConfig
+
+from make_torch_dist import save  # the sibling driver (this directory is on sys.path)
 
 VOCAB, SEQ, B = 64, 8, 2
 FIXTURES = ('gpt', 'llama', 'gpt_tp2', 'llama_tp2', 'llama_pp2', 'llama_tp2_pp2')
@@ -67,15 +74,20 @@ def main():
     tokens = torch.randint(0, VOCAB, (B, SEQ), generator=torch.Generator().manual_seed(4321))
     position_ids = torch.arange(SEQ).unsqueeze(0).expand(B, SEQ)
     mask = torch.triu(torch.ones(1, 1, SEQ, SEQ, dtype=torch.bool), diagonal=1)  # True: masked
-    for name in FIXTURES:
+    for name in FIXTURES + ('llama_bf16',):
         variant = name.split('_')[0]
         torch.manual_seed(999)
         model = build(variant)
         md = {'singleton_local_shards': False, 'chained_optim_avoid_prefix': True,
               'dp_cp_group': parallel_state.get_data_parallel_group(with_context_parallel=True)}
-        iter_dir = os.path.join(sys.argv[1], name, 'iter_0000001')
+        source = 'llama' if name == 'llama_bf16' else name
+        iter_dir = os.path.join(sys.argv[1], source, 'iter_0000001')
         loaded = dist_checkpointing.load({'model': model.sharded_state_dict(metadata=md)}, iter_dir)
         model.load_state_dict(loaded['model'])
+        if name == 'llama_bf16':
+            model.to(torch.bfloat16)
+            save(model, os.path.join(sys.argv[1], name))
+            model.float()
         model.eval()
         with torch.no_grad():
             logits = model(tokens, position_ids, mask).float()   # (B, T, V)
