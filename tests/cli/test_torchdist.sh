@@ -76,6 +76,15 @@ run_expect needs_no_load_rng 1 "no RNG state \(rng_state\) in the checkpoint$" \
 # shellcheck disable=SC2086
 tcp rng_other_grid 2 torch $LLAMA $RUN --load "$D/llama" --no-load-optim --tensor-model-parallel-size 2 --save "$T/grid"
 check rng_ignored_at_other_grid test "$rc" -eq 0 -a "$(cat "$T/grid/latest_checkpointed_iteration.txt")" = 3
+# DP 2 with the distributed optimizer: each rank loads the whole model; DP 1's losses
+# shellcheck disable=SC2086
+"$MDSTRAIN" $LLAMA $RUN -q -v -v --load "$D/llama" --finetune >"$T/dp1.log" 2>&1
+# shellcheck disable=SC2086
+tcp dp2 2 torch $LLAMA $RUN -q -v -v --load "$D/llama" --finetune --use-distributed-optimizer
+exact "$T/dp1.log" >"$T/ref"
+exact "$T"/dp2.*.log >"$T/dp2"
+check dp2_losses_as_dp1 sh -c "test $rc -eq 0 -a \$(wc -l <'$T/ref') -eq 3 && paste -d' ' '$T/ref' '$T/dp2' | awk '
+    { d = \$1 - \$3; if (d < 0) d = -d; if (d > 2e-7 * \$1) bad = 1 } END { exit bad }'"
 # shellcheck disable=SC2086
 run_expect resume_at_iteration 0 "successfully loaded torch_dist checkpoint from .* at iteration 1$" \
     "$MDSTRAIN" $LLAMA $RUN --load "$D/llama" --no-load-optim --no-load-rng
