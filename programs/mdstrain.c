@@ -1275,11 +1275,35 @@ static void fresh_optimizer(trainer *t)
     free(z);
 }
 
+/* Megatron's check_checkpoint_args for a torch_dist checkpoint's saved
+ * args: the model's sizes, and with a vocab file (GPT2BPETokenizer) the
+ * positions, the padding multiple and the tokenizer; a field the args lack
+ * is not compared (Megatron would stop on the missing attribute). */
+static void check_checkpoint_args(const struct config *c, const char *iter_dir, const td_state *st)
+{
+    const struct { const char *name; int64_t ckpt, run; int vocab_file; } f[] = {
+        { "num_layers", st->args_num_layers, c->num_layers, 0 },
+        { "hidden_size", st->args_hidden_size, c->hidden, 0 },
+        { "num_attention_heads", st->args_num_attention_heads, c->heads, 0 },
+        { "max_position_embeddings", st->args_max_position_embeddings, c->maxpos, 1 },
+        { "make_vocab_size_divisible_by", st->args_make_vocab_size_divisible_by, (int64_t)c->vocab_div, 1 },
+    };
+    int vocab_file = c->tokenizer == TK_GPT2;
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+        if (f[i].ckpt >= 0 && (!f[i].vocab_file || vocab_file) && f[i].ckpt != f[i].run)
+            cli_die(1, "'%s': %s is %" PRId64 " in the checkpoint's args but %" PRId64 " in this run", iter_dir, f[i].name,
+                    f[i].ckpt, f[i].run);
+    if (vocab_file && st->args_tokenizer_type[0] && strcmp(st->args_tokenizer_type, "GPT2BPETokenizer"))
+        cli_die(1, "'%s': tokenizer_type is %s in the checkpoint's args but GPT2BPETokenizer in this run", iter_dir,
+                st->args_tokenizer_type);
+}
+
 /* Megatron's load_checkpoint of a torch_dist directory (iter_dir): the
  * model from whatever TP/PP wrote it; the optimizer and the RNG state are
- * asked for unless --no-load-optim / --no-load-rng / --finetune say not to,
- * and a checkpoint without them then fails as Megatron's load does
- * (missing keys).  Iteration from the common state, consumed samples from
+ * asked for unless --no-load-optim / --no-load-rng / --finetune (or the
+ * saved args' --no-save-optim / --no-save-rng) say not to, and a
+ * checkpoint without them then fails as Megatron's load does (missing
+ * keys).  Iteration from the common state, consumed samples from
  * its args (0 without them, as Megatron leaves them); the schedule starts
  * afresh with the optimizer. */
 static int load_torch_dist(const struct config *c, trainer *t, const char *iter_dir, uint64_t *iteration,
@@ -1292,15 +1316,18 @@ static int load_torch_dist(const struct config *c, trainer *t, const char *iter_
         cli_usage("--embed-layernorm with a torch_dist checkpoint is not supported (Megatron-Core has no key for it)");
     if (td_load(t->m, iter_dir, &st, err, sizeof err) != 0)
         cli_die(1, "rank %d: cannot load the checkpoint: %s\nhint: resume with the model flags of the saved run", P->rank, err);
-    if (!c->no_load_optim && !c->finetune)
+    if (!c->no_load_optim && !c->finetune && !st.args_no_save_optim)
         cli_die(1, "'%s': %s\nhint: give --no-load-optim (or --finetune) to start AdamW afresh, as Megatron needs too", iter_dir,
                 st.has_optimizer ? "reading a torch_dist checkpoint's optimizer state is not implemented"
                                  : "no optimizer state (optimizer.*) in the checkpoint");
     /* Megatron asks for the RNG state when the checkpoint's args give this
        run's TP and PP (1 and 1 without args); mds has none to restore */
-    if (!c->no_load_rng && !c->finetune && !st.has_rng && st.args_tp == P->tp_size && st.args_pp == P->pp_size)
+    if (!c->no_load_rng && !c->finetune && !st.has_rng && !st.args_no_save_rng && st.args_tp == P->tp_size &&
+        st.args_pp == P->pp_size)
         cli_die(1, "'%s': no RNG state (rng_state) in the checkpoint\nhint: give --no-load-rng (or --finetune), as Megatron needs too",
                 iter_dir);
+    if (st.has_args && !c->finetune)
+        check_checkpoint_args(c, iter_dir, &st);
     *iteration = c->finetune ? 0 : st.iteration;
     *consumed = c->finetune ? 0 : st.consumed_train_samples;
     *valid_cursor = c->finetune ? 0 : st.consumed_valid_samples;

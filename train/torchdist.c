@@ -588,6 +588,7 @@ cleanup:
 }
 
 static uint64_t uint_of(const pk_node *n) { return n && n->kind == PK_INT && n->i >= 0 ? (uint64_t)n->i : 0; }
+static int64_t int_or(const pk_node *n, int64_t dflt) { return n && n->kind == PK_INT ? n->i : dflt; }
 
 /* The common state: [dict] of torch.save in the object item common_state/... */
 static int read_common(struct reader *r, struct index *ix, td_state *st, const char *md, char *err, size_t errlen)
@@ -616,6 +617,8 @@ static int read_common(struct reader *r, struct index *ix, td_state *st, const c
     st->has_optimizer |= pk_dict_get(cs, "optimizer") != NULL;
     const pk_node *args = pk_dict_get(cs, "args");
     st->args_tp = st->args_pp = 1;
+    st->args_num_layers = st->args_hidden_size = st->args_num_attention_heads = -1;
+    st->args_max_position_embeddings = st->args_make_vocab_size_divisible_by = -1;
     if (args && args->kind != PK_NONE) {
         const pk_node *ns = pk_object_dict(args);
         if (!pk_is_object(args, "argparse.Namespace") || !ns)
@@ -626,6 +629,16 @@ static int read_common(struct reader *r, struct index *ix, td_state *st, const c
         const pk_node *tp = pk_dict_get(ns, "tensor_model_parallel_size"), *pp = pk_dict_get(ns, "pipeline_model_parallel_size");
         if (tp && tp->kind == PK_INT) st->args_tp = (int)tp->i;
         if (pp && pp->kind == PK_INT) st->args_pp = (int)pp->i;
+        const pk_node *nso = pk_dict_get(ns, "no_save_optim"), *nsr = pk_dict_get(ns, "no_save_rng");
+        st->args_no_save_optim = nso && nso->kind == PK_BOOL && nso->i;
+        st->args_no_save_rng = nsr && nsr->kind == PK_BOOL && nsr->i;
+        st->args_num_layers = int_or(pk_dict_get(ns, "num_layers"), -1);
+        st->args_hidden_size = int_or(pk_dict_get(ns, "hidden_size"), -1);
+        st->args_num_attention_heads = int_or(pk_dict_get(ns, "num_attention_heads"), -1);
+        st->args_max_position_embeddings = int_or(pk_dict_get(ns, "max_position_embeddings"), -1);
+        st->args_make_vocab_size_divisible_by = int_or(pk_dict_get(ns, "make_vocab_size_divisible_by"), -1);
+        const pk_node *tt = pk_dict_get(ns, "tokenizer_type");
+        if (tt && tt->kind == PK_STR) snprintf(st->args_tokenizer_type, sizeof st->args_tokenizer_type, "%s", tt->s);
     }
 cleanup:
     pk_free(doc);

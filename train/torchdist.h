@@ -105,6 +105,11 @@ typedef struct td_state {
     int has_args;                  /* an 'args' Namespace was saved */
     uint64_t consumed_train_samples, consumed_valid_samples;   /* from args, else 0 */
     int args_tp, args_pp;          /* args' tensor/pipeline sizes, 1 when absent (as Megatron takes them) */
+    int args_no_save_optim, args_no_save_rng;   /* args' --no-save-optim / --no-save-rng (0 when absent) */
+    /* what Megatron's check_checkpoint_args compares, -1 (or "") when args lack it */
+    int64_t args_num_layers, args_hidden_size, args_num_attention_heads;
+    int64_t args_max_position_embeddings, args_make_vocab_size_divisible_by;
+    char args_tokenizer_type[64];
     int has_optimizer;             /* optimizer.* keys or an 'optimizer' common entry */
     int has_scheduler;             /* 'opt_param_scheduler' in the common state */
     int has_rng;                   /* rng_state items */
