@@ -278,19 +278,59 @@ static int dtype_of(const pk_node *g)
     return -1;
 }
 
-/* storage_data's entry of (key, offsets); NULL offsets: an object item. */
-static const pk_node *storage_of(const pk_node *sd, const char *key, const int64_t *off, int nd)
+/* storage_data's entries sorted by (fqn, offsets), so that finding each
+ * chunk's is a binary search: a large model has tens of thousands. */
+struct place {
+    const char *fqn;
+    int nd;                    /* -1: no offsets (an object item) */
+    int64_t off[TD_MD_DIMS];
+    const pk_node *info;
+};
+
+static int place_cmp(const void *a, const void *b)
 {
+    const struct place *x = a, *y = b;
+    int c = strcmp(x->fqn, y->fqn);
+    if (c) return c;
+    if (x->nd != y->nd) return x->nd < y->nd ? -1 : 1;
+    for (int d = 0; d < x->nd; d++)
+        if (x->off[d] != y->off[d]) return x->off[d] < y->off[d] ? -1 : 1;
+    return 0;
+}
+
+/* The places of sd (malloc'd, sorted); entries that are not a
+ * MetadataIndex with a string fqn are left out (no chunk can find them). */
+static struct place *places_build(const pk_node *sd, size_t *n)
+{
+    struct place *p = malloc((sd->n / 2 + 1) * sizeof *p);
+    *n = 0;
+    if (!p) return NULL;
     for (size_t i = 0; i + 1 < sd->n; i += 2) {
         const pk_node *idx = pk_object_dict(sd->items[i]);
         const pk_node *fqn = pk_dict_get(idx, "fqn"), *o = pk_dict_get(idx, "offset");
-        if (!fqn || fqn->kind != PK_STR || strcmp(fqn->s, key)) continue;
-        int64_t v[TD_MD_DIMS];
-        if (off ? pk_int_tuple(o, v, TD_MD_DIMS) != nd || memcmp(v, off, (size_t)nd * sizeof *v) : o && o->kind != PK_NONE)
-            continue;
-        return sd->items[i + 1];
+        if (!pk_is_object(sd->items[i], DCP "metadata.MetadataIndex") || !fqn || fqn->kind != PK_STR) continue;
+        struct place *q = &p[*n];
+        memset(q, 0, sizeof *q);
+        q->fqn = fqn->s;
+        q->nd = o && o->kind != PK_NONE ? pk_int_tuple(o, q->off, TD_MD_DIMS) : -1;
+        if (o && o->kind != PK_NONE && q->nd < 0) continue;
+        q->info = sd->items[i + 1];
+        (*n)++;
     }
-    return NULL;
+    qsort(p, *n, sizeof *p, place_cmp);
+    return p;
+}
+
+/* storage_data's entry of (key, offsets); NULL offsets: an object item. */
+static const pk_node *storage_of(const struct place *p, size_t n, const char *key, const int64_t *off, int nd)
+{
+    struct place want;
+    memset(&want, 0, sizeof want);
+    want.fqn = key;
+    want.nd = off ? nd : -1;
+    if (off) memcpy(want.off, off, (size_t)nd * sizeof *off);
+    const struct place *hit = bsearch(&want, p, n, sizeof *p, place_cmp);
+    return hit ? hit->info : NULL;
 }
 
 static int chunk_place(struct chunk *c, const pk_node *info)
@@ -342,6 +382,8 @@ cleanup:
 static int index_build(struct index *ix, const pk_node *root, const char *md, char *err, size_t errlen)
 {
     int rc = 0;
+    struct place *places = NULL;
+    size_t nplaces = 0;
     const pk_node *d = pk_object_dict(root);
     const pk_node *sdm = pk_dict_get(d, "state_dict_metadata"), *sd = pk_dict_get(d, "storage_data");
     memset(ix, 0, sizeof *ix);
@@ -354,7 +396,8 @@ static int index_build(struct index *ix, const pk_node *root, const char *md, ch
     }
     ix->k = calloc(sdm->n / 2 + 1, sizeof *ix->k);
     ix->all = calloc(nch + 1, sizeof *ix->all);
-    if (!ix->k || !ix->all) FAIL(TD_ERR_NOMEM, "'%s': out of memory", md);
+    places = places_build(sd, &nplaces);
+    if (!ix->k || !ix->all || !places) FAIL(TD_ERR_NOMEM, "'%s': out of memory", md);
     struct chunk *next = ix->all;
     for (size_t i = 0; i + 1 < sdm->n; i += 2) {
         const pk_node *key = sdm->items[i], *v = sdm->items[i + 1];
@@ -365,7 +408,7 @@ static int index_build(struct index *ix, const pk_node *root, const char *md, ch
             k->bytes = 1;
             k->ch = next++;
             k->nch = 1;
-            const pk_node *info = storage_of(sd, k->key, NULL, 0);
+            const pk_node *info = storage_of(places, nplaces, k->key, NULL, 0);
             if (!info || chunk_place(k->ch, info)) FAIL(TD_ERR_FORMAT, "'%s': key '%s': no valid storage entry", md, k->key);
             continue;
         }
@@ -386,13 +429,14 @@ static int index_build(struct index *ix, const pk_node *root, const char *md, ch
                 pk_int_tuple(pk_dict_get(cd, "offsets"), c->off, TD_MD_DIMS) != k->ndim ||
                 pk_int_tuple(pk_dict_get(cd, "sizes"), c->size, TD_MD_DIMS) != k->ndim)
                 FAIL(TD_ERR_FORMAT, "'%s': key '%s': chunk %zu is not a ChunkStorageMetadata of %d axes", md, k->key, j, k->ndim);
-            const pk_node *info = storage_of(sd, k->key, c->off, k->ndim);
+            const pk_node *info = storage_of(places, nplaces, k->key, c->off, k->ndim);
             if (!info || chunk_place(c, info))
                 FAIL(TD_ERR_FORMAT, "'%s': key '%s': chunk %zu has no valid storage entry", md, k->key, j);
         }
         if ((rc = chunks_check(k, md, err, errlen)) != 0) goto cleanup;
     }
 cleanup:
+    free(places);
     return rc;
 }
 
