@@ -632,6 +632,40 @@ cleanup:
 }
 
 static uint64_t uint_of(const pk_node *n) { return n && n->kind == PK_INT && n->i >= 0 ? (uint64_t)n->i : 0; }
+static double num_of(const pk_node *n) { return !n ? 0 : n->kind == PK_INT ? (double)n->i : n->kind == PK_FLOAT ? n->f : 0; }
+
+/* The optimizer's common part, wherever a ChainedOptimizer or the
+ * distributed optimizer nests it: its sharding type and the step of every
+ * param group (torch's Adam keeps it per parameter, Megatron's state_dict
+ * puts it in the groups as a number); -1 when two steps differ. */
+static int optim_walk(const pk_node *n, int depth, td_state *st)
+{
+    if (!n || depth > 8) return 0;
+    if (n->kind == PK_LIST || n->kind == PK_TUPLE) {
+        for (size_t i = 0; i < n->n; i++)
+            if (optim_walk(n->items[i], depth + 1, st)) return -1;
+        return 0;
+    }
+    if (n->kind != PK_DICT) return 0;
+    for (size_t i = 0; i + 1 < n->n; i += 2) {
+        const pk_node *k = n->items[i], *v = n->items[i + 1];
+        if (k->kind == PK_STR && !strcmp(k->s, "param_state_sharding_type") && v->kind == PK_STR) {
+            snprintf(st->optim_sharding, sizeof st->optim_sharding, "%s", v->s);
+        } else if (k->kind == PK_STR && !strcmp(k->s, "param_groups") && v->kind == PK_LIST) {
+            for (size_t g = 0; g < v->n; g++) {
+                const pk_node *step = pk_dict_get(v->items[g], "step");
+                double x = num_of(step);
+                if (!step || (step->kind != PK_INT && step->kind != PK_FLOAT) || x < 0 || x != (double)(uint64_t)x) continue;
+                if (st->has_step && st->step != (uint64_t)x) return -1;
+                st->has_step = 1;
+                st->step = (uint64_t)x;
+            }
+        } else if (optim_walk(v, depth + 1, st)) {
+            return -1;
+        }
+    }
+    return 0;
+}
 static int64_t int_or(const pk_node *n, int64_t dflt) { return n && n->kind == PK_INT ? n->i : dflt; }
 
 /* The common state: [dict] of torch.save in the object item common_state/... */
@@ -657,8 +691,19 @@ static int read_common(struct reader *r, struct index *ix, td_state *st, const c
     const pk_node *it = pk_dict_get(cs, "iteration");
     if (!it || it->kind != PK_INT || it->i < 0) FAIL(TD_ERR_FORMAT, "'%s': key '%s': no iteration", name, k->key);
     st->iteration = (uint64_t)it->i;
-    st->has_scheduler = pk_dict_get(cs, "opt_param_scheduler") != NULL;
-    st->has_optimizer |= pk_dict_get(cs, "optimizer") != NULL;
+    const pk_node *sched = pk_dict_get(cs, "opt_param_scheduler"), *optim = pk_dict_get(cs, "optimizer");
+    st->has_scheduler = sched && sched->kind == PK_DICT;
+    if (st->has_scheduler) {
+        const pk_node *style = pk_dict_get(sched, "lr_decay_style");
+        st->sched_max_lr = num_of(pk_dict_get(sched, "max_lr"));
+        st->sched_min_lr = num_of(pk_dict_get(sched, "min_lr"));
+        st->sched_warmup_steps = num_of(pk_dict_get(sched, "lr_warmup_steps"));
+        st->sched_decay_steps = num_of(pk_dict_get(sched, "lr_decay_steps"));
+        st->sched_num_steps = num_of(pk_dict_get(sched, "num_steps"));
+        if (style && style->kind == PK_STR) snprintf(st->sched_decay_style, sizeof st->sched_decay_style, "%s", style->s);
+    }
+    st->has_optimizer |= optim != NULL;
+    if (optim_walk(optim, 0, st)) FAIL(TD_ERR_FORMAT, "'%s': key '%s': the optimizer's param groups hold different steps", name, k->key);
     const pk_node *args = pk_dict_get(cs, "args");
     st->args_tp = st->args_pp = 1;
     st->args_num_layers = st->args_hidden_size = st->args_num_attention_heads = -1;
@@ -697,6 +742,94 @@ static int model_key(const struct tkey *k)
            strncmp(k->key, "rerun_state_machine", 19);
 }
 
+/* The index of iter_dir's .metadata, after its metadata.json is checked;
+ * *buf and *doc own what the index points into. */
+static int open_index(const char *iter_dir, char *md, size_t mdcap, unsigned char **buf, pk_doc **doc, struct index *ix,
+                      char *err, size_t errlen)
+{
+    int rc = 0;
+    size_t size = 0;
+    if ((rc = check_config(iter_dir, err, errlen)) != 0) goto cleanup;
+    snprintf(md, mdcap, "%s/.metadata", iter_dir);
+    if (!(*buf = slurp(md, &size))) FAIL(TD_ERR_IO, "cannot read '%s': %s", md, strerror(errno));
+    if (pk_parse(*buf, size, md, doc, err, errlen) != 0) { rc = TD_ERR_FORMAT; goto cleanup; }
+    rc = index_build(ix, pk_root(*doc), md, err, errlen);
+cleanup:
+    return rc;
+}
+
+/* Every item of m under key prefix (e.g. "optimizer.state.exp_avg.") into
+ * out (the rank's flat layout); chunk holds the largest item. */
+static int load_all(struct reader *r, struct index *ix, const gpt_model *m, const td_item *items, size_t n,
+                    const char *prefix, int optional, float *out, float *chunk, const char *md, char *err, size_t errlen)
+{
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        td_item it = items[i];
+        if (snprintf(it.key, sizeof it.key, "%s%s", prefix, items[i].key) >= (int)sizeof it.key)
+            FAIL(TD_ERR_UNSUPPORTED, "'%s': key '%s%s' is too long", md, prefix, items[i].key);
+        if (optional && !index_find(ix, it.key)) continue;
+        if ((rc = load_item(r, ix, &it, chunk, md, err, errlen)) != 0) goto cleanup;
+        td_item_scatter(m, &it, chunk, out);
+    }
+cleanup:
+    return rc;
+}
+
+int td_load_optimizer(gpt_model *m, const char *iter_dir, const td_state *st, char *err, size_t errlen)
+{
+    int rc = 0;
+    char md[4200];
+    unsigned char *buf = NULL;
+    pk_doc *doc = NULL;
+    struct index ix = {0};
+    struct reader r = { .dir = iter_dir };
+    td_item *items = NULL;
+    size_t nitems = 0, maxn = 0, lo = m->opt_lo, n = m->opt_hi - m->opt_lo;
+    float *mv = NULL, *chunk = NULL;
+    if ((rc = open_index(iter_dir, md, sizeof md, &buf, &doc, &ix, err, errlen)) != 0) goto cleanup;
+    for (size_t i = 0; i < ix.n; i++)
+        if (!strncmp(ix.k[i].key, "optimizer.distributed.", 22))
+            FAIL(TD_ERR_UNSUPPORTED, "'%s': the optimizer state is in the distributed optimizer's bucket layout ('%s', "
+                 "dp_reshardable): only the model-space layout (fully_reshardable) is read", md, ix.k[i].key);
+    if (st->optim_sharding[0] && strcmp(st->optim_sharding, "fully_reshardable"))
+        FAIL(TD_ERR_UNSUPPORTED, "'%s': optimizer sharding type '%s' is not read (only fully_reshardable)", md, st->optim_sharding);
+    if (!st->has_step) FAIL(TD_ERR_FORMAT, "'%s': no Adam step in the optimizer's param_groups", md);
+    if ((rc = td_items(m, &items, &nitems, err, errlen)) != 0) goto cleanup;
+    for (size_t i = 0; i < nitems; i++)
+        if (td_item_numel(&items[i]) > maxn) maxn = td_item_numel(&items[i]);
+    mv = malloc((m->num_params ? m->num_params : 1) * sizeof(float));
+    chunk = malloc((maxn ? maxn : 1) * sizeof(float));
+    if (!mv || !chunk) FAIL(TD_ERR_NOMEM, "out of memory loading '%s'", iter_dir);
+    /* the masters first (the whole flat array; the moments only [opt_lo,
+       opt_hi)), where stored: the plain optimizer keeps fp32_param only for
+       16-bit weights, the others' masters are their weights */
+    static const char *const masters[2] = { "optimizer.state.param.", "optimizer.state.fp32_param." };
+    if (gpt_state_read(m, GPT_STATE_WEIGHTS, 0, mv, m->num_params) != 0)
+        FAIL(TD_ERR_NOMEM, "cannot read the weights of '%s'", iter_dir);
+    for (int w = 0; w < 2; w++)
+        if ((rc = load_all(&r, &ix, m, items, nitems, masters[w], 1, mv, chunk, md, err, errlen)) != 0) goto cleanup;
+    if (gpt_state_write(m, GPT_STATE_WEIGHTS, 0, mv, m->num_params) != 0)
+        FAIL(TD_ERR_NOMEM, "cannot write the master weights of '%s'", iter_dir);
+    static const char *const moments[2] = { "optimizer.state.exp_avg.", "optimizer.state.exp_avg_sq." };
+    for (int w = 0; w < 2; w++) {
+        if ((rc = load_all(&r, &ix, m, items, nitems, moments[w], 0, mv, chunk, md, err, errlen)) != 0) goto cleanup;
+        if (gpt_state_write(m, w ? GPT_STATE_ADAM_V : GPT_STATE_ADAM_M, lo, mv + lo, n) != 0)
+            FAIL(TD_ERR_NOMEM, "cannot write the optimizer state of '%s'", iter_dir);
+    }
+    m->step = (int)st->step;
+cleanup:
+    reader_close(&r);
+    free(items);
+    free(mv);
+    free(chunk);
+    free(ix.k);
+    free(ix.all);
+    pk_free(doc);
+    free(buf);
+    return rc;
+}
+
 int td_load(gpt_model *m, const char *iter_dir, td_state *st, char *err, size_t errlen)
 {
     int rc = 0;
@@ -706,14 +839,10 @@ int td_load(gpt_model *m, const char *iter_dir, td_state *st, char *err, size_t 
     struct index ix = {0};
     struct reader r = { .dir = iter_dir };
     td_item *items = NULL;
-    size_t nitems = 0, size = 0, maxn = 0;
+    size_t nitems = 0, maxn = 0;
     float *params = NULL, *chunk = NULL;
     memset(st, 0, sizeof *st);
-    if ((rc = check_config(iter_dir, err, errlen)) != 0) goto cleanup;
-    snprintf(md, sizeof md, "%s/.metadata", iter_dir);
-    if (!(buf = slurp(md, &size))) FAIL(TD_ERR_IO, "cannot read '%s': %s", md, strerror(errno));
-    if (pk_parse(buf, size, md, &doc, err, errlen) != 0) { rc = TD_ERR_FORMAT; goto cleanup; }
-    if ((rc = index_build(&ix, pk_root(doc), md, err, errlen)) != 0) goto cleanup;
+    if ((rc = open_index(iter_dir, md, sizeof md, &buf, &doc, &ix, err, errlen)) != 0) goto cleanup;
     for (size_t i = 0; i < ix.n; i++) {
         if (!strncmp(ix.k[i].key, "optimizer.", 10)) st->has_optimizer = 1;
         if (!strncmp(ix.k[i].key, "rng_state", 9)) st->has_rng = 1;
@@ -725,10 +854,7 @@ int td_load(gpt_model *m, const char *iter_dir, td_state *st, char *err, size_t 
     params = malloc((m->num_params ? m->num_params : 1) * sizeof(float));
     chunk = malloc((maxn ? maxn : 1) * sizeof(float));
     if (!params || !chunk) FAIL(TD_ERR_NOMEM, "out of memory loading '%s'", iter_dir);
-    for (size_t i = 0; i < nitems; i++) {
-        if ((rc = load_item(&r, &ix, &items[i], chunk, md, err, errlen)) != 0) goto cleanup;
-        td_item_scatter(m, &items[i], chunk, params);
-    }
+    if ((rc = load_all(&r, &ix, m, items, nitems, "", 0, params, chunk, md, err, errlen)) != 0) goto cleanup;
     /* a model key this rank leaves unread is another stage's (the
        embedding is the first stage's, the final norm and the output layer
        the last's; every stage reads every layer key) or one this model

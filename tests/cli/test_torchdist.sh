@@ -8,6 +8,8 @@
 #    in another order);
 #  - loaded at TP 2, PP 2 and TP 2 x PP 2, trained one iteration at lr 0
 #    (weights unchanged) and saved, the merged export gives the same logits;
+#  - the AdamW state and schedule of llama_optim (Megatron's model-space
+#    optimizer layout, written by make_optim.py) restored;
 #  - Megatron's load flags: without --no-load-optim (or --finetune) a
 #    checkpoint without optimizer state stops, without --no-load-rng one
 #    without RNG state stops at its own TP/PP; the iteration comes from the
@@ -108,6 +110,14 @@ check args_no_could_not_find sh -c "! grep -q 'could not find arguments' '$T/err
 run_expect args_heads 1 "^mdstrain: '.*llama_args/iter_0000003': num_attention_heads is 4 in the checkpoint's args but 2 in this run$" \
     "$MDSTRAIN" $(echo $LLAMA | sed 's/--num-attention-heads 4/--num-attention-heads 2/;s/--num-query-groups 2/--num-query-groups 1/') \
     $RUN --train-iters 5 --load "$D/llama_args" --no-load-optim --no-load-rng
+# AdamW state in the model-space layout (llama_optim, make_optim.py): restored with the schedule
+# shellcheck disable=SC2086
+run_expect optim_resume 0 "at iteration 4 \(with the optimizer state\)$" \
+    "$MDSTRAIN" $LLAMA $RUN --train-iters 6 --load "$D/llama_optim"
+check optim_schedule grep -q 'iteration        5/       6 | consumed samples:           10 | .* learning rate: 1.666667E-04 |' "$T/out"
+# shellcheck disable=SC2086
+run_expect optim_schedule_checked 1 "lr scheduler decay steps is 12 in the checkpoint but 14 in this run" \
+    "$MDSTRAIN" $LLAMA $RUN --train-iters 7 --load "$D/llama_optim"
 # shellcheck disable=SC2086
 run_expect finetune_from_zero 0 "at iteration 0$" "$MDSTRAIN" $LLAMA $RUN --load "$D/llama" --finetune
 check finetune_trains_3 grep -q 'iteration        1/       3' "$T/out"
