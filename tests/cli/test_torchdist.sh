@@ -115,6 +115,15 @@ run_expect args_heads 1 "^mdstrain: '.*llama_args/iter_0000003': num_attention_h
 run_expect optim_resume 0 "at iteration 4 \(with the optimizer state\)$" \
     "$MDSTRAIN" $LLAMA $RUN --train-iters 6 --load "$D/llama_optim"
 check optim_schedule grep -q 'iteration        5/       6 | consumed samples:           10 | .* learning rate: 1.666667E-04 |' "$T/out"
+# and into DP 2 with the distributed optimizer (each rank its shard of the moments): DP 1's losses
+# shellcheck disable=SC2086
+"$MDSTRAIN" $LLAMA $RUN -q -v -v --train-iters 6 --load "$D/llama_optim" >"$T/o1.log" 2>&1
+# shellcheck disable=SC2086
+tcp optim_dp2 2 torch $LLAMA $RUN -q -v -v --train-iters 6 --load "$D/llama_optim" --use-distributed-optimizer
+exact "$T/o1.log" >"$T/ref"
+exact "$T"/optim_dp2.*.log >"$T/o2"
+check optim_dp2_losses_as_dp1 sh -c "test $rc -eq 0 -a \$(wc -l <'$T/ref') -eq 2 && paste -d' ' '$T/ref' '$T/o2' | awk '
+    { d = \$1 - \$3; if (d < 0) d = -d; if (d > 2e-7 * \$1) bad = 1 } END { exit bad }'"
 # shellcheck disable=SC2086
 run_expect optim_schedule_checked 1 "lr scheduler decay steps is 12 in the checkpoint but 14 in this run" \
     "$MDSTRAIN" $LLAMA $RUN --train-iters 7 --load "$D/llama_optim"
