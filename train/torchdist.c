@@ -776,106 +776,112 @@ cleanup:
     return rc;
 }
 
+/* What both reads hold open: the index of .metadata (and the bytes and
+ * tree it points into), the files, this rank's items, a flat array of the
+ * rank's parameters and a buffer of the largest item. */
+struct session {
+    char md[4200];
+    unsigned char *buf;
+    pk_doc *doc;
+    struct index ix;
+    struct reader r;
+    td_item *items;
+    size_t nitems;
+    float *flat, *chunk;
+};
+
+static int session_open(struct session *s, const gpt_model *m, const char *iter_dir, char *err, size_t errlen)
+{
+    int rc = 0;
+    size_t maxn = 0;
+    memset(s, 0, sizeof *s);
+    s->r.dir = iter_dir;
+    if ((rc = open_index(iter_dir, s->md, sizeof s->md, &s->buf, &s->doc, &s->ix, err, errlen)) != 0) goto cleanup;
+    if ((rc = td_items(m, &s->items, &s->nitems, err, errlen)) != 0) goto cleanup;
+    for (size_t i = 0; i < s->nitems; i++)
+        if (td_item_numel(&s->items[i]) > maxn) maxn = td_item_numel(&s->items[i]);
+    s->flat = malloc((m->num_params ? m->num_params : 1) * sizeof(float));
+    s->chunk = malloc((maxn ? maxn : 1) * sizeof(float));
+    if (!s->flat || !s->chunk) FAIL(TD_ERR_NOMEM, "out of memory loading '%s'", iter_dir);
+cleanup:
+    return rc;
+}
+
+static void session_close(struct session *s)
+{
+    reader_close(&s->r);
+    free(s->items);
+    free(s->flat);
+    free(s->chunk);
+    free(s->ix.k);
+    free(s->ix.all);
+    pk_free(s->doc);
+    free(s->buf);
+}
+
 int td_load_optimizer(gpt_model *m, const char *iter_dir, const td_state *st, char *err, size_t errlen)
 {
     int rc = 0;
-    char md[4200];
-    unsigned char *buf = NULL;
-    pk_doc *doc = NULL;
-    struct index ix = {0};
-    struct reader r = { .dir = iter_dir };
-    td_item *items = NULL;
-    size_t nitems = 0, maxn = 0, lo = m->opt_lo, n = m->opt_hi - m->opt_lo;
-    float *mv = NULL, *chunk = NULL;
-    if ((rc = open_index(iter_dir, md, sizeof md, &buf, &doc, &ix, err, errlen)) != 0) goto cleanup;
-    for (size_t i = 0; i < ix.n; i++)
-        if (!strncmp(ix.k[i].key, "optimizer.distributed.", 22))
+    struct session s;
+    size_t lo = m->opt_lo, n = m->opt_hi - m->opt_lo;
+    if ((rc = session_open(&s, m, iter_dir, err, errlen)) != 0) goto cleanup;
+    for (size_t i = 0; i < s.ix.n; i++)
+        if (!strncmp(s.ix.k[i].key, "optimizer.distributed.", 22))
             FAIL(TD_ERR_UNSUPPORTED, "'%s': the optimizer state is in the distributed optimizer's bucket layout ('%s', "
-                 "dp_reshardable): only the model-space layout (fully_reshardable) is read", md, ix.k[i].key);
+                 "dp_reshardable): only the model-space layout (fully_reshardable) is read", s.md, s.ix.k[i].key);
     if (st->optim_sharding[0] && strcmp(st->optim_sharding, "fully_reshardable"))
-        FAIL(TD_ERR_UNSUPPORTED, "'%s': optimizer sharding type '%s' is not read (only fully_reshardable)", md, st->optim_sharding);
-    if (!st->has_step) FAIL(TD_ERR_FORMAT, "'%s': no Adam step in the optimizer's param_groups", md);
-    if ((rc = td_items(m, &items, &nitems, err, errlen)) != 0) goto cleanup;
-    for (size_t i = 0; i < nitems; i++)
-        if (td_item_numel(&items[i]) > maxn) maxn = td_item_numel(&items[i]);
-    mv = malloc((m->num_params ? m->num_params : 1) * sizeof(float));
-    chunk = malloc((maxn ? maxn : 1) * sizeof(float));
-    if (!mv || !chunk) FAIL(TD_ERR_NOMEM, "out of memory loading '%s'", iter_dir);
+        FAIL(TD_ERR_UNSUPPORTED, "'%s': optimizer sharding type '%s' is not read (only fully_reshardable)", s.md, st->optim_sharding);
+    if (!st->has_step) FAIL(TD_ERR_FORMAT, "'%s': no Adam step in the optimizer's param_groups", s.md);
     /* the masters first (the whole flat array; the moments only [opt_lo,
        opt_hi)), where stored: the plain optimizer keeps fp32_param only for
        16-bit weights, the others' masters are their weights */
     static const char *const masters[2] = { "optimizer.state.param.", "optimizer.state.fp32_param." };
-    if (gpt_state_read(m, GPT_STATE_WEIGHTS, 0, mv, m->num_params) != 0)
+    if (gpt_state_read(m, GPT_STATE_WEIGHTS, 0, s.flat, m->num_params) != 0)
         FAIL(TD_ERR_NOMEM, "cannot read the weights of '%s'", iter_dir);
     for (int w = 0; w < 2; w++)
-        if ((rc = load_all(&r, &ix, m, items, nitems, masters[w], 1, mv, chunk, md, err, errlen)) != 0) goto cleanup;
-    if (gpt_state_write(m, GPT_STATE_WEIGHTS, 0, mv, m->num_params) != 0)
+        if ((rc = load_all(&s.r, &s.ix, m, s.items, s.nitems, masters[w], 1, s.flat, s.chunk, s.md, err, errlen)) != 0)
+            goto cleanup;
+    if (gpt_state_write(m, GPT_STATE_WEIGHTS, 0, s.flat, m->num_params) != 0)
         FAIL(TD_ERR_NOMEM, "cannot write the master weights of '%s'", iter_dir);
     static const char *const moments[2] = { "optimizer.state.exp_avg.", "optimizer.state.exp_avg_sq." };
     for (int w = 0; w < 2; w++) {
-        if ((rc = load_all(&r, &ix, m, items, nitems, moments[w], 0, mv, chunk, md, err, errlen)) != 0) goto cleanup;
-        if (gpt_state_write(m, w ? GPT_STATE_ADAM_V : GPT_STATE_ADAM_M, lo, mv + lo, n) != 0)
+        if ((rc = load_all(&s.r, &s.ix, m, s.items, s.nitems, moments[w], 0, s.flat, s.chunk, s.md, err, errlen)) != 0)
+            goto cleanup;
+        if (gpt_state_write(m, w ? GPT_STATE_ADAM_V : GPT_STATE_ADAM_M, lo, s.flat + lo, n) != 0)
             FAIL(TD_ERR_NOMEM, "cannot write the optimizer state of '%s'", iter_dir);
     }
     m->step = (int)st->step;
 cleanup:
-    reader_close(&r);
-    free(items);
-    free(mv);
-    free(chunk);
-    free(ix.k);
-    free(ix.all);
-    pk_free(doc);
-    free(buf);
+    session_close(&s);
     return rc;
 }
 
 int td_load(gpt_model *m, const char *iter_dir, td_state *st, char *err, size_t errlen)
 {
     int rc = 0;
-    char md[4200];
-    unsigned char *buf = NULL;
-    pk_doc *doc = NULL;
-    struct index ix = {0};
-    struct reader r = { .dir = iter_dir };
-    td_item *items = NULL;
-    size_t nitems = 0, maxn = 0;
-    float *params = NULL, *chunk = NULL;
+    struct session s;
     memset(st, 0, sizeof *st);
-    if ((rc = open_index(iter_dir, md, sizeof md, &buf, &doc, &ix, err, errlen)) != 0) goto cleanup;
-    for (size_t i = 0; i < ix.n; i++) {
-        if (!strncmp(ix.k[i].key, "optimizer.", 10)) st->has_optimizer = 1;
-        if (!strncmp(ix.k[i].key, "rng_state", 9)) st->has_rng = 1;
+    if ((rc = session_open(&s, m, iter_dir, err, errlen)) != 0) goto cleanup;
+    for (size_t i = 0; i < s.ix.n; i++) {
+        if (!strncmp(s.ix.k[i].key, "optimizer.", 10)) st->has_optimizer = 1;
+        if (!strncmp(s.ix.k[i].key, "rng_state", 9)) st->has_rng = 1;
     }
-    if ((rc = read_common(&r, &ix, st, md, err, errlen)) != 0) goto cleanup;
-    if ((rc = td_items(m, &items, &nitems, err, errlen)) != 0) goto cleanup;
-    for (size_t i = 0; i < nitems; i++)
-        if (td_item_numel(&items[i]) > maxn) maxn = td_item_numel(&items[i]);
-    params = malloc((m->num_params ? m->num_params : 1) * sizeof(float));
-    chunk = malloc((maxn ? maxn : 1) * sizeof(float));
-    if (!params || !chunk) FAIL(TD_ERR_NOMEM, "out of memory loading '%s'", iter_dir);
-    if ((rc = load_all(&r, &ix, m, items, nitems, "", 0, params, chunk, md, err, errlen)) != 0) goto cleanup;
+    if ((rc = read_common(&s.r, &s.ix, st, s.md, err, errlen)) != 0) goto cleanup;
+    if ((rc = load_all(&s.r, &s.ix, m, s.items, s.nitems, "", 0, s.flat, s.chunk, s.md, err, errlen)) != 0) goto cleanup;
     /* a model key this rank leaves unread is another stage's (the
        embedding is the first stage's, the final norm and the output layer
        the last's; every stage reads every layer key) or one this model
        lacks */
-    for (size_t i = 0; i < ix.n; i++) {
-        const struct tkey *k = &ix.k[i];
+    for (size_t i = 0; i < s.ix.n; i++) {
+        const struct tkey *k = &s.ix.k[i];
         if (!model_key(k) || k->used) continue;
         int other = strncmp(k->key, LAYERS, strlen(LAYERS)) &&
                     (!strncmp(k->key, "embedding.", 10) ? !m->first_stage : !m->last_stage);
-        if (!other) FAIL(TD_ERR_MISMATCH, "'%s': the checkpoint holds '%s', which this model does not have", md, k->key);
+        if (!other) FAIL(TD_ERR_MISMATCH, "'%s': the checkpoint holds '%s', which this model does not have", s.md, k->key);
     }
-    if (gpt_state_write(m, GPT_STATE_WEIGHTS, 0, params, m->num_params) != 0)
+    if (gpt_state_write(m, GPT_STATE_WEIGHTS, 0, s.flat, m->num_params) != 0)
         FAIL(TD_ERR_NOMEM, "cannot write the weights of '%s'", iter_dir);
 cleanup:
-    reader_close(&r);
-    free(items);
-    free(params);
-    free(chunk);
-    free(ix.k);
-    free(ix.all);
-    pk_free(doc);
-    free(buf);
+    session_close(&s);
     return rc;
 }
