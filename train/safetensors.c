@@ -202,6 +202,9 @@ int st_parse(const unsigned char *data, size_t size, const char *name, st_file *
 cleanup:
     free(order);
     jt_free(doc);
+    /* a name may hold any character: its control characters are shown as '?' to keep the message one line */
+    for (char *q = err; rc && errlen && *q; q++)
+        if ((unsigned char)*q < 0x20) *q = '?';
     if (rc) st_close(f);
     else *out = f;
     return rc;

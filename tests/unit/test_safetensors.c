@@ -55,6 +55,7 @@ static void test_corpus_verdicts(void)
         {"lone-surrogate", "header is not valid JSON (line 1, column 4: lone trailing surrogate \\uDC00)"},
         {"control-char", "header is not valid JSON (line 1, column 4: control character in a string)"},
         {"empty", "truncated header length (0 bytes)"},
+        {"newline-in-name", "tensor 'a?b': dtype I64 is not supported (F32, F16 or BF16)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         st_file *f = NULL;
