@@ -1911,15 +1911,14 @@ static int wc_alloc(sp_state *st)
     return 0;
 }
 
-/* Appends a cached word's pieces at offset a; for unigram, adds their scores
- * to *P as the Viterbi does. */
-static inline int wc_replay(sp_state *st, const struct wslot *e, const struct wpiece *v, size_t a, size_t *nr, float *P)
+/* Appends a cached word's pieces at offset a (encode_words made room); for
+ * unigram, adds their scores to *P as the Viterbi does. */
+static inline void wc_replay(sp_state *st, const struct wslot *e, const struct wpiece *v, size_t a, size_t *nr, float *P)
 {
-    GROW(st->res, st->rescap, *nr + e->n);
     if (e->n == 1) {
         st->res[(*nr)++] = (struct res){ (uint32_t)a, e->len0, e->id0 };
         *P = e->sc0 + *P;
-        return 0;
+        return;
     }
     float p = *P;
     struct res *r = st->res + *nr;
@@ -1929,7 +1928,6 @@ static inline int wc_replay(sp_state *st, const struct wslot *e, const struct wp
     }
     *nr += e->n;
     *P = p;
-    return 0;
 }
 
 static int bpe_word(const sp_model *M, sp_state *st, const unsigned char *t, size_t a, size_t b, uint32_t h, size_t *nr)
@@ -1942,7 +1940,8 @@ static int bpe_word(const sp_model *M, sp_state *st, const unsigned char *t, siz
         const struct wslot *e = wc_get(st, t + a, n, h, k8, &v);
         if (e) {
             float unused = 0.0f;
-            return wc_replay(st, e, v, a, nr, &unused);
+            wc_replay(st, e, v, a, nr, &unused);
+            return 0;
         }
     }
     int rc = bpe_encode(M, st, t + a, n, nr);
@@ -1980,7 +1979,10 @@ static int unigram_word(const sp_model *M, sp_state *st, const unsigned char *t,
                 v = st->gen[st->cur].vals + e->voff;
             }
         }
-        if (e && (*P < 0 ? -*P : *P) < e->plim) return wc_replay(st, e, v, a, nr, P);
+        if (e && (*P < 0 ? -*P : *P) < e->plim) {
+            wc_replay(st, e, v, a, nr, P);
+            return 0;
+        }
     }
     return unigram_span(M, st, t, a, b, *P, nr, P);
 }
@@ -1990,8 +1992,9 @@ static inline int at_ws(const unsigned char *p, const unsigned char *ws, size_t 
     return p[0] == ws[0] && (wsl == 1 || (p[1] == ws[1] && p[2] == ws[2]));
 }
 
-/* Appends the cuts of t[a, b) (see word_tables) and b to st->cuts. */
-static int find_cuts(const sp_model *M, sp_state *st, const unsigned char *t, size_t a, size_t b, size_t n, size_t *nc)
+/* Appends the cuts of t[a, b) (see word_tables) and b to st->cuts (word_ends
+ * made room). */
+static void find_cuts(const sp_model *M, sp_state *st, const unsigned char *t, size_t a, size_t b, size_t n, size_t *nc)
 {
     static const unsigned char WS[3] = { 0xE2, 0x96, 0x81 };
     const unsigned char *ws = M->escape_ws ? WS : (const unsigned char *)" ";
@@ -2005,12 +2008,9 @@ static int find_cuts(const sp_model *M, sp_state *st, const unsigned char *t, si
                       (p == wl && j >= wsl && at_ws(t + j - wsl, ws, wsl) && !M->post_ws[c]);
             if (!cut) continue;
         }
-        GROW(st->cuts, st->cutcap, *nc + 1);
         st->cuts[(*nc)++].end = (uint32_t)j;
     }
-    GROW(st->cuts, st->cutcap, *nc + 1);
     st->cuts[(*nc)++].end = (uint32_t)b;
-    return 0;
 }
 
 /* The words: with ws_cuts, those that normalize ended at its marks, the ones
@@ -2019,19 +2019,17 @@ static int find_cuts(const sp_model *M, sp_state *st, const unsigned char *t, si
 static int word_ends(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *nc)
 {
     *nc = 0;
-    if (!M->ws_cuts) return find_cuts(M, st, t, 0, n, n, nc);
-    GROW(st->cuts, st->cutcap, st->nmarks);
+    GROW(st->cuts, st->cutcap, n);   /* (each cut at its own position in (0, n]) */
+    if (!M->ws_cuts) {
+        find_cuts(M, st, t, 0, n, n, nc);
+        return 0;
+    }
     size_t a = 0;
     for (size_t i = 0; i < st->nmarks; i++) {
         size_t b = st->marks[i].pos;
         if (b <= a) continue;
-        if (st->marks[i].mixed || b - a > WC_MAXW) {
-            int rc = find_cuts(M, st, t, a, b, n, nc);
-            if (rc) return rc;
-        } else {
-            GROW(st->cuts, st->cutcap, *nc + 1);
-            st->cuts[(*nc)++].end = (uint32_t)b;
-        }
+        if (st->marks[i].mixed || b - a > WC_MAXW) find_cuts(M, st, t, a, b, n, nc);
+        else st->cuts[(*nc)++].end = (uint32_t)b;
         a = b;
     }
     return 0;
@@ -2045,6 +2043,7 @@ static int encode_words(const sp_model *M, sp_state *st, const unsigned char *t,
     size_t nc;
     if (!rc) rc = word_ends(M, st, t, n, &nc);
     if (rc) return rc;
+    GROW(st->res, st->rescap, *nr + n);   /* (wc_replay's room: each piece holds a byte at least) */
     enum { AHEAD = 8 };   /* (4 waits for the slots: 8 % slower on dev) */
     int bpe = M->model_type == MODEL_BPE;
     float P = 0.0f;
