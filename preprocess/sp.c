@@ -1724,20 +1724,18 @@ static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char 
     if (span > (double)SCORE_RESET) span = (double)SCORE_RESET;
     double lim = span - maxabs - (double)(m + 1) / 256.0 - 1.0;
     *plim = lim > 0 ? (float)lim : -1.0f;
-    /* the path, last piece first, then reversed */
+    /* the path: its length, then its pieces from the last one back */
     size_t k = 0;
     for (size_t end = n; end > 0; k++) {
         if (d[end].start < 0) return TOK_ERR_ENCODE;   /* cannot happen */
-        GROW(st->wtmp, st->wtmpcap, k + 1);
-        st->wtmp[k] = (struct wpiece){ d[end].id, (uint16_t)d[end].start, (uint16_t)(end - (size_t)d[end].start), d[end].score };
         end = (size_t)d[end].start;
     }
-    for (size_t i = 0, j = k; i + 1 < j; i++, j--) {
-        struct wpiece x = st->wtmp[i];
-        st->wtmp[i] = st->wtmp[j - 1];
-        st->wtmp[j - 1] = x;
-    }
+    GROW(st->wtmp, st->wtmpcap, k);
     *np = k;
+    for (size_t end = n; end > 0;) {
+        st->wtmp[--k] = (struct wpiece){ d[end].id, (uint16_t)d[end].start, (uint16_t)(end - (size_t)d[end].start), d[end].score };
+        end = (size_t)d[end].start;
+    }
     return 0;
 }
 
