@@ -1699,16 +1699,15 @@ static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char 
         int single = 0;
         size_t mblen = one_char_len(t[start]);
         if (mblen > n - start) mblen = n - start;
+        const size_t last = start + mblen - 1;   /* (a piece ending here is the character alone) */
         uint32_t node = 0;
         for (size_t k = start; k < n; k++) {
             int r = lat_next(tr, &node, t[k]);
             if (r < 0) break;
             if (!r) continue;
             const struct dpiece *e = &tr->p[node];
-            int32_t id = e->id;
-            size_t len = k + 1 - start;
-            CAND(&d[k + 1], (double)e->score + till, e->score, id, (int)start);
-            if (!single && len == mblen) single = 1;
+            CAND(&d[k + 1], (double)e->score + till, e->score, e->id, (int)start);
+            single |= k == last;
         }
         if (!single) CAND(&d[start + mblen], (double)unk_score + till, unk_score, (int)M->unk_id, (int)start);
         start += mblen;
