@@ -1344,7 +1344,8 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
     while (n) {
         unsigned char c = s[0];
         unsigned v = M->plain[c];
-        if ((v & PLAIN) && (!(v & PLAIN_IF_ASCII_NEXT) || n == 1 || !charsmap_goes_on(M, M->plain_next[c], s[1]))) {
+        /* (PLAIN_IF_ASCII_NEXT: no rule starting with c goes on with an ASCII byte) */
+        if ((v & PLAIN) && (!(v & PLAIN_IF_ASCII_NEXT) || n == 1 || s[1] < 0x80 || !charsmap_goes_on(M, M->plain_next[c], s[1]))) {
             /* what the general step below does for a byte without rules, or
                with the one rule c -> " "; each mark starts a word (ws_cuts) */
             if (v & PLAIN_SPACE) {
