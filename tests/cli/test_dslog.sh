@@ -1,0 +1,70 @@
+#!/bin/sh
+# test_dslog.sh - under --deepspeed mdstrain prints Megatron-DeepSpeed's
+# training_log line, not Megatron-LM's (microsoft/Megatron-DeepSpeed
+# megatron/training.py at f4157bea, lines 1145-1187; docs/cli.md, "The log
+# under --deepspeed"): each line against a regex built from its format
+# strings ({:8d}, {:12d}, {:.1f}, {:.3E}, {:5d}, {:.6E}, {:.3f}, {:.2f}),
+# the optional fields as DeepSpeed 0.14.4's optimizer wrappers give them,
+# and the end-of-training validation prefix.  About 3 s.
+. tests/cli/lib.sh
+MDSTRAIN=${MDSTRAIN:-$BUILD/mdstrain}
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+TINY="--mock-data --tokenizer-type NullTokenizer --vocab-size 128 --num-layers 1 --hidden-size 16
+      --num-attention-heads 2 --seq-length 16 --max-position-embeddings 16 --micro-batch-size 1
+      --global-batch-size 2 --train-iters 4 --lr 1e-3 --log-interval 1 --eval-interval 2 --eval-iters 1"
+ds() { printf '{"train_batch_size": 2, "train_micro_batch_size_per_gpu": 1%s}\n' "$2" >"$T/$1.json"; }
+ds fp32 ''
+ds zero1 ', "zero_optimization": {"stage": 1}'
+ds fp16 ', "fp16": {"enabled": true, "initial_scale_power": 20, "hysteresis": 1}'
+ds bf16 ', "bf16": {"enabled": true}'
+D='[0-9]'
+# the line up to the batch size, OPT (the loss and the optional fields), the rest
+line_re() {
+    printf '%s' "^ iteration +$D+/ +4 \\| consumed samples: +$D+ \\| consumed tokens: +$D+ \\| elapsed time per iteration \\(ms\\): $D+\\.$D \\| learning rate: $D\\.$D{3}E[-+]$D{2} \\| global batch size: +2 \\|$1 actual seqlen: +16 \\| number of skipped iterations: +$D+ \\| number of nan iterations: +0 \\| samples per second: $D+\\.$D{3} \\| tokens per gpu per second \\(tgs\\): $D+\\.$D{3} \\| TFLOPs: $D+\\.$D{2} \\|\$"
+}
+LOSS=" lm loss: $D\\.$D{6}E[-+]$D{2} \\|" SCALE=" loss scale: $D+\\.$D \\|" NORM=" grad norm: $D+\\.$D{3} \\|" ZEROS=' num zeros: 0\.0 \|'
+# NAME CONFIG OPT-REGEX EXTRA-FLAGS...: four lines of that form
+lines() {
+    out=$1 cfg=$2 opt=$3; shift 3
+    # shellcheck disable=SC2086
+    "$MDSTRAIN" $TINY --deepspeed --deepspeed_config "$T/$cfg.json" "$@" >"$T/$out" 2>"$T/$out.err"
+    check "${out}_exit0" test $? -eq 0
+    check "${out}_lines" test "$(grep -Ec "$(line_re "$opt")" "$T/$out")" -eq 4
+    check "${out}_no_megatron_lm_line" sh -c "! grep -q 'ETA\\|TFLOP/s/GPU\\|^ \\[' '$T/$out'"
+}
+# fp32, ZeRO 0: a plain optimizer (no cur_scale, no _global_grad_norm); the
+# pipeline engine's branch gives num zeros 0
+lines fp32_pipe fp32 "$LOSS$ZEROS"
+check widths grep -q '^ iteration        3/       4 | consumed samples:            6 | consumed tokens:           96 | elapsed' "$T/fp32_pipe"
+# linear decay to 0 over 4 iterations, after the first step: 7.5e-4
+check lr_3e grep -q '^ iteration        1/       4 | .* | learning rate: 7\.500E-04 | global batch size:     2 |' "$T/fp32_pipe"
+check validation_lines test "$(grep -c '^ validation loss at iteration [24] | lm loss value: [0-9.E+-]* | lm loss PPL: [0-9.E+-]* | $' "$T/fp32_pipe")" -eq 2
+# eval-iters x global batch size samples
+check validation_end grep -q '^ validation loss at iteration 4 on 2-sample draw from validation set | lm loss value: ' "$T/fp32_pipe"
+check test_end grep -q '^ validation loss at iteration 4 on 2-sample draw from test set | lm loss value: ' "$T/fp32_pipe"
+check validation_frame test "$(grep -c '^---*$' "$T/fp32_pipe")" -eq 8
+# tgs = samples per second x seqlen / world size
+check tgs awk '/^ iteration /{ split($0, f, "|"); for (i in f) { if (f[i] ~ /samples per second/) { sub(/.*: /, "", f[i]); s = f[i] }
+    if (f[i] ~ /tgs/) { sub(/.*: /, "", f[i]); g = f[i] } } d = g - 16 * s; if (d < 0) d = -d; if (d > 0.01 + 1e-6 * g) bad = 1; n++ }
+    END { exit bad || n != 4 }' "$T/fp32_pipe"
+# --no-pipeline-parallel: train_step's DeepSpeed branch sets no norm, no zeros
+lines fp32_nopp fp32 "$LOSS" --no-pipeline-parallel
+# ZeRO 1: its optimizer's cur_scale is the static 1.0; its norm is kept
+lines zero1_pipe zero1 "$LOSS loss scale: 1\\.0 \\|$NORM$ZEROS"
+lines zero1_nopp zero1 "$LOSS loss scale: 1\\.0 \\|" --no-pipeline-parallel
+# fp16, ZeRO 0: FP16_Optimizer, dynamic scale; its norm only after a clean
+# step; no loss when no iteration of the interval advanced (avg > 0.0)
+lines fp16_pipe fp16 "($LOSS)?$SCALE($NORM)?$ZEROS"
+check fp16_some_clean grep -q 'lm loss: .* skipped iterations:   0 ' "$T/fp16_pipe"
+check fp16_some_skipped grep -q 'skipped iterations:   1 ' "$T/fp16_pipe"
+check fp16_no_loss_when_skipped awk '/^ iteration / && /skipped iterations:   1 / && /lm loss/ { bad = 1 } END { exit bad }' "$T/fp16_pipe"
+check fp16_norm_once_applied awk '/^ iteration / { if ($0 ~ /skipped iterations: +0 /) clean = 1; if (clean && $0 !~ /grad norm:/) bad = 1 }
+    END { exit bad }' "$T/fp16_pipe"
+# bf16, ZeRO 0: BF16_Optimizer, no cur_scale, a norm every step
+lines bf16_pipe bf16 "$LOSS$NORM$ZEROS"
+# without --deepspeed: Megatron-LM's line and prefix (test_train.sh checks it field by field)
+# shellcheck disable=SC2086
+"$MDSTRAIN" $TINY >"$T/lm" 2>"$T/lm.err"
+check megatron_lm_line test "$(grep -c '^ \[.*\] iteration .* | throughput per GPU (TFLOP/s/GPU): .* | ETA: ' "$T/lm")" -eq 4
+check megatron_lm_valid_end grep -q '^ validation loss at iteration 4 on validation set | ' "$T/lm"
+finish
