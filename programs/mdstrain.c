@@ -1971,6 +1971,7 @@ int main(int argc, char **argv)
     int log_rank = world_rank == world_size - 1;   /* Megatron's print_rank_last */
     struct tblog tbl;
     tblog_open(&tbl, &c.tb, log_rank);             /* Megatron: the last rank writes */
+    if (c.deepspeed) tblog_deepspeed(&tbl, (uint64_t)c.seq);
     /* Megatron's decoupled group: the same schedule with its own peak and
        floor, after any --load (OptimizerParamScheduler.get_lr with the group's max_lr/min_lr) */
     train_schedule dsched = sched;
@@ -2045,8 +2046,12 @@ int main(int argc, char **argv)
                 cli_die(1, "%s", t.err);
             tblog_optimizer(&tbl, iteration, consumed * (uint64_t)c.seq, st);
         }
-        tblog_training(&tbl, iteration, consumed, skipped ? NAN : loss, lr_now, batch, t.scaler.scale,
-                       skipped ? NAN : norm, world_size);
+        if (c.deepspeed)   /* None where print_ds_log prints no field */
+            tblog_ds_training(&tbl, iteration, consumed, loss, lr_now, batch, c.fp16 ? t.scaler.scale : NAN,
+                              !c.no_pp && dslog.has_norm ? dslog.norm : NAN, c.no_pp ? NAN : 0.0, world_size);
+        else
+            tblog_training(&tbl, iteration, consumed, skipped ? NAN : loss, lr_now, batch, t.scaler.scale,
+                           skipped ? NAN : norm, world_size);
 
         if (iteration % c.log_interval == 0) {
             if (log_rank) {
@@ -2074,7 +2079,7 @@ int main(int argc, char **argv)
                 if (user_verbosity >= 3)
                     printf(" [rank %d] lm loss %.17g grad norm %.17g\n", world_rank, avg, norm);
                 fflush(stdout);
-                tblog_interval(&tbl, iteration, per_iter, c.log_throughput,
+                tblog_interval(&tbl, iteration, consumed, per_iter, c.log_throughput,
                                flops_per_token * (double)batch * (double)c.seq / per_iter / 1e12 / (double)world_size);
             }
             interval_time = interval_loss = 0;
@@ -2087,7 +2092,7 @@ int main(int argc, char **argv)
             if (trainer_evaluate(&t, DS_SPLIT_VALID, &valid_cursor, c.eval_iters, &vl) != 0)
                 cli_die(1, "%s", t.err);
             if (log_rank) print_validation(prefix, vl);
-            tblog_validation(&tbl, iteration, consumed, vl);
+            tblog_validation(&tbl, iteration, consumed, vl, 0);
         }
         if (c.save && c.save_interval && iteration % c.save_interval == 0) {
             save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
@@ -2129,7 +2134,7 @@ int main(int argc, char **argv)
         if (trainer_evaluate(&t, DS_SPLIT_VALID, &valid_cursor, c.eval_iters, &vl) != 0)
             cli_die(1, "%s", t.err);
         if (log_rank) print_validation(prefix, vl);
-        tblog_validation(&tbl, iteration, consumed, vl);
+        tblog_validation(&tbl, iteration, consumed, vl, 0);
     }
     if (do_test) {
         uint64_t test_cursor = 0;
@@ -2138,7 +2143,7 @@ int main(int argc, char **argv)
         if (trainer_evaluate(&t, DS_SPLIT_TEST, &test_cursor, c.eval_iters, &tl) != 0)
             cli_die(1, "%s", t.err);
         if (log_rank) print_validation(prefix, tl);
-        tblog_validation(&tbl, iteration, consumed, tl);   /* Megatron's tag for the test set too */
+        tblog_validation(&tbl, iteration, consumed, tl, 1);
     }
     tblog_close(&tbl);
     if (user_verbosity >= 3 && iters_run)

@@ -5,7 +5,8 @@
 # under --deepspeed"): each line against a regex built from its format
 # strings ({:8d}, {:12d}, {:.1f}, {:.3E}, {:5d}, {:.6E}, {:.3f}, {:.2f}),
 # the optional fields as DeepSpeed 0.14.4's optimizer wrappers give them,
-# and the end-of-training validation prefix.  About 3 s.
+# the end-of-training validation prefix, and Megatron-DeepSpeed's
+# TensorBoard tags.  About 3 s.
 . tests/cli/lib.sh
 MDSTRAIN=${MDSTRAIN:-$BUILD/mdstrain}
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
@@ -62,6 +63,45 @@ check fp16_norm_once_applied awk '/^ iteration / { if ($0 ~ /skipped iterations:
     END { exit bad }' "$T/fp16_pipe"
 # bf16, ZeRO 0: BF16_Optimizer, no cur_scale, a norm every step
 lines bf16_pipe bf16 "$LOSS$NORM$ZEROS"
+# TensorBoard: Megatron-DeepSpeed's tags (training.py at f4157bea, lines
+# 937-1027 and 1508-1530), each with "vs samples" and "vs tokens" steps
+TBDUMP="$BUILD/tests/test_tensorboard -d"
+# shellcheck disable=SC2086
+"$MDSTRAIN" -q $TINY --deepspeed --deepspeed_config "$T/zero1.json" --tensorboard-dir "$T/tb" \
+    --log-timers-to-tensorboard --log-validation-ppl-to-tensorboard --log-batch-size-to-tensorboard >"$T/tblog" 2>&1
+check tb_exit0 test $? -eq 0
+$TBDUMP "$T"/tb/events.out.tfevents.* | cut -f1-3 >"$T/tb.txt"
+cut -f1 "$T/tb.txt" | grep -v '^file_version$' | LC_ALL=C sort -u >"$T/tags"
+{
+    for s in 'steps-vs-samples/y=steps,x=samples' 'steps-vs-samples/y=samples,x=steps' \
+        'steps-vs-tokens/y=steps,x=tokens' 'steps-vs-tokens/y=tokens,x=steps'; do echo "$s"; done
+    for s in learning-rate/learning-rate batch-size/batch-size 'lm-loss-training/lm loss' loss-scale/loss-scale \
+        grad-norm/grad-norm num-zeros/num-zeros seqlen/actual_seq_length iteration-time/iteration-time \
+        'lm-loss-validation/lm loss validation' 'lm-loss-validation/lm loss validation ppl' \
+        'lm-loss-validation/lm loss test' 'lm-loss-validation/lm loss test ppl'; do
+        printf '%s\n%s vs samples\n%s vs tokens\n' "$s" "$s" "$s"
+    done
+} | LC_ALL=C sort >"$T/tags.want"
+# (loss-scale/ only under fp16, as there: zero1 is fp32, so absent)
+grep -v '^loss-scale/' "$T/tags.want" >"$T/tags.want2"
+check tb_tags sh -c "cmp -s '$T/tags' '$T/tags.want2' || { diff '$T/tags' '$T/tags.want2' >&2; false; }"
+check tb_steps_iteration3 sh -c "grep -q '^steps-vs-samples/y=steps,x=samples	6	3\.0\$' '$T/tb.txt' &&
+    grep -q '^steps-vs-tokens/y=tokens,x=steps	3	96\.0\$' '$T/tb.txt' &&
+    grep -q '^lm-loss-training/lm loss vs tokens	96	' '$T/tb.txt' && grep -q '^seqlen/actual_seq_length	3	16\.0\$' '$T/tb.txt'"
+# the loss of each iteration is the log line's (log interval 1; TensorBoard
+# stores a float32, the line prints 7 digits: within 1e-6 relative)
+awk -F '\t' '$1 == "lm-loss-training/lm loss" { print $3 }' "$T/tb.txt" >"$T/tbloss"
+sed -n 's/^ iteration .*| lm loss: \([^ ]*\) |.*/\1/p' "$T/tblog" >"$T/logloss"
+check tb_loss_is_logged sh -c "paste '$T/tbloss' '$T/logloss' | awk '{ d = \$1 - \$2; if (d < 0) d = -d; if (\$2 == \"\" || d > 1e-6 * \$2) bad = 1; n++ }
+    END { exit bad || n != 4 }'"
+# fp16 adds loss-scale/; --no-pipeline-parallel drops grad-norm/ and num-zeros/
+# shellcheck disable=SC2086
+"$MDSTRAIN" -q $TINY --deepspeed --deepspeed_config "$T/fp16.json" --no-pipeline-parallel --tensorboard-dir "$T/tb16" \
+    >/dev/null 2>&1
+$TBDUMP "$T"/tb16/events.out.tfevents.* | cut -f1 | LC_ALL=C sort -u >"$T/tags16"
+check tb_fp16_loss_scale grep -qx 'loss-scale/loss-scale vs tokens' "$T/tags16"
+check tb_nopp_no_norm sh -c "! grep -q '^grad-norm/\\|^num-zeros/\\|^batch-size/\\|^lm loss' '$T/tags16'"
+
 # without --deepspeed: Megatron-LM's line and prefix (test_train.sh checks it field by field)
 # shellcheck disable=SC2086
 "$MDSTRAIN" $TINY >"$T/lm" 2>"$T/lm.err"
