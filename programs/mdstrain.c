@@ -1115,8 +1115,10 @@ static void ds_log_step(struct ds_log *d, const struct config *c, int skipped, d
 }
 
 /* utils.py throughput_calculator (f4157bea, lines 270-312) as written,
-   integer divisions included: (2 // gqa) is 0 past 2 heads per group */
-static double ds_tflops(const struct config *c, const gpt_model *m, uint64_t batch, double per_iter, int world_size)
+   integer divisions included: (2 // gqa) is 0 past 2 heads per group.
+   The FLOPs of one iteration of batch samples; TFLOPs divides by seconds
+   x world size x 10^12. */
+static double ds_flops(const struct config *c, const gpt_model *m, uint64_t batch)
 {
     double b = (double)batch, L = m->L, h = m->C, s = (double)c->seq, F = m->F, V = m->Vp;
     int heads = m->cfg.num_heads, gqa = heads / m->G;
@@ -1128,7 +1130,7 @@ static double ds_tflops(const struct config *c, const gpt_model *m, uint64_t bat
     double fwd = pre_post + mha + ffn + logit, total = fwd + 2 * fwd;
     if (c->ckpt_act || c->recompute_gran == GRAN_FULL) total += fwd;
     if (c->recompute_gran == GRAN_SELECTIVE) total += mha;
-    return total * 2 / (per_iter * world_size * 1e12);
+    return total * 2;   /* macs_per_flops */
 }
 
 static void print_ds_log(const struct config *c, const gpt_model *m, const struct ds_log *d, uint64_t iteration,
@@ -1151,7 +1153,7 @@ static void print_ds_log(const struct config *c, const gpt_model *m, const struc
            " samples per second: %.3f | tokens per gpu per second (tgs): %.3f | TFLOPs: %.2f |\n",
            iteration, train_iters, consumed, consumed * (uint64_t)c->seq, per_iter * 1000.0, lr, batch, loss, opt, c->seq,
            (int)skipped, 0, samples_per_sec, samples_per_sec * (double)c->seq / world_size,
-           ds_tflops(c, m, batch, per_iter, world_size));
+           ds_flops(c, m, batch) / (per_iter * world_size * 1e12));
 }
 
 static const char *const styles[] = {"constant", "linear", "cosine"};
@@ -1202,8 +1204,11 @@ static void print_config(const struct config *c, const gpt_model *m, const train
         if (c->train_tokens) snprintf(tr, sizeof tr, "%" PRIu64, c->train_tokens);
         ROW("tokens: warmup / decay / train", "%s / %s / %s", w, d, tr);
     }
-    if (c->deepspeed)
+    if (c->deepspeed) {
         ROW("deepspeed config", "ZeRO stage %d, %s", c->zero_stage, c->ds_config);
+        ROW("ds flops / iteration", "%.17g (throughput_calculator, at batch %" PRIu64 ")", ds_flops(c, m, c->gbs),
+            c->gbs);
+    }
     if (c->ds_sched.type) {
         const train_ds_schedule *d = &c->ds_sched;
         char total[40] = "";

@@ -63,6 +63,29 @@ check fp16_norm_once_applied awk '/^ iteration / { if ($0 ~ /skipped iterations:
     END { exit bad }' "$T/fp16_pipe"
 # bf16, ZeRO 0: BF16_Optimizer, no cur_scale, a norm every step
 lines bf16_pipe bf16 "$LOSS$NORM$ZEROS"
+# throughput_calculator's FLOPs per iteration (utils.py at f4157bea, lines
+# 270-312), restated here from its source, against the configuration
+# table's row: B L H S heads groups ffn vocab mlp(2|3) recompute(none|full|selective)
+ds_flops() {
+    awk -v b="$1" -v L="$2" -v h="$3" -v s="$4" -v a="$5" -v g="$6" -v f="$7" -v v="$8" -v m="$9" -v r="${10}" 'BEGIN {
+        gqa = int(a / g); hd = int(h / a)
+        pre = b * L * (1 + int(2 / gqa) + 1) * h * h * s; mha = b * L * 2 * hd * a * s * s
+        fwd = pre + mha + b * L * m * f * h * s + b * v * h * s; t = 3 * fwd
+        if (r == "full") t += fwd; if (r == "selective") t += mha
+        printf "%d", 2 * t }'
+}
+flops_row() { sed -n 's/^| ds flops \/ iteration  *| \([0-9]*\) (throughput_calculator, at batch \([0-9]*\)).*/\1/p' "$1"; }
+check flops_plain test "$(flops_row "$T/fp32_pipe.err")" = "$(ds_flops 2 1 16 16 2 2 64 128 2 none)"
+GQA="--num-layers 2 --num-attention-heads 4 --group-query-attention --num-query-groups 1 --swiglu --ffn-hidden-size 40"
+# shellcheck disable=SC2086
+"$MDSTRAIN" $TINY $GQA --recompute-activations --train-iters 1 --deepspeed --deepspeed_config "$T/fp32.json" \
+    >/dev/null 2>"$T/gqa.err"
+check flops_gqa_swiglu_selective test "$(flops_row "$T/gqa.err")" = "$(ds_flops 2 2 16 16 4 1 40 128 3 selective)"
+# shellcheck disable=SC2086
+"$MDSTRAIN" $TINY $GQA --num-query-groups 2 --checkpoint-activations --train-iters 1 --deepspeed \
+    --deepspeed_config "$T/fp32.json" >/dev/null 2>"$T/ckpt.err"
+check flops_ckpt_full test "$(flops_row "$T/ckpt.err")" = "$(ds_flops 2 2 16 16 4 2 40 128 3 full)"
+
 # TensorBoard: Megatron-DeepSpeed's tags (training.py at f4157bea, lines
 # 937-1027 and 1508-1530), each with "vs samples" and "vs tokens" steps
 TBDUMP="$BUILD/tests/test_tensorboard -d"
