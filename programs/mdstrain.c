@@ -1056,6 +1056,17 @@ static void print_validation(const char *prefix, double loss)
     fflush(stdout);
 }
 
+/* The end-of-training evaluation's prefix: Megatron-LM's, or under
+   --deepspeed Megatron-DeepSpeed's (training.py at f4157bea, lines 254 and 261) */
+static void valid_prefix(char *out, size_t cap, const struct config *c, uint64_t iteration, const char *set)
+{
+    if (c->deepspeed)
+        snprintf(out, cap, "iteration %" PRIu64 " on %" PRIu64 "-sample draw from %s set", iteration,
+                 c->eval_iters * c->gbs, set);
+    else
+        snprintf(out, cap, "iteration %" PRIu64 " on %s set", iteration, set);
+}
+
 static void timestamp(char *out, size_t cap)
 {
     struct timeval tv;
@@ -1071,6 +1082,78 @@ static void format_eta(double sec, char *out, size_t cap)
     if (!(sec >= 0) || sec > 1e9) sec = 0;
     uint64_t s = (uint64_t)(sec + 0.5);
     snprintf(out, cap, "%" PRIu64 ":%02u:%02u", s / 3600, (unsigned)(s / 60 % 60), (unsigned)(s % 60));
+}
+
+/*
+ * Megatron-DeepSpeed's training_log line, printed instead of Megatron-LM's
+ * under --deepspeed (microsoft/Megatron-DeepSpeed megatron/training.py at
+ * f4157bea, lines 1145-1187; argonne-lcf's at 4ab9532 prints the same
+ * fields): no timestamp, no ETA, consumed tokens, actual seqlen, samples
+ * per second, tgs and throughput_calculator's TFLOPs.  Which optional
+ * fields appear follows DeepSpeed 0.14.4's engine (docs/cli.md).
+ */
+struct ds_log {
+    int has_norm;     /* engine._global_grad_norm is not None */
+    double norm;      /* the optimizer's last _global_grad_norm */
+};
+
+/* After a step: the optimizer wrapper DeepSpeed picked sets
+   _global_grad_norm on a successful step only; ZeRO 1/2 holds 0. from its
+   __init__, FP16_Optimizer and BF16_Optimizer nothing until their first
+   step, a plain fp32 optimizer never (engine._take_model_step). */
+static void ds_log_step(struct ds_log *d, const struct config *c, int skipped, double norm)
+{
+    int zero = c->zero_stage >= 1, wrapped = zero || c->fp16 || c->bf16;
+    if (!wrapped) return;
+    if (!skipped || c->bf16) {   /* BF16_Optimizer has no overflow check */
+        d->norm = norm;
+        d->has_norm = 1;
+    } else if (zero && !d->has_norm) {
+        d->norm = 0.0;
+        d->has_norm = 1;
+    }
+}
+
+/* utils.py throughput_calculator (f4157bea, lines 270-312) as written,
+   integer divisions included: (2 // gqa) is 0 past 2 heads per group.
+   The FLOPs of one iteration of batch samples; TFLOPs divides by seconds
+   x world size x 10^12. */
+static double ds_flops(const struct config *c, const gpt_model *m, uint64_t batch)
+{
+    double b = (double)batch, L = m->L, h = m->C, s = (double)c->seq, F = m->F, V = m->Vp;
+    int heads = m->cfg.num_heads, gqa = heads / m->G;
+    double head_dim = (double)(m->C / heads);
+    double pre_post = b * L * (1 + 2 / gqa + 1) * h * h * s;
+    double mha = b * L * 2 * head_dim * heads * s * s;
+    double ffn = b * L * (m->cfg.swiglu ? 3 : 2) * F * h * s * 1;   /* num_experts_routed_to: topk 1 */
+    double logit = b * V * h * s;
+    double fwd = pre_post + mha + ffn + logit, total = fwd + 2 * fwd;
+    if (c->ckpt_act || c->recompute_gran == GRAN_FULL) total += fwd;
+    if (c->recompute_gran == GRAN_SELECTIVE) total += mha;
+    return total * 2;   /* macs_per_flops */
+}
+
+static void print_ds_log(const struct config *c, const gpt_model *m, const struct ds_log *d, uint64_t iteration,
+                         uint64_t train_iters, uint64_t consumed, uint64_t batch, double per_iter, double lr,
+                         double avg, double scale, uint64_t skipped, int world_size)
+{
+    char opt[160] = "";
+    size_t n = 0;
+    /* loss scale: the optimizer has cur_scale (ZeRO 1/2: 1.0 unless fp16; FP16_Optimizer) */
+    if (c->zero_stage >= 1 || c->fp16) n += (size_t)snprintf(opt + n, sizeof opt - n, " loss scale: %.1f |", scale);
+    /* grad norm and num zeros: train_step's pipeline-engine branch only */
+    if (!c->no_pp && d->has_norm) n += (size_t)snprintf(opt + n, sizeof opt - n, " grad norm: %.3f |", d->norm);
+    if (!c->no_pp) snprintf(opt + n, sizeof opt - n, " num zeros: %.1f |", 0.0);
+    char loss[48] = "";
+    if (avg > 0.0) snprintf(loss, sizeof loss, " lm loss: %.6E |", avg);
+    double samples_per_sec = (double)batch / per_iter;
+    printf(" iteration %8" PRIu64 "/%8" PRIu64 " | consumed samples: %12" PRIu64 " | consumed tokens: %12" PRIu64
+           " | elapsed time per iteration (ms): %.1f | learning rate: %.3E | global batch size: %5" PRIu64 " |%s%s"
+           " actual seqlen: %5d | number of skipped iterations: %3d | number of nan iterations: %3d |"
+           " samples per second: %.3f | tokens per gpu per second (tgs): %.3f | TFLOPs: %.2f |\n",
+           iteration, train_iters, consumed, consumed * (uint64_t)c->seq, per_iter * 1000.0, lr, batch, loss, opt, c->seq,
+           (int)skipped, 0, samples_per_sec, samples_per_sec * (double)c->seq / world_size,
+           ds_flops(c, m, batch) / (per_iter * world_size * 1e12));
 }
 
 static const char *const styles[] = {"constant", "linear", "cosine"};
@@ -1121,8 +1204,11 @@ static void print_config(const struct config *c, const gpt_model *m, const train
         if (c->train_tokens) snprintf(tr, sizeof tr, "%" PRIu64, c->train_tokens);
         ROW("tokens: warmup / decay / train", "%s / %s / %s", w, d, tr);
     }
-    if (c->deepspeed)
+    if (c->deepspeed) {
         ROW("deepspeed config", "ZeRO stage %d, %s", c->zero_stage, c->ds_config);
+        ROW("ds flops / iteration", "%.17g (throughput_calculator, at batch %" PRIu64 ")", ds_flops(c, m, c->gbs),
+            c->gbs);
+    }
     if (c->ds_sched.type) {
         const train_ds_schedule *d = &c->ds_sched;
         char total[40] = "";
@@ -1873,6 +1959,7 @@ int main(int argc, char **argv)
     uint64_t consumed = 0, sched_steps = 0, valid_cursor = 0;
     double interval_time = 0, interval_loss = 0;
     uint64_t interval_iters = 0, interval_advanced = 0, interval_skipped = 0;
+    struct ds_log dslog = {0};
     uint64_t iteration = 0;
     struct ds_lr dl = {0};
     int resumed = c.load && load_checkpoint(&c, &t, &sched, &dl, &iteration, &consumed, &sched_steps, &valid_cursor);
@@ -1889,6 +1976,7 @@ int main(int argc, char **argv)
     int log_rank = world_rank == world_size - 1;   /* Megatron's print_rank_last */
     struct tblog tbl;
     tblog_open(&tbl, &c.tb, log_rank);             /* Megatron: the last rank writes */
+    if (c.deepspeed) tblog_deepspeed(&tbl, (uint64_t)c.seq);
     /* Megatron's decoupled group: the same schedule with its own peak and
        floor, after any --load (OptimizerParamScheduler.get_lr with the group's max_lr/min_lr) */
     train_schedule dsched = sched;
@@ -1956,14 +2044,19 @@ int main(int argc, char **argv)
         }
         interval_skipped += (uint64_t)skipped;
         interval_iters++;
+        ds_log_step(&dslog, &c, skipped, norm);
         if (c.tb.dir && c.tb.optimizer_states && iteration % c.tb.log_interval == 0) {
             double st[12];
             if (trainer_optimizer_stats(&t, st) != 0)
                 cli_die(1, "%s", t.err);
             tblog_optimizer(&tbl, iteration, consumed * (uint64_t)c.seq, st);
         }
-        tblog_training(&tbl, iteration, consumed, skipped ? NAN : loss, lr_now, batch, t.scaler.scale,
-                       skipped ? NAN : norm, world_size);
+        if (c.deepspeed)   /* None where print_ds_log prints no field */
+            tblog_ds_training(&tbl, iteration, consumed, loss, lr_now, batch, c.fp16 ? t.scaler.scale : NAN,
+                              !c.no_pp && dslog.has_norm ? dslog.norm : NAN, c.no_pp ? NAN : 0.0, world_size);
+        else
+            tblog_training(&tbl, iteration, consumed, skipped ? NAN : loss, lr_now, batch, t.scaler.scale,
+                           skipped ? NAN : norm, world_size);
 
         if (iteration % c.log_interval == 0) {
             if (log_rank) {
@@ -1976,18 +2069,22 @@ int main(int argc, char **argv)
                 double avg = interval_loss / (double)(interval_advanced ? interval_advanced : 1);
                 char gn[48] = "";
                 if (!skipped) snprintf(gn, sizeof gn, " grad norm: %.3f |", norm);
-                printf(" [%s] iteration %8" PRIu64 "/%8" PRIu64 " | consumed samples: %12" PRIu64
-                       " | elapsed time per iteration (ms): %.1f | throughput per GPU (TFLOP/s/GPU): %.1f"
-                       " | learning rate: %.6E | global batch size: %5" PRIu64 " | lm loss: %.6E"
-                       " | loss scale: %.1f |%s number of skipped iterations: %3d"
-                       " | number of nan iterations: %3d | tokens per second: %.1f | ETA: %s |\n",
-                       ts_s, iteration, train_iters, consumed, per_iter * 1000.0,
-                       flops_per_token * (double)batch * (double)c.seq / per_iter / 1e12 / (double)world_size,
-                       lr_now, batch, avg, t.scaler.scale, gn, (int)interval_skipped, 0, (double)batch * c.seq / per_iter, eta);
+                if (c.deepspeed)   /* Megatron-DeepSpeed's line instead */
+                    print_ds_log(&c, &model, &dslog, iteration, train_iters, consumed, batch, per_iter, lr_now, avg,
+                                 t.scaler.scale, interval_skipped, world_size);
+                else printf(" [%s] iteration %8" PRIu64 "/%8" PRIu64 " | consumed samples: %12" PRIu64
+                            " | elapsed time per iteration (ms): %.1f | throughput per GPU (TFLOP/s/GPU): %.1f"
+                            " | learning rate: %.6E | global batch size: %5" PRIu64 " | lm loss: %.6E"
+                            " | loss scale: %.1f |%s number of skipped iterations: %3d"
+                            " | number of nan iterations: %3d | tokens per second: %.1f | ETA: %s |\n",
+                            ts_s, iteration, train_iters, consumed, per_iter * 1000.0,
+                            flops_per_token * (double)batch * (double)c.seq / per_iter / 1e12 / (double)world_size,
+                            lr_now, batch, avg, t.scaler.scale, gn, (int)interval_skipped, 0,
+                            (double)batch * c.seq / per_iter, eta);
                 if (user_verbosity >= 3)
                     printf(" [rank %d] lm loss %.17g grad norm %.17g\n", world_rank, avg, norm);
                 fflush(stdout);
-                tblog_interval(&tbl, iteration, per_iter, c.log_throughput,
+                tblog_interval(&tbl, iteration, consumed, per_iter, c.log_throughput,
                                flops_per_token * (double)batch * (double)c.seq / per_iter / 1e12 / (double)world_size);
             }
             interval_time = interval_loss = 0;
@@ -2000,7 +2097,7 @@ int main(int argc, char **argv)
             if (trainer_evaluate(&t, DS_SPLIT_VALID, &valid_cursor, c.eval_iters, &vl) != 0)
                 cli_die(1, "%s", t.err);
             if (log_rank) print_validation(prefix, vl);
-            tblog_validation(&tbl, iteration, consumed, vl);
+            tblog_validation(&tbl, iteration, consumed, vl, 0);
         }
         if (c.save && c.save_interval && iteration % c.save_interval == 0) {
             save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
@@ -2037,21 +2134,21 @@ int main(int argc, char **argv)
     char prefix[96];
     if (stop) do_valid = do_test = 0;   /* Megatron exits before its end-of-training evaluation */
     if (do_valid) {
-        snprintf(prefix, sizeof prefix, "iteration %" PRIu64 " on validation set", iteration);
+        valid_prefix(prefix, sizeof prefix, &c, iteration, "validation");
         double vl;
         if (trainer_evaluate(&t, DS_SPLIT_VALID, &valid_cursor, c.eval_iters, &vl) != 0)
             cli_die(1, "%s", t.err);
         if (log_rank) print_validation(prefix, vl);
-        tblog_validation(&tbl, iteration, consumed, vl);
+        tblog_validation(&tbl, iteration, consumed, vl, 0);
     }
     if (do_test) {
         uint64_t test_cursor = 0;
-        snprintf(prefix, sizeof prefix, "iteration %" PRIu64 " on test set", iteration);
+        valid_prefix(prefix, sizeof prefix, &c, iteration, "test");
         double tl;
         if (trainer_evaluate(&t, DS_SPLIT_TEST, &test_cursor, c.eval_iters, &tl) != 0)
             cli_die(1, "%s", t.err);
         if (log_rank) print_validation(prefix, tl);
-        tblog_validation(&tbl, iteration, consumed, tl);   /* Megatron's tag for the test set too */
+        tblog_validation(&tbl, iteration, consumed, tl, 1);
     }
     tblog_close(&tbl);
     if (user_verbosity >= 3 && iters_run)

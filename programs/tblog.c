@@ -1,7 +1,7 @@
 /*
  * tblog.c - mdstrain's TensorBoard flags and scalars (tblog.h), following
  * Megatron-LM's training.py (training_log, evaluate_and_print_results) and
- * its logging arguments.
+ * its logging arguments, or under --deepspeed microsoft/Megatron-DeepSpeed's.
  *
  * Not written: Megatron's add_text of every argument (write_args_to_tensorboard),
  * params-norm and num-zeros (their flags are not implemented), the timers of
@@ -33,7 +33,7 @@ static const struct cli_option tb_options[] = {
     {"no-log-loss-scale-to-tensorboard", 0, CLI_ARG_NONE, T_NO_LOSS_SCALE, NULL, "no loss-scale scalars"},
     {"disable-log-loss-scale-to-tensorboard", 0, CLI_ARG_NONE, T_NO_LOSS_SCALE, NULL, NULL},
     {"no-log-learnig-rate-to-tensorboard", 0, CLI_ARG_NONE, T_NO_LR, NULL, "no learning-rate scalars (Megatron 0.8's spelling)"},
-    /* Megatron 0.8 wrote batch-size only with this flag; HEAD always does */
+    /* Megatron 0.8 and Megatron-DeepSpeed write batch-size only with this flag; HEAD always does */
     {"log-batch-size-to-tensorboard", 0, CLI_ARG_NONE, T_BATCH_SIZE, NULL, NULL},
     {"log-optimizer-states-to-tensorboard", 0, CLI_ARG_NONE, T_OPT_STATES, NULL,
      "also optimizer/{variance,variance_sqrt,momentum,weight}_{l2,l1,abs_max} (Megatron-DeepSpeed)"},
@@ -53,7 +53,7 @@ static void tb_handle(void *ctx, const struct cli_option *o, const char *const *
     case T_WORLD: f->world_size = 1; break;
     case T_NO_LOSS_SCALE: f->loss_scale = 0; break;
     case T_NO_LR: f->learning_rate = 0; break;
-    case T_BATCH_SIZE: break;
+    case T_BATCH_SIZE: f->batch_size = 1; break;
     case T_OPT_STATES: f->optimizer_states = 1; break;
     }
 }
@@ -92,6 +92,16 @@ static void scalar2(struct tblog *t, const char *tag, double value, uint64_t ite
     scalar(t, vs, value, consumed);
 }
 
+/* Megatron-DeepSpeed's triple: TAG at step = iteration, "TAG vs samples"
+   at consumed samples, "TAG vs tokens" at consumed tokens */
+static void scalar3(struct tblog *t, const char *tag, double value, uint64_t iteration, uint64_t consumed)
+{
+    char vs[128];
+    scalar2(t, tag, value, iteration, consumed);
+    snprintf(vs, sizeof vs, "%s vs tokens", tag);
+    scalar(t, vs, value, consumed * t->seq);
+}
+
 static void flush(struct tblog *t)
 {
     if (t->w && tb_writer_flush(t->w) != 0) give_up(t);
@@ -119,6 +129,8 @@ void tblog_open(struct tblog *t, const struct tb_flags *f, int writes)
 {
     t->f = f;
     t->w = NULL;
+    t->ds = 0;
+    t->seq = 0;
     if (!writes || !f->dir) return;
     int rc = tb_writer_open(f->dir, (size_t)f->queue_size, &t->w);
     if (rc) {
@@ -153,6 +165,17 @@ static void memory_stats(double *rss, double *peak, double *heap)
 #endif
 }
 
+/* --log-memory-to-tensorboard: Megatron-LM's three (Megatron-DeepSpeed
+   writes no mem-max-allocated-bytes) */
+static void memory_scalars(struct tblog *t, uint64_t iteration)
+{
+    double rss, peak, heap;
+    memory_stats(&rss, &peak, &heap);
+    scalar(t, "mem-reserved-bytes", rss, iteration);
+    scalar(t, "mem-allocated-bytes", heap, iteration);
+    if (!t->ds) scalar(t, "mem-max-allocated-bytes", peak, iteration);
+}
+
 void tblog_training(struct tblog *t, uint64_t iteration, uint64_t consumed, double loss, double lr,
                     uint64_t batch_size, double loss_scale, double grad_norm, int world_size)
 {
@@ -163,32 +186,64 @@ void tblog_training(struct tblog *t, uint64_t iteration, uint64_t consumed, doub
     if (t->f->loss_scale) scalar2(t, "loss-scale", loss_scale, iteration, consumed);
     if (t->f->world_size) scalar2(t, "world-size", world_size, iteration, consumed);
     if (!isnan(grad_norm)) scalar2(t, "grad-norm", grad_norm, iteration, consumed);
-    if (t->f->memory) {
-        double rss, peak, heap;
-        memory_stats(&rss, &peak, &heap);
-        scalar(t, "mem-reserved-bytes", rss, iteration);
-        scalar(t, "mem-allocated-bytes", heap, iteration);
-        scalar(t, "mem-max-allocated-bytes", peak, iteration);
-    }
+    if (t->f->memory) memory_scalars(t, iteration);
 }
 
-void tblog_interval(struct tblog *t, uint64_t iteration, double seconds_per_iteration, int log_throughput,
-                    double throughput)
+void tblog_deepspeed(struct tblog *t, uint64_t seq)
+{
+    t->ds = 1;
+    t->seq = seq;
+}
+
+/* microsoft/Megatron-DeepSpeed training_log at f4157bea, lines 937-1027, in its order */
+void tblog_ds_training(struct tblog *t, uint64_t iteration, uint64_t consumed, double loss, double lr,
+                       uint64_t batch_size, double loss_scale, double grad_norm, double num_zeros, int world_size)
+{
+    if (!t->w || iteration % t->f->log_interval) return;
+    uint64_t tokens = consumed * t->seq;
+    scalar(t, "steps-vs-samples/y=steps,x=samples", (double)iteration, consumed);
+    scalar(t, "steps-vs-samples/y=samples,x=steps", (double)consumed, iteration);
+    scalar(t, "steps-vs-tokens/y=steps,x=tokens", (double)iteration, tokens);
+    scalar(t, "steps-vs-tokens/y=tokens,x=steps", (double)tokens, iteration);
+    if (t->f->learning_rate) scalar3(t, "learning-rate/learning-rate", lr, iteration, consumed);
+    if (t->f->batch_size) scalar3(t, "batch-size/batch-size", (double)batch_size, iteration, consumed);
+    scalar3(t, "lm-loss-training/lm loss", loss, iteration, consumed);
+    if (!isnan(loss_scale) && loss_scale != 0 && t->f->loss_scale)
+        scalar3(t, "loss-scale/loss-scale", loss_scale, iteration, consumed);
+    if (t->f->world_size) scalar3(t, "world-size/world-size", world_size, iteration, consumed);
+    if (!isnan(grad_norm)) scalar3(t, "grad-norm/grad-norm", grad_norm, iteration, consumed);
+    if (!isnan(num_zeros)) scalar3(t, "num-zeros/num-zeros", num_zeros, iteration, consumed);
+    scalar3(t, "seqlen/actual_seq_length", (double)t->seq, iteration, consumed);
+    if (t->f->memory) memory_scalars(t, iteration);   /* its third, mem-allocated-count, mds has not */
+}
+
+void tblog_interval(struct tblog *t, uint64_t iteration, uint64_t consumed, double seconds_per_iteration,
+                    int log_throughput, double throughput)
 {
     if (!t->w) return;
-    if (t->f->timers) {
+    if (t->ds) {   /* its throughput/ scalars go to wandb only (add_scalar_to_wandb) */
+        if (t->f->timers) scalar3(t, "iteration-time/iteration-time", seconds_per_iteration, iteration, consumed);
+    } else if (t->f->timers) {
         scalar(t, "iteration-time", seconds_per_iteration, iteration);
         if (log_throughput) scalar(t, "throughput", throughput, iteration);
     }
     flush(t);
 }
 
-void tblog_validation(struct tblog *t, uint64_t iteration, uint64_t consumed, double loss)
+void tblog_validation(struct tblog *t, uint64_t iteration, uint64_t consumed, double loss, int test)
 {
     if (!t->w) return;
     double ppl = exp(loss < 20 ? loss : 20);   /* Megatron: math.exp(min(20, loss)) */
-    scalar2(t, "lm loss validation", loss, iteration, consumed);
-    if (t->f->validation_ppl) scalar2(t, "lm loss validation ppl", ppl, iteration, consumed);
+    if (t->ds) {   /* evaluate_and_print_results, f4157bea lines 1508-1530 */
+        char tag[64];
+        snprintf(tag, sizeof tag, "lm-loss-validation/lm loss %s", test ? "test" : "validation");
+        scalar3(t, tag, loss, iteration, consumed);
+        snprintf(tag, sizeof tag, "lm-loss-validation/lm loss %s ppl", test ? "test" : "validation");
+        if (t->f->validation_ppl) scalar3(t, tag, ppl, iteration, consumed);
+    } else {   /* Megatron-LM: the test set under the same tag */
+        scalar2(t, "lm loss validation", loss, iteration, consumed);
+        if (t->f->validation_ppl) scalar2(t, "lm loss validation ppl", ppl, iteration, consumed);
+    }
     flush(t);
 }
 

@@ -35,6 +35,7 @@ struct tb_flags {
     int loss_scale;             /* 1 unless --no-log-loss-scale-to-tensorboard */
     int learning_rate;          /* 1 unless --no-log-learnig-rate-to-tensorboard (Megatron 0.8's spelling) */
     int optimizer_states;       /* --log-optimizer-states-to-tensorboard (Megatron-DeepSpeed) */
+    int batch_size;             /* --log-batch-size-to-tensorboard (Megatron-DeepSpeed's condition) */
 };
 
 /* The table (static rows) whose handler fills f (set to the defaults first). */
@@ -43,6 +44,8 @@ struct cli_table tb_flags_table(struct tb_flags *f);
 struct tblog {
     const struct tb_flags *f;
     tb_writer *w;               /* NULL: this rank does not write */
+    int ds;                     /* Megatron-DeepSpeed's tags (tblog_deepspeed) */
+    uint64_t seq;               /* tokens per sample, for its "vs tokens" steps */
 };
 
 /* Opens the writer when writes and f->dir are set (Megatron: the last rank). */
@@ -57,15 +60,33 @@ void tblog_open(struct tblog *t, const struct tb_flags *f, int writes);
 void tblog_training(struct tblog *t, uint64_t iteration, uint64_t consumed, double loss, double lr,
                     uint64_t batch_size, double loss_scale, double grad_norm, int world_size);
 
+/* Under --deepspeed: Megatron-DeepSpeed's tags from here on (microsoft's
+ * training.py at f4157bea; docs/cli.md, "TensorBoard"), its "vs tokens"
+ * steps at consumed samples x seq. */
+void tblog_deepspeed(struct tblog *t, uint64_t seq);
+
+/* Megatron-DeepSpeed's training_log block, at the iterations of
+ * --tensorboard-log-interval: steps-vs-samples/..., steps-vs-tokens/...,
+ * then learning-rate/, batch-size/ (with its flag), lm-loss-training/lm
+ * loss, loss-scale/, world-size/, grad-norm/, num-zeros/ and
+ * seqlen/actual_seq_length, each at iteration, "vs samples" and "vs
+ * tokens".  loss_scale, grad_norm and num_zeros NaN: None there, not written;
+ * the loss is written on a skipped iteration too, as there. */
+void tblog_ds_training(struct tblog *t, uint64_t iteration, uint64_t consumed, double loss, double lr,
+                       uint64_t batch_size, double loss_scale, double grad_norm, double num_zeros, int world_size);
+
 /* At each --log-interval: iteration-time (s) and, with --log-throughput,
- * throughput (TFLOP/s/GPU) under --log-timers-to-tensorboard; then every
- * queued event is written (a live TensorBoard sees them). */
-void tblog_interval(struct tblog *t, uint64_t iteration, double seconds_per_iteration, int log_throughput,
-                    double throughput);
+ * throughput (TFLOP/s/GPU) under --log-timers-to-tensorboard (under
+ * --deepspeed: iteration-time/iteration-time and its "vs" pair only); then
+ * every queued event is written (a live TensorBoard sees them). */
+void tblog_interval(struct tblog *t, uint64_t iteration, uint64_t consumed, double seconds_per_iteration,
+                    int log_throughput, double throughput);
 
 /* evaluate_and_print_results: "lm loss validation" (+ "vs samples"), and
- * its "ppl" with --log-validation-ppl-to-tensorboard; flushed. */
-void tblog_validation(struct tblog *t, uint64_t iteration, uint64_t consumed, double loss);
+ * its "ppl" with --log-validation-ppl-to-tensorboard, the test set (test 1)
+ * under the same tag; under --deepspeed "lm-loss-validation/lm loss
+ * validation" or "... test" (+ "vs samples", "vs tokens"); flushed. */
+void tblog_validation(struct tblog *t, uint64_t iteration, uint64_t consumed, double loss, int test);
 
 /* Megatron-DeepSpeed's --log-optimizer-states-to-tensorboard block, at the
  * iterations of --tensorboard-log-interval: "optimizer/variance_l2",

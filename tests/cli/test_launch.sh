@@ -170,7 +170,7 @@ for f in $SCRIPTS; do
         lines "$f" $data $flags >"$RUN/run.args"
         launch "$ranks" "$RUN/run.args" "$RUN/run.out"
         rc=$?
-        if [ $rc -eq 0 ] && grep -q '] iteration ' "$RUN/run.out"; then ok "$name.$data.runs"
+        if [ $rc -eq 0 ] && grep -Eq '^( \[.*\])? iteration +[0-9]+/' "$RUN/run.out"; then ok "$name.$data.runs"
         else fail "$name.$data.runs (exit $rc)"; sed 's/^/    /' "$RUN/run.out.err" | tail -3 >&2; fi
     done
 done
