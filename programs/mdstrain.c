@@ -2081,8 +2081,9 @@ int main(int argc, char **argv)
                             flops_per_token * (double)batch * (double)c.seq / per_iter / 1e12 / (double)world_size,
                             lr_now, batch, avg, t.scaler.scale, gn, (int)interval_skipped, 0,
                             (double)batch * c.seq / per_iter, eta);
-                if (user_verbosity >= 3)
-                    printf(" [rank %d] lm loss %.17g grad norm %.17g\n", world_rank, avg, norm);
+                if (user_verbosity >= 3)   /* exact values, for tests (the log line rounds) */
+                    printf(" [rank %d] lm loss %.17g grad norm %.17g\n [rank %d] learning rate %.17g\n",
+                           world_rank, avg, norm, world_rank, lr_now);
                 fflush(stdout);
                 tblog_interval(&tbl, iteration, consumed, per_iter, c.log_throughput,
                                flops_per_token * (double)batch * (double)c.seq / per_iter / 1e12 / (double)world_size);

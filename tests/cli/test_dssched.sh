@@ -23,10 +23,11 @@ ds warm ", \"scheduler\": {$WARMUP}"
 ds decay ', "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": 1e-4, "warmup_max_lr": 6e-4,
     "warmup_num_steps": 2, "warmup_type": "linear", "total_num_steps": 4}}'
 ds plain ''
-# the log line's learning rates; the golden ones of sequence NAME (first N)
-lrs() { sed -n 's/.*| learning rate: \([^ ]*\) .*/\1/p' "$1" | tr '\n' ' '; }
-# (as Megatron-DeepSpeed prints them under --deepspeed: {:.3E})
-golden() { awk -v n="$1" -v k="${2:-99}" '$1 == n && $2 <= k { printf "%.3E ", $4 }' "$SEQ"; }
+# the learning rates (-vvv's exact line: the log line under --deepspeed
+# rounds them to {:.3E}, as Megatron-DeepSpeed prints them), to 7 digits;
+# the golden ones of sequence NAME (first N)
+lrs() { awk '/^ \[rank [0-9]*\] learning rate / { printf "%.6E ", $5 }' "$1"; }
+golden() { awk -v n="$1" -v k="${2:-99}" '$1 == n && $2 <= k { printf "%.6E ", $4 }' "$SEQ"; }
 exact() { sed -n 's/^ \[rank [0-9]*\] lm loss \([^ ]*\) grad norm \([^ ]*\)$/\1 \2/p' "$@"; }
 # bitwise NAME A B: the exact loss and norm lines of A and B are the same (and there are some)
 bitwise() { check "$1" test -n "$(exact "$2")" -a "$(exact "$2")" = "$(exact "$3")"; }
@@ -64,11 +65,12 @@ ds fp16 ", \"fp16\": {\"enabled\": true, \"initial_scale_power\": 20, \"hysteres
 # shellcheck disable=SC2086
 "$MDSTRAIN" $RUN --train-iters 10 --deepspeed_config "$T/fp16.json" >"$T/fp16" 2>"$T/err"
 check fp16_exit0 test $? -eq 0
-sed -n 's/.*| learning rate: \([^ ]*\) .*skipped iterations: *\([0-9]*\) .*/\1 \2/p' "$T/fp16" >"$T/fp16.lr"
+awk '/^ \[rank [0-9]*\] learning rate / { printf "%.6E\n", $5 }' "$T/fp16" >"$T/fp16.rate"
+sed -n 's/.*skipped iterations: *\([0-9]*\) .*/\1/p' "$T/fp16" | paste -d ' ' "$T/fp16.rate" - >"$T/fp16.lr"
 check fp16_some_skipped grep -q ' 1$' "$T/fp16.lr"
 check fp16_lr_follows_applied_steps awk -v seq="$SEQ" '
-    BEGIN { while ((getline l < seq) > 0) { split(l, f, " "); if (f[1] == "pipe") want[f[2]] = sprintf("%.3E", f[4]) } }
-    { a += 1 - $2; w = a ? want[a] : "0.000E+00"; if ($1 != w) { print "  line " NR ": " $1 " want " w > "/dev/stderr"; bad = 1 } }
+    BEGIN { while ((getline l < seq) > 0) { split(l, f, " "); if (f[1] == "pipe") want[f[2]] = sprintf("%.6E", f[4]) } }
+    { a += 1 - $2; w = a ? want[a] : "0.000000E+00"; if ($1 != w) { print "  line " NR ": " $1 " want " w > "/dev/stderr"; bad = 1 } }
     END { exit bad || NR != 10 }' "$T/fp16.lr"
 
 # resume: the scheduler's last_batch_iteration and the groups' learning
