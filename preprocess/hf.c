@@ -541,7 +541,9 @@ static int load_model(struct loader *L, const jt_node *model)
     if (!vocab || vocab->type != JT_OBJECT) return FORMAT(x, vocab ? vocab : model, "model 'vocab' must be an object of token: id");
     if (!merges || merges->type != JT_ARRAY) return FORMAT(x, merges ? merges : model, "model 'merges' must be an array");
     const jt_node *dup;
-    if (jt_has_duplicate_key(vocab, &dup)) return FORMAT(x, dup, "the vocabulary has the token \"%s\" twice", dup->key);
+    int twice = jt_has_duplicate_key(vocab, &dup);
+    if (twice < 0) return nomem(x);
+    if (twice) return FORMAT(x, dup, "the vocabulary has the token \"%s\" twice", dup->key);
 
     /* ids */
     size_t nids = 0;

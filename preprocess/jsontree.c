@@ -517,7 +517,7 @@ int jt_has_duplicate_key(const jt_node *obj, const jt_node **dup)
         return 0;
     const jt_node **idx = malloc(obj->len * sizeof *idx);
     if (!idx)
-        return 0;
+        return JT_ERR_NOMEM;
     for (size_t i = 0; i < obj->len; i++)
         idx[i] = &obj->kids[i];
     qsort(idx, obj->len, sizeof *idx, cmp_key);

@@ -97,7 +97,8 @@ const jt_node *jt_root(const jt_doc *d);
 const jt_node *jt_get(const jt_node *obj, const char *key);
 
 /* 1 if the object has two members with the same name (*dup receives the
- * second), else 0.  O(n log n); allocates only a temporary index. */
+ * second), else 0; JT_ERR_NOMEM when the temporary index cannot be
+ * allocated.  O(n log n). */
 int jt_has_duplicate_key(const jt_node *obj, const jt_node **dup);
 
 /* n's string when n is a string holding no NUL byte (so C string functions

@@ -303,7 +303,9 @@ static int check_tree(struct reader *r, const jt_node *n)
     const jt_node *dup;
     if ((n->type == JT_STRING && !jt_str(n)) || (n->key && strlen(n->key) != n->keylen))
         return bad(r, "line %u: \\u0000 in a string is not supported", (unsigned)n->line);
-    if (jt_has_duplicate_key(n, &dup)) return bad(r, "duplicate key \"%s\" (line %u)", dup->key, (unsigned)dup->line);
+    int d = jt_has_duplicate_key(n, &dup);
+    if (d < 0) return bad(r, "out of memory");
+    if (d) return bad(r, "duplicate key \"%s\" (line %u)", dup->key, (unsigned)dup->line);
     for (size_t k = 0; (n->type == JT_OBJECT || n->type == JT_ARRAY) && k < n->len; k++)
         if (check_tree(r, &n->kids[k])) return -1;
     return 0;
