@@ -11,6 +11,9 @@
  *   rank by rank, td_write_metadata with its save_id and checkpoint_id and
  *   ckpt_write_latest rebuild every file byte for byte;
  * - bad arguments and bad blobs are refused with one line.
+ * With --write DIR it instead writes DIR (a checkpoint for the real readers,
+ * tests/data/torch_dist/check_mds_write.py): llama_tp2_bf16's items through
+ * the writer, with a common state that also holds args and the scheduler.
  */
 #include "harness.h"
 #include "torchdist_fixtures.h"
@@ -414,8 +417,70 @@ static void test_pickle_frames(void)
     pk_free(d);
 }
 
-int main(void)
+/* The common state of --write: args (an argparse.Namespace with the fields
+ * Megatron's load_checkpoint reads and check_checkpoint_args compares, for
+ * the llama fixtures' model) and the scheduler. */
+static pk_node *demo_common_state(pk_doc *d)
 {
+    pk_node *attrs, *args = td_namespace(d, &attrs);
+    static const struct { const char *k; int64_t v; } ints[] = {
+        { "num_layers", 2 }, { "hidden_size", 16 }, { "ffn_hidden_size", 32 }, { "num_attention_heads", 4 },
+        { "num_query_groups", 2 }, { "max_position_embeddings", 8 }, { "seq_length", 8 },
+        { "make_vocab_size_divisible_by", 64 }, { "padded_vocab_size", 64 }, { "tensor_model_parallel_size", 2 },
+        { "pipeline_model_parallel_size", 1 }, { "micro_batch_size", 2 }, { "global_batch_size", 4 },
+        { "train_iters", 10 }, { "iteration", 1 }, { "consumed_train_samples", 4 }, { "skipped_train_samples", 0 },
+        { "consumed_valid_samples", 0 } };
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
+        pk_push(d, attrs, pk_add_str(d, ints[i].k));
+        pk_push(d, attrs, pk_add_int(d, ints[i].v));
+    }
+    static const char *const strs[][2] = { { "tokenizer_type", "GPT2BPETokenizer" }, { "position_embedding_type", "rope" },
+                                           { "normalization", "RMSNorm" }, { "ckpt_format", "torch_dist" } };
+    for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) {
+        pk_push(d, attrs, pk_add_str(d, strs[i][0]));
+        pk_push(d, attrs, pk_add_str(d, strs[i][1]));
+    }
+    pk_push(d, attrs, pk_add_str(d, "add_position_embedding"));
+    pk_push(d, attrs, pk_add_bool(d, 0));
+    pk_push(d, attrs, pk_add_str(d, "bf16"));
+    pk_push(d, attrs, pk_add_bool(d, 1));
+    pk_push(d, attrs, pk_add_str(d, "params_dtype"));
+    pk_push(d, attrs, pk_add_global(d, "torch.bfloat16"));
+    pk_push(d, attrs, pk_add_str(d, "lr"));
+    pk_push(d, attrs, pk_add_float(d, 3e-4));
+    td_sched sc = { .max_lr = 3e-4, .min_lr = 3e-5, .start_wd = 0.1, .end_wd = 0.1, .lr_warmup_steps = 8,
+                    .num_steps = 4, .lr_decay_steps = 40, .wd_incr_steps = 40, .lr_decay_style = "cosine",
+                    .wd_incr_style = "constant" };
+    return td_common_state(d, args, 1, td_scheduler(d, &sc), pk_add_float(d, 1.5e9));
+}
+
+static int write_demo(const char *out)
+{
+    fixture F;
+    char err[512] = "", iter[4096], id[37];
+    ts_buf blobs[MAXR] = { { 0 } }, common = { 0 };
+    int rc = fixture_load(&F, "llama_tp2_bf16") || rebuild_objects(&F) || td_new_save_id(id);
+    if (!rc) rc = td_object_archive(&common, F.objs, demo_common_state(F.objs));
+    for (size_t i = 0; !rc && i < F.nitems[0]; i++)
+        if (!strcmp(F.items[0][i].key, "common_state/shard_0_1")) {
+            F.items[0][i].obj = common.data;
+            F.items[0][i].nobj = common.len;
+        }
+    snprintf(iter, sizeof iter, "%s/iter_0000001", out);
+    for (int r = 0; !rc && r < F.nranks; r++) rc = td_write_rank(iter, r, F.items[r], F.nitems[r], &blobs[r], err, sizeof err);
+    if (!rc) rc = td_write_metadata(iter, iter, id, blobs, F.nranks, err, sizeof err);
+    if (!rc) rc = ckpt_write_latest(out, 1, err, sizeof err);
+    if (rc) fprintf(stderr, "test_torchdist: cannot write '%s': %s\n", out, err[0] ? err : "fixture llama_tp2_bf16 unreadable");
+    for (int r = 0; r < MAXR; r++) ts_buf_release(&blobs[r]);
+    ts_buf_release(&common);
+    fixture_free(&F);
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && !strcmp(argv[1], "--write")) return write_demo(argv[2]);
+    if (argc != 1) { fprintf(stderr, "usage: test_torchdist [--write DIR]\n"); return 2; }
     snprintf(tmpdir, sizeof tmpdir, "/tmp/test_torchdist.XXXXXX");
     if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
     RUN(test_pickle_round_trip);
