@@ -11,7 +11,7 @@
 
 #define DIR "tests/data/torch_dist/"
 
-static const char *fixtures[] = { "gpt", "llama", "gpt_tp2", "llama_tp2", "llama_pp2", "llama_tp2_pp2", "llama_bf16", "llama_tp2_bf16" };
+static const char *fixtures[] = { "gpt", "llama", "gpt_tp2", "llama_tp2", "llama_pp2", "llama_tp2_pp2", "llama_tp2_bf16mix" };
 
 /* The whole file (malloc'd, *n bytes), or NULL. */
 static inline unsigned char *slurp(const char *path, size_t *n)

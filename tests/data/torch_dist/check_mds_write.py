@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Read a torch_dist checkpoint that mds wrote with the real readers (outside `make test`: needs torch).
 
-Ours. DIR is what `build/tests/test_torchdist --write DIR` wrote through train/torchdist.h: the
-items of llama_tp2_bf16 (two ranks, bfloat16 weights beside float32 norms) with a common state that
+Ours. DIR is what `build/tests/test_tdsave --write DIR` wrote through train/tdsave.h: the
+items of llama_tp2_bf16mix (two ranks, bfloat16 weights beside float32 norms) with a common state that
 also holds `args` (an argparse.Namespace) and `opt_param_scheduler`. Checks, stopping with an
 AssertionError on the first that fails:
   1. plain torch.distributed.checkpoint (no Megatron code) loads every tensor of DIR, and each
-     equals, dtype and bits, the same tensor loaded from the Megatron-written llama_tp2_bf16;
+     equals, dtype and bits, the same tensor loaded from the Megatron-written llama_tp2_bf16mix;
      the common state comes back through torch.load(weights_only=True) with Megatron's safe
      globals, with the args and scheduler values mds wrote;
   2. megatron.core.dist_checkpointing.load_common_state_dict and .load (TorchDist strategy) read
@@ -14,7 +14,7 @@ AssertionError on the first that fails:
      every parameter equals the plain reader's tensor; Megatron's OptimizerParamScheduler takes
      the scheduler state (load_state_dict checks each value against its own).
 Usage (from the repository root, PYTHONPATH holding Megatron-LM at d98e8a64):
-  build/tests/test_torchdist --write /tmp/mdsck && python check_mds_write.py /tmp/mdsck
+  build/tests/test_tdsave --write /tmp/mdsck && python check_mds_write.py /tmp/mdsck
 """
 import io
 import os
@@ -67,16 +67,16 @@ def check_common(c):
 
 def main():
     if len(sys.argv) != 2:
-        sys.exit('usage: check_mds_write.py DIR   (DIR from build/tests/test_torchdist --write DIR)')
+        sys.exit('usage: check_mds_write.py DIR   (DIR from build/tests/test_tdsave --write DIR)')
     iter_dir = os.path.join(sys.argv[1], 'iter_0000001')
-    want_dir = os.path.join(HERE, 'llama_tp2_bf16', 'iter_0000001')
+    want_dir = os.path.join(HERE, 'llama_tp2_bf16mix', 'iter_0000001')
     got, common = plain_load(iter_dir)
     want, _ = plain_load(want_dir)
     assert sorted(got) == sorted(want), (sorted(got), sorted(want))
     for k in got:
         assert got[k].dtype == want[k].dtype and torch.equal(got[k], want[k]), k
     sched = check_common(common)
-    print(f'plain torch.distributed.checkpoint: {len(got)} tensors equal to llama_tp2_bf16 '
+    print(f'plain torch.distributed.checkpoint: {len(got)} tensors equal to llama_tp2_bf16mix '
           f'({sorted({str(t.dtype) for t in got.values()})}), common state with args and scheduler')
 
     if not torch.cuda.is_available():  # as make_torch_dist.py: nothing to wait for on the CPU

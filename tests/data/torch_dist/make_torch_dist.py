@@ -16,7 +16,8 @@ same content_metadata, same TorchDistSaveShardedStrategy), and then:
      and where its bytes are in which .distcp file.
 No optimizer, no training: the optimizer layout is documented from the source in
 docs/architecture.md. Usage: make_torch_dist.py OUTDIR (writes OUTDIR/gpt and OUTDIR/llama);
-with --bf16 (Megatron's --bf16: parameters in bfloat16) only the Llama one, as OUTDIR/llama_bf16.
+with --bf16 (Megatron's --bf16: parameters in bfloat16, the local spec's norms stay float32)
+only the Llama one, as OUTDIR/llama_bf16mix (OUTDIR/llama_tp2_bf16mix under torchrun).
 """
 import io
 import os
@@ -249,7 +250,7 @@ def main():
     for variant in ('gpt', 'llama') if pp == 1 and not bf16 else ('llama',):
         model = build(variant, seed=1234)
         name = (variant + (f'_tp{tp}' if tp > 1 else '') + (f'_pp{pp}' if pp > 1 else '')
-                + ('_bf16' if bf16 else ''))
+                + ('_bf16mix' if bf16 else ''))
         root = os.path.join(args[0], name)
         iter_dir = save(model, root)
         want = checkpoint_layout(model)

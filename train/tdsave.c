@@ -1,11 +1,11 @@
 /*
- * torchdist.c - the torch_dist checkpoint writer (torchdist.h): the ranks'
+ * tdsave.c - the torch_dist checkpoint writer (tdsave.h): the ranks'
  * .distcp files, the blobs that carry their records to rank 0, and the
  * .metadata pickle built as a graph of pickle.h nodes whose sharing is the
  * sharing of the Python objects torch and Megatron create (the comments at
  * each builder say which), so that pk_write gives Megatron's bytes.
  */
-#include "torchdist.h"
+#include "tdsave.h"
 
 #include "checkpoint.h"
 #include "le.h"
@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FAIL(code, ...) do { td_fail(err, errlen, __VA_ARGS__); rc = (code); goto cleanup; } while (0)
+#define FAIL(code, ...) do { tds_fail(err, errlen, __VA_ARGS__); rc = (code); goto cleanup; } while (0)
 
-static void td_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void tds_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-static void td_fail(char *err, size_t errlen, const char *fmt, ...)
+static void tds_fail(char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || !errlen) return;
     va_list ap;
@@ -29,19 +29,19 @@ static void td_fail(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-const char *td_strerror(int code)
+const char *tds_strerror(int code)
 {
     switch (code) {
-    case TD_OK: return "success";
-    case TD_ERR_IO: return "input/output error";
-    case TD_ERR_FORMAT: return "malformed rank record";
-    case TD_ERR_NOMEM: return "out of memory";
-    case TD_ERR_ARG: return "bad argument";
+    case TDS_OK: return "success";
+    case TDS_ERR_IO: return "input/output error";
+    case TDS_ERR_FORMAT: return "malformed rank record";
+    case TDS_ERR_NOMEM: return "out of memory";
+    case TDS_ERR_ARG: return "bad argument";
     default: return "unknown error";
     }
 }
 
-static int from_ckpt(int rc) { return rc == CKPT_ERR_ARG ? TD_ERR_ARG : TD_ERR_IO; }
+static int from_ckpt(int rc) { return rc == CKPT_ERR_ARG ? TDS_ERR_ARG : TDS_ERR_IO; }
 
 /* ---- a rank's file and blob ---------------------------------------------- */
 
@@ -54,47 +54,47 @@ static int from_ckpt(int rc) { return rc == CKPT_ERR_ARG ? TD_ERR_ARG : TD_ERR_I
 #define BLOB_MAGIC "TDR1"
 #define MAX_KEY 4096
 
-static int check_item(const td_item *it, size_t i, char *err, size_t errlen)
+static int check_item(const tds_item *it, size_t i, char *err, size_t errlen)
 {
     int rc = 0;
-    if (!it->key || !it->key[0] || strlen(it->key) >= MAX_KEY) FAIL(TD_ERR_ARG, "item %zu: no key, or one of %d bytes or more", i, MAX_KEY);
-    if (it->kind == TD_OBJECT) {
-        if (!it->obj || !it->nobj) FAIL(TD_ERR_ARG, "item '%s': an object without bytes", it->key);
+    if (!it->key || !it->key[0] || strlen(it->key) >= MAX_KEY) FAIL(TDS_ERR_ARG, "item %zu: no key, or one of %d bytes or more", i, MAX_KEY);
+    if (it->kind == TDS_OBJECT) {
+        if (!it->obj || !it->nobj) FAIL(TDS_ERR_ARG, "item '%s': an object without bytes", it->key);
         return 0;
     }
-    if (it->kind != TD_TENSOR) FAIL(TD_ERR_ARG, "item '%s': kind %d", it->key, it->kind);
+    if (it->kind != TDS_TENSOR) FAIL(TDS_ERR_ARG, "item '%s': kind %d", it->key, it->kind);
     if (!ts_dtype_name(it->dtype) || it->ndim < 1 || it->ndim > TS_MAX_DIMS)
-        FAIL(TD_ERR_ARG, "item '%s': dtype %d or ndim %d not written", it->key, it->dtype, it->ndim);
+        FAIL(TDS_ERR_ARG, "item '%s': dtype %d or ndim %d not written", it->key, it->dtype, it->ndim);
     for (int d = 0; d < it->ndim; d++)
         if (it->offset[d] > it->shape[d] || it->size[d] > it->shape[d] - it->offset[d])
-            FAIL(TD_ERR_ARG, "item '%s': chunk outside the global shape on axis %d", it->key, d);
-    if (!it->data) FAIL(TD_ERR_ARG, "item '%s': no data", it->key);
+            FAIL(TDS_ERR_ARG, "item '%s': chunk outside the global shape on axis %d", it->key, d);
+    if (!it->data) FAIL(TDS_ERR_ARG, "item '%s': no data", it->key);
 cleanup:
     return rc;
 }
 
 typedef struct rank_file {
-    const td_item *items;
+    const tds_item *items;
     size_t n;
     uint64_t *off, *len;             /* (n) where each item's archive went */
 } rank_file;
 
-static int put_archive(FILE *f, const char *tmp, const td_item *it, uint64_t *pos, uint64_t *off, uint64_t *len,
+static int put_archive(FILE *f, const char *tmp, const tds_item *it, uint64_t *pos, uint64_t *off, uint64_t *len,
                        char *err, size_t errlen)
 {
     int rc = 0;
     ts_buf b = { 0 };
     const unsigned char *p = it->obj;
     size_t n = it->nobj;
-    if (it->kind == TD_TENSOR) {
+    if (it->kind == TDS_TENSOR) {
         ts_tensor t = { .dtype = it->dtype, .ndim = it->ndim, .data = it->data };
         memcpy(t.shape, it->size, sizeof t.shape);
         int trc = ts_tensor_write(&b, &t);
-        if (trc) FAIL(trc == TS_ERR_NOMEM ? TD_ERR_NOMEM : TD_ERR_ARG, "item '%s': %s", it->key, ts_strerror(trc));
+        if (trc) FAIL(trc == TS_ERR_NOMEM ? TDS_ERR_NOMEM : TDS_ERR_ARG, "item '%s': %s", it->key, ts_strerror(trc));
         p = b.data;
         n = b.len;
     }
-    if (fwrite(p, 1, n, f) != n) FAIL(TD_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    if (fwrite(p, 1, n, f) != n) FAIL(TDS_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
     *off = *pos;
     *len = n;
     *pos += n;
@@ -111,7 +111,7 @@ static int emit_rank(FILE *f, const char *tmp, void *ctx, char *err, size_t errl
     uint64_t pos = 0;
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < rf->n; i++) {
-            if ((rf->items[i].kind == TD_OBJECT) != (pass == 0)) continue;
+            if ((rf->items[i].kind == TDS_OBJECT) != (pass == 0)) continue;
             int rc = put_archive(f, tmp, &rf->items[i], &pos, &rf->off[i], &rf->len[i], err, errlen);
             if (rc) return rc;
         }
@@ -140,9 +140,9 @@ static int blob_u(ts_buf *b, uint64_t v, size_t n)
     return buf_add(b, t, n);
 }
 
-static int blob_item(ts_buf *b, const td_item *it, uint64_t off, uint64_t len)
+static int blob_item(ts_buf *b, const tds_item *it, uint64_t off, uint64_t len)
 {
-    int nd = it->kind == TD_TENSOR ? it->ndim : 0, e = 0;
+    int nd = it->kind == TDS_TENSOR ? it->ndim : 0, e = 0;
     e |= blob_u(b, (uint64_t)it->kind, 1) | blob_u(b, nd ? (uint64_t)it->dtype : 0, 1) | blob_u(b, (uint64_t)nd, 1);
     e |= blob_u(b, nd && it->stacked ? 1 : 0, 1) | blob_u(b, strlen(it->key), 4) | buf_add(b, it->key, strlen(it->key) + 1);
     for (int d = 0; d < nd; d++) e |= blob_u(b, it->shape[d], 8);
@@ -151,18 +151,18 @@ static int blob_item(ts_buf *b, const td_item *it, uint64_t off, uint64_t len)
     return e | blob_u(b, off, 8) | blob_u(b, len, 8);
 }
 
-int td_write_rank(const char *iter_dir, int rank, const td_item *items, size_t n, ts_buf *blob,
+int tds_write_rank(const char *iter_dir, int rank, const tds_item *items, size_t n, ts_buf *blob,
                   char *err, size_t errlen)
 {
     int rc = 0;
     char path[4200];
     rank_file rf = { items, n, calloc(n + 1, sizeof(uint64_t)), calloc(n + 1, sizeof(uint64_t)) };
-    if (!rf.off || !rf.len) FAIL(TD_ERR_NOMEM, "out of memory");
-    if (rank < 0 || n > UINT32_MAX) FAIL(TD_ERR_ARG, "rank %d with %zu items", rank, n);
+    if (!rf.off || !rf.len) FAIL(TDS_ERR_NOMEM, "out of memory");
+    if (rank < 0 || n > UINT32_MAX) FAIL(TDS_ERR_ARG, "rank %d with %zu items", rank, n);
     for (size_t i = 0; i < n; i++)
         if ((rc = check_item(&items[i], i, err, errlen)) != 0) goto cleanup;
     if (snprintf(path, sizeof path, "%s/__%d_0.distcp", iter_dir, rank) >= (int)sizeof path)
-        FAIL(TD_ERR_ARG, "checkpoint directory name too long: '%s'", iter_dir);
+        FAIL(TDS_ERR_ARG, "checkpoint directory name too long: '%s'", iter_dir);
     if ((rc = ckpt_make_dirs(iter_dir, err, errlen)) != 0) { rc = from_ckpt(rc); goto cleanup; }
     if ((rc = ckpt_write_atomic(iter_dir, path, emit_rank, &rf, err, errlen)) != 0) {
         if (rc == CKPT_ERR_IO || rc == CKPT_ERR_ARG) rc = from_ckpt(rc);
@@ -171,7 +171,7 @@ int td_write_rank(const char *iter_dir, int rank, const td_item *items, size_t n
     blob->len = 0;
     int e = buf_add(blob, BLOB_MAGIC, 4) | blob_u(blob, (uint64_t)rank, 4) | blob_u(blob, n, 4);
     for (size_t i = 0; i < n; i++) e |= blob_item(blob, &items[i], rf.off[i], rf.len[i]);
-    if (e) FAIL(TD_ERR_NOMEM, "out of memory");
+    if (e) FAIL(TDS_ERR_NOMEM, "out of memory");
 cleanup:
     free(rf.off);
     free(rf.len);
@@ -209,7 +209,7 @@ static int read_rec(blob_cur *c, rec *r)
     r->dtype = (int)v[1];
     r->ndim = (int)v[2];
     r->stacked = (int)v[3];
-    if (r->kind > TD_OBJECT || r->ndim > TS_MAX_DIMS || (r->kind == TD_TENSOR) != (r->ndim > 0) || !ts_dtype_name(r->dtype)
+    if (r->kind > TDS_OBJECT || r->ndim > TS_MAX_DIMS || (r->kind == TDS_TENSOR) != (r->ndim > 0) || !ts_dtype_name(r->dtype)
         || v[4] == 0 || v[4] >= MAX_KEY || c->n - c->pos < v[4] + 1 || c->p[c->pos + v[4]] != 0
         || memchr(c->p + c->pos, 0, (size_t)v[4]))
         return -1;
@@ -334,7 +334,7 @@ static int md_init(md_ctx *M)
     M->layout = reduce1(M, pk_add_global(M->d, "torch.serialization._get_layout"), pk_add_str(M->d, "torch.strided"));
     M->memfmt = reduce1(M, global(M, mdm, "_MEM_FORMAT_ENCODING"), pk_add_int(M->d, 0));
     for (int v = 2; v <= 3; v++) M->wit[v] = reduce1(M, M->g_wit, pk_add_int(M->d, v));
-    return pk_doc_failed(M->d) ? TD_ERR_NOMEM : 0;
+    return pk_doc_failed(M->d) ? TDS_ERR_NOMEM : 0;
 }
 
 /* TensorProperties, pickled through its __getstate__ tuple (dtype, layout,
@@ -365,7 +365,7 @@ static pk_node *md_index(md_ctx *M, pk_node *fqn, const rec *r)
     pk_node *dict, *o = dataclass(M, M->g_mi, &dict);
     field(M, dict, "fqn", fqn);
     field(M, dict, "index", pk_add(M->d, PK_NONE));
-    if (r->kind == TD_TENSOR) field(M, dict, "offset", size_node(M, r->offset, r->ndim));
+    if (r->kind == TDS_TENSOR) field(M, dict, "offset", size_node(M, r->offset, r->ndim));
     return o;
 }
 
@@ -382,7 +382,7 @@ static pk_node *save_plan(md_ctx *M, const rec *r, size_t n, pk_node *g_plan)
         if (!k || !g) break;
         pk_node *wd, *wi = dataclass(M, M->g_wi, &wd), *twd = pk_add(M->d, PK_NONE);
         if (!g->md) g->str = k->str;                          /* the key is the first plan's string */
-        if (r[i].kind == TD_TENSOR) {
+        if (r[i].kind == TDS_TENSOR) {
             pk_node *td, *cd, *chunk = dataclass(M, M->g_csm, &cd);
             field(M, cd, "offsets", size_node(M, r[i].offset, r[i].ndim));
             field(M, cd, "sizes", size_node(M, r[i].size, r[i].ndim));
@@ -405,7 +405,7 @@ static pk_node *save_plan(md_ctx *M, const rec *r, size_t n, pk_node *g_plan)
         } else if (!g->md)
             g->md = pk_add_object(M->d, M->g_bsm, pk_add(M->d, PK_TUPLE), NULL, 1);
         field(M, wd, "index", md_index(M, k->str, &r[i]));
-        field(M, wd, "type", M->wit[r[i].kind == TD_TENSOR ? 2 : 3]);
+        field(M, wd, "type", M->wit[r[i].kind == TDS_TENSOR ? 2 : 3]);
         field(M, wd, "bytes_io_data", pk_add(M->d, PK_NONE));
         field(M, wd, "tensor_data", twd);
         pk_push(M->d, items, wi);
@@ -429,7 +429,7 @@ static void storage_data(md_ctx *M, pk_node *sd, const rec *r, size_t n, int ran
     pk_node *rel = pk_add_str(M->d, path);
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < n; i++) {
-            if ((r[i].kind == TD_OBJECT) != (pass == 0)) continue;
+            if ((r[i].kind == TDS_OBJECT) != (pass == 0)) continue;
             shared *k = scope_get(M->d, &local, r[i].key);
             pk_node *si;
             pk_push(M->d, sd, md_index(M, k ? k->str : NULL, &r[i]));
@@ -448,21 +448,21 @@ static int read_blob(const ts_buf *b, int rank, rec **r, size_t *n, char *err, s
     blob_cur c = { b->data, b->len, 0 };
     uint64_t brank, cnt;
     *r = NULL;
-    if (b->len < 12 || memcmp(b->data, BLOB_MAGIC, 4)) FAIL(TD_ERR_FORMAT, "rank %d: not a torch_dist rank record", rank);
+    if (b->len < 12 || memcmp(b->data, BLOB_MAGIC, 4)) FAIL(TDS_ERR_FORMAT, "rank %d: not a torch_dist rank record", rank);
     c.pos = 4;
     if (cur_u(&c, 4, &brank) || cur_u(&c, 4, &cnt) || brank != (uint64_t)rank || cnt > b->len)
-        FAIL(TD_ERR_FORMAT, "rank %d: a record of rank %llu, or a bad item count", rank, (unsigned long long)brank);
-    if (!(*r = calloc((size_t)cnt + 1, sizeof **r))) FAIL(TD_ERR_NOMEM, "out of memory");
+        FAIL(TDS_ERR_FORMAT, "rank %d: a record of rank %llu, or a bad item count", rank, (unsigned long long)brank);
+    if (!(*r = calloc((size_t)cnt + 1, sizeof **r))) FAIL(TDS_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < cnt; i++)
-        if (read_rec(&c, &(*r)[i])) FAIL(TD_ERR_FORMAT, "rank %d: item %zu of its record is malformed", rank, i);
-    if (c.pos != b->len) FAIL(TD_ERR_FORMAT, "rank %d: %zu bytes after its record", rank, b->len - c.pos);
+        if (read_rec(&c, &(*r)[i])) FAIL(TDS_ERR_FORMAT, "rank %d: item %zu of its record is malformed", rank, i);
+    if (c.pos != b->len) FAIL(TDS_ERR_FORMAT, "rank %d: %zu bytes after its record", rank, b->len - c.pos);
     *n = (size_t)cnt;
 cleanup:
     if (rc) { free(*r); *r = NULL; }
     return rc;
 }
 
-int td_metadata_pickle(const char *checkpoint_id, const char *save_id, const ts_buf *blobs, int nranks,
+int tds_metadata_pickle(const char *checkpoint_id, const char *save_id, const ts_buf *blobs, int nranks,
                        unsigned char **out, size_t *len, char *err, size_t errlen)
 {
     int rc = 0;
@@ -470,8 +470,8 @@ int td_metadata_pickle(const char *checkpoint_id, const char *save_id, const ts_
     rec **r = calloc(nranks > 0 ? (size_t)nranks : 1, sizeof *r);
     size_t *n = calloc(nranks > 0 ? (size_t)nranks : 1, sizeof *n);
     *out = NULL;
-    if (!M.d || !r || !n) FAIL(TD_ERR_NOMEM, "out of memory");
-    if (nranks < 1 || !checkpoint_id || !save_id) FAIL(TD_ERR_ARG, "no ranks, checkpoint id or save id");
+    if (!M.d || !r || !n) FAIL(TDS_ERR_NOMEM, "out of memory");
+    if (nranks < 1 || !checkpoint_id || !save_id) FAIL(TDS_ERR_ARG, "no ranks, checkpoint id or save id");
     for (int k = 0; k < nranks; k++)
         if ((rc = read_blob(&blobs[k], k, &r[k], &n[k], err, errlen)) != 0) goto cleanup;
     const char *mdm = "torch.distributed.checkpoint.metadata";
@@ -498,7 +498,7 @@ int td_metadata_pickle(const char *checkpoint_id, const char *save_id, const ts_
     field(&M, mdd, "version", pk_add_str(M.d, "1.0.0"));
     field(&M, mdd, "all_local_plans", plans);
     int prc = pk_write(M.d, md, 4, out, len);
-    if (prc) FAIL(prc == PK_ERR_NOMEM ? TD_ERR_NOMEM : TD_ERR_ARG, "cannot pickle the metadata: %s", pk_strerror(prc));
+    if (prc) FAIL(prc == PK_ERR_NOMEM ? TDS_ERR_NOMEM : TDS_ERR_ARG, "cannot pickle the metadata: %s", pk_strerror(prc));
 cleanup:
     for (int k = 0; r && k < nranks; k++) free(r[k]);
     free(r);
@@ -521,7 +521,7 @@ static int emit_bytes(FILE *f, const char *tmp, void *ctx, char *err, size_t err
 {
     int rc = 0;
     const bytes_file *b = ctx;
-    if (fwrite(b->p, 1, b->n, f) != b->n) FAIL(TD_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
+    if (fwrite(b->p, 1, b->n, f) != b->n) FAIL(TDS_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
 cleanup:
     return rc;
 }
@@ -532,34 +532,34 @@ static int write_file(const char *dir, const char *base, const unsigned char *p,
     char path[4200];
     bytes_file b = { p, n };
     if (snprintf(path, sizeof path, "%s/%s", dir, base) >= (int)sizeof path)
-        FAIL(TD_ERR_ARG, "checkpoint directory name too long: '%s'", dir);
+        FAIL(TDS_ERR_ARG, "checkpoint directory name too long: '%s'", dir);
     if ((rc = ckpt_write_atomic(dir, path, emit_bytes, &b, err, errlen)) != 0 && (rc == CKPT_ERR_IO || rc == CKPT_ERR_ARG))
         rc = from_ckpt(rc);
 cleanup:
     return rc;
 }
 
-int td_write_metadata(const char *iter_dir, const char *checkpoint_id, const char *save_id,
+int tds_write_metadata(const char *iter_dir, const char *checkpoint_id, const char *save_id,
                       const ts_buf *blobs, int nranks, char *err, size_t errlen)
 {
     static const char json[] = "{\"sharded_backend\": \"torch_dist\", \"sharded_backend_version\": 1}";
     unsigned char *md = NULL;
     size_t n = 0;
-    int rc = td_metadata_pickle(checkpoint_id, save_id, blobs, nranks, &md, &n, err, errlen);
-    if (!rc) rc = ckpt_make_dirs(iter_dir, err, errlen) ? TD_ERR_IO : 0;
+    int rc = tds_metadata_pickle(checkpoint_id, save_id, blobs, nranks, &md, &n, err, errlen);
+    if (!rc) rc = ckpt_make_dirs(iter_dir, err, errlen) ? TDS_ERR_IO : 0;
     if (!rc) rc = write_file(iter_dir, ".metadata", md, n, err, errlen);
     if (!rc) rc = write_file(iter_dir, "metadata.json", (const unsigned char *)json, sizeof json - 1, err, errlen);
     free(md);
     return rc;
 }
 
-int td_new_save_id(char out[37])
+int tds_new_save_id(char out[37])
 {
     unsigned char u[16];
     FILE *f = fopen("/dev/urandom", "rb");
     size_t got = f ? fread(u, 1, sizeof u, f) : 0;
     if (f) fclose(f);
-    if (got != sizeof u) return TD_ERR_IO;
+    if (got != sizeof u) return TDS_ERR_IO;
     u[6] = (unsigned char)((u[6] & 0x0F) | 0x40);           /* version 4 */
     u[8] = (unsigned char)((u[8] & 0x3F) | 0x80);           /* RFC 4122 variant */
     char *o = out;
@@ -572,17 +572,17 @@ int td_new_save_id(char out[37])
 
 /* ---- objects ---------------------------------------------------------------- */
 
-int td_object_archive(ts_buf *out, pk_doc *d, const pk_node *obj)
+int tds_object_archive(ts_buf *out, pk_doc *d, const pk_node *obj)
 {
     pk_node *list = pk_add(d, PK_LIST);
     pk_push(d, list, obj ? obj : pk_add(d, PK_NONE));
     unsigned char *p;
     size_t n;
     int rc = pk_write(d, list, 2, &p, &n);
-    if (rc) return rc == PK_ERR_NOMEM ? TD_ERR_NOMEM : TD_ERR_ARG;
+    if (rc) return rc == PK_ERR_NOMEM ? TDS_ERR_NOMEM : TDS_ERR_ARG;
     rc = ts_object_write(out, p, n);
     free(p);
-    return rc == TS_ERR_NOMEM ? TD_ERR_NOMEM : rc ? TD_ERR_ARG : 0;
+    return rc == TS_ERR_NOMEM ? TDS_ERR_NOMEM : rc ? TDS_ERR_ARG : 0;
 }
 
 static void entry(pk_doc *d, pk_node *dict, const char *key, const pk_node *v)
@@ -591,7 +591,7 @@ static void entry(pk_doc *d, pk_node *dict, const char *key, const pk_node *v)
     pk_push(d, dict, v);
 }
 
-pk_node *td_common_state(pk_doc *d, const pk_node *args, int64_t iteration, const pk_node *scheduler,
+pk_node *tds_common_state(pk_doc *d, const pk_node *args, int64_t iteration, const pk_node *scheduler,
                          const pk_node *flops)
 {
     pk_node *s = pk_add(d, PK_DICT), *cm = pk_add(d, PK_DICT);
@@ -606,13 +606,13 @@ pk_node *td_common_state(pk_doc *d, const pk_node *args, int64_t iteration, cons
     return s;
 }
 
-pk_node *td_namespace(pk_doc *d, pk_node **attrs)
+pk_node *tds_namespace(pk_doc *d, pk_node **attrs)
 {
     *attrs = pk_add(d, PK_DICT);
     return pk_add_object(d, pk_add_global(d, "argparse.Namespace"), pk_add(d, PK_TUPLE), *attrs, 1);
 }
 
-pk_node *td_scheduler(pk_doc *d, const td_sched *s)
+pk_node *tds_scheduler(pk_doc *d, const tds_sched *s)
 {
     pk_node *o = pk_add(d, PK_DICT);
     entry(d, o, "max_lr", pk_add_float(d, s->max_lr));

@@ -1,25 +1,25 @@
 /*
- * test_torchdist.c - train/torchdist.h (and pickle.h's writer) against the
+ * test_tdsave.c - train/tdsave.h (and pickle.h's writer) against the
  * Megatron-written checkpoints of tests/data/torch_dist:
  * - the pickle writer alone: every fixture's .metadata and every object
  *   item's data.pkl, read with pk_parse and written back with pk_write
  *   (which shares what the reader shares), are the same bytes;
- * - the objects: every [None] _extra_state item is td_object_archive(NULL)
- *   and the common state is td_common_state of the values read back;
+ * - the objects: every [None] _extra_state item is tds_object_archive(NULL)
+ *   and the common state is tds_common_state of the values read back;
  * - whole directories: each fixture's items (keys, shapes, chunks from its
- *   all_local_plans, the data from its .distcp files) given to td_write_rank
- *   rank by rank, td_write_metadata with its save_id and checkpoint_id and
+ *   all_local_plans, the data from its .distcp files) given to tds_write_rank
+ *   rank by rank, tds_write_metadata with its save_id and checkpoint_id and
  *   ckpt_write_latest rebuild every file byte for byte;
  * - bad arguments and bad blobs are refused with one line.
  * With --write DIR it instead writes DIR (a checkpoint for the real readers,
- * tests/data/torch_dist/check_mds_write.py): llama_tp2_bf16's items through
+ * tests/data/torch_dist/check_mds_write.py): llama_tp2_bf16mix's items through
  * the writer, with a common state that also holds args and the scheduler.
  */
 #include "harness.h"
 #include "torchdist_fixtures.h"
 #include "checkpoint.h"
 #include "pickle.h"
-#include "torchdist.h"
+#include "tdsave.h"
 #include "torchsave.h"
 
 #include <stdint.h>
@@ -81,10 +81,10 @@ typedef struct fixture {
     const char *ckpt_id, *save_id;
     unsigned char *file[MAXR];
     size_t nfile[MAXR];
-    td_item *items[MAXR];
+    tds_item *items[MAXR];
     size_t nitems[MAXR];
     int nranks;
-    pk_doc *objs;                    /* the objects' trees, for td_object_archive */
+    pk_doc *objs;                    /* the objects' trees, for tds_object_archive */
     ts_buf arch[MAXR];               /* the objects' archives as td writes them, back to back */
 } fixture;
 
@@ -123,7 +123,7 @@ static int dtype_of(const pk_node *g)
 }
 
 /* One plan item into *it (views into the fixture's files). */
-static int load_item(fixture *F, const pk_node *wi, const pk_node *sd, td_item *it)
+static int load_item(fixture *F, const pk_node *wi, const pk_node *sd, tds_item *it)
 {
     const pk_node *w = pk_object_dict(wi), *idx = pk_dict_get(w, "index"), *td = pk_dict_get(w, "tensor_data");
     const char *fqn = str_field(idx, "fqn");
@@ -135,7 +135,7 @@ static int load_item(fixture *F, const pk_node *wi, const pk_node *sd, td_item *
     it->key = fqn;
     const unsigned char *p = F->file[rank] + off;
     if (!td || td->kind == PK_NONE) {
-        it->kind = TD_OBJECT;
+        it->kind = TDS_OBJECT;
         it->obj = p;
         it->nobj = len;
         return 0;
@@ -143,7 +143,7 @@ static int load_item(fixture *F, const pk_node *wi, const pk_node *sd, td_item *
     const pk_node *t = pk_object_dict(td), *chunk = pk_object_dict(pk_dict_get(t, "chunk"));
     const pk_node *props = pk_dict_get(t, "properties")->state;      /* the __getstate__ tuple */
     int64_t v[TS_MAX_DIMS];
-    it->kind = TD_TENSOR;
+    it->kind = TDS_TENSOR;
     it->dtype = dtype_of(props->items[0]);
     it->stacked = props->n == 6 && props->items[5]->kind == PK_NONE;
     it->ndim = pk_int_tuple(pk_dict_get(t, "size"), v, TS_MAX_DIMS);
@@ -192,7 +192,7 @@ static int fixture_load(fixture *F, const char *fx)
     for (int r = 0; r < F->nranks; r++) {
         const pk_node *items = pk_dict_get(pk_object_dict(plans->items[r]), "items");
         F->nitems[r] = items->n;
-        F->items[r] = calloc(items->n, sizeof(td_item));
+        F->items[r] = calloc(items->n, sizeof(tds_item));
         for (size_t i = 0; i < items->n; i++)
             if (load_item(F, items->items[i], sd, &F->items[r][i])) return -1;
     }
@@ -202,9 +202,9 @@ static int fixture_load(fixture *F, const char *fx)
 /* ---- the objects ---------------------------------------------------------- */
 
 /* Rebuild an object item from what it holds: [None] through
- * td_object_archive(NULL), the common state through td_common_state; both
+ * tds_object_archive(NULL), the common state through tds_common_state; both
  * pickles also round-trip through the reader and writer alone. */
-static int rebuild_object(fixture *F, int r, td_item *it)
+static int rebuild_object(fixture *F, int r, tds_item *it)
 {
     ts_tensor unused;
     ts_archive a;
@@ -221,11 +221,11 @@ static int rebuild_object(fixture *F, int r, td_item *it)
         const pk_node *it_n = pk_dict_get(obj, "iteration"), *fl = pk_dict_get(obj, "num_floating_point_operations_so_far");
         if (!it_n || !fl) { pk_free(d); return -1; }
         pk_node *flops = fl->kind == PK_INT ? pk_add_int(F->objs, fl->i) : pk_add_float(F->objs, fl->f);
-        made = td_common_state(F->objs, NULL, it_n->i, NULL, flops);
+        made = tds_common_state(F->objs, NULL, it_n->i, NULL, flops);
     } else if (!obj || obj->kind != PK_NONE) { pk_free(d); return -1; }
     pk_free(d);
     size_t at = F->arch[r].len;
-    if (td_object_archive(&F->arch[r], F->objs, made)) return -1;
+    if (tds_object_archive(&F->arch[r], F->objs, made)) return -1;
     if (F->arch[r].len - at != it->nobj || memcmp(F->arch[r].data + at, it->obj, it->nobj)) {
         fprintf(stderr, "%s: object rebuilt differs\n", it->key);
         return -1;
@@ -238,12 +238,12 @@ static int rebuild_objects(fixture *F)
     if (!(F->objs = pk_doc_new())) return -1;
     for (int r = 0; r < F->nranks; r++) {
         for (size_t i = 0; i < F->nitems[r]; i++)
-            if (F->items[r][i].kind == TD_OBJECT && rebuild_object(F, r, &F->items[r][i])) return -1;
+            if (F->items[r][i].kind == TDS_OBJECT && rebuild_object(F, r, &F->items[r][i])) return -1;
         /* point the items at td's own archives (the same bytes) */
         size_t at = 0;
         for (size_t i = 0; i < F->nitems[r]; i++) {
-            td_item *it = &F->items[r][i];
-            if (it->kind != TD_OBJECT) continue;
+            tds_item *it = &F->items[r][i];
+            if (it->kind != TDS_OBJECT) continue;
             it->obj = F->arch[r].data + at;
             at += it->nobj;
         }
@@ -271,11 +271,11 @@ static void rebuild_dir(const char *fx, const char *out)
     CHECK(fixture_load(&F, fx) == 0 && rebuild_objects(&F) == 0);
     snprintf(iter, sizeof iter, "%s/iter_0000001", out);
     for (int r = 0; r < F.nranks; r++) {
-        int rc = td_write_rank(iter, r, F.items[r], F.nitems[r], &blobs[r], err, sizeof err);
+        int rc = tds_write_rank(iter, r, F.items[r], F.nitems[r], &blobs[r], err, sizeof err);
         CHECK(rc == 0);
         if (rc) fprintf(stderr, "%s\n", err);
     }
-    int rc = td_write_metadata(iter, F.ckpt_id, F.save_id, blobs, F.nranks, err, sizeof err);
+    int rc = tds_write_metadata(iter, F.ckpt_id, F.save_id, blobs, F.nranks, err, sizeof err);
     CHECK(rc == 0);
     if (rc) fprintf(stderr, "%s\n", err);
     CHECK(ckpt_write_latest(out, 1, err, sizeof err) == 0);
@@ -313,31 +313,31 @@ static void test_refusals(void)
     float x[4] = { 1, 2, 3, 4 };
     ts_buf blob = { 0 };
     snprintf(iter, sizeof iter, "%s/bad/iter_0000001", tmpdir);
-    td_item it = { .key = "w", .kind = TD_TENSOR, .dtype = TS_F32, .ndim = 1, .shape = { 4 }, .offset = { 2 }, .size = { 4 }, .data = x };
-    CHECK(td_write_rank(iter, 0, &it, 1, &blob, err, sizeof err) == TD_ERR_ARG && strstr(err, "'w'") && strstr(err, "outside"));
+    tds_item it = { .key = "w", .kind = TDS_TENSOR, .dtype = TS_F32, .ndim = 1, .shape = { 4 }, .offset = { 2 }, .size = { 4 }, .data = x };
+    CHECK(tds_write_rank(iter, 0, &it, 1, &blob, err, sizeof err) == TDS_ERR_ARG && strstr(err, "'w'") && strstr(err, "outside"));
     it.offset[0] = 0;
     it.data = NULL;
-    CHECK(td_write_rank(iter, 0, &it, 1, &blob, err, sizeof err) == TD_ERR_ARG && strstr(err, "no data"));
+    CHECK(tds_write_rank(iter, 0, &it, 1, &blob, err, sizeof err) == TDS_ERR_ARG && strstr(err, "no data"));
     it.data = x;
     it.key = "";
-    CHECK(td_write_rank(iter, 0, &it, 1, &blob, err, sizeof err) == TD_ERR_ARG);
+    CHECK(tds_write_rank(iter, 0, &it, 1, &blob, err, sizeof err) == TDS_ERR_ARG);
     it.key = "w";
-    CHECK(td_write_rank(iter, 0, &it, 1, &blob, err, sizeof err) == 0);
+    CHECK(tds_write_rank(iter, 0, &it, 1, &blob, err, sizeof err) == 0);
     /* a blob of rank 0 given as rank 1's, truncated, or with bytes after it */
     ts_buf two[2] = { blob, blob };
     unsigned char *md;
     size_t n;
-    CHECK(td_metadata_pickle("c", "s", two, 2, &md, &n, err, sizeof err) == TD_ERR_FORMAT && strstr(err, "rank 1"));
+    CHECK(tds_metadata_pickle("c", "s", two, 2, &md, &n, err, sizeof err) == TDS_ERR_FORMAT && strstr(err, "rank 1"));
     for (size_t cut = 0; cut < blob.len; cut++) {
         ts_buf t = { blob.data, cut, cut };
-        CHECK(td_metadata_pickle("c", "s", &t, 1, &md, &n, err, sizeof err) == TD_ERR_FORMAT);
+        CHECK(tds_metadata_pickle("c", "s", &t, 1, &md, &n, err, sizeof err) == TDS_ERR_FORMAT);
     }
-    CHECK(td_metadata_pickle("c", "s", &blob, 1, &md, &n, err, sizeof err) == 0);
+    CHECK(tds_metadata_pickle("c", "s", &blob, 1, &md, &n, err, sizeof err) == 0);
     free(md);
-    CHECK(td_metadata_pickle("c", "s", &blob, 0, &md, &n, err, sizeof err) == TD_ERR_ARG);
+    CHECK(tds_metadata_pickle("c", "s", &blob, 0, &md, &n, err, sizeof err) == TDS_ERR_ARG);
     ts_buf_release(&blob);
     char id[37];
-    CHECK(td_new_save_id(id) == 0 && strlen(id) == 36 && id[14] == '4' && strchr("89ab", id[19]));
+    CHECK(tds_new_save_id(id) == 0 && strlen(id) == 36 && id[14] == '4' && strchr("89ab", id[19]));
 }
 
 /* The writer alone: the forms the fixtures do not reach (wide ints and
@@ -422,7 +422,7 @@ static void test_pickle_frames(void)
  * the llama fixtures' model) and the scheduler. */
 static pk_node *demo_common_state(pk_doc *d)
 {
-    pk_node *attrs, *args = td_namespace(d, &attrs);
+    pk_node *attrs, *args = tds_namespace(d, &attrs);
     static const struct { const char *k; int64_t v; } ints[] = {
         { "num_layers", 2 }, { "hidden_size", 16 }, { "ffn_hidden_size", 32 }, { "num_attention_heads", 4 },
         { "num_query_groups", 2 }, { "max_position_embeddings", 8 }, { "seq_length", 8 },
@@ -448,10 +448,10 @@ static pk_node *demo_common_state(pk_doc *d)
     pk_push(d, attrs, pk_add_global(d, "torch.bfloat16"));
     pk_push(d, attrs, pk_add_str(d, "lr"));
     pk_push(d, attrs, pk_add_float(d, 3e-4));
-    td_sched sc = { .max_lr = 3e-4, .min_lr = 3e-5, .start_wd = 0.1, .end_wd = 0.1, .lr_warmup_steps = 8,
+    tds_sched sc = { .max_lr = 3e-4, .min_lr = 3e-5, .start_wd = 0.1, .end_wd = 0.1, .lr_warmup_steps = 8,
                     .num_steps = 4, .lr_decay_steps = 40, .wd_incr_steps = 40, .lr_decay_style = "cosine",
                     .wd_incr_style = "constant" };
-    return td_common_state(d, args, 1, td_scheduler(d, &sc), pk_add_float(d, 1.5e9));
+    return tds_common_state(d, args, 1, tds_scheduler(d, &sc), pk_add_float(d, 1.5e9));
 }
 
 static int write_demo(const char *out)
@@ -459,18 +459,18 @@ static int write_demo(const char *out)
     fixture F;
     char err[512] = "", iter[4096], id[37];
     ts_buf blobs[MAXR] = { { 0 } }, common = { 0 };
-    int rc = fixture_load(&F, "llama_tp2_bf16") || rebuild_objects(&F) || td_new_save_id(id);
-    if (!rc) rc = td_object_archive(&common, F.objs, demo_common_state(F.objs));
+    int rc = fixture_load(&F, "llama_tp2_bf16mix") || rebuild_objects(&F) || tds_new_save_id(id);
+    if (!rc) rc = tds_object_archive(&common, F.objs, demo_common_state(F.objs));
     for (size_t i = 0; !rc && i < F.nitems[0]; i++)
         if (!strcmp(F.items[0][i].key, "common_state/shard_0_1")) {
             F.items[0][i].obj = common.data;
             F.items[0][i].nobj = common.len;
         }
     snprintf(iter, sizeof iter, "%s/iter_0000001", out);
-    for (int r = 0; !rc && r < F.nranks; r++) rc = td_write_rank(iter, r, F.items[r], F.nitems[r], &blobs[r], err, sizeof err);
-    if (!rc) rc = td_write_metadata(iter, iter, id, blobs, F.nranks, err, sizeof err);
+    for (int r = 0; !rc && r < F.nranks; r++) rc = tds_write_rank(iter, r, F.items[r], F.nitems[r], &blobs[r], err, sizeof err);
+    if (!rc) rc = tds_write_metadata(iter, iter, id, blobs, F.nranks, err, sizeof err);
     if (!rc) rc = ckpt_write_latest(out, 1, err, sizeof err);
-    if (rc) fprintf(stderr, "test_torchdist: cannot write '%s': %s\n", out, err[0] ? err : "fixture llama_tp2_bf16 unreadable");
+    if (rc) fprintf(stderr, "test_tdsave: cannot write '%s': %s\n", out, err[0] ? err : "fixture llama_tp2_bf16mix unreadable");
     for (int r = 0; r < MAXR; r++) ts_buf_release(&blobs[r]);
     ts_buf_release(&common);
     fixture_free(&F);
@@ -480,8 +480,8 @@ static int write_demo(const char *out)
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--write")) return write_demo(argv[2]);
-    if (argc != 1) { fprintf(stderr, "usage: test_torchdist [--write DIR]\n"); return 2; }
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/test_torchdist.XXXXXX");
+    if (argc != 1) { fprintf(stderr, "usage: test_tdsave [--write DIR]\n"); return 2; }
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test_tdsave.XXXXXX");
     if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
     RUN(test_pickle_round_trip);
     RUN(test_pickle_forms);
