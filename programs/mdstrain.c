@@ -32,6 +32,7 @@
 #include "tokenizer.h"
 #include "checkpoint.h"
 #include "hfckpt.h"
+#include "torchdist.h"
 #include "comm.h"
 #include "dataset.h"
 #include "kernels.h"
@@ -115,6 +116,7 @@ enum {
     O_CP, O_DIST_BACKEND, O_DATA_IMPL, O_OPTIMIZER, O_DDP_IMPL, O_TRANSFORMER_IMPL,
     O_MCORE, O_NUM_WORKERS, O_DATALOADER, O_NO_ASYNC_TP, O_NO_GRAD_FUSION, O_ATTN_BACKEND, O_FLASH_ATTN,
     O_QK_SCALING, O_NO_QK_SCALING, O_MANUAL_GC, O_SCHEDULING_ONLY, O_EMPTY_CACHE, O_TIKTOKEN_PATTERN, O_OVERRIDE_SCHED, O_USE_CKPT_SCHED, O_DIST_TIMEOUT,
+    O_NO_LOAD_OPTIM, O_NO_LOAD_RNG, O_FINETUNE,
     O_KILL_SWITCH, O_EXIT_DURATION, O_NULL_EOD, O_NULL_LEGACY,
     /* batch ramp-up and token schedules */
     O_RAMPUP, O_TRAIN_TOKENS, O_DECAY_TOKENS, O_WARMUP_TOKENS,
@@ -200,6 +202,12 @@ static const struct cli_option train_options[] = {
      "write --load's latest checkpoint (its TP/PP layout given by the flags) as a HuggingFace folder and exit"},
     {"load-hf", 0, CLI_ARG_ONE, O_LOAD_HF, "DIR",
      "start from a HuggingFace folder's weights (GPT2LMHeadModel, LlamaForCausalLM) unless --load resumes a checkpoint"},
+    {"no-load-optim", 0, CLI_ARG_NONE, O_NO_LOAD_OPTIM, NULL,
+     "on --load, restore the weights and counters but start AdamW, the loss scale and the lr schedule afresh"},
+    {"no-load-rng", 0, CLI_ARG_NONE, O_NO_LOAD_RNG, NULL,
+     "on --load, do not ask for the checkpoint's RNG state (mds keeps none: the flag only lifts torch_dist's check)"},
+    {"finetune", 0, CLI_ARG_NONE, O_FINETUNE, NULL,
+     "on --load, take only the weights: iteration, consumed samples, optimizer and schedule start afresh"},
     {"check-logits", 0, CLI_ARG_ONE, O_CHECK_LOGITS, "FILE",
      "test: compare the logits of the loaded model on FILE's tokens with FILE's logits (1e-4 relative) and exit"},
     /* optimizer and schedule */
@@ -389,6 +397,7 @@ struct config {
     double exit_duration, dist_timeout;         /* minutes; 0: none */
     const char *kill_switch;
     int override_sched, use_ckpt_sched;
+    int no_load_optim, no_load_rng, finetune;   /* Megatron's load_checkpoint flags */
     /* ramp-up and tokens */
     uint64_t rampup[3];                         /* START INCR SAMPLES; start 0: none */
     uint64_t train_tokens;                      /* 0: none */
@@ -659,6 +668,9 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_TIKTOKEN_PATTERN: cli_opt_choice(o, v, (const char *const[]){"v1", "v2", NULL}); break;
     case O_OVERRIDE_SCHED: c->override_sched = 1; break;
     case O_USE_CKPT_SCHED: c->use_ckpt_sched = 1; break;
+    case O_NO_LOAD_OPTIM: c->no_load_optim = 1; break;
+    case O_NO_LOAD_RNG: c->no_load_rng = 1; break;
+    case O_FINETUNE: c->finetune = 1; break;
     case O_DIST_TIMEOUT: c->dist_timeout = cli_opt_double(o, v, 0, 1e9); break;
     case O_EXIT_DURATION: c->exit_duration = cli_opt_double(o, v, 0, 1e12); break;
     case O_KILL_SWITCH: c->kill_switch = v; break;
@@ -778,6 +790,8 @@ static void parse_args(int argc, char **argv, struct config *c)
     if (c->ln1p && (c->export_hf || c->load_hf))
         cli_usage("--apply-layernorm-1p with --%s is not supported yet (HuggingFace's norms store 1 + w)",
                   c->export_hf ? "export-hf" : "load-hf");
+    if ((c->no_load_optim || c->no_load_rng || c->finetune) && !c->load)
+        cli_usage("--%s goes with --load", c->finetune ? "finetune" : c->no_load_optim ? "no-load-optim" : "no-load-rng");
     if (c->embed_ln && (c->export_hf || c->load_hf))
         cli_usage("--embed-layernorm with --%s is not supported (neither GPT2LMHeadModel nor LlamaForCausalLM has "
                   "an embedding LayerNorm)", c->export_hf ? "export-hf" : "load-hf");
@@ -1235,9 +1249,72 @@ static void check_sched(const char *dir, const char *name, double ours, double t
                 dir, name, theirs, ours);
 }
 
+/* Whether --load's iteration directory is a torch_dist checkpoint; an
+ * unfinished one (no metadata.json) ends the run. */
+static int torch_dist_dir(const char *iter_dir)
+{
+    int k = td_is_checkpoint(iter_dir);
+    if (k < 0)
+        cli_die(1, "'%s': a .metadata without metadata.json: an unfinished torch_dist save (metadata.json is written last)\n"
+                   "hint: load an earlier iteration", iter_dir);
+    return k;
+}
+
+/* --no-load-optim / --finetune after a checkpoint restored everything:
+ * AdamW's moments and step as a fresh optimizer has them (Megatron builds
+ * its optimizer and scheduler afresh and skips their state). */
+static void fresh_optimizer(trainer *t)
+{
+    gpt_model *m = t->m;
+    size_t n = m->opt_hi - m->opt_lo;
+    float *z = calloc(n ? n : 1, sizeof(float));
+    if (!z) cli_die(1, "out of memory resetting the optimizer state");
+    if (gpt_state_write(m, GPT_STATE_ADAM_M, m->opt_lo, z, n) != 0 || gpt_state_write(m, GPT_STATE_ADAM_V, m->opt_lo, z, n) != 0)
+        cli_die(1, "cannot reset the optimizer state");
+    m->step = 0;
+    free(z);
+}
+
+/* Megatron's load_checkpoint of a torch_dist directory (iter_dir): the
+ * model from whatever TP/PP wrote it; the optimizer and the RNG state are
+ * asked for unless --no-load-optim / --no-load-rng / --finetune say not to,
+ * and a checkpoint without them then fails as Megatron's load does
+ * (missing keys).  Iteration from the common state, consumed samples from
+ * its args (0 without them, as Megatron leaves them); the schedule starts
+ * afresh with the optimizer. */
+static int load_torch_dist(const struct config *c, trainer *t, const char *iter_dir, uint64_t *iteration,
+                           uint64_t *consumed, uint64_t *sched_steps, uint64_t *valid_cursor)
+{
+    char err[4600];
+    const train_layout *P = t->P;
+    td_state st;
+    if (c->embed_ln)
+        cli_usage("--embed-layernorm with a torch_dist checkpoint is not supported (Megatron-Core has no key for it)");
+    if (td_load(t->m, iter_dir, &st, err, sizeof err) != 0)
+        cli_die(1, "rank %d: cannot load the checkpoint: %s\nhint: resume with the model flags of the saved run", P->rank, err);
+    if (!c->no_load_optim && !c->finetune)
+        cli_die(1, "'%s': %s\nhint: give --no-load-optim (or --finetune) to start AdamW afresh, as Megatron needs too", iter_dir,
+                st.has_optimizer ? "reading a torch_dist checkpoint's optimizer state is not implemented"
+                                 : "no optimizer state (optimizer.*) in the checkpoint");
+    /* Megatron asks for the RNG state when the checkpoint's args give this
+       run's TP and PP (1 and 1 without args); mds has none to restore */
+    if (!c->no_load_rng && !c->finetune && !st.has_rng && st.args_tp == P->tp_size && st.args_pp == P->pp_size)
+        cli_die(1, "'%s': no RNG state (rng_state) in the checkpoint\nhint: give --no-load-rng (or --finetune), as Megatron needs too",
+                iter_dir);
+    *iteration = c->finetune ? 0 : st.iteration;
+    *consumed = c->finetune ? 0 : st.consumed_train_samples;
+    *valid_cursor = c->finetune ? 0 : st.consumed_valid_samples;
+    *sched_steps = 0;
+    if (!st.has_args) cli_note(" could not find arguments in the checkpoint: consumed samples start at 0");
+    cli_note("  successfully loaded torch_dist checkpoint from %s [ t %d/%d, p %d/%d ] at iteration %" PRIu64, c->load,
+             P->tp_rank + 1, P->tp_size, P->pp_rank + 1, P->pp_size, *iteration);
+    return 1;
+}
+
 /* Restores weights, AdamW state and the counters; no checkpoint in dir
  * means starting afresh, as Megatron does (with a warning).  Every rank
- * reads its (TP, PP) file; a rank that fails ends the job. */
+ * reads its (TP, PP) file; a rank that fails ends the job.  A torch_dist
+ * directory (metadata.json in iter_N) goes to load_torch_dist. */
 static int load_checkpoint(const struct config *c, trainer *t, train_schedule *s, struct ds_lr *dl,
                            uint64_t *iteration, uint64_t *consumed, uint64_t *sched_steps, uint64_t *valid_cursor)
 {
@@ -1252,6 +1329,10 @@ static int load_checkpoint(const struct config *c, trainer *t, train_schedule *s
     }
     if (rc != 0) cli_die(1, "rank %d: cannot load the checkpoint: %s", P->rank, err);
     cli_note(" loading checkpoint from %s at iteration %" PRIu64, c->load, it);
+    char iter_dir[4200];
+    snprintf(iter_dir, sizeof iter_dir, "%s/iter_%07" PRIu64, c->load, it);
+    if (torch_dist_dir(iter_dir))
+        return load_torch_dist(c, t, iter_dir, iteration, consumed, sched_steps, valid_cursor);
     ckpt_state st;
     int code;
     if (trainer_load(t, c->load, it, &st, &code) != 0)
@@ -1259,6 +1340,17 @@ static int load_checkpoint(const struct config *c, trainer *t, train_schedule *s
                 code == CKPT_ERR_MISMATCH ? "resume with the model flags and parallel sizes of the saved run"
                 : code == CKPT_ERR_CHECKSUM || code == CKPT_ERR_FORMAT ? "the file is damaged; load an earlier iteration"
                 : "check --load");
+    if (c->no_load_optim || c->finetune) {   /* the weights only, and the counters unless --finetune */
+        fresh_optimizer(t);
+        *iteration = c->finetune ? 0 : st.iteration;
+        *consumed = c->finetune ? 0 : st.consumed_train_samples;
+        *valid_cursor = c->finetune ? 0 : st.consumed_valid_samples;
+        *sched_steps = 0;
+        cli_note("  successfully loaded the weights from %s [ t %d/%d, p %d/%d ] at iteration %" PRIu64
+                 " (--%s: optimizer and schedule afresh)", c->load, P->tp_rank + 1, P->tp_size, P->pp_rank + 1, P->pp_size,
+                 it, c->finetune ? "finetune" : "no-load-optim");
+        return 1;
+    }
     if (st.ds_scheduler != (c->ds_sched.type != 0))
         /* DeepSpeed hands the saved scheduler state to the other kind of
            scheduler, whose load_state_dict fails (KeyError) */
@@ -1488,6 +1580,11 @@ static void export_hf(const struct config *c, int world_size)
     uint64_t it;
     if (ckpt_read_latest(c->load, &it, err, sizeof err) != 0)
         cli_die(1, "cannot export: %s\nhint: --load names a directory written by --save", err);
+    char iter_dir[4200];
+    snprintf(iter_dir, sizeof iter_dir, "%s/iter_%07" PRIu64, c->load, it);
+    if (torch_dist_dir(iter_dir))
+        cli_die(1, "cannot export: '%s' is a torch_dist checkpoint; --export-hf reads mdstrain's own\n"
+                   "hint: load it with --no-load-optim and --save it first", iter_dir);
     hf_tokenizer htok = { ti.vocab_path, ti.merge_path, ti.eod };
     int code;
     int rc = hf_export(c->load, it, &mc, &htok, c->export_hf, &code, err, sizeof err);
@@ -1546,8 +1643,12 @@ static int check_logits(const struct config *c, int world_size)
     if (c->load) {
         uint64_t it;
         ckpt_state st;
-        if (ckpt_read_latest(c->load, &it, err, sizeof err) != 0 ||
-            ckpt_load_rank(c->load, it, &model, NULL, NULL, &st, err, sizeof err) != 0)
+        td_state tds;
+        char iter_dir[4200];
+        if (ckpt_read_latest(c->load, &it, err, sizeof err) != 0) cli_die(1, "cannot load the checkpoint: %s", err);
+        snprintf(iter_dir, sizeof iter_dir, "%s/iter_%07" PRIu64, c->load, it);
+        if (torch_dist_dir(iter_dir) ? td_load(&model, iter_dir, &tds, err, sizeof err) != 0
+                                       : ckpt_load_rank(c->load, it, &model, NULL, NULL, &st, err, sizeof err) != 0)
             cli_die(1, "cannot load the checkpoint: %s", err);
     } else {
         import_hf(c->load_hf, &model, ti.V, 0);
