@@ -133,10 +133,12 @@ static int buf_add(ts_buf *b, const void *p, size_t n)
     return 0;
 }
 
+/* v as n (1, 4 or 8) little-endian bytes */
 static int blob_u(ts_buf *b, uint64_t v, size_t n)
 {
-    unsigned char t[8];
-    for (size_t i = 0; i < n; i++) t[i] = (unsigned char)(v >> (8 * i));
+    unsigned char t[8] = { (unsigned char)v };
+    if (n == 8) le_put64(t, v);
+    else if (n == 4) le_put32(t, (uint32_t)v);
     return buf_add(b, t, n);
 }
 
@@ -194,8 +196,8 @@ typedef struct blob_cur {
 static int cur_u(blob_cur *c, size_t n, uint64_t *v)
 {
     if (c->n - c->pos < n) return -1;
-    *v = 0;
-    for (size_t i = 0; i < n; i++) *v |= (uint64_t)c->p[c->pos + i] << (8 * i);
+    const unsigned char *p = c->p + c->pos;
+    *v = n == 8 ? le_get64(p) : n == 4 ? le_get32(p) : p[0];
     c->pos += n;
     return 0;
 }

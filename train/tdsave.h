@@ -25,6 +25,16 @@
  * share one torch.Size and have no strides; any other tensor is a
  * CheckpointableShardedTensor, with its chunk's contiguous strides.
  *
+ * The item order is the caller's and any order loads; Megatron's (needed
+ * for its bytes) is its flattened model.sharded_state_dict(): keys in the
+ * order they first appear, a layer-stacked key's chunks for every local
+ * layer at its first appearance; in a layer the input norm, linear_proj,
+ * linear_qkv, the pre-MLP norm, linear_fc1, linear_fc2, each linear's
+ * weight, bias and _extra_state/shard_L_NL (the other layers' _extra_state
+ * objects after all of those, layer by layer); embeddings first, then the
+ * final norm and output_layer; common_state/shard_0_1 last, on rank 0 only
+ * (the fixtures' all_local_plans show it).
+ *
  * What it deliberately does not do: more than one writer thread per rank,
  * Megatron's spreading of replicated items over DP ranks
  * (--ckpt-fully-parallel-save: the caller chooses the owner), async saving,
