@@ -601,7 +601,7 @@ pk_node *tds_common_state(pk_doc *d, const pk_node *args, int64_t iteration, con
     entry(d, s, "checkpoint_version", pk_add_float(d, 3.0));
     entry(d, s, "iteration", pk_add_int(d, iteration));
     if (scheduler) entry(d, s, "opt_param_scheduler", scheduler);
-    entry(d, s, "num_floating_point_operations_so_far", flops);
+    if (flops) entry(d, s, "num_floating_point_operations_so_far", flops);
     entry(d, cm, "singleton_local_shards", pk_add_bool(d, 0));
     entry(d, cm, "chained_optim_avoid_prefix", pk_add_bool(d, 1));
     entry(d, s, "content_metadata", cm);

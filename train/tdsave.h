@@ -136,7 +136,7 @@ int tds_object_archive(ts_buf *out, pk_doc *d, const pk_node *obj);
  * order: args (an argparse.Namespace, tds_namespace; NULL: none),
  * checkpoint_version 3.0, iteration, opt_param_scheduler (tds_scheduler;
  * NULL: none), num_floating_point_operations_so_far (flops: an int or float
- * node), content_metadata (singleton_local_shards False,
+ * node; NULL: none), content_metadata (singleton_local_shards False,
  * chained_optim_avoid_prefix True).  The node is built in d.
  */
 pk_node *tds_common_state(pk_doc *d, const pk_node *args, int64_t iteration, const pk_node *scheduler,
