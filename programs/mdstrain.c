@@ -1258,6 +1258,66 @@ static void check_sched(const char *dir, const char *name, double ours, double t
                 dir, name, theirs, ours);
 }
 
+/* The counters, the schedule (checked against this run's flags, or taken,
+ * or overridden, as Megatron's _check_and_set) and the loss scale of a
+ * checkpoint whose optimizer state was restored. */
+static void resume_state(const struct config *c, trainer *t, train_schedule *s, struct ds_lr *dl, const ckpt_state *st,
+                         uint64_t *iteration, uint64_t *consumed, uint64_t *sched_steps, uint64_t *valid_cursor)
+{
+    if (st->ds_scheduler != (c->ds_sched.type != 0))
+        /* DeepSpeed hands the saved scheduler state to the other kind of
+           scheduler, whose load_state_dict fails (KeyError) */
+        cli_die(1, "checkpoint in '%s': saved %s a DeepSpeed config \"scheduler\" but this run has %s", c->load,
+                st->ds_scheduler ? "with" : "without", st->ds_scheduler ? "none" : "one");
+    if (c->ds_sched.type) {
+        /* WarmupLR.load_state_dict takes last_batch_iteration; the optimizer's
+           groups come back with their learning rates; Megatron's schedule
+           flags are not compared (its scheduler is not DeepSpeed's) */
+        dl->lbi = st->ds_last_batch_iteration;
+        dl->lr = st->ds_lr;
+        dl->lr_embed = st->ds_lr_embed;
+        if (c->override_sched || c->use_ckpt_sched)
+            cli_note(" > --%s-opt_param-scheduler has no effect: the DeepSpeed config's scheduler restores its own state",
+                     c->override_sched ? "override" : "use-checkpoint");
+    } else if (c->use_ckpt_sched) {
+        /* Megatron's _check_and_set with use_checkpoint_opt_param_scheduler */
+        if (st->decay_style > 2)
+            cli_die(1, "checkpoint in '%s': unknown lr scheduler decay style %u", c->load, st->decay_style);
+        s->style = (int)st->decay_style;
+        s->max_lr = st->max_lr;
+        s->min_lr = st->min_lr;
+        s->init_lr = st->init_lr;
+        s->warmup_steps = st->warmup_steps;
+        s->decay_steps = st->decay_steps;
+        cli_note(" > using the checkpoint's learning-rate schedule (--use-checkpoint-opt_param-scheduler)");
+    } else if (c->override_sched) {
+        cli_note(" > overriding the checkpoint's learning-rate schedule with this run's (--override-opt_param-scheduler)");
+    } else {
+        if (st->decay_style != (uint32_t)s->style)
+            cli_die(1, "checkpoint in '%s': lr scheduler decay style is %s in the checkpoint but %s in this run", c->load,
+                    st->decay_style < 3 ? styles[st->decay_style] : "unknown", styles[s->style]);
+        check_sched(c->load, "max lr", s->max_lr, st->max_lr);
+        check_sched(c->load, "min lr", s->min_lr, st->min_lr);
+        check_sched(c->load, "warmup init lr", s->init_lr, st->init_lr);
+        check_sched(c->load, "warmup steps", s->warmup_steps, st->warmup_steps);
+        check_sched(c->load, "decay steps", s->decay_steps, st->decay_steps);
+    }
+    /* the scheduler advances on successful steps only (skipped --fp16
+       iterations consume samples but do not step it) */
+    if (!(st->num_steps >= 0 && st->num_steps <= (double)st->consumed_train_samples && st->num_steps == floor(st->num_steps)))
+        cli_die(1, "checkpoint in '%s': lr scheduler num steps %.17g is not a sample count within the consumed %" PRIu64,
+                c->load, st->num_steps, st->consumed_train_samples);
+    *iteration = st->iteration;
+    *consumed = st->consumed_train_samples;
+    *sched_steps = (uint64_t)st->num_steps;
+    if (t->scaler.enabled) {   /* Megatron restores the grad scaler's state */
+        t->scaler.scale = st->loss_scale;
+        t->scaler.growth_tracker = (int)st->growth_tracker;
+        t->scaler.hysteresis_tracker = (int)st->hysteresis_tracker;
+    }
+    *valid_cursor = st->consumed_valid_samples;
+}
+
 /* Whether --load's iteration directory is a torch_dist checkpoint; an
  * unfinished one (no metadata.json) ends the run. */
 static int torch_dist_dir(const char *iter_dir)
@@ -1284,15 +1344,39 @@ static void fresh_optimizer(trainer *t)
     free(z);
 }
 
+/* Megatron's check_checkpoint_args for a torch_dist checkpoint's saved
+ * args: the model's sizes, and with a vocab file (GPT2BPETokenizer) the
+ * positions, the padding multiple and the tokenizer; a field the args lack
+ * is not compared (Megatron would stop on the missing attribute). */
+static void check_checkpoint_args(const struct config *c, const char *iter_dir, const td_state *st)
+{
+    const struct { const char *name; int64_t ckpt, run; int vocab_file; } f[] = {
+        { "num_layers", st->args_num_layers, c->num_layers, 0 },
+        { "hidden_size", st->args_hidden_size, c->hidden, 0 },
+        { "num_attention_heads", st->args_num_attention_heads, c->heads, 0 },
+        { "max_position_embeddings", st->args_max_position_embeddings, c->maxpos, 1 },
+        { "make_vocab_size_divisible_by", st->args_make_vocab_size_divisible_by, (int64_t)c->vocab_div, 1 },
+    };
+    int vocab_file = c->tokenizer == TK_GPT2;
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+        if (f[i].ckpt >= 0 && (!f[i].vocab_file || vocab_file) && f[i].ckpt != f[i].run)
+            cli_die(1, "'%s': %s is %" PRId64 " in the checkpoint's args but %" PRId64 " in this run", iter_dir, f[i].name,
+                    f[i].ckpt, f[i].run);
+    if (vocab_file && st->args_tokenizer_type[0] && strcmp(st->args_tokenizer_type, "GPT2BPETokenizer"))
+        cli_die(1, "'%s': tokenizer_type is %s in the checkpoint's args but GPT2BPETokenizer in this run", iter_dir,
+                st->args_tokenizer_type);
+}
+
 /* Megatron's load_checkpoint of a torch_dist directory (iter_dir): the
  * model from whatever TP/PP wrote it; the optimizer and the RNG state are
- * asked for unless --no-load-optim / --no-load-rng / --finetune say not to,
- * and a checkpoint without them then fails as Megatron's load does
- * (missing keys).  Iteration from the common state, consumed samples from
+ * asked for unless --no-load-optim / --no-load-rng / --finetune (or the
+ * saved args' --no-save-optim / --no-save-rng) say not to, and a
+ * checkpoint without them then fails as Megatron's load does (missing
+ * keys).  Iteration from the common state, consumed samples from
  * its args (0 without them, as Megatron leaves them); the schedule starts
  * afresh with the optimizer. */
-static int load_torch_dist(const struct config *c, trainer *t, const char *iter_dir, uint64_t *iteration,
-                           uint64_t *consumed, uint64_t *sched_steps, uint64_t *valid_cursor)
+static int load_torch_dist(const struct config *c, trainer *t, train_schedule *s, struct ds_lr *dl, const char *iter_dir,
+                           uint64_t *iteration, uint64_t *consumed, uint64_t *sched_steps, uint64_t *valid_cursor)
 {
     char err[4600];
     const train_layout *P = t->P;
@@ -1301,15 +1385,50 @@ static int load_torch_dist(const struct config *c, trainer *t, const char *iter_
         cli_usage("--embed-layernorm with a torch_dist checkpoint is not supported (Megatron-Core has no key for it)");
     if (td_load(t->m, iter_dir, &st, err, sizeof err) != 0)
         cli_die(1, "rank %d: cannot load the checkpoint: %s\nhint: resume with the model flags of the saved run", P->rank, err);
-    if (!c->no_load_optim && !c->finetune)
-        cli_die(1, "'%s': %s\nhint: give --no-load-optim (or --finetune) to start AdamW afresh, as Megatron needs too", iter_dir,
-                st.has_optimizer ? "reading a torch_dist checkpoint's optimizer state is not implemented"
-                                 : "no optimizer state (optimizer.*) in the checkpoint");
+    int optim = !c->no_load_optim && !c->finetune && !st.args_no_save_optim;
+    if (optim && !st.has_optimizer)
+        cli_die(1, "'%s': no optimizer state (optimizer.*) in the checkpoint\n"
+                   "hint: give --no-load-optim (or --finetune) to start AdamW afresh, as Megatron needs too", iter_dir);
     /* Megatron asks for the RNG state when the checkpoint's args give this
        run's TP and PP (1 and 1 without args); mds has none to restore */
-    if (!c->no_load_rng && !c->finetune && !st.has_rng && st.args_tp == P->tp_size && st.args_pp == P->pp_size)
+    if (!c->no_load_rng && !c->finetune && !st.has_rng && !st.args_no_save_rng && st.args_tp == P->tp_size &&
+        st.args_pp == P->pp_size)
         cli_die(1, "'%s': no RNG state (rng_state) in the checkpoint\nhint: give --no-load-rng (or --finetune), as Megatron needs too",
                 iter_dir);
+    if (st.has_args && !c->finetune)
+        check_checkpoint_args(c, iter_dir, &st);
+    if (optim) {   /* AdamW, then the schedule as a legacy checkpoint's */
+        if (td_load_optimizer(t->m, iter_dir, &st, err, sizeof err) != 0)
+            cli_die(1, "rank %d: cannot load the optimizer state: %s\nhint: --no-load-optim starts AdamW afresh", P->rank, err);
+        if (!st.has_scheduler)   /* Megatron: KeyError on state_dict['opt_param_scheduler'] */
+            cli_die(1, "'%s': no opt_param_scheduler in the common state\nhint: --no-load-optim", iter_dir);
+        ckpt_state cs = {0};
+        cs.iteration = st.iteration;
+        cs.consumed_train_samples = st.consumed_train_samples;
+        cs.consumed_valid_samples = st.consumed_valid_samples;
+        cs.max_lr = st.sched_max_lr;
+        cs.min_lr = st.sched_min_lr;
+        cs.init_lr = s->init_lr;   /* not in Megatron's scheduler state */
+        cs.warmup_steps = st.sched_warmup_steps;
+        cs.decay_steps = st.sched_decay_steps;
+        cs.num_steps = st.sched_num_steps;
+        cs.decay_style = 3;
+        for (uint32_t k = 0; k < 3; k++)
+            if (!strcmp(st.sched_decay_style, styles[k])) cs.decay_style = k;
+        if (cs.decay_style == 3)
+            cli_die(1, "'%s': lr decay style '%s' in the checkpoint is not implemented (constant, linear, cosine)", iter_dir,
+                    st.sched_decay_style);
+        cs.loss_scale = t->scaler.scale;   /* the grad scaler (--fp16) is not read yet */
+        cs.growth_tracker = (uint32_t)t->scaler.growth_tracker;
+        cs.hysteresis_tracker = (uint32_t)t->scaler.hysteresis_tracker;
+        if (t->scaler.enabled)
+            cli_die(1, "'%s': reading --fp16's grad scaler from a torch_dist checkpoint is not implemented\n"
+                       "hint: --no-load-optim", iter_dir);
+        resume_state(c, t, s, dl, &cs, iteration, consumed, sched_steps, valid_cursor);
+        cli_note("  successfully loaded torch_dist checkpoint from %s [ t %d/%d, p %d/%d ] at iteration %" PRIu64
+                 " (with the optimizer state)", c->load, P->tp_rank + 1, P->tp_size, P->pp_rank + 1, P->pp_size, *iteration);
+        return 1;
+    }
     *iteration = c->finetune ? 0 : st.iteration;
     *consumed = c->finetune ? 0 : st.consumed_train_samples;
     *valid_cursor = c->finetune ? 0 : st.consumed_valid_samples;
@@ -1341,7 +1460,7 @@ static int load_checkpoint(const struct config *c, trainer *t, train_schedule *s
     char iter_dir[4200];
     snprintf(iter_dir, sizeof iter_dir, "%s/iter_%07" PRIu64, c->load, it);
     if (torch_dist_dir(iter_dir))
-        return load_torch_dist(c, t, iter_dir, iteration, consumed, sched_steps, valid_cursor);
+        return load_torch_dist(c, t, s, dl, iter_dir, iteration, consumed, sched_steps, valid_cursor);
     ckpt_state st;
     int code;
     if (trainer_load(t, c->load, it, &st, &code) != 0)
@@ -1360,58 +1479,7 @@ static int load_checkpoint(const struct config *c, trainer *t, train_schedule *s
                  it, c->finetune ? "finetune" : "no-load-optim");
         return 1;
     }
-    if (st.ds_scheduler != (c->ds_sched.type != 0))
-        /* DeepSpeed hands the saved scheduler state to the other kind of
-           scheduler, whose load_state_dict fails (KeyError) */
-        cli_die(1, "checkpoint in '%s': saved %s a DeepSpeed config \"scheduler\" but this run has %s", c->load,
-                st.ds_scheduler ? "with" : "without", st.ds_scheduler ? "none" : "one");
-    if (c->ds_sched.type) {
-        /* WarmupLR.load_state_dict takes last_batch_iteration; the optimizer's
-           groups come back with their learning rates; Megatron's schedule
-           flags are not compared (its scheduler is not DeepSpeed's) */
-        dl->lbi = st.ds_last_batch_iteration;
-        dl->lr = st.ds_lr;
-        dl->lr_embed = st.ds_lr_embed;
-        if (c->override_sched || c->use_ckpt_sched)
-            cli_note(" > --%s-opt_param-scheduler has no effect: the DeepSpeed config's scheduler restores its own state",
-                     c->override_sched ? "override" : "use-checkpoint");
-    } else if (c->use_ckpt_sched) {
-        /* Megatron's _check_and_set with use_checkpoint_opt_param_scheduler */
-        if (st.decay_style > 2)
-            cli_die(1, "checkpoint in '%s': unknown lr scheduler decay style %u", c->load, st.decay_style);
-        s->style = (int)st.decay_style;
-        s->max_lr = st.max_lr;
-        s->min_lr = st.min_lr;
-        s->init_lr = st.init_lr;
-        s->warmup_steps = st.warmup_steps;
-        s->decay_steps = st.decay_steps;
-        cli_note(" > using the checkpoint's learning-rate schedule (--use-checkpoint-opt_param-scheduler)");
-    } else if (c->override_sched) {
-        cli_note(" > overriding the checkpoint's learning-rate schedule with this run's (--override-opt_param-scheduler)");
-    } else {
-        if (st.decay_style != (uint32_t)s->style)
-            cli_die(1, "checkpoint in '%s': lr scheduler decay style is %s in the checkpoint but %s in this run", c->load,
-                    st.decay_style < 3 ? styles[st.decay_style] : "unknown", styles[s->style]);
-        check_sched(c->load, "max lr", s->max_lr, st.max_lr);
-        check_sched(c->load, "min lr", s->min_lr, st.min_lr);
-        check_sched(c->load, "warmup init lr", s->init_lr, st.init_lr);
-        check_sched(c->load, "warmup steps", s->warmup_steps, st.warmup_steps);
-        check_sched(c->load, "decay steps", s->decay_steps, st.decay_steps);
-    }
-    /* the scheduler advances on successful steps only (skipped --fp16
-       iterations consume samples but do not step it) */
-    if (!(st.num_steps >= 0 && st.num_steps <= (double)st.consumed_train_samples && st.num_steps == floor(st.num_steps)))
-        cli_die(1, "checkpoint in '%s': lr scheduler num steps %.17g is not a sample count within the consumed %" PRIu64,
-                c->load, st.num_steps, st.consumed_train_samples);
-    *iteration = st.iteration;
-    *consumed = st.consumed_train_samples;
-    *sched_steps = (uint64_t)st.num_steps;
-    if (t->scaler.enabled) {   /* Megatron restores the grad scaler's state */
-        t->scaler.scale = st.loss_scale;
-        t->scaler.growth_tracker = (int)st.growth_tracker;
-        t->scaler.hysteresis_tracker = (int)st.hysteresis_tracker;
-    }
-    *valid_cursor = st.consumed_valid_samples;
+    resume_state(c, t, s, dl, &st, iteration, consumed, sched_steps, valid_cursor);
     cli_note("  successfully loaded checkpoint from %s [ t %d/%d, p %d/%d ] at iteration %" PRIu64, c->load,
              P->tp_rank + 1, P->tp_size, P->pp_rank + 1, P->pp_size, it);
     return 1;

@@ -84,6 +84,13 @@ static const char *const allowed[] = {
     "torch.serialization._get_layout",
     "collections.OrderedDict",
     "argparse.Namespace",
+    /* enums a Megatron args Namespace holds (megatron/training/arguments.py at d98e8a64:
+       --attention-backend, --cuda-graph-modules, --inference-cuda-graph-scope, --exit-signal);
+       each is REDUCE(cls, (value,)), kept as data like everything else */
+    "megatron.core.transformer.enums.AttnBackend",
+    "megatron.core.transformer.enums.CudaGraphModule",
+    "megatron.core.transformer.enums.InferenceCudaGraphScope",
+    "signal.Signals",
 };
 
 static int qualname_allowed(const char *q)

@@ -19,7 +19,9 @@
  * allow-list (pk_global_allowed): torch.distributed.checkpoint's metadata,
  * planner and filesystem classes, torch.Size, torch's float dtypes,
  * torch.serialization._get_layout, torch.strided's _MEM_FORMAT_ENCODING,
- * collections.OrderedDict, argparse.Namespace.
+ * collections.OrderedDict, argparse.Namespace, and the enums a Megatron
+ * args Namespace holds (AttnBackend, CudaGraphModule,
+ * InferenceCudaGraphScope of megatron.core.transformer.enums, signal.Signals).
  *
  * Every length is checked against the input before it is used, the stack,
  * the memo and the tree are bounded by the input's size, and nesting is

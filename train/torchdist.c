@@ -278,19 +278,59 @@ static int dtype_of(const pk_node *g)
     return -1;
 }
 
-/* storage_data's entry of (key, offsets); NULL offsets: an object item. */
-static const pk_node *storage_of(const pk_node *sd, const char *key, const int64_t *off, int nd)
+/* storage_data's entries sorted by (fqn, offsets), so that finding each
+ * chunk's is a binary search: a large model has tens of thousands. */
+struct place {
+    const char *fqn;
+    int nd;                    /* -1: no offsets (an object item) */
+    int64_t off[TD_MD_DIMS];
+    const pk_node *info;
+};
+
+static int place_cmp(const void *a, const void *b)
 {
+    const struct place *x = a, *y = b;
+    int c = strcmp(x->fqn, y->fqn);
+    if (c) return c;
+    if (x->nd != y->nd) return x->nd < y->nd ? -1 : 1;
+    for (int d = 0; d < x->nd; d++)
+        if (x->off[d] != y->off[d]) return x->off[d] < y->off[d] ? -1 : 1;
+    return 0;
+}
+
+/* The places of sd (malloc'd, sorted); entries that are not a
+ * MetadataIndex with a string fqn are left out (no chunk can find them). */
+static struct place *places_build(const pk_node *sd, size_t *n)
+{
+    struct place *p = malloc((sd->n / 2 + 1) * sizeof *p);
+    *n = 0;
+    if (!p) return NULL;
     for (size_t i = 0; i + 1 < sd->n; i += 2) {
         const pk_node *idx = pk_object_dict(sd->items[i]);
         const pk_node *fqn = pk_dict_get(idx, "fqn"), *o = pk_dict_get(idx, "offset");
-        if (!fqn || fqn->kind != PK_STR || strcmp(fqn->s, key)) continue;
-        int64_t v[TD_MD_DIMS];
-        if (off ? pk_int_tuple(o, v, TD_MD_DIMS) != nd || memcmp(v, off, (size_t)nd * sizeof *v) : o && o->kind != PK_NONE)
-            continue;
-        return sd->items[i + 1];
+        if (!pk_is_object(sd->items[i], DCP "metadata.MetadataIndex") || !fqn || fqn->kind != PK_STR) continue;
+        struct place *q = &p[*n];
+        memset(q, 0, sizeof *q);
+        q->fqn = fqn->s;
+        q->nd = o && o->kind != PK_NONE ? pk_int_tuple(o, q->off, TD_MD_DIMS) : -1;
+        if (o && o->kind != PK_NONE && q->nd < 0) continue;
+        q->info = sd->items[i + 1];
+        (*n)++;
     }
-    return NULL;
+    qsort(p, *n, sizeof *p, place_cmp);
+    return p;
+}
+
+/* storage_data's entry of (key, offsets); NULL offsets: an object item. */
+static const pk_node *storage_of(const struct place *p, size_t n, const char *key, const int64_t *off, int nd)
+{
+    struct place want;
+    memset(&want, 0, sizeof want);
+    want.fqn = key;
+    want.nd = off ? nd : -1;
+    if (off) memcpy(want.off, off, (size_t)nd * sizeof *off);
+    const struct place *hit = bsearch(&want, p, n, sizeof *p, place_cmp);
+    return hit ? hit->info : NULL;
 }
 
 static int chunk_place(struct chunk *c, const pk_node *info)
@@ -342,6 +382,8 @@ cleanup:
 static int index_build(struct index *ix, const pk_node *root, const char *md, char *err, size_t errlen)
 {
     int rc = 0;
+    struct place *places = NULL;
+    size_t nplaces = 0;
     const pk_node *d = pk_object_dict(root);
     const pk_node *sdm = pk_dict_get(d, "state_dict_metadata"), *sd = pk_dict_get(d, "storage_data");
     memset(ix, 0, sizeof *ix);
@@ -354,7 +396,8 @@ static int index_build(struct index *ix, const pk_node *root, const char *md, ch
     }
     ix->k = calloc(sdm->n / 2 + 1, sizeof *ix->k);
     ix->all = calloc(nch + 1, sizeof *ix->all);
-    if (!ix->k || !ix->all) FAIL(TD_ERR_NOMEM, "'%s': out of memory", md);
+    places = places_build(sd, &nplaces);
+    if (!ix->k || !ix->all || !places) FAIL(TD_ERR_NOMEM, "'%s': out of memory", md);
     struct chunk *next = ix->all;
     for (size_t i = 0; i + 1 < sdm->n; i += 2) {
         const pk_node *key = sdm->items[i], *v = sdm->items[i + 1];
@@ -365,7 +408,7 @@ static int index_build(struct index *ix, const pk_node *root, const char *md, ch
             k->bytes = 1;
             k->ch = next++;
             k->nch = 1;
-            const pk_node *info = storage_of(sd, k->key, NULL, 0);
+            const pk_node *info = storage_of(places, nplaces, k->key, NULL, 0);
             if (!info || chunk_place(k->ch, info)) FAIL(TD_ERR_FORMAT, "'%s': key '%s': no valid storage entry", md, k->key);
             continue;
         }
@@ -386,13 +429,14 @@ static int index_build(struct index *ix, const pk_node *root, const char *md, ch
                 pk_int_tuple(pk_dict_get(cd, "offsets"), c->off, TD_MD_DIMS) != k->ndim ||
                 pk_int_tuple(pk_dict_get(cd, "sizes"), c->size, TD_MD_DIMS) != k->ndim)
                 FAIL(TD_ERR_FORMAT, "'%s': key '%s': chunk %zu is not a ChunkStorageMetadata of %d axes", md, k->key, j, k->ndim);
-            const pk_node *info = storage_of(sd, k->key, c->off, k->ndim);
+            const pk_node *info = storage_of(places, nplaces, k->key, c->off, k->ndim);
             if (!info || chunk_place(c, info))
                 FAIL(TD_ERR_FORMAT, "'%s': key '%s': chunk %zu has no valid storage entry", md, k->key, j);
         }
         if ((rc = chunks_check(k, md, err, errlen)) != 0) goto cleanup;
     }
 cleanup:
+    free(places);
     return rc;
 }
 
@@ -588,6 +632,41 @@ cleanup:
 }
 
 static uint64_t uint_of(const pk_node *n) { return n && n->kind == PK_INT && n->i >= 0 ? (uint64_t)n->i : 0; }
+static double num_of(const pk_node *n) { return !n ? 0 : n->kind == PK_INT ? (double)n->i : n->kind == PK_FLOAT ? n->f : 0; }
+
+/* The optimizer's common part, wherever a ChainedOptimizer or the
+ * distributed optimizer nests it: its sharding type and the step of every
+ * param group (torch's Adam keeps it per parameter, Megatron's state_dict
+ * puts it in the groups as a number); -1 when two steps differ. */
+static int optim_walk(const pk_node *n, int depth, td_state *st)
+{
+    if (!n || depth > 8) return 0;
+    if (n->kind == PK_LIST || n->kind == PK_TUPLE) {
+        for (size_t i = 0; i < n->n; i++)
+            if (optim_walk(n->items[i], depth + 1, st)) return -1;
+        return 0;
+    }
+    if (n->kind != PK_DICT) return 0;
+    for (size_t i = 0; i + 1 < n->n; i += 2) {
+        const pk_node *k = n->items[i], *v = n->items[i + 1];
+        if (k->kind == PK_STR && !strcmp(k->s, "param_state_sharding_type") && v->kind == PK_STR) {
+            snprintf(st->optim_sharding, sizeof st->optim_sharding, "%s", v->s);
+        } else if (k->kind == PK_STR && !strcmp(k->s, "param_groups") && v->kind == PK_LIST) {
+            for (size_t g = 0; g < v->n; g++) {
+                const pk_node *step = pk_dict_get(v->items[g], "step");
+                double x = num_of(step);
+                if (!step || (step->kind != PK_INT && step->kind != PK_FLOAT) || x < 0 || x != (double)(uint64_t)x) continue;
+                if (st->has_step && st->step != (uint64_t)x) return -1;
+                st->has_step = 1;
+                st->step = (uint64_t)x;
+            }
+        } else if (optim_walk(v, depth + 1, st)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+static int64_t int_or(const pk_node *n, int64_t dflt) { return n && n->kind == PK_INT ? n->i : dflt; }
 
 /* The common state: [dict] of torch.save in the object item common_state/... */
 static int read_common(struct reader *r, struct index *ix, td_state *st, const char *md, char *err, size_t errlen)
@@ -612,10 +691,23 @@ static int read_common(struct reader *r, struct index *ix, td_state *st, const c
     const pk_node *it = pk_dict_get(cs, "iteration");
     if (!it || it->kind != PK_INT || it->i < 0) FAIL(TD_ERR_FORMAT, "'%s': key '%s': no iteration", name, k->key);
     st->iteration = (uint64_t)it->i;
-    st->has_scheduler = pk_dict_get(cs, "opt_param_scheduler") != NULL;
-    st->has_optimizer |= pk_dict_get(cs, "optimizer") != NULL;
+    const pk_node *sched = pk_dict_get(cs, "opt_param_scheduler"), *optim = pk_dict_get(cs, "optimizer");
+    st->has_scheduler = sched && sched->kind == PK_DICT;
+    if (st->has_scheduler) {
+        const pk_node *style = pk_dict_get(sched, "lr_decay_style");
+        st->sched_max_lr = num_of(pk_dict_get(sched, "max_lr"));
+        st->sched_min_lr = num_of(pk_dict_get(sched, "min_lr"));
+        st->sched_warmup_steps = num_of(pk_dict_get(sched, "lr_warmup_steps"));
+        st->sched_decay_steps = num_of(pk_dict_get(sched, "lr_decay_steps"));
+        st->sched_num_steps = num_of(pk_dict_get(sched, "num_steps"));
+        if (style && style->kind == PK_STR) snprintf(st->sched_decay_style, sizeof st->sched_decay_style, "%s", style->s);
+    }
+    st->has_optimizer |= optim != NULL;
+    if (optim_walk(optim, 0, st)) FAIL(TD_ERR_FORMAT, "'%s': key '%s': the optimizer's param groups hold different steps", name, k->key);
     const pk_node *args = pk_dict_get(cs, "args");
     st->args_tp = st->args_pp = 1;
+    st->args_num_layers = st->args_hidden_size = st->args_num_attention_heads = -1;
+    st->args_max_position_embeddings = st->args_make_vocab_size_divisible_by = -1;
     if (args && args->kind != PK_NONE) {
         const pk_node *ns = pk_object_dict(args);
         if (!pk_is_object(args, "argparse.Namespace") || !ns)
@@ -626,6 +718,16 @@ static int read_common(struct reader *r, struct index *ix, td_state *st, const c
         const pk_node *tp = pk_dict_get(ns, "tensor_model_parallel_size"), *pp = pk_dict_get(ns, "pipeline_model_parallel_size");
         if (tp && tp->kind == PK_INT) st->args_tp = (int)tp->i;
         if (pp && pp->kind == PK_INT) st->args_pp = (int)pp->i;
+        const pk_node *nso = pk_dict_get(ns, "no_save_optim"), *nsr = pk_dict_get(ns, "no_save_rng");
+        st->args_no_save_optim = nso && nso->kind == PK_BOOL && nso->i;
+        st->args_no_save_rng = nsr && nsr->kind == PK_BOOL && nsr->i;
+        st->args_num_layers = int_or(pk_dict_get(ns, "num_layers"), -1);
+        st->args_hidden_size = int_or(pk_dict_get(ns, "hidden_size"), -1);
+        st->args_num_attention_heads = int_or(pk_dict_get(ns, "num_attention_heads"), -1);
+        st->args_max_position_embeddings = int_or(pk_dict_get(ns, "max_position_embeddings"), -1);
+        st->args_make_vocab_size_divisible_by = int_or(pk_dict_get(ns, "make_vocab_size_divisible_by"), -1);
+        const pk_node *tt = pk_dict_get(ns, "tokenizer_type");
+        if (tt && tt->kind == PK_STR) snprintf(st->args_tokenizer_type, sizeof st->args_tokenizer_type, "%s", tt->s);
     }
 cleanup:
     pk_free(doc);
@@ -640,59 +742,146 @@ static int model_key(const struct tkey *k)
            strncmp(k->key, "rerun_state_machine", 19);
 }
 
+/* The index of iter_dir's .metadata, after its metadata.json is checked;
+ * *buf and *doc own what the index points into. */
+static int open_index(const char *iter_dir, char *md, size_t mdcap, unsigned char **buf, pk_doc **doc, struct index *ix,
+                      char *err, size_t errlen)
+{
+    int rc = 0;
+    size_t size = 0;
+    if ((rc = check_config(iter_dir, err, errlen)) != 0) goto cleanup;
+    snprintf(md, mdcap, "%s/.metadata", iter_dir);
+    if (!(*buf = slurp(md, &size))) FAIL(TD_ERR_IO, "cannot read '%s': %s", md, strerror(errno));
+    if (pk_parse(*buf, size, md, doc, err, errlen) != 0) { rc = TD_ERR_FORMAT; goto cleanup; }
+    rc = index_build(ix, pk_root(*doc), md, err, errlen);
+cleanup:
+    return rc;
+}
+
+/* Every item of m under key prefix (e.g. "optimizer.state.exp_avg.") into
+ * out (the rank's flat layout); chunk holds the largest item. */
+static int load_all(struct reader *r, struct index *ix, const gpt_model *m, const td_item *items, size_t n,
+                    const char *prefix, int optional, float *out, float *chunk, const char *md, char *err, size_t errlen)
+{
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        td_item it = items[i];
+        if (snprintf(it.key, sizeof it.key, "%s%s", prefix, items[i].key) >= (int)sizeof it.key)
+            FAIL(TD_ERR_UNSUPPORTED, "'%s': key '%s%s' is too long", md, prefix, items[i].key);
+        if (optional && !index_find(ix, it.key)) continue;
+        if ((rc = load_item(r, ix, &it, chunk, md, err, errlen)) != 0) goto cleanup;
+        td_item_scatter(m, &it, chunk, out);
+    }
+cleanup:
+    return rc;
+}
+
+/* What both reads hold open: the index of .metadata (and the bytes and
+ * tree it points into), the files, this rank's items, a flat array of the
+ * rank's parameters and a buffer of the largest item. */
+struct session {
+    char md[4200];
+    unsigned char *buf;
+    pk_doc *doc;
+    struct index ix;
+    struct reader r;
+    td_item *items;
+    size_t nitems;
+    float *flat, *chunk;
+};
+
+static int session_open(struct session *s, const gpt_model *m, const char *iter_dir, char *err, size_t errlen)
+{
+    int rc = 0;
+    size_t maxn = 0;
+    memset(s, 0, sizeof *s);
+    s->r.dir = iter_dir;
+    if ((rc = open_index(iter_dir, s->md, sizeof s->md, &s->buf, &s->doc, &s->ix, err, errlen)) != 0) goto cleanup;
+    if ((rc = td_items(m, &s->items, &s->nitems, err, errlen)) != 0) goto cleanup;
+    for (size_t i = 0; i < s->nitems; i++)
+        if (td_item_numel(&s->items[i]) > maxn) maxn = td_item_numel(&s->items[i]);
+    s->flat = malloc((m->num_params ? m->num_params : 1) * sizeof(float));
+    s->chunk = malloc((maxn ? maxn : 1) * sizeof(float));
+    if (!s->flat || !s->chunk) FAIL(TD_ERR_NOMEM, "out of memory loading '%s'", iter_dir);
+cleanup:
+    return rc;
+}
+
+static void session_close(struct session *s)
+{
+    reader_close(&s->r);
+    free(s->items);
+    free(s->flat);
+    free(s->chunk);
+    free(s->ix.k);
+    free(s->ix.all);
+    pk_free(s->doc);
+    free(s->buf);
+}
+
+int td_load_optimizer(gpt_model *m, const char *iter_dir, const td_state *st, char *err, size_t errlen)
+{
+    int rc = 0;
+    struct session s;
+    size_t lo = m->opt_lo, n = m->opt_hi - m->opt_lo;
+    if ((rc = session_open(&s, m, iter_dir, err, errlen)) != 0) goto cleanup;
+    for (size_t i = 0; i < s.ix.n; i++)
+        if (!strncmp(s.ix.k[i].key, "optimizer.distributed.", 22))
+            FAIL(TD_ERR_UNSUPPORTED, "'%s': the optimizer state is in the distributed optimizer's bucket layout ('%s', "
+                 "dp_reshardable): only the model-space layout (fully_reshardable) is read", s.md, s.ix.k[i].key);
+    if (st->optim_sharding[0] && strcmp(st->optim_sharding, "fully_reshardable"))
+        FAIL(TD_ERR_UNSUPPORTED, "'%s': optimizer sharding type '%s' is not read (only fully_reshardable)", s.md, st->optim_sharding);
+    if (!st->has_step) FAIL(TD_ERR_FORMAT, "'%s': no Adam step in the optimizer's param_groups", s.md);
+    /* the masters first (the whole flat array; the moments only [opt_lo,
+       opt_hi)), where stored: the plain optimizer keeps fp32_param only for
+       16-bit weights, the others' masters are their weights */
+    static const char *const masters[2] = { "optimizer.state.param.", "optimizer.state.fp32_param." };
+    if (gpt_state_read(m, GPT_STATE_WEIGHTS, 0, s.flat, m->num_params) != 0)
+        FAIL(TD_ERR_NOMEM, "cannot read the weights of '%s'", iter_dir);
+    for (int w = 0; w < 2; w++)
+        if ((rc = load_all(&s.r, &s.ix, m, s.items, s.nitems, masters[w], 1, s.flat, s.chunk, s.md, err, errlen)) != 0)
+            goto cleanup;
+    if (gpt_state_write(m, GPT_STATE_WEIGHTS, 0, s.flat, m->num_params) != 0)
+        FAIL(TD_ERR_NOMEM, "cannot write the master weights of '%s'", iter_dir);
+    static const char *const moments[2] = { "optimizer.state.exp_avg.", "optimizer.state.exp_avg_sq." };
+    for (int w = 0; w < 2; w++) {
+        if ((rc = load_all(&s.r, &s.ix, m, s.items, s.nitems, moments[w], 0, s.flat, s.chunk, s.md, err, errlen)) != 0)
+            goto cleanup;
+        if (gpt_state_write(m, w ? GPT_STATE_ADAM_V : GPT_STATE_ADAM_M, lo, s.flat + lo, n) != 0)
+            FAIL(TD_ERR_NOMEM, "cannot write the optimizer state of '%s'", iter_dir);
+    }
+    m->step = (int)st->step;
+cleanup:
+    session_close(&s);
+    return rc;
+}
+
 int td_load(gpt_model *m, const char *iter_dir, td_state *st, char *err, size_t errlen)
 {
     int rc = 0;
-    char md[4200];
-    unsigned char *buf = NULL;
-    pk_doc *doc = NULL;
-    struct index ix = {0};
-    struct reader r = { .dir = iter_dir };
-    td_item *items = NULL;
-    size_t nitems = 0, size = 0, maxn = 0;
-    float *params = NULL, *chunk = NULL;
+    struct session s;
     memset(st, 0, sizeof *st);
-    if ((rc = check_config(iter_dir, err, errlen)) != 0) goto cleanup;
-    snprintf(md, sizeof md, "%s/.metadata", iter_dir);
-    if (!(buf = slurp(md, &size))) FAIL(TD_ERR_IO, "cannot read '%s': %s", md, strerror(errno));
-    if (pk_parse(buf, size, md, &doc, err, errlen) != 0) { rc = TD_ERR_FORMAT; goto cleanup; }
-    if ((rc = index_build(&ix, pk_root(doc), md, err, errlen)) != 0) goto cleanup;
-    for (size_t i = 0; i < ix.n; i++) {
-        if (!strncmp(ix.k[i].key, "optimizer.", 10)) st->has_optimizer = 1;
-        if (!strncmp(ix.k[i].key, "rng_state", 9)) st->has_rng = 1;
+    if ((rc = session_open(&s, m, iter_dir, err, errlen)) != 0) goto cleanup;
+    for (size_t i = 0; i < s.ix.n; i++) {
+        if (!strncmp(s.ix.k[i].key, "optimizer.", 10)) st->has_optimizer = 1;
+        if (!strncmp(s.ix.k[i].key, "rng_state", 9)) st->has_rng = 1;
     }
-    if ((rc = read_common(&r, &ix, st, md, err, errlen)) != 0) goto cleanup;
-    if ((rc = td_items(m, &items, &nitems, err, errlen)) != 0) goto cleanup;
-    for (size_t i = 0; i < nitems; i++)
-        if (td_item_numel(&items[i]) > maxn) maxn = td_item_numel(&items[i]);
-    params = malloc((m->num_params ? m->num_params : 1) * sizeof(float));
-    chunk = malloc((maxn ? maxn : 1) * sizeof(float));
-    if (!params || !chunk) FAIL(TD_ERR_NOMEM, "out of memory loading '%s'", iter_dir);
-    for (size_t i = 0; i < nitems; i++) {
-        if ((rc = load_item(&r, &ix, &items[i], chunk, md, err, errlen)) != 0) goto cleanup;
-        td_item_scatter(m, &items[i], chunk, params);
-    }
+    if ((rc = read_common(&s.r, &s.ix, st, s.md, err, errlen)) != 0) goto cleanup;
+    if ((rc = load_all(&s.r, &s.ix, m, s.items, s.nitems, "", 0, s.flat, s.chunk, s.md, err, errlen)) != 0) goto cleanup;
     /* a model key this rank leaves unread is another stage's (the
        embedding is the first stage's, the final norm and the output layer
        the last's; every stage reads every layer key) or one this model
        lacks */
-    for (size_t i = 0; i < ix.n; i++) {
-        const struct tkey *k = &ix.k[i];
+    for (size_t i = 0; i < s.ix.n; i++) {
+        const struct tkey *k = &s.ix.k[i];
         if (!model_key(k) || k->used) continue;
         int other = strncmp(k->key, LAYERS, strlen(LAYERS)) &&
                     (!strncmp(k->key, "embedding.", 10) ? !m->first_stage : !m->last_stage);
-        if (!other) FAIL(TD_ERR_MISMATCH, "'%s': the checkpoint holds '%s', which this model does not have", md, k->key);
+        if (!other) FAIL(TD_ERR_MISMATCH, "'%s': the checkpoint holds '%s', which this model does not have", s.md, k->key);
     }
-    if (gpt_state_write(m, GPT_STATE_WEIGHTS, 0, params, m->num_params) != 0)
+    if (gpt_state_write(m, GPT_STATE_WEIGHTS, 0, s.flat, m->num_params) != 0)
         FAIL(TD_ERR_NOMEM, "cannot write the weights of '%s'", iter_dir);
 cleanup:
-    reader_close(&r);
-    free(items);
-    free(params);
-    free(chunk);
-    free(ix.k);
-    free(ix.all);
-    pk_free(doc);
-    free(buf);
+    session_close(&s);
     return rc;
 }

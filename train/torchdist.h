@@ -28,8 +28,10 @@
  * stored fp32_param).  The padded vocabulary's rows may differ in number
  * (Megatron's allow_shape_mismatch): rows the checkpoint lacks start at 0.
  *
- * What it deliberately does not do: print, exit, the optimizer state, the
- * RNG state (mds has none to restore), the embedding LayerNorm (no
+ * td_load_optimizer reads the AdamW state in the same way.
+ *
+ * What it deliberately does not do: print, exit, the optimizer's bucket
+ * layouts (dp_reshardable), the RNG state (mds has none to restore), the embedding LayerNorm (no
  * Megatron-Core key: refused), virtual pipeline stages, writing.
  *
  * Errors: 0 or a negative enum td_err with one line in err naming the file
@@ -105,9 +107,23 @@ typedef struct td_state {
     int has_args;                  /* an 'args' Namespace was saved */
     uint64_t consumed_train_samples, consumed_valid_samples;   /* from args, else 0 */
     int args_tp, args_pp;          /* args' tensor/pipeline sizes, 1 when absent (as Megatron takes them) */
+    int args_no_save_optim, args_no_save_rng;   /* args' --no-save-optim / --no-save-rng (0 when absent) */
+    /* what Megatron's check_checkpoint_args compares, -1 (or "") when args lack it */
+    int64_t args_num_layers, args_hidden_size, args_num_attention_heads;
+    int64_t args_max_position_embeddings, args_make_vocab_size_divisible_by;
+    char args_tokenizer_type[64];
     int has_optimizer;             /* optimizer.* keys or an 'optimizer' common entry */
     int has_scheduler;             /* 'opt_param_scheduler' in the common state */
     int has_rng;                   /* rng_state items */
+    /* the optimizer's common part: its sharding type ("" for the plain
+       optimizer's layout), the Adam step of its param_groups (has_step 0:
+       none found), and the scheduler's state (Megatron's
+       OptimizerParamScheduler.state_dict, in samples) */
+    char optim_sharding[32];
+    int has_step;
+    uint64_t step;
+    double sched_max_lr, sched_min_lr, sched_warmup_steps, sched_decay_steps, sched_num_steps;
+    char sched_decay_style[16];
 } td_state;
 
 /*
@@ -121,6 +137,21 @@ typedef struct td_state {
  * @return : 0, TD_ERR_IO, TD_ERR_FORMAT, TD_ERR_MISMATCH, TD_ERR_UNSUPPORTED, TD_ERR_NOMEM.
  */
 int td_load(gpt_model *m, const char *iter_dir, td_state *st, char *err, size_t errlen);
+
+/*
+ * td_load_optimizer() - read the AdamW state of iter_dir into m (this
+ * rank's range of it): Megatron's model-space layout, which the plain
+ * optimizer and the distributed one's 'fully_reshardable' sharding write,
+ * optimizer.state.exp_avg.KEY and optimizer.state.exp_avg_sq.KEY with each
+ * model key's shape and chunks, read as td_load reads the model (any
+ * TP/PP); the fp32 masters from optimizer.state.param.KEY (distributed) or
+ * optimizer.state.fp32_param.KEY (plain, 16-bit weights) when there, else
+ * they stay the weights td_load read; the step from the param_groups.  Call
+ * after td_load, with its *st.  Another layout (dp_reshardable's buckets,
+ * optimizer.distributed.*) is TD_ERR_UNSUPPORTED naming it.
+ * @return : 0, TD_ERR_IO, TD_ERR_FORMAT, TD_ERR_MISMATCH, TD_ERR_UNSUPPORTED, TD_ERR_NOMEM.
+ */
+int td_load_optimizer(gpt_model *m, const char *iter_dir, const td_state *st, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -8,10 +8,13 @@
 #    in another order);
 #  - loaded at TP 2, PP 2 and TP 2 x PP 2, trained one iteration at lr 0
 #    (weights unchanged) and saved, the merged export gives the same logits;
+#  - the AdamW state and schedule of llama_optim (Megatron's model-space
+#    optimizer layout, written by make_optim.py) restored;
 #  - Megatron's load flags: without --no-load-optim (or --finetune) a
 #    checkpoint without optimizer state stops, without --no-load-rng one
 #    without RNG state stops at its own TP/PP; the iteration comes from the
-#    common state, consumed samples start at 0 without saved args;
+#    common state, consumed samples from Megatron's saved args (0 without
+#    them), whose model sizes must be this run's;
 #  - --no-load-optim and --finetune on mdstrain's own checkpoints;
 #  - damaged or mismatching checkpoints: one line, exit 1.
 # About 10 s.
@@ -90,6 +93,40 @@ run_expect resume_at_iteration 0 "successfully loaded torch_dist checkpoint from
     "$MDSTRAIN" $LLAMA $RUN --load "$D/llama" --no-load-optim --no-load-rng
 check consumed_from_zero grep -q "could not find arguments in the checkpoint" "$T/err"
 check trains_iterations_2_3 sh -c "grep -q 'iteration        2/       3' '$T/out' && ! grep -q 'iteration        1/' '$T/out'"
+# Megatron's own args in the common state (llama_args, iteration 3): consumed samples 6 from them,
+# the RNG state asked for at their TP 1 PP 1, the model's sizes compared (check_checkpoint_args)
+# shellcheck disable=SC2086
+run_expect args_logits 0 "" "$MDSTRAIN" $LLAMA --load "$D/llama_args" --check-logits "$D/llama.logits"
+check args_logits_match grep -q '^logits match' "$T/out"
+# shellcheck disable=SC2086
+run_expect args_rng 1 "'.*llama_args/iter_0000003': no RNG state \(rng_state\) in the checkpoint$" \
+    "$MDSTRAIN" $LLAMA $RUN --train-iters 5 --load "$D/llama_args" --no-load-optim
+# shellcheck disable=SC2086
+run_expect args_resume 0 "at iteration 3$" "$MDSTRAIN" $LLAMA $RUN --train-iters 5 --load "$D/llama_args" --no-load-optim --no-load-rng
+check args_consumed_samples grep -q 'iteration        4/       5 | consumed samples:            8 |' "$T/out"
+check args_no_could_not_find sh -c "! grep -q 'could not find arguments' '$T/err'"
+# 2 heads of 8 and 1 query group: the same QKV shape, other args
+# shellcheck disable=SC2086
+run_expect args_heads 1 "^mdstrain: '.*llama_args/iter_0000003': num_attention_heads is 4 in the checkpoint's args but 2 in this run$" \
+    "$MDSTRAIN" $(echo $LLAMA | sed 's/--num-attention-heads 4/--num-attention-heads 2/;s/--num-query-groups 2/--num-query-groups 1/') \
+    $RUN --train-iters 5 --load "$D/llama_args" --no-load-optim --no-load-rng
+# AdamW state in the model-space layout (llama_optim, make_optim.py): restored with the schedule
+# shellcheck disable=SC2086
+run_expect optim_resume 0 "at iteration 4 \(with the optimizer state\)$" \
+    "$MDSTRAIN" $LLAMA $RUN --train-iters 6 --load "$D/llama_optim"
+check optim_schedule grep -q 'iteration        5/       6 | consumed samples:           10 | .* learning rate: 1.666667E-04 |' "$T/out"
+# and into DP 2 with the distributed optimizer (each rank its shard of the moments): DP 1's losses
+# shellcheck disable=SC2086
+"$MDSTRAIN" $LLAMA $RUN -q -v -v --train-iters 6 --load "$D/llama_optim" >"$T/o1.log" 2>&1
+# shellcheck disable=SC2086
+tcp optim_dp2 2 torch $LLAMA $RUN -q -v -v --train-iters 6 --load "$D/llama_optim" --use-distributed-optimizer
+exact "$T/o1.log" >"$T/ref"
+exact "$T"/optim_dp2.*.log >"$T/o2"
+check optim_dp2_losses_as_dp1 sh -c "test $rc -eq 0 -a \$(wc -l <'$T/ref') -eq 2 && paste -d' ' '$T/ref' '$T/o2' | awk '
+    { d = \$1 - \$3; if (d < 0) d = -d; if (d > 2e-7 * \$1) bad = 1 } END { exit bad }'"
+# shellcheck disable=SC2086
+run_expect optim_schedule_checked 1 "lr scheduler decay steps is 12 in the checkpoint but 14 in this run" \
+    "$MDSTRAIN" $LLAMA $RUN --train-iters 7 --load "$D/llama_optim"
 # shellcheck disable=SC2086
 run_expect finetune_from_zero 0 "at iteration 0$" "$MDSTRAIN" $LLAMA $RUN --load "$D/llama" --finetune
 check finetune_trains_3 grep -q 'iteration        1/       3' "$T/out"

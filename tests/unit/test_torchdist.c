@@ -8,6 +8,7 @@
  *  - resharding: every fixture (and llama_bf16, bf16 storage) loaded at TP/PP 1/1, 2/1, 1/2 and 2/2 gives
  *    every rank exactly the slice of the TP 1 PP 1 load (which
  *    tests/cli/test_torchdist.sh compares with Megatron's logits);
+ *  - the AdamW state of llama_optim (model-space layout) at every grid;
  *  - corrupt copies (a truncated .distcp, a global shape changed in
  *    .metadata, an archive whose shape is not its chunk's, no
  *    metadata.json, another backend) fail with one line naming the file
@@ -371,11 +372,62 @@ static void test_padding(void)
     gpt_model_free(&ref);
 }
 
+/* llama_optim (make_optim.py): at every grid, each rank's AdamW state and
+ * masters are the functions of its weights the fixture stores (param = w +
+ * 1, exp_avg = 2 w, exp_avg_sq = w w), and the step is 4; another sharding
+ * type is refused by name. */
+static void test_optimizer(void)
+{
+    static const int grids[4][2] = { {1, 1}, {2, 1}, {1, 2}, {2, 2} };
+    const char *dir = DIR "llama_optim/iter_0000004";
+    char err[1024];
+    for (int g = 0; g < 4; g++) {
+        int tp = grids[g][0], pp = grids[g][1];
+        for (int pr = 0; pr < pp; pr++)
+            for (int tr = 0; tr < tp; tr++) {
+                gpt_model m;
+                td_state st;
+                if (model(&m, 1, tp, tr, pp, pr) != 0) { CHECK(0); continue; }
+                int rc = td_load(&m, dir, &st, err, sizeof err);
+                CHECK(rc == 0 && st.has_optimizer && st.has_step && st.step == 4 && st.has_scheduler &&
+                      st.sched_num_steps == 8 && st.sched_decay_steps == 12 && !strcmp(st.sched_decay_style, "linear") &&
+                      st.consumed_train_samples == 8 && !strcmp(st.optim_sharding, "fully_reshardable"));
+                float *w = malloc(m.num_params * sizeof(float));
+                memcpy(w, m.master_memory, m.num_params * sizeof(float));
+                rc = td_load_optimizer(&m, dir, &st, err, sizeof err);
+                if (rc) fprintf(stderr, "TP %d PP %d: %s\n", tp, pp, err);
+                CHECK(rc == 0 && m.step == 4 && m.opt_lo == 0 && m.opt_hi == m.num_params);
+                size_t bad = 0;
+                for (size_t i = 0; rc == 0 && i < m.num_params; i++)
+                    bad += m.master_memory[i] != w[i] + 1.0f || m.m[i] != w[i] * 2.0f || m.v[i] != w[i] * w[i];
+                if (bad) fprintf(stderr, "TP %d PP %d rank (%d, %d): %zu values differ\n", tp, pp, tr, pr, bad);
+                CHECK(bad == 0);
+                strcpy(st.optim_sharding, "dp_reshardable");
+                CHECK(td_load_optimizer(&m, dir, &st, err, sizeof err) == TD_ERR_UNSUPPORTED &&
+                      strstr(err, "optimizer sharding type 'dp_reshardable' is not read"));
+                free(w);
+                gpt_model_free(&m);
+            }
+    }
+    /* a checkpoint without optimizer state: its exp_avg keys are missing */
+    gpt_model m;
+    td_state st;
+    CHECK(model(&m, 1, 1, 0, 1, 0) == 0);
+    CHECK(td_load(&m, DIR "llama/iter_0000001", &st, err, sizeof err) == 0 && !st.has_step);
+    CHECK(td_load_optimizer(&m, DIR "llama/iter_0000001", &st, err, sizeof err) == TD_ERR_FORMAT &&
+          strstr(err, "no Adam step"));
+    st.has_step = 1;
+    CHECK(td_load_optimizer(&m, DIR "llama/iter_0000001", &st, err, sizeof err) == TD_ERR_MISMATCH &&
+          strstr(err, "no tensor 'optimizer.state.exp_avg.embedding.word_embeddings.weight'"));
+    gpt_model_free(&m);
+}
+
 int main(void)
 {
     RUN(test_mapping);
     RUN(test_reshard);
     RUN(test_corrupt);
     RUN(test_padding);
+    RUN(test_optimizer);
     return harness_report();
 }

@@ -15,6 +15,12 @@ Megatron keeps under --bf16) and saved by make_torch_dist.save (Megatron's save,
 llama_bf16.logits from the same model cast back to float32: the logits of the bf16-rounded
 weights, which are what a load into fp32 masters must reproduce.
 
+And llama_args/: the Llama fixture saved again by make_torch_dist.save at iteration 3 with an
+'args' entry in the common state, the argparse.Namespace of Megatron's own parse_args and
+validate_args (megatron/training/arguments.py) for the Llama model's flags (ARGS below), with
+consumed_train_samples 6 and consumed_valid_samples 4 set as training sets them; its logits are
+llama.logits.
+
 One departure from make_torch_dist.py's build: the GPT is built with bias_activation_fusion=True,
 as pretrain_gpt builds it from Megatron's default --bias-gelu-fusion (fused bias-GELU, the tanh
 form, which is mds's GELU); the weights do not depend on it. Usage: make_golden.py OUTDIR
@@ -58,6 +64,31 @@ def build(variant):
                     share_embeddings_and_output_weights=False)
 
 
+# pretrain_gpt's flags for the Llama fixture's model (a training run's, for llama_args/)
+ARGS = ('--num-layers 2 --hidden-size 16 --num-attention-heads 4 --group-query-attention '
+        '--num-query-groups 2 --ffn-hidden-size 32 --swiglu --normalization RMSNorm '
+        '--position-embedding-type rope --untie-embeddings-and-output-weights --disable-bias-linear '
+        '--seq-length 8 --max-position-embeddings 8 --micro-batch-size 1 --global-batch-size 2 '
+        '--train-iters 3 --lr 1e-3 --tokenizer-type NullTokenizer --vocab-size 64 '
+        '--make-vocab-size-divisible-by 1 --mock-data')
+
+
+def megatron_args():
+    """Megatron's Namespace for ARGS, as pretrain_gpt's initialize_megatron builds it."""
+    import typing
+    if not hasattr(typing, 'override'):  # Python 3.11: megatron.training imports typing.override
+        typing.override = lambda f: f
+    from megatron.training.arguments import parse_args, validate_args
+    argv, sys.argv = sys.argv, ['pretrain_gpt.py'] + ARGS.split()
+    try:
+        args = parse_args()
+        validate_args(args, {})
+    finally:
+        sys.argv = argv
+    args.consumed_train_samples, args.consumed_valid_samples = 6, 4
+    return args
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit('usage: make_golden.py OUTDIR')
@@ -74,13 +105,13 @@ def main():
     tokens = torch.randint(0, VOCAB, (B, SEQ), generator=torch.Generator().manual_seed(4321))
     position_ids = torch.arange(SEQ).unsqueeze(0).expand(B, SEQ)
     mask = torch.triu(torch.ones(1, 1, SEQ, SEQ, dtype=torch.bool), diagonal=1)  # True: masked
-    for name in FIXTURES + ('llama_bf16',):
+    for name in FIXTURES + ('llama_bf16', 'llama_args'):
         variant = name.split('_')[0]
         torch.manual_seed(999)
         model = build(variant)
         md = {'singleton_local_shards': False, 'chained_optim_avoid_prefix': True,
               'dp_cp_group': parallel_state.get_data_parallel_group(with_context_parallel=True)}
-        source = 'llama' if name == 'llama_bf16' else name
+        source = 'llama' if name.startswith('llama_') and name.split('_')[1] in ('bf16', 'args') else name
         iter_dir = os.path.join(sys.argv[1], source, 'iter_0000001')
         loaded = dist_checkpointing.load({'model': model.sharded_state_dict(metadata=md)}, iter_dir)
         model.load_state_dict(loaded['model'])
@@ -88,6 +119,10 @@ def main():
             model.to(torch.bfloat16)
             save(model, os.path.join(sys.argv[1], name))
             model.float()
+        if name == 'llama_args':
+            save(model, os.path.join(sys.argv[1], name), iteration=3, args=megatron_args())
+            print(f'{name}: saved at iteration 3 with args')
+            continue
         model.eval()
         with torch.no_grad():
             logits = model(tokens, position_ids, mask).float()   # (B, T, V)

@@ -92,20 +92,22 @@ def sd_metadata():
             'dp_cp_group': parallel_state.get_data_parallel_group(with_context_parallel=True)}
 
 
-def save(model, ckpt_root):
-    iter_dir = os.path.join(ckpt_root, f'iter_{ITERATION:07d}')
+def save(model, ckpt_root, iteration=ITERATION, args=None):
+    iter_dir = os.path.join(ckpt_root, f'iter_{iteration:07d}')
     os.makedirs(iter_dir, exist_ok=True)
     md = sd_metadata()
     # generate_state_dict's keys; 'args' (an argparse.Namespace) is left out: it is a pickled
     # object of Megatron's argument parser that the fixture could not reproduce honestly.
-    state_dict = {'checkpoint_version': 3.0, 'iteration': ITERATION,
+    state_dict = {'checkpoint_version': 3.0, 'iteration': iteration,
                   'model': model.sharded_state_dict(metadata=md),
                   'num_floating_point_operations_so_far': 0}
+    if args is not None:  # make_golden.py's llama_args: Megatron's own Namespace
+        state_dict['args'] = args
     dist_checkpointing.save(state_dict, iter_dir,
                             content_metadata=_clean_metadata_for_serialization(md))
     if dist.get_rank() == 0:
         with open(os.path.join(ckpt_root, 'latest_checkpointed_iteration.txt'), 'w') as f:
-            f.write(str(ITERATION))
+            f.write(str(iteration))
     return iter_dir
 
 
