@@ -680,6 +680,41 @@ int trainer_evaluate(trainer *t, int split, uint64_t *cursor, uint64_t iters, do
 
 /* ---- checkpoints ---------------------------------------------------------------- */
 
+/* The distributed optimizer's AdamW shards gathered over DP into *full
+ * (2 x the padded size, the caller frees it), *am and *av pointing into it,
+ * so that a checkpoint does not depend on DP; without it all stay NULL (the
+ * model holds every moment).  Collective over DP. */
+static int gather_moments(trainer *t, float **full, const float **am, const float **av)
+{
+    gpt_model *m = t->m;
+    const train_layout *P = t->P;
+    *full = NULL;
+    *am = *av = NULL;
+    if (!t->cfg.dist_opt) return 0;
+    size_t n = t->shard * (size_t)P->dp_size, len = t->hi - t->lo;
+    float *all = malloc(2 * n * sizeof(float)), *mine = calloc(2 * t->shard, sizeof(float));
+    int rc = -1;
+    if (!all || !mine) { fail(t, "out of memory gathering the optimizer state (%zu floats)", 2 * n); goto cleanup; }
+    if (gpt_state_read(m, GPT_STATE_ADAM_M, t->lo, mine, len) != 0 ||
+        gpt_state_read(m, GPT_STATE_ADAM_V, t->lo, mine + t->shard, len) != 0) {
+        fail(t, "cannot read the optimizer shard");
+        goto cleanup;
+    }
+    if (comm_allgather(P->dp, all, mine, t->shard) < 0 || comm_allgather(P->dp, all + n, mine + t->shard, t->shard) < 0) {
+        fail(t, "optimizer state all-gather: %s", comm_error());
+        goto cleanup;
+    }
+    *full = all;
+    *am = all;
+    *av = all + n;
+    all = NULL;
+    rc = 0;
+cleanup:
+    free(all);
+    free(mine);
+    return rc;
+}
+
 /* 16-bit working weights under the distributed optimizer: each rank updated
  * only its shard of the fp32 masters; gather them for a checkpoint.  Collective over DP. */
 static int gather_masters(trainer *t)
@@ -701,33 +736,7 @@ int trainer_save(trainer *t, const char *dir, const ckpt_state *st)
     char err[4600];
     float *full = NULL;
     const float *am = NULL, *av = NULL;
-    if (t->cfg.dist_opt) {
-        /* gather the AdamW shards: the file does not depend on DP */
-        size_t n = t->shard * (size_t)P->dp_size, len = t->hi - t->lo;
-        full = malloc(2 * n * sizeof(float));
-        float *mine = malloc(2 * t->shard * sizeof(float));
-        if (!full || !mine) {
-            free(full);
-            free(mine);
-            return fail(t, "out of memory gathering the optimizer state (%zu floats)", 2 * n);
-        }
-        memset(mine, 0, 2 * t->shard * sizeof(float));
-        if (gpt_state_read(m, GPT_STATE_ADAM_M, t->lo, mine, len) != 0 ||
-            gpt_state_read(m, GPT_STATE_ADAM_V, t->lo, mine + t->shard, len) != 0) {
-            free(full);
-            free(mine);
-            return fail(t, "cannot read the optimizer shard");
-        }
-        int rc1 = comm_allgather(P->dp, full, mine, t->shard);
-        int rc2 = rc1 < 0 ? rc1 : comm_allgather(P->dp, full + n, mine + t->shard, t->shard);
-        free(mine);
-        if (rc2 < 0) {
-            free(full);
-            return fail(t, "optimizer state all-gather: %s", comm_error());
-        }
-        am = full;
-        av = full + n;
-    }
+    if (gather_moments(t, &full, &am, &av) != 0) return -1;
     if (gather_masters(t) != 0) {
         free(full);
         return -1;
@@ -748,6 +757,7 @@ struct td_out {
     size_t n;
     float *chunks;                   /* the tensors' elements */
     char (*keys)[TD_MAX_KEY];        /* the _extra_state keys */
+    char (*okeys)[TD_MAX_KEY + 32];  /* optimizer.state.exp_avg(_sq).KEY */
     pk_doc *d;
     ts_buf none, common;             /* the [None] archive, the common state's */
     td_item *ti;                     /* td_items' list (the tensor items' keys) */
@@ -758,6 +768,7 @@ static void td_out_release(struct td_out *o)
     free(o->items);
     free(o->chunks);
     free(o->keys);
+    free(o->okeys);
     pk_free(o->d);
     ts_buf_release(&o->none);
     ts_buf_release(&o->common);
@@ -796,13 +807,35 @@ static pk_node *common_state(trainer *t, pk_doc *d, const ckpt_state *st)
     pk_push(d, attrs, pk_add_bool(d, m->cfg.position_embedding == GPT_POS_LEARNED));
     pk_push(d, attrs, pk_add_str(d, "ckpt_format"));
     pk_push(d, attrs, pk_add_str(d, "torch_dist"));
-    return tds_common_state(d, args, (int64_t)st->iteration, NULL, NULL);
+    static const char *const styles[3] = { "constant", "linear", "cosine" };
+    tds_sched sc = { .max_lr = st->max_lr, .min_lr = st->min_lr, .start_wd = t->cfg.weight_decay,
+                     .end_wd = t->cfg.weight_decay, .lr_warmup_steps = (int64_t)st->warmup_steps,
+                     .num_steps = (int64_t)st->num_steps, .lr_decay_steps = (int64_t)st->decay_steps,
+                     .wd_incr_steps = (int64_t)st->decay_steps,
+                     .lr_decay_style = st->decay_style < 3 ? styles[st->decay_style] : "constant",
+                     .wd_incr_style = "constant" };
+    pk_node *cs = tds_common_state(d, args, (int64_t)st->iteration, tds_scheduler(d, &sc), NULL);
+    /* the optimizer's common part: one param group with the Adam step (what
+       td_load_optimizer reads), and the sharding type of the distributed one */
+    pk_node *optim = pk_add(d, PK_DICT), *groups = pk_add(d, PK_LIST), *g = pk_add(d, PK_DICT);
+    pk_push(d, g, pk_add_str(d, "step"));
+    pk_push(d, g, pk_add_int(d, m->step));
+    pk_push(d, groups, g);
+    pk_push(d, optim, pk_add_str(d, "param_groups"));
+    pk_push(d, optim, groups);
+    if (t->cfg.dist_opt) {
+        pk_push(d, optim, pk_add_str(d, "param_state_sharding_type"));
+        pk_push(d, optim, pk_add_str(d, "fully_reshardable"));
+    }
+    pk_push(d, cs, pk_add_str(d, "optimizer"));
+    pk_push(d, cs, optim);
+    return cs;
 }
 
 /* This rank's items: its chunks that no other rank writes (td_items), the
  * [None] _extra_state of each local layer's four linears (TP rank 0), the
  * common state (global rank 0); data-parallel ranks above 0 write none. */
-static int td_collect(trainer *t, const ckpt_state *st, struct td_out *o)
+static int td_collect(trainer *t, const ckpt_state *st, const float *am, const float *av, struct td_out *o)
 {
     gpt_model *m = t->m;
     const train_layout *P = t->P;
@@ -817,24 +850,43 @@ static int td_collect(trainer *t, const ckpt_state *st, struct td_out *o)
     if (td_items(m, &ti, &nti, err, sizeof err) != 0) return fail(t, "cannot save the checkpoint: %s", err);
     for (size_t i = 0; i < nti; i++)
         if (!ti[i].replica) total += td_item_numel(&ti[i]);
-    o->items = calloc(nti + 4 * (size_t)m->Ll + 1, sizeof *o->items);
+    o->items = calloc(3 * nti + 4 * (size_t)m->Ll + 1, sizeof *o->items);
     o->keys = calloc(4 * (size_t)m->Ll + 1, sizeof *o->keys);
-    o->chunks = malloc((total ? total : 1) * sizeof(float));
+    o->okeys = calloc(2 * nti + 1, sizeof *o->okeys);
+    o->chunks = malloc((3 * total + 1) * sizeof(float));
     host = malloc(m->num_params * sizeof(float));
     o->d = pk_doc_new();
-    if (!o->items || !o->keys || !o->chunks || !host || !o->d) { fail(t, "out of memory saving the checkpoint"); goto cleanup; }
-    if (gpt_state_read(m, GPT_STATE_WEIGHTS, 0, host, m->num_params) != 0) { fail(t, "cannot read the weights"); goto cleanup; }
+    if (!o->items || !o->keys || !o->okeys || !o->chunks || !host || !o->d) {
+        fail(t, "out of memory saving the checkpoint");
+        goto cleanup;
+    }
     float *at = o->chunks;
-    for (size_t i = 0; i < nti; i++) {
-        if (ti[i].replica) continue;
-        tds_item *it = &o->items[o->n++];
-        td_item_gather(m, &ti[i], host, at);
-        *it = (tds_item){ .key = ti[i].key, .kind = TDS_TENSOR, .dtype = TS_F32, .ndim = ti[i].ndim, .data = at,
-                          .stacked = !strncmp(ti[i].key, "decoder.layers.", 15) };
-        memcpy(it->shape, ti[i].shape, sizeof ti[i].shape);
-        memcpy(it->offset, ti[i].off, sizeof ti[i].off);
-        memcpy(it->size, ti[i].size, sizeof ti[i].size);
-        at += td_item_numel(&ti[i]);
+    size_t nk = 0;
+    /* the weights, then Megatron's model-space optimizer keys (the plain
+       optimizer's and fully_reshardable's): each moment with the weight's chunks */
+    for (int w = 0; w < 3; w++) {
+        const float *src = w == 0 ? NULL : w == 1 ? am : av;
+        if (!src) {
+            int which = w == 0 ? GPT_STATE_WEIGHTS : w == 1 ? GPT_STATE_ADAM_M : GPT_STATE_ADAM_V;
+            if (gpt_state_read(m, which, 0, host, m->num_params) != 0) { fail(t, "cannot read the checkpoint's state"); goto cleanup; }
+            src = host;
+        }
+        for (size_t i = 0; i < nti; i++) {
+            if (ti[i].replica) continue;
+            tds_item *it = &o->items[o->n++];
+            td_item_gather(m, &ti[i], src, at);
+            const char *key = ti[i].key;
+            if (w) {
+                snprintf(o->okeys[nk], sizeof o->okeys[nk], "optimizer.state.%s.%s", w == 1 ? "exp_avg" : "exp_avg_sq", key);
+                key = o->okeys[nk++];
+            }
+            *it = (tds_item){ .key = key, .kind = TDS_TENSOR, .dtype = TS_F32, .ndim = ti[i].ndim, .data = at,
+                              .stacked = !strncmp(ti[i].key, "decoder.layers.", 15) };
+            memcpy(it->shape, ti[i].shape, sizeof ti[i].shape);
+            memcpy(it->offset, ti[i].off, sizeof ti[i].off);
+            memcpy(it->size, ti[i].size, sizeof ti[i].size);
+            at += td_item_numel(&ti[i]);
+        }
     }
     if (P->tp_rank == 0) {
         if (tds_object_archive(&o->none, o->d, NULL) != 0) { fail(t, "out of memory saving the checkpoint"); goto cleanup; }
@@ -887,6 +939,8 @@ int trainer_save_torch_dist(trainer *t, const char *dir, const ckpt_state *st)
     const train_layout *P = t->P;
     char err[4600], iter[4200], id[37];
     struct td_out o = { 0 };
+    float *moments = NULL;
+    const float *am = NULL, *av = NULL;
     ts_buf blob = { 0 }, *blobs = calloc((size_t)P->size, sizeof *blobs);
     int rc = -1;
     if (!blobs) return fail(t, "out of memory saving the checkpoint");
@@ -894,7 +948,8 @@ int trainer_save_torch_dist(trainer *t, const char *dir, const ckpt_state *st)
         fail(t, "checkpoint directory name too long: '%s'", dir);
         goto cleanup;
     }
-    if (gather_masters(t) != 0 || td_collect(t, st, &o) != 0) goto cleanup;
+    if (gather_moments(t, &moments, &am, &av) != 0 || gather_masters(t) != 0 || td_collect(t, st, am, av, &o) != 0)
+        goto cleanup;
     if (tds_write_rank(iter, P->rank, o.items, o.n, &blob, err, sizeof err) != 0) {
         fail(t, "cannot save the checkpoint: %s", err);
         goto cleanup;
@@ -915,6 +970,7 @@ cleanup:
     free(blobs);
     ts_buf_release(&blob);
     free(o.ti);
+    free(moments);
     td_out_release(&o);
     return rc;
 }

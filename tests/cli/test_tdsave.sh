@@ -3,10 +3,14 @@
 # through trainer_save_torch_dist):
 #  - the files: every rank's __R_0.distcp, .metadata, metadata.json exactly as
 #    Megatron writes it, the tracker;
-#  - a save at iteration 2 resumed (--no-load-optim --no-load-rng: it holds no
-#    optimizer or RNG state, as Megatron's --no-save-optim --no-save-rng) logs
+#  - a save at iteration 2 resumed with --no-load-optim (weights only) logs
 #    the uninterrupted run's iteration-3 loss: the weights, the iteration and
-#    the consumed samples (from the saved args) come back;
+#    the consumed samples (from the saved args) come back; it holds no RNG
+#    state (mds keeps none), so a resume takes --no-load-rng;
+#  - resumed with its optimizer (AdamW moments in Megatron's model-space
+#    layout, the step, the scheduler) at TP 1, TP 2, PP 2 and DP 2 with the
+#    distributed optimizer: iterations 3 and 4 log the uninterrupted run's
+#    losses and grad norms;
 #  - at TP 1, TP 2 and PP 2, the weights loaded from it (at TP 1) and saved
 #    again in mds's format after a step at lr 0 export to the same
 #    HuggingFace weights as mds's own save of the same run, bit for bit;
@@ -38,12 +42,35 @@ check files test -s "$I/.metadata" -a -s "$I/__0_0.distcp" -a ! -e "$I/.metadata
     -a "$(cat "$I/metadata.json")" = '{"sharded_backend": "torch_dist", "sharded_backend_version": 1}' \
     -a "$(cat "$T/td/latest_checkpointed_iteration.txt")" = 2
 # shellcheck disable=SC2086
-run_expect resume 0 "" "$MDSTRAIN" $LLAMA $RUN --train-iters 4 --load "$T/td" --no-load-optim --no-load-rng
+run_expect resume_weights_only 0 "" "$MDSTRAIN" $LLAMA $RUN --train-iters 4 --load "$T/td" --no-load-optim --no-load-rng
 want=$(loss "$T/whole.out" 3) got=$(loss "$T/out" 3)
-check resume_iteration_3_loss test -n "$want" -a "$want" = "$got"
-# without --no-load-optim: Megatron's refusal (no optimizer state saved)
+check resume_weights_only_loss test -n "$want" -a "$want" = "$got"
+# without --no-load-rng: Megatron's refusal (no RNG state saved)
 # shellcheck disable=SC2086
-run_expect no_optimizer_saved 1 "no optimizer state" "$MDSTRAIN" $LLAMA $RUN --train-iters 4 --load "$T/td"
+run_expect no_rng_saved 1 "no RNG state" "$MDSTRAIN" $LLAMA $RUN --train-iters 4 --load "$T/td"
+
+# ---- bitwise resume with the optimizer: TP 1, TP 2, PP 2, DP 2 with the distributed optimizer ----
+# the default cosine schedule over 4 iterations; the interrupted run stops at 2 (--exit-interval)
+RES="--mock-data --seq-length 8 --micro-batch-size 1 --global-batch-size 2 --lr 1e-3 --log-interval 1 --eval-iters 0
+     --train-iters 4"
+stats() { cat "$@" | grep -o "iteration *[34]/.*" | sed 's/.*\(lm loss: [^|]*\).*\(grad norm: [^|]*\).*/\1 \2/'; }
+for lay in tp1 tp2 pp2 dp2; do
+    case $lay in
+        tp1) P="" np=1 ;;
+        tp2) P="--tensor-model-parallel-size 2" np=2 ;;
+        pp2) P="--pipeline-model-parallel-size 2" np=2 ;;
+        *) P="--use-distributed-optimizer" np=2 ;;
+    esac
+    # shellcheck disable=SC2086
+    tcp "r${lay}_whole" $np torch $LLAMA $RES $P
+    # shellcheck disable=SC2086
+    tcp "r${lay}_save" $np torch $LLAMA $RES $P --exit-interval 2 --save "$T/r$lay" --ckpt-format torch_dist
+    # shellcheck disable=SC2086
+    tcp "r${lay}_res" $np torch $LLAMA $RES $P --load "$T/r$lay" --no-load-rng
+    want=$(stats "$T/r${lay}_whole".*.log) got=$(stats "$T/r${lay}_res".*.log)
+    check "resume_${lay}_bitwise" test -n "$want" -a "$want" = "$got"
+    [ "$want" = "$got" ] || { echo "    want $want"; echo "    got  $got"; cat "$T/r${lay}_res".*.err | tail -3; } >&2
+done
 
 # ---- TP 1, TP 2, PP 2: the weights bit for bit, against mds's own save ----
 for lay in tp1 tp2 pp2; do
