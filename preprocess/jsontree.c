@@ -5,17 +5,19 @@
  * array of nodes); when a container closes, its children are copied from the
  * stack into an arena whose blocks never move, so every `kids` pointer stays
  * valid.  Decoded strings go to the same arena.  Recursion is bounded by
- * JT_MAX_DEPTH.
+ * the options' depth (JT_MAX_DEPTH by default).
  *
  * It does not keep the input text, hash keys (jt_get is a linear scan from the
- * end: the files it serves have small objects, except vocabularies, which
- * their readers walk in order), or accept anything RFC 8259 does not.
+ * end: the files it serves have small objects, except vocabularies and
+ * safetensors headers, which their readers walk in order), or accept
+ * anything RFC 8259 does not unless the options say so.
  */
 #include "jsontree.h"
 #include "utf8.h"
 #include "readfile.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,44 +38,41 @@ struct jt_doc {
 };
 
 struct parser {
-    const char *name;
     const unsigned char *buf, *p, *end;
     jt_doc *doc;
     jt_node *stack;
     size_t nstack, stackcap;
-    char *err;
-    size_t errlen;
-    int depth;
+    jt_err *e;
+    int depth, max_depth, python;
     uint32_t line;                  /* line of p, and where that line starts */
     const unsigned char *line_start;
 };
 
+/* The place is counted only here, on failure, so parsing never tracks columns. */
 static int fail(struct parser *x, const unsigned char *at, const char *fmt, ...)
 {
-    if (x->err && x->errlen) {
-        size_t line = 1, col = 1;
-        for (const unsigned char *q = x->buf; q < at && q < x->end; q++) {
-            if (*q == '\n') {
-                line++;
-                col = 1;
-            } else if ((*q & 0xC0) != 0x80) {
-                col++;
-            }
+    uint32_t line = 1, col = 1;
+    for (const unsigned char *q = x->buf; q < at && q < x->end; q++) {
+        if (*q == '\n') {
+            line++;
+            col = 1;
+        } else if ((*q & 0xC0) != 0x80) {
+            col++;
         }
-        char why[200];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, sizeof why, fmt, ap);
-        va_end(ap);
-        snprintf(x->err, x->errlen, "'%s': line %zu, column %zu: %s", x->name, line, col, why);
     }
+    x->e->line = line;
+    x->e->col = col;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->e->why, sizeof x->e->why, fmt, ap);
+    va_end(ap);
     return JT_ERR_SYNTAX;
 }
 
 static int nomem(struct parser *x)
 {
-    if (x->err && x->errlen)
-        snprintf(x->err, x->errlen, "out of memory reading '%s'", x->name);
+    x->e->line = x->e->col = 0;
+    snprintf(x->e->why, sizeof x->e->why, "out of memory");
     return JT_ERR_NOMEM;
 }
 
@@ -251,22 +250,23 @@ static int parse_number(struct parser *x, jt_node *n)
         while (q < x->end && *q >= '0' && *q <= '9')
             q++;
     }
-    char tmp[64];
+    /* strtod needs a terminated copy; a long literal (0.000...1) gets its own */
+    char tmp[64], *lit = tmp;
     size_t len = (size_t)(q - s);
+    if (len >= sizeof tmp && !(lit = malloc(len + 1)))
+        return nomem(x);
+    memcpy(lit, s, len);
+    lit[len] = 0;
     n->type = JT_NUMBER;
-    if (len < sizeof tmp) {
-        memcpy(tmp, s, len);
-        tmp[len] = 0;
-        n->num = strtod(tmp, NULL);
-        if (integer) {
-            errno = 0;
-            long long v = strtoll(tmp, NULL, 10);
-            n->is_int = errno == 0;
-            n->i = v;
-        }
-    } else {
-        n->num = integer ? (*s == '-' ? -1e300 : 1e300) : 0; /* absurd literal: not an int */
+    n->num = strtod(lit, NULL);
+    if (integer) {
+        errno = 0;
+        long long v = strtoll(lit, NULL, 10);
+        n->is_int = errno == 0;
+        n->i = v;
     }
+    if (lit != tmp)
+        free(lit);
     x->p = q;
     return JT_OK;
 }
@@ -279,6 +279,23 @@ static int literal(struct parser *x, const char *word, int type, jt_node *n)
     x->p += l;
     n->type = type;
     return JT_OK;
+}
+
+/* Python's json reads NaN, Infinity and -Infinity (and writes them). */
+static int nonfinite(struct parser *x, jt_node *n)
+{
+    static const struct { const char *word; double v; } w[] = {
+        { "NaN", NAN }, { "Infinity", INFINITY }, { "-Infinity", -INFINITY } };
+    for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) {
+        size_t l = strlen(w[k].word);
+        if ((size_t)(x->end - x->p) >= l && memcmp(x->p, w[k].word, l) == 0) {
+            x->p += l;
+            n->type = JT_NUMBER;
+            n->num = w[k].v;
+            return JT_OK;
+        }
+    }
+    return fail(x, x->p, "invalid value");
 }
 
 static int push(struct parser *x, const jt_node *n)
@@ -316,8 +333,8 @@ static int close_container(struct parser *x, jt_node *n, size_t base)
 static int parse_container(struct parser *x, jt_node *n, int object)
 {
     const unsigned char *open = x->p++;
-    if (++x->depth > JT_MAX_DEPTH)
-        return fail(x, open, "nested deeper than %d levels", JT_MAX_DEPTH);
+    if (++x->depth > x->max_depth)
+        return fail(x, open, "nested deeper than %d levels", x->max_depth);
     n->type = object ? JT_OBJECT : JT_ARRAY;
     size_t base = x->nstack;
     ws(x);
@@ -380,18 +397,22 @@ static int parse_value(struct parser *x, jt_node *n)
     case 't': return literal(x, "true", JT_TRUE, n);
     case 'f': return literal(x, "false", JT_FALSE, n);
     case 'n': return literal(x, "null", JT_NULL, n);
+    case 'N': case 'I': return x->python ? nonfinite(x, n) : fail(x, x->p, "invalid value");
+    case '-':
+        if (x->python && x->end - x->p > 1 && x->p[1] == 'I')
+            return nonfinite(x, n);
+        return parse_number(x, n);
     default: return parse_number(x, n);
     }
 }
 
-int jt_parse(jt_doc **out, const char *name, const char *text, size_t n, char *err, size_t errlen)
+int jt_parse_opts(jt_doc **out, const char *text, size_t n, const jt_options *opt, jt_err *e)
 {
-    if (err && errlen)
-        err[0] = 0;
     *out = NULL;
     jt_doc *d = calloc(1, sizeof *d);
-    struct parser x = { name, (const unsigned char *)text, (const unsigned char *)text,
-                        (const unsigned char *)text + n, d, NULL, 0, 0, err, errlen, 0, 1,
+    struct parser x = { (const unsigned char *)text, (const unsigned char *)text,
+                        (const unsigned char *)text + n, d, NULL, 0, 0, e, 0,
+                        opt && opt->max_depth > 0 ? opt->max_depth : JT_MAX_DEPTH, opt && opt->python, 1,
                         (const unsigned char *)text };
     if (!d)
         return nomem(&x);
@@ -409,6 +430,21 @@ int jt_parse(jt_doc **out, const char *name, const char *text, size_t n, char *e
     }
     *out = d;
     return JT_OK;
+}
+
+int jt_parse(jt_doc **out, const char *name, const char *text, size_t n, char *err, size_t errlen)
+{
+    jt_err e;
+    int rc = jt_parse_opts(out, text, n, NULL, &e);
+    if (err && errlen) {
+        if (rc == JT_ERR_NOMEM)
+            snprintf(err, errlen, "out of memory reading '%s'", name);
+        else if (rc)
+            snprintf(err, errlen, "'%s': line %u, column %u: %s", name, (unsigned)e.line, (unsigned)e.col, e.why);
+        else
+            err[0] = 0;
+    }
+    return rc;
 }
 
 int jt_parse_file(jt_doc **out, const char *path, char *err, size_t errlen)
@@ -495,6 +531,34 @@ int jt_has_duplicate_key(const jt_node *obj, const jt_node **dup)
     }
     free(idx);
     return found;
+}
+
+const char *jt_str(const jt_node *n)
+{
+    return n && n->type == JT_STRING && strlen(n->str) == n->len ? n->str : NULL;
+}
+
+long jt_quote(char *out, size_t cap, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+#define PUTC(ch) do { if (n + 1 >= cap) return -1; out[n++] = (ch); } while (0)
+    PUTC('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            PUTC('\\');
+            PUTC((char)c);
+        } else if (c < 0x20) {
+            PUTC('\\'); PUTC('u'); PUTC('0'); PUTC('0'); PUTC(hex[c >> 4]); PUTC(hex[c & 15]);
+        } else {
+            PUTC((char)c);
+        }
+    }
+    PUTC('"');
+#undef PUTC
+    out[n] = 0;
+    return (long)n;
 }
 
 const char *jt_type_name(int type)

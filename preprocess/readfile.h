@@ -1,7 +1,7 @@
 /*
- * readfile.h - a whole file into memory, for the readers of the preprocess
- * library that parse small files at once (vocabularies, merges,
- * tokenizer.json, SentencePiece models).  The buffer grows by doubling from
+ * readfile.h - a whole file into memory, for the readers that parse small
+ * files at once (vocabularies, merges, tokenizer.json, SentencePiece models,
+ * ds_config.json).  The buffer grows by doubling from
  * 1 MiB (a pipe or /proc file has no size to ask for) and ends with a NUL
  * byte past *len.
  */

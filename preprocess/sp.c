@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* darts-clone's double array units (the precompiled charsmap) */
 #define DA_LEAF(u) (((u) >> 8) & 1)
@@ -1343,7 +1344,8 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
     while (n) {
         unsigned char c = s[0];
         unsigned v = M->plain[c];
-        if ((v & PLAIN) && (!(v & PLAIN_IF_ASCII_NEXT) || n == 1 || !charsmap_goes_on(M, M->plain_next[c], s[1]))) {
+        /* (PLAIN_IF_ASCII_NEXT: no rule starting with c goes on with an ASCII byte) */
+        if ((v & PLAIN) && (!(v & PLAIN_IF_ASCII_NEXT) || n == 1 || s[1] < 0x80 || !charsmap_goes_on(M, M->plain_next[c], s[1]))) {
             /* what the general step below does for a byte without rules, or
                with the one rule c -> " "; each mark starts a word (ws_cuts) */
             if (v & PLAIN_SPACE) {
@@ -1698,16 +1700,15 @@ static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char 
         int single = 0;
         size_t mblen = one_char_len(t[start]);
         if (mblen > n - start) mblen = n - start;
+        const size_t last = start + mblen - 1;   /* (a piece ending here is the character alone) */
         uint32_t node = 0;
         for (size_t k = start; k < n; k++) {
             int r = lat_next(tr, &node, t[k]);
             if (r < 0) break;
             if (!r) continue;
             const struct dpiece *e = &tr->p[node];
-            int32_t id = e->id;
-            size_t len = k + 1 - start;
-            CAND(&d[k + 1], (double)e->score + till, e->score, id, (int)start);
-            if (!single && len == mblen) single = 1;
+            CAND(&d[k + 1], (double)e->score + till, e->score, e->id, (int)start);
+            single |= k == last;
         }
         if (!single) CAND(&d[start + mblen], (double)unk_score + till, unk_score, (int)M->unk_id, (int)start);
         start += mblen;
@@ -1723,29 +1724,27 @@ static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char 
     if (span > (double)SCORE_RESET) span = (double)SCORE_RESET;
     double lim = span - maxabs - (double)(m + 1) / 256.0 - 1.0;
     *plim = lim > 0 ? (float)lim : -1.0f;
-    /* the path, last piece first, then reversed */
+    /* the path: its length, then its pieces from the last one back */
     size_t k = 0;
     for (size_t end = n; end > 0; k++) {
         if (d[end].start < 0) return TOK_ERR_ENCODE;   /* cannot happen */
-        GROW(st->wtmp, st->wtmpcap, k + 1);
-        st->wtmp[k] = (struct wpiece){ d[end].id, (uint16_t)d[end].start, (uint16_t)(end - (size_t)d[end].start), d[end].score };
         end = (size_t)d[end].start;
     }
-    for (size_t i = 0, j = k; i + 1 < j; i++, j--) {
-        struct wpiece x = st->wtmp[i];
-        st->wtmp[i] = st->wtmp[j - 1];
-        st->wtmp[j - 1] = x;
-    }
+    GROW(st->wtmp, st->wtmpcap, k);
     *np = k;
+    for (size_t end = n; end > 0;) {
+        st->wtmp[--k] = (struct wpiece){ d[end].id, (uint16_t)d[end].start, (uint16_t)(end - (size_t)d[end].start), d[end].score };
+        end = (size_t)d[end].start;
+    }
     return 0;
 }
 
 /* ------------------------------------------------------------------------ */
 /* the word cache                                                             */
 
-#define WC_SLOTS (1u << 17)      /* per generation; at most half are filled */
+#define WC_SLOTS (1u << 18)      /* per generation; at most half are filled */
 #define WC_MAXW 64               /* longest word cached, bytes */
-#define WV_CAP (1u << 19)        /* vals per generation */
+#define WV_CAP (1u << 20)        /* vals per generation */
 
 /* Word w's first min(n, 8) bytes as one integer: for n < 8 from
  * overlapping loads that, with n, still tell every byte. */
@@ -1881,28 +1880,43 @@ static inline const struct wslot *wc_get(sp_state *st, const unsigned char *w, s
     return e;
 }
 
+/* A table of the word cache, in 2 MB pages where the kernel gives them on
+ * request: lookups land anywhere in 40 MB, in 4 kB pages far more pages
+ * than the TLB holds, and each would wait for a page walk as well. */
+static void *wc_table(size_t bytes, int zero)
+{
+    const size_t H = (size_t)2 << 20;
+    size_t sz = (bytes + H - 1) / H * H;
+    void *p = NULL;
+    if (posix_memalign(&p, H, sz)) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, sz, MADV_HUGEPAGE);   /* (a hint: without it, 4 kB pages) */
+#endif
+    if (zero) memset(p, 0, bytes);
+    return p;
+}
+
 static int wc_alloc(sp_state *st)
 {
     if (st->gen[0].slot) return 0;
     for (int i = 0; i < 2; i++) {
         struct wgen *g = &st->gen[i];
-        g->slot = calloc(WC_SLOTS, sizeof *g->slot);
-        g->vals = malloc(WV_CAP * sizeof *g->vals);
+        g->slot = wc_table(WC_SLOTS * sizeof *g->slot, 1);
+        g->vals = wc_table(WV_CAP * sizeof *g->vals, 0);
         if (!g->slot || !g->vals) return TOK_ERR_NOMEM;
     }
     GROW(st->wtmp, st->wtmpcap, 256);
     return 0;
 }
 
-/* Appends a cached word's pieces at offset a; for unigram, adds their scores
- * to *P as the Viterbi does. */
-static inline int wc_replay(sp_state *st, const struct wslot *e, const struct wpiece *v, size_t a, size_t *nr, float *P)
+/* Appends a cached word's pieces at offset a (encode_words made room); for
+ * unigram, adds their scores to *P as the Viterbi does. */
+static inline void wc_replay(sp_state *st, const struct wslot *e, const struct wpiece *v, size_t a, size_t *nr, float *P)
 {
-    GROW(st->res, st->rescap, *nr + e->n);
     if (e->n == 1) {
         st->res[(*nr)++] = (struct res){ (uint32_t)a, e->len0, e->id0 };
         *P = e->sc0 + *P;
-        return 0;
+        return;
     }
     float p = *P;
     struct res *r = st->res + *nr;
@@ -1912,7 +1926,6 @@ static inline int wc_replay(sp_state *st, const struct wslot *e, const struct wp
     }
     *nr += e->n;
     *P = p;
-    return 0;
 }
 
 static int bpe_word(const sp_model *M, sp_state *st, const unsigned char *t, size_t a, size_t b, uint32_t h, size_t *nr)
@@ -1925,7 +1938,8 @@ static int bpe_word(const sp_model *M, sp_state *st, const unsigned char *t, siz
         const struct wslot *e = wc_get(st, t + a, n, h, k8, &v);
         if (e) {
             float unused = 0.0f;
-            return wc_replay(st, e, v, a, nr, &unused);
+            wc_replay(st, e, v, a, nr, &unused);
+            return 0;
         }
     }
     int rc = bpe_encode(M, st, t + a, n, nr);
@@ -1963,7 +1977,10 @@ static int unigram_word(const sp_model *M, sp_state *st, const unsigned char *t,
                 v = st->gen[st->cur].vals + e->voff;
             }
         }
-        if (e && (*P < 0 ? -*P : *P) < e->plim) return wc_replay(st, e, v, a, nr, P);
+        if (e && (*P < 0 ? -*P : *P) < e->plim) {
+            wc_replay(st, e, v, a, nr, P);
+            return 0;
+        }
     }
     return unigram_span(M, st, t, a, b, *P, nr, P);
 }
@@ -1973,8 +1990,9 @@ static inline int at_ws(const unsigned char *p, const unsigned char *ws, size_t 
     return p[0] == ws[0] && (wsl == 1 || (p[1] == ws[1] && p[2] == ws[2]));
 }
 
-/* Appends the cuts of t[a, b) (see word_tables) and b to st->cuts. */
-static int find_cuts(const sp_model *M, sp_state *st, const unsigned char *t, size_t a, size_t b, size_t n, size_t *nc)
+/* Appends the cuts of t[a, b) (see word_tables) and b to st->cuts (word_ends
+ * made room). */
+static void find_cuts(const sp_model *M, sp_state *st, const unsigned char *t, size_t a, size_t b, size_t n, size_t *nc)
 {
     static const unsigned char WS[3] = { 0xE2, 0x96, 0x81 };
     const unsigned char *ws = M->escape_ws ? WS : (const unsigned char *)" ";
@@ -1988,12 +2006,9 @@ static int find_cuts(const sp_model *M, sp_state *st, const unsigned char *t, si
                       (p == wl && j >= wsl && at_ws(t + j - wsl, ws, wsl) && !M->post_ws[c]);
             if (!cut) continue;
         }
-        GROW(st->cuts, st->cutcap, *nc + 1);
         st->cuts[(*nc)++].end = (uint32_t)j;
     }
-    GROW(st->cuts, st->cutcap, *nc + 1);
     st->cuts[(*nc)++].end = (uint32_t)b;
-    return 0;
 }
 
 /* The words: with ws_cuts, those that normalize ended at its marks, the ones
@@ -2002,19 +2017,17 @@ static int find_cuts(const sp_model *M, sp_state *st, const unsigned char *t, si
 static int word_ends(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *nc)
 {
     *nc = 0;
-    if (!M->ws_cuts) return find_cuts(M, st, t, 0, n, n, nc);
-    GROW(st->cuts, st->cutcap, st->nmarks);
+    GROW(st->cuts, st->cutcap, n);   /* (each cut at its own position in (0, n]) */
+    if (!M->ws_cuts) {
+        find_cuts(M, st, t, 0, n, n, nc);
+        return 0;
+    }
     size_t a = 0;
     for (size_t i = 0; i < st->nmarks; i++) {
         size_t b = st->marks[i].pos;
         if (b <= a) continue;
-        if (st->marks[i].mixed || b - a > WC_MAXW) {
-            int rc = find_cuts(M, st, t, a, b, n, nc);
-            if (rc) return rc;
-        } else {
-            GROW(st->cuts, st->cutcap, *nc + 1);
-            st->cuts[(*nc)++].end = (uint32_t)b;
-        }
+        if (st->marks[i].mixed || b - a > WC_MAXW) find_cuts(M, st, t, a, b, n, nc);
+        else st->cuts[(*nc)++].end = (uint32_t)b;
         a = b;
     }
     return 0;
@@ -2028,7 +2041,8 @@ static int encode_words(const sp_model *M, sp_state *st, const unsigned char *t,
     size_t nc;
     if (!rc) rc = word_ends(M, st, t, n, &nc);
     if (rc) return rc;
-    enum { AHEAD = 4 };
+    GROW(st->res, st->rescap, *nr + n);   /* (wc_replay's room: each piece holds a byte at least) */
+    enum { AHEAD = 8 };   /* (4 waits for the slots: 8 % slower on dev) */
     int bpe = M->model_type == MODEL_BPE;
     float P = 0.0f;
     for (size_t i = 0; i < nc && i < AHEAD; i++) {

@@ -1,9 +1,13 @@
 /*
  * dsconfig.c - Megatron-DeepSpeed's ds_config.json for mdstrain; see
- * dsconfig.h.  A small strict JSON reader (a tree in one array, recursion
- * bounded by MAX_DEPTH) and the interpretation of DeepSpeed's keys.
+ * dsconfig.h.  The JSON is read by jsontree.h with Python's json options;
+ * what Python accepts and DeepSpeed refuses (duplicate keys) is checked on
+ * the tree, then DeepSpeed's keys are interpreted.
  */
 #include "dsconfig.h"
+
+#include "jsontree.h"
+#include "readfile.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -14,292 +18,10 @@
 #include <string.h>
 
 #define MAX_DEPTH 64
-#define MAX_FILE (16u << 20)
-
-enum jtype { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ };
-
-struct jnode {
-    int type;
-    double num;              /* J_NUM, J_BOOL (0/1) */
-    int integer;             /* J_NUM written without fraction or exponent */
-    char *str;               /* J_STR (decoded; NUL-terminated, may hold no NUL inside: refused) */
-    char *key;               /* the member name inside an object, else NULL */
-    int child, next;         /* first child and next sibling (indices), -1 for none */
-};
-
-struct parser {
-    const char *p, *end, *start;
-    struct jnode *n;
-    int nn, cap;
-    char *err;
-    size_t errlen;
-};
-
-static int perr(struct parser *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int perr(struct parser *ps, const char *fmt, ...)
-{
-    /* line and column of the error, counted from the start */
-    int line = 1, col = 1;
-    for (const char *q = ps->start; q < ps->p && q < ps->end; q++, col++)
-        if (*q == '\n') line++, col = 0;
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    snprintf(ps->err, ps->errlen, "invalid JSON at line %d column %d: %s", line, col, msg);
-    return -1;
-}
-
-static void ws(struct parser *ps)
-{
-    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
-        ps->p++;
-}
-
-static int new_node(struct parser *ps, int type)
-{
-    if (ps->nn == ps->cap) {
-        int cap = ps->cap ? 2 * ps->cap : 64;
-        struct jnode *n = realloc(ps->n, (size_t)cap * sizeof *n);
-        if (!n) return perr(ps, "out of memory");
-        ps->n = n;
-        ps->cap = cap;
-    }
-    struct jnode *x = &ps->n[ps->nn];
-    memset(x, 0, sizeof *x);
-    x->type = type;
-    x->child = x->next = -1;
-    return ps->nn++;
-}
-
-static int hex4(const char *s, unsigned *out)
-{
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = s[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
-        else return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static size_t put_utf8(char *o, unsigned cp)
-{
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (char)(0xC0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | cp >> 12); o[1] = (char)(0x80 | (cp >> 6 & 0x3F)); o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | cp >> 18); o[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-    o[2] = (char)(0x80 | (cp >> 6 & 0x3F)); o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-/* Length of the valid UTF-8 sequence at s (< end), or 0. */
-static size_t utf8_len(const unsigned char *s, const unsigned char *end)
-{
-    unsigned c = s[0];
-    size_t n;
-    unsigned min;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) n = 2, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF) n = 3, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4) n = 4, min = 0x10000;
-    else return 0;
-    if ((size_t)(end - s) < n) return 0;
-    unsigned cp = c & (0x3F >> (n - 1));
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = cp << 6 | (s[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-    return n;
-}
-
-/* A string at ps->p (the opening quote) into a malloc'ed NUL-terminated copy. */
-static char *parse_string(struct parser *ps)
-{
-    ps->p++;
-    char *out = malloc((size_t)(ps->end - ps->p) + 1);
-    if (!out) { perr(ps, "out of memory"); return NULL; }
-    size_t o = 0;
-    while (ps->p < ps->end && *ps->p != '"') {
-        unsigned char c = (unsigned char)*ps->p;
-        if (c < 0x20) { perr(ps, "control character in a string"); free(out); return NULL; }
-        if (c != '\\') {
-            size_t n = utf8_len((const unsigned char *)ps->p, (const unsigned char *)ps->end);
-            if (!n) { perr(ps, "invalid UTF-8"); free(out); return NULL; }
-            memcpy(out + o, ps->p, n);
-            o += n;
-            ps->p += n;
-            continue;
-        }
-        if (ps->end - ps->p < 2) break;
-        char e = ps->p[1];
-        ps->p += 2;
-        const char *simple = strchr("\"\\/bfnrt", e);
-        if (e && simple) {
-            static const char map[] = "\"\\/\b\f\n\r\t";
-            out[o++] = map[simple - "\"\\/bfnrt"];
-            continue;
-        }
-        unsigned cp, lo;
-        if (e != 'u' || ps->end - ps->p < 4 || hex4(ps->p, &cp)) {
-            ps->p -= 2;
-            perr(ps, "bad escape in a string");
-            free(out);
-            return NULL;
-        }
-        ps->p += 4;
-        if (cp >= 0xD800 && cp <= 0xDBFF && ps->end - ps->p >= 6 && ps->p[0] == '\\' && ps->p[1] == 'u' &&
-            !hex4(ps->p + 2, &lo) && lo >= 0xDC00 && lo <= 0xDFFF) {
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            ps->p += 6;
-        }
-        if (cp == 0 || (cp >= 0xD800 && cp <= 0xDFFF)) {
-            /* Python accepts both; no DeepSpeed key or value needs them */
-            perr(ps, "\\u%04x in a string is not supported", cp);
-            free(out);
-            return NULL;
-        }
-        o += put_utf8(out + o, cp);
-    }
-    if (ps->p >= ps->end) { perr(ps, "unterminated string"); free(out); return NULL; }
-    ps->p++;
-    out[o] = 0;
-    return out;
-}
-
-/* Python's json: RFC numbers, plus NaN, Infinity, -Infinity. */
-static int parse_number(struct parser *ps, int id)
-{
-    const char *s = ps->p;
-    static const char *const special[] = {"NaN", "Infinity", "-Infinity"};
-    for (int i = 0; i < 3; i++) {
-        size_t l = strlen(special[i]);
-        if ((size_t)(ps->end - s) >= l && memcmp(s, special[i], l) == 0) {
-            ps->n[id].num = i == 0 ? NAN : i == 1 ? INFINITY : -INFINITY;
-            ps->p += l;
-            return 0;
-        }
-    }
-    const char *q = s;
-    if (q < ps->end && *q == '-') q++;
-    if (q >= ps->end || !(*q >= '0' && *q <= '9')) return perr(ps, "unexpected character");
-    if (*q == '0') q++;
-    else while (q < ps->end && *q >= '0' && *q <= '9') q++;
-    int integer = 1;
-    if (q < ps->end && *q == '.') {
-        integer = 0;
-        q++;
-        if (q >= ps->end || !(*q >= '0' && *q <= '9')) return perr(ps, "bad number");
-        while (q < ps->end && *q >= '0' && *q <= '9') q++;
-    }
-    if (q < ps->end && (*q == 'e' || *q == 'E')) {
-        integer = 0;
-        q++;
-        if (q < ps->end && (*q == '+' || *q == '-')) q++;
-        if (q >= ps->end || !(*q >= '0' && *q <= '9')) return perr(ps, "bad number");
-        while (q < ps->end && *q >= '0' && *q <= '9') q++;
-    }
-    char buf[128];
-    size_t l = (size_t)(q - s);
-    if (l >= sizeof buf) return perr(ps, "number too long");
-    memcpy(buf, s, l);
-    buf[l] = 0;
-    ps->n[id].num = strtod(buf, NULL);
-    ps->n[id].integer = integer;
-    ps->p = q;
-    return 0;
-}
-
-static int parse_value(struct parser *ps, int depth);
-
-static int parse_container(struct parser *ps, int id, int depth, int is_obj)
-{
-    char close = is_obj ? '}' : ']';
-    ps->p++;
-    ws(ps);
-    int last = -1;
-    if (ps->p < ps->end && *ps->p == close) { ps->p++; return 0; }
-    for (;;) {
-        char *key = NULL;
-        if (is_obj) {
-            ws(ps);
-            if (ps->p >= ps->end || *ps->p != '"') return perr(ps, "expected a key");
-            if (!(key = parse_string(ps))) return -1;
-            /* DeepSpeed loads with dict_raise_error_on_duplicate_keys */
-            for (int k = ps->n[id].child; k >= 0; k = ps->n[k].next)
-                if (strcmp(ps->n[k].key, key) == 0) {
-                    perr(ps, "duplicate key \"%s\"", key);
-                    free(key);
-                    return -1;
-                }
-            ws(ps);
-            if (ps->p >= ps->end || *ps->p != ':') { free(key); return perr(ps, "expected ':'"); }
-            ps->p++;
-        }
-        int c = parse_value(ps, depth + 1);
-        if (c < 0) { free(key); return -1; }
-        ps->n[c].key = key;
-        if (last < 0) ps->n[id].child = c;
-        else ps->n[last].next = c;
-        last = c;
-        ws(ps);
-        if (ps->p < ps->end && *ps->p == ',') { ps->p++; continue; }
-        if (ps->p < ps->end && *ps->p == close) { ps->p++; return 0; }
-        return perr(ps, "expected ',' or '%c'", close);
-    }
-}
-
-static int parse_value(struct parser *ps, int depth)
-{
-    if (depth > MAX_DEPTH) return perr(ps, "nested deeper than %d", MAX_DEPTH);
-    ws(ps);
-    if (ps->p >= ps->end) return perr(ps, "unexpected end of file");
-    char c = *ps->p;
-    int id;
-    if (c == '{' || c == '[') {
-        if ((id = new_node(ps, c == '{' ? J_OBJ : J_ARR)) < 0) return -1;
-        return parse_container(ps, id, depth, c == '{') < 0 ? -1 : id;
-    }
-    if (c == '"') {
-        if ((id = new_node(ps, J_STR)) < 0) return -1;
-        return (ps->n[id].str = parse_string(ps)) ? id : -1;
-    }
-    static const char *const words[] = {"true", "false", "null"};
-    for (int i = 0; i < 3; i++) {
-        size_t l = strlen(words[i]);
-        if ((size_t)(ps->end - ps->p) >= l && memcmp(ps->p, words[i], l) == 0) {
-            if ((id = new_node(ps, i == 2 ? J_NULL : J_BOOL)) < 0) return -1;
-            ps->n[id].num = i == 0;
-            ps->p += l;
-            return id;
-        }
-    }
-    if ((id = new_node(ps, J_NUM)) < 0) return -1;
-    return parse_number(ps, id) < 0 ? -1 : id;
-}
-
-static void free_tree(struct parser *ps)
-{
-    for (int i = 0; i < ps->nn; i++) {
-        free(ps->n[i].str);
-        free(ps->n[i].key);
-    }
-    free(ps->n);
-}
 
 /* ---- DeepSpeed's keys --------------------------------------------------- */
 
 struct reader {
-    struct parser *ps;
     ds_config *c;
     char *err;
     size_t errlen;
@@ -322,25 +44,25 @@ static void refuse(struct reader *r, const char *what)
 }
 
 /* A positive integer (DeepSpeed's batch keys); "auto" is a HF Trainer value. */
-static int get_count(struct reader *r, const struct jnode *v, const char *name, uint64_t *out)
+static int get_count(struct reader *r, const jt_node *v, const char *name, uint64_t *out)
 {
-    if (v->type != J_NUM || !v->integer || !(v->num > 0) || v->num > 9007199254740992.0)
+    if (v->type != JT_NUMBER || !v->is_int || !(v->num > 0) || v->num > 9007199254740992.0)
         return bad(r, "\"%s\" must be a positive integer", name);
     *out = (uint64_t)v->num;
     return 0;
 }
 
-static int get_number(struct reader *r, const struct jnode *v, const char *name, double *out)
+static int get_number(struct reader *r, const jt_node *v, const char *name, double *out)
 {
-    if (v->type != J_NUM || !isfinite(v->num)) return bad(r, "\"%s\" must be a number", name);
+    if (v->type != JT_NUMBER || !isfinite(v->num)) return bad(r, "\"%s\" must be a number", name);
     *out = v->num;
     return 0;
 }
 
-static int get_bool(struct reader *r, const struct jnode *v, const char *name, int *out)
+static int get_bool(struct reader *r, const jt_node *v, const char *name, int *out)
 {
-    if (v->type != J_BOOL) return bad(r, "\"%s\" must be true or false", name);
-    *out = v->num != 0;
+    if (v->type != JT_TRUE && v->type != JT_FALSE) return bad(r, "\"%s\" must be true or false", name);
+    *out = v->type == JT_TRUE;
     return 0;
 }
 
@@ -352,17 +74,17 @@ static int in_list(const char *key, const char *const *list)
 }
 
 /* fp16 / bf16: "enabled", and fp16's loss scaler. */
-static int read_precision(struct reader *r, const struct jnode *o, int fp16)
+static int read_precision(struct reader *r, const jt_node *o, int fp16)
 {
     const char *sec = fp16 ? "fp16" : "bf16";
-    if (o->type != J_OBJ) return bad(r, "\"%s\" must be an object", sec);
+    if (o->type != JT_OBJECT) return bad(r, "\"%s\" must be an object", sec);
     ds_config *c = r->c;
     /* read for nothing: when inputs are cast, when gradients are checked */
     static const char *const ignored[] = {"auto_cast", "immediate_grad_update", "check_grad_overflow", NULL};
     /* true changes the training: refused (false is DeepSpeed's default) */
     static const char *const must_be_false[] = {"consecutive_hysteresis", "fp16_master_weights_and_grads", NULL};
-    for (int k = o->child; k >= 0; k = r->ps->n[k].next) {
-        const struct jnode *v = &r->ps->n[k];
+    for (size_t k = 0; k < o->len; k++) {
+        const jt_node *v = &o->kids[k];
         double *dst = NULL;
         if (strcmp(v->key, "enabled") == 0) {
             if (get_bool(r, v, "enabled", fp16 ? &c->fp16 : &c->bf16)) return -1;
@@ -396,13 +118,13 @@ static int read_precision(struct reader *r, const struct jnode *o, int fp16)
 
 /* Offload of the optimizer state or parameters: to "cpu" (where the CPU
  * backend keeps them anyway) or "none"; NVMe is refused. */
-static int read_offload(struct reader *r, const struct jnode *o, const char *name)
+static int read_offload(struct reader *r, const jt_node *o, const char *name)
 {
-    if (o->type != J_OBJ) return bad(r, "\"zero_optimization\": \"%s\" must be an object", name);
-    for (int k = o->child; k >= 0; k = r->ps->n[k].next) {
-        const struct jnode *v = &r->ps->n[k];
+    if (o->type != JT_OBJECT) return bad(r, "\"zero_optimization\": \"%s\" must be an object", name);
+    for (size_t k = 0; k < o->len; k++) {
+        const jt_node *v = &o->kids[k];
         if (strcmp(v->key, "device") == 0) {
-            if (v->type != J_STR) return bad(r, "\"%s\": \"device\" must be a string", name);
+            if (v->type != JT_STRING) return bad(r, "\"%s\": \"device\" must be a string", name);
             if (strcmp(v->str, "nvme") == 0) {
                 char what[96];
                 snprintf(what, sizeof what, "\"zero_optimization\": \"%s\": \"device\": \"nvme\"", name);
@@ -416,9 +138,9 @@ static int read_offload(struct reader *r, const struct jnode *o, const char *nam
     return 0;
 }
 
-static int read_zero(struct reader *r, const struct jnode *o)
+static int read_zero(struct reader *r, const jt_node *o)
 {
-    if (o->type != J_OBJ) return bad(r, "\"zero_optimization\" must be an object");
+    if (o->type != JT_OBJECT) return bad(r, "\"zero_optimization\" must be an object");
     static const char *const knobs[] = {
         "allgather_partitions", "allgather_bucket_size", "reduce_scatter", "reduce_bucket_size", "overlap_comm",
         "contiguous_gradients", "round_robin_gradients", "elastic_checkpoint", "load_from_fp32_weights",
@@ -427,10 +149,10 @@ static int read_zero(struct reader *r, const struct jnode *o)
         "stage3_prefetch_bucket_size", "stage3_gather_16bit_weights_on_model_save", "stage3_model_persistence_threshold",
         "stage3_gather_fp16_weights_on_model_save", "prefetch_bucket_size", "param_persistence_threshold",
         "max_live_parameters", "max_reuse_distance", "memory_efficient_linear", NULL};
-    for (int k = o->child; k >= 0; k = r->ps->n[k].next) {
-        const struct jnode *v = &r->ps->n[k];
+    for (size_t k = 0; k < o->len; k++) {
+        const jt_node *v = &o->kids[k];
         if (strcmp(v->key, "stage") == 0) {
-            if (v->type != J_NUM || !v->integer || v->num < 0 || v->num > 3)
+            if (v->type != JT_NUMBER || !v->is_int || v->num < 0 || v->num > 3)
                 return bad(r, "\"zero_optimization\": \"stage\" must be 0, 1, 2 or 3");
             r->c->stage = (int)v->num;
             r->c->have_stage = 1;
@@ -450,9 +172,9 @@ static int read_zero(struct reader *r, const struct jnode *o)
 
 /* One number of a scheduler's params: a list (one value per parameter
  * group, which DeepSpeed allows) is refused, mds's groups being its own. */
-static int sched_number(struct reader *r, const struct jnode *v, double *out)
+static int sched_number(struct reader *r, const jt_node *v, double *out)
 {
-    if (v->type == J_ARR) {
+    if (v->type == JT_ARRAY) {
         char what[96];
         snprintf(what, sizeof what, "\"scheduler\": \"%s\" as a list", v->key);
         refuse(r, what);
@@ -466,19 +188,19 @@ static int sched_number(struct reader *r, const struct jnode *v, double *out)
  * missing "params" or an unknown one fails there (TypeError), and the
  * constructor's defaults fill the rest.  Without "type" there is no
  * scheduler. */
-static int read_scheduler(struct reader *r, const struct jnode *o)
+static int read_scheduler(struct reader *r, const jt_node *o)
 {
-    if (o->type != J_OBJ) return bad(r, "\"scheduler\" must be an object");
+    if (o->type != JT_OBJECT) return bad(r, "\"scheduler\" must be an object");
     train_ds_schedule *s = &r->c->sched;
-    const struct jnode *type = NULL, *params = NULL;
-    for (int k = o->child; k >= 0; k = r->ps->n[k].next) {
-        const struct jnode *v = &r->ps->n[k];
+    const jt_node *type = NULL, *params = NULL;
+    for (size_t k = 0; k < o->len; k++) {
+        const jt_node *v = &o->kids[k];
         if (strcmp(v->key, "type") == 0) type = v;
         else if (strcmp(v->key, "params") == 0) params = v;
         else return bad(r, "\"scheduler\": unknown key \"%s\"", v->key);
     }
     if (!type) return 0;
-    if (type->type != J_STR) return bad(r, "\"scheduler\": \"type\" must be a string");
+    if (type->type != JT_STRING) return bad(r, "\"scheduler\": \"type\" must be a string");
     int decay = strcmp(type->str, "WarmupDecayLR") == 0;
     if (!decay && strcmp(type->str, "WarmupLR") != 0) {
         char what[96];
@@ -486,7 +208,7 @@ static int read_scheduler(struct reader *r, const struct jnode *o)
         refuse(r, what);
         return 0;
     }
-    if (!params || params->type != J_OBJ)
+    if (!params || params->type != JT_OBJECT)
         return bad(r, "\"scheduler\": %s needs a \"params\" object (DeepSpeed calls %s(optimizer, **params))",
                    type->str, type->str);
     /* the constructor's defaults */
@@ -496,8 +218,8 @@ static int read_scheduler(struct reader *r, const struct jnode *o)
     s->warmup_num_steps = 1000;
     s->last_batch_iteration = -1;
     int have_total = 0;
-    for (int k = params->child; k >= 0; k = r->ps->n[k].next) {
-        const struct jnode *v = &r->ps->n[k];
+    for (size_t k = 0; k < params->len; k++) {
+        const jt_node *v = &params->kids[k];
         double *dst = NULL;
         if (strcmp(v->key, "warmup_min_lr") == 0) dst = &s->min_lr;
         else if (strcmp(v->key, "warmup_max_lr") == 0) dst = &s->max_lr;
@@ -507,7 +229,7 @@ static int read_scheduler(struct reader *r, const struct jnode *o)
         if (dst) {
             if (sched_number(r, v, dst)) return -1;
         } else if (strcmp(v->key, "warmup_type") == 0) {
-            if (v->type != J_STR) return bad(r, "\"scheduler\": \"warmup_type\" must be a string");
+            if (v->type != JT_STRING) return bad(r, "\"scheduler\": \"warmup_type\" must be a string");
             s->linear = strcmp(v->str, "linear") == 0;
             if (!s->linear && strcmp(v->str, "log") != 0)   /* DeepSpeed warns and takes log */
                 snprintf(r->c->sched_warning, sizeof r->c->sched_warning,
@@ -522,7 +244,7 @@ static int read_scheduler(struct reader *r, const struct jnode *o)
     return 0;
 }
 
-static int interpret(struct reader *r, const struct jnode *root)
+static int interpret(struct reader *r, const jt_node *root)
 {
     ds_config *c = r->c;
     /* keys that steer only logging, profiling, monitoring, timing or
@@ -538,9 +260,9 @@ static int interpret(struct reader *r, const struct jnode *root)
         "elasticity", "pipeline", "sparse_attention", "quantize_training", "progressive_layer_drop",
         "eigenvalue", "autotuning", "zero_quantized_weights", "zero_quantized_gradients", "seq_parallel_communication_data_type",
         "data_types", "hybrid_engine", "compile", NULL};
-    if (root->type != J_OBJ) return bad(r, "the top level must be an object");
-    for (int k = root->child; k >= 0; k = r->ps->n[k].next) {
-        const struct jnode *v = &r->ps->n[k];
+    if (root->type != JT_OBJECT) return bad(r, "the top level must be an object");
+    for (size_t k = 0; k < root->len; k++) {
+        const jt_node *v = &root->kids[k];
         const char *key = v->key;
         if (strcmp(key, "train_batch_size") == 0) {
             if (get_count(r, v, key, &c->train_batch_size)) return -1;
@@ -572,43 +294,47 @@ static int interpret(struct reader *r, const struct jnode *root)
     return 0;
 }
 
+/* What Python's json.load accepts but this reader does not (a NUL in a
+ * string: no DeepSpeed key or value needs one), and DeepSpeed's duplicate
+ * keys (it loads with object_pairs_hook=dict_raise_error_on_duplicate_keys,
+ * which sees every object). */
+static int check_tree(struct reader *r, const jt_node *n)
+{
+    const jt_node *dup;
+    if ((n->type == JT_STRING && !jt_str(n)) || (n->key && strlen(n->key) != n->keylen))
+        return bad(r, "line %u: \\u0000 in a string is not supported", (unsigned)n->line);
+    if (jt_has_duplicate_key(n, &dup)) return bad(r, "duplicate key \"%s\" (line %u)", dup->key, (unsigned)dup->line);
+    for (size_t k = 0; (n->type == JT_OBJECT || n->type == JT_ARRAY) && k < n->len; k++)
+        if (check_tree(r, &n->kids[k])) return -1;
+    return 0;
+}
+
 int ds_config_read(const char *path, ds_config *c, int *io, char *err, size_t errlen)
 {
     memset(c, 0, sizeof *c);
     c->loss_scale = c->initial_scale_power = c->loss_scale_window = c->hysteresis = c->min_loss_scale = -1;
     *io = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    unsigned char *buf;
+    size_t n;
+    int rf = read_whole_file(path, &buf, &n);
+    if (rf != READFILE_OK) {
         *io = 1;
-        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
-        return -1;
-    }
-    char *buf = malloc(MAX_FILE);
-    size_t n = buf ? fread(buf, 1, MAX_FILE, f) : 0;
-    int rerr = !buf || ferror(f);
-    fclose(f);
-    if (rerr || n == MAX_FILE) {
-        free(buf);
-        *io = 1;
-        snprintf(err, errlen, "cannot read '%s': %s", path, rerr ? "read error or out of memory" : "larger than 16 MiB");
+        snprintf(err, errlen, "cannot %s '%s': %s", rf == READFILE_OPEN ? "open" : "read", path,
+                 rf == READFILE_OPEN ? strerror(errno) : rf == READFILE_NOMEM ? "out of memory" : "read error");
         return -1;
     }
     char msg[400];
-    struct parser ps = { buf, buf + n, buf, NULL, 0, 0, msg, sizeof msg };
-    int rc = -1;
-    int root = parse_value(&ps, 1);
-    if (root >= 0) {
-        ws(&ps);
-        if (ps.p != ps.end) root = perr(&ps, "extra data after the value");
-    }
-    if (root >= 0) {
-        struct reader r = { &ps, c, msg, sizeof msg };
-        rc = interpret(&r, &ps.n[root]);
-    }
+    jt_doc *d = NULL;
+    jt_err e;
+    jt_options opt = { MAX_DEPTH, 1 };   /* Python's json: NaN, Infinity */
+    struct reader r = { c, msg, sizeof msg };
+    int rc = jt_parse_opts(&d, (const char *)buf, n, &opt, &e);
+    if (rc) snprintf(msg, sizeof msg, "invalid JSON at line %u column %u: %s", (unsigned)e.line, (unsigned)e.col, e.why);
+    else rc = check_tree(&r, jt_root(d)) ? -1 : interpret(&r, jt_root(d));
     if (rc != 0) snprintf(err, errlen, "'%s': %s", path, msg);
-    free_tree(&ps);
+    jt_free(d);
     free(buf);
-    return rc;
+    return rc ? -1 : 0;
 }
 
 int ds_config_batch(const ds_config *c, uint64_t dp, uint64_t *train, uint64_t *micro, uint64_t *gas, char *err,

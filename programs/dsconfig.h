@@ -6,9 +6,10 @@
  * fp16/bf16 and their loss-scaler settings.  docs/cli.md lists every key
  * and what becomes of it.
  *
- * The JSON is read strictly, as Python's json.load with DeepSpeed's
- * duplicate-key check (a repeated key is an error): RFC 8259 values, UTF-8
- * strings, NaN/Infinity accepted as Python does.  A key this file does not
+ * The JSON is read by jsontree.h as Python's json.load reads it, with
+ * DeepSpeed's duplicate-key check (a repeated key in any object is an
+ * error): RFC 8259 values, UTF-8 strings, NaN/Infinity accepted as Python
+ * does; a lone surrogate or a \u0000 (which Python accepts) is refused.  A key this file does not
  * know is an error naming it (DeepSpeed would ignore it silently); keys
  * that only steer logging, profiling or performance are accepted.
  *

@@ -12,7 +12,7 @@
 #include "hfckpt.h"
 
 #include "checkpoint.h"
-#include "hfjson.h"
+#include "jsontree.h"
 #include "safetensors.h"
 
 #include <errno.h>
@@ -606,28 +606,24 @@ cleanup:
 
 /* ---- import ------------------------------------------------------------------------ */
 
-#define MAX_KEYS 256
+#define CONFIG_DEPTH 64   /* mds's bound on config.json's nesting (it has 2 levels) */
 
 struct config_json {
     const char *path;
-    size_t n;
-    char keys[MAX_KEYS][64];
-    hj_value vals[MAX_KEYS];
+    const jt_node *root;   /* an object */
 };
 
 /* The last member named key, as Python's json.load keeps the last of duplicates. */
-static const hj_value *cj_get(const struct config_json *j, const char *key)
+static const jt_node *cj_get(const struct config_json *j, const char *key)
 {
-    for (size_t i = j->n; i-- > 0;)
-        if (strcmp(j->keys[i], key) == 0) return &j->vals[i];
-    return NULL;
+    return jt_get(j->root, key);
 }
 
 /* An integer field: absent or null takes dflt (-1: required). */
 static int cj_int(const struct config_json *j, const char *key, long long dflt, long long *out, char *err, size_t errlen)
 {
-    const hj_value *v = cj_get(j, key);
-    if (!v || v->type == HJ_NULL) {
+    const jt_node *v = cj_get(j, key);
+    if (!v || v->type == JT_NULL) {
         if (dflt < 0) {
             if (err && errlen) snprintf(err, errlen, "'%s': missing %s", j->path, key);
             return HF_ERR_FORMAT;
@@ -635,7 +631,7 @@ static int cj_int(const struct config_json *j, const char *key, long long dflt, 
         *out = dflt;
         return 0;
     }
-    if (v->type != HJ_NUMBER || v->num != floor(v->num) || fabs(v->num) > 2147483647.0) {
+    if (v->type != JT_NUMBER || v->num != floor(v->num) || fabs(v->num) > 2147483647.0) {
         if (err && errlen) snprintf(err, errlen, "'%s': %s is not an integer", j->path, key);
         return HF_ERR_FORMAT;
     }
@@ -645,9 +641,9 @@ static int cj_int(const struct config_json *j, const char *key, long long dflt, 
 
 static int cj_num(const struct config_json *j, const char *key, double dflt, double *out, char *err, size_t errlen)
 {
-    const hj_value *v = cj_get(j, key);
-    if (!v || v->type == HJ_NULL) { *out = dflt; return 0; }
-    if (v->type != HJ_NUMBER) {
+    const jt_node *v = cj_get(j, key);
+    if (!v || v->type == JT_NULL) { *out = dflt; return 0; }
+    if (v->type != JT_NUMBER) {
         if (err && errlen) snprintf(err, errlen, "'%s': %s is not a number", j->path, key);
         return HF_ERR_FORMAT;
     }
@@ -657,22 +653,24 @@ static int cj_num(const struct config_json *j, const char *key, double dflt, dou
 
 static int cj_bool(const struct config_json *j, const char *key, int dflt, int *out, char *err, size_t errlen)
 {
-    const hj_value *v = cj_get(j, key);
-    if (!v || v->type == HJ_NULL) { *out = dflt; return 0; }
-    if (v->type != HJ_BOOL) {
+    const jt_node *v = cj_get(j, key);
+    if (!v || v->type == JT_NULL) { *out = dflt; return 0; }
+    if (v->type != JT_TRUE && v->type != JT_FALSE) {
         if (err && errlen) snprintf(err, errlen, "'%s': %s is not true or false", j->path, key);
         return HF_ERR_FORMAT;
     }
-    *out = v->boolean;
+    *out = v->type == JT_TRUE;
     return 0;
 }
 
 static int cj_str(const struct config_json *j, const char *key, char *out, size_t cap)
 {
-    const hj_value *v = cj_get(j, key);
+    const jt_node *v = cj_get(j, key);
+    const char *s = jt_str(v);
     out[0] = 0;
-    if (!v || v->type != HJ_STRING) return -1;
-    return hj_string(v, out, cap) < 0 ? -1 : 0;
+    if (!s || strlen(s) >= cap) return -1;
+    memcpy(out, s, strlen(s) + 1);
+    return 0;
 }
 
 #define WANT_INT(key, dflt, want, flag) do { \
@@ -709,26 +707,25 @@ static int cj_str(const struct config_json *j, const char *key, char *out, size_
 static int check_rope_scaling(const struct config_json *j, double factor, char *err, size_t errlen)
 {
     int rc = 0;
-    const hj_value *rs = cj_get(j, "rope_scaling");
-    if (!rs || rs->type == HJ_NULL) {
+    const jt_node *rs = cj_get(j, "rope_scaling");
+    if (!rs || rs->type == JT_NULL) {
         if (factor > 0)
             FAIL(HF_ERR_MISMATCH, "'%s': rope_scaling is null in the folder but this run scales RoPE by %g "
                  "(--use-rope-scaling)", j->path, factor);
         return 0;
     }
-    if (rs->type != HJ_OBJECT) FAIL(HF_ERR_FORMAT, "'%s': rope_scaling is not an object", j->path);
-    hj_iter it;
-    hj_value v;
-    char key[64], type[32] = "";
+    if (rs->type != JT_OBJECT) FAIL(HF_ERR_FORMAT, "'%s': rope_scaling is not an object", j->path);
+    char type[32] = "";
     double f = -1, lo = -1, hi = -1, orig = -1;
-    hj_object_begin(&it, rs->start, rs->len);
-    while (hj_object_next(&it, key, sizeof key, &v) == 1) {
-        if ((strcmp(key, "rope_type") == 0 || strcmp(key, "type") == 0) && v.type == HJ_STRING)
-            hj_string(&v, type, sizeof type);
-        else if (v.type == HJ_NUMBER && strcmp(key, "factor") == 0) f = v.num;
-        else if (v.type == HJ_NUMBER && strcmp(key, "low_freq_factor") == 0) lo = v.num;
-        else if (v.type == HJ_NUMBER && strcmp(key, "high_freq_factor") == 0) hi = v.num;
-        else if (v.type == HJ_NUMBER && strcmp(key, "original_max_position_embeddings") == 0) orig = v.num;
+    for (size_t i = 0; i < rs->len; i++) {
+        const jt_node *v = &rs->kids[i];
+        const char *key = v->key;
+        if ((strcmp(key, "rope_type") == 0 || strcmp(key, "type") == 0) && jt_str(v) && v->len < sizeof type)
+            memcpy(type, v->str, v->len + 1);
+        else if (v->type == JT_NUMBER && strcmp(key, "factor") == 0) f = v->num;
+        else if (v->type == JT_NUMBER && strcmp(key, "low_freq_factor") == 0) lo = v->num;
+        else if (v->type == JT_NUMBER && strcmp(key, "high_freq_factor") == 0) hi = v->num;
+        else if (v->type == JT_NUMBER && strcmp(key, "original_max_position_embeddings") == 0) orig = v->num;
     }
     if (strcmp(type, "llama3") != 0)
         FAIL(HF_ERR_UNSUPPORTED, "'%s': rope_scaling type \"%s\" is not supported (only llama3)", j->path, type);
@@ -778,7 +775,8 @@ static void shape_text(char *out, size_t cap, int ndim, const uint64_t *shape)
 int hf_import(gpt_model *m, const char *dir, int tokenizer_vocab, char *err, size_t errlen)
 {
     int rc = 0;
-    char cpath[4200], spath[4200], *text = NULL, *key = NULL;
+    char cpath[4200], spath[4200], *text = NULL;
+    jt_doc *doc = NULL;
     size_t tn = 0, nspec = 0;
     struct config_json j;
     struct full f;
@@ -793,22 +791,17 @@ int hf_import(gpt_model *m, const char *dir, int tokenizer_vocab, char *err, siz
     snprintf(cpath, sizeof cpath, "%s/config.json", dir);
     snprintf(spath, sizeof spath, "%s/model.safetensors", dir);
     j.path = cpath;
-    j.n = 0;
+    j.root = NULL;
     if ((rc = slurp(cpath, &text, &tn, (size_t)16 << 20, err, errlen)) != 0) goto cleanup;
     {
-        hj_iter it;
-        hj_value v;
-        int r;
-        key = malloc(tn + 1);   /* any key fits */
-        if (!key) FAIL(HF_ERR_NOMEM, "cannot read '%s': out of memory", cpath);
-        if (hj_object_begin(&it, text, tn) != 0) FAIL(HF_ERR_FORMAT, "'%s': not a JSON object", cpath);
-        while ((r = hj_object_next(&it, key, tn + 1, &v)) == 1)
-            if (strlen(key) < sizeof j.keys[0]) {   /* longer keys are none of ours */
-                if (j.n == MAX_KEYS) FAIL(HF_ERR_FORMAT, "'%s': more than %d fields", cpath, MAX_KEYS);
-                snprintf(j.keys[j.n], sizeof j.keys[0], "%s", key);
-                j.vals[j.n++] = v;
-            }
-        if (r < 0 || !hj_at_end(&it)) FAIL(HF_ERR_FORMAT, "'%s': not valid JSON", cpath);
+        jt_options opt = { CONFIG_DEPTH, 0 };
+        jt_err je;
+        int r = jt_parse_opts(&doc, text, tn, &opt, &je);
+        if (r == JT_ERR_NOMEM) FAIL(HF_ERR_NOMEM, "cannot read '%s': out of memory", cpath);
+        if (r) FAIL(HF_ERR_FORMAT, "'%s': not valid JSON (line %u, column %u: %s)", cpath, (unsigned)je.line,
+                    (unsigned)je.col, je.why);
+        j.root = jt_root(doc);
+        if (j.root->type != JT_OBJECT) FAIL(HF_ERR_FORMAT, "'%s': not a JSON object", cpath);
     }
     char mt[64];
     cj_str(&j, "model_type", mt, sizeof mt);
@@ -922,7 +915,7 @@ int hf_import(gpt_model *m, const char *dir, int tokenizer_vocab, char *err, siz
         FAIL(HF_ERR_FORMAT, "cannot write the weights into the model");
 cleanup:
     free(text);
-    free(key);
+    jt_free(doc);
     free(specs);
     free(used);
     free(buf);

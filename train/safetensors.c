@@ -1,12 +1,12 @@
 /*
  * safetensors.c - the safetensors reader and writer of safetensors.h.  The
- * header is scanned with hfjson.h and checked completely (dtypes, shapes,
+ * header is parsed with jsontree.h and checked completely (dtypes, shapes,
  * sizes, an exact tiling of the data) before st_open returns; tensor bytes
  * are only read by st_read_f32.  Little-endian hosts only.
  */
 #include "safetensors.h"
 
-#include "hfjson.h"
+#include "jsontree.h"
 #include "le.h"
 
 #include <errno.h>
@@ -22,6 +22,7 @@
 
 #define MAX_HEADER (100u << 20)   /* the reference implementation's limit */
 #define MAX_META 64
+#define MAX_DEPTH 64              /* mds's bound (serde_json's is 128; no header nests past 3) */
 
 struct st_file {
     unsigned char *owned;          /* the file's bytes when st_open read them */
@@ -52,14 +53,11 @@ const char *st_dtype_name(int dtype)
     return dtype == ST_F32 ? "F32" : dtype == ST_F16 ? "F16" : dtype == ST_BF16 ? "BF16" : "?";
 }
 
-/* A non-negative integer below 2^53 (shapes and offsets). */
-static int as_u64(const hj_value *v, uint64_t *out)
+/* A non-negative integer literal up to 2^53 (shapes and offsets). */
+static int as_u64(const jt_node *v, uint64_t *out)
 {
-    if (v->type != HJ_NUMBER || !(v->num >= 0) || v->num > 9007199254740992.0 || v->num != (double)(uint64_t)v->num)
-        return -1;
-    for (size_t i = 0; i < v->len; i++)
-        if (v->start[i] == '.' || v->start[i] == 'e' || v->start[i] == 'E') return -1;
-    *out = (uint64_t)v->num;
+    if (v->type != JT_NUMBER || !v->is_int || v->i < 0 || v->i > ((int64_t)1 << 53)) return -1;
+    *out = (uint64_t)v->i;
     return 0;
 }
 
@@ -75,64 +73,44 @@ static int cmp_name(const void *a, const void *b)
 }
 
 /* One tensor's entry {"dtype", "shape", "data_offsets"}. */
-static int parse_entry(const char *fname, st_tensor *t, const hj_value *v, char *err, size_t errlen)
+static int parse_entry(const char *fname, st_tensor *t, const jt_node *v, char *err, size_t errlen)
 {
     int rc = 0, have_dtype = 0, have_shape = 0, have_off = 0;
-    hj_iter it;
-    hj_value m;
-    char key[32];
-    if (v->type != HJ_OBJECT) FAIL(ST_ERR_FORMAT, "'%s': tensor '%s': entry is not an object", fname, t->name);
-    hj_object_begin(&it, v->start, v->len);
-    int r;
-    while ((r = hj_object_next(&it, key, sizeof key, &m)) == 1) {
-        if (strcmp(key, "dtype") == 0) {
-            char d[16];
-            if (m.type != HJ_STRING || hj_string(&m, d, sizeof d) < 0)
+    if (v->type != JT_OBJECT) FAIL(ST_ERR_FORMAT, "'%s': tensor '%s': entry is not an object", fname, t->name);
+    for (size_t i = 0; i < v->len; i++) {
+        const jt_node *m = &v->kids[i];
+        if (strcmp(m->key, "dtype") == 0) {
+            const char *d = jt_str(m);
+            if (!d || m->len >= 16)
                 FAIL(ST_ERR_FORMAT, "'%s': tensor '%s': dtype is not a short string", fname, t->name);
             if (strcmp(d, "F32") == 0) t->dtype = ST_F32;
             else if (strcmp(d, "F16") == 0) t->dtype = ST_F16;
             else if (strcmp(d, "BF16") == 0) t->dtype = ST_BF16;
             else FAIL(ST_ERR_FORMAT, "'%s': tensor '%s': dtype %s is not supported (F32, F16 or BF16)", fname, t->name, d);
             have_dtype = 1;
-        } else if (strcmp(key, "shape") == 0) {
-            hj_iter a;
-            hj_value e;
-            if (m.type != HJ_ARRAY) FAIL(ST_ERR_FORMAT, "'%s': tensor '%s': shape is not an array", fname, t->name);
-            hj_array_begin(&a, m.start, m.len);
+        } else if (strcmp(m->key, "shape") == 0) {
+            if (m->type != JT_ARRAY) FAIL(ST_ERR_FORMAT, "'%s': tensor '%s': shape is not an array", fname, t->name);
             t->ndim = 0;
             t->numel = 1;
-            while (hj_array_next(&a, &e) == 1) {
+            for (size_t k = 0; k < m->len; k++) {
                 uint64_t d;
                 if (t->ndim == ST_MAX_DIMS) FAIL(ST_ERR_FORMAT, "'%s': tensor '%s': more than %d dimensions", fname, t->name, ST_MAX_DIMS);
-                if (as_u64(&e, &d) != 0) FAIL(ST_ERR_FORMAT, "'%s': tensor '%s': a dimension is not a non-negative integer", fname, t->name);
+                if (as_u64(&m->kids[k], &d) != 0) FAIL(ST_ERR_FORMAT, "'%s': tensor '%s': a dimension is not a non-negative integer", fname, t->name);
                 if (d && t->numel > (UINT64_MAX >> 2) / d)
                     FAIL(ST_ERR_FORMAT, "'%s': tensor '%s': shape too large", fname, t->name);
                 t->numel *= d;
                 t->shape[t->ndim++] = d;
             }
             have_shape = 1;
-        } else if (strcmp(key, "data_offsets") == 0) {
-            hj_iter a;
-            hj_value e;
-            uint64_t o[2];
-            int k = 0;
-            if (m.type != HJ_ARRAY) FAIL(ST_ERR_FORMAT, "'%s': tensor '%s': data_offsets is not an array", fname, t->name);
-            hj_array_begin(&a, m.start, m.len);
-            while (hj_array_next(&a, &e) == 1) {
-                if (k == 2 || as_u64(&e, &o[k]) != 0)
-                    FAIL(ST_ERR_FORMAT, "'%s': tensor '%s': data_offsets is not [begin, end]", fname, t->name);
-                k++;
-            }
-            if (k != 2 || o[1] < o[0])
+        } else if (strcmp(m->key, "data_offsets") == 0) {
+            if (m->type != JT_ARRAY) FAIL(ST_ERR_FORMAT, "'%s': tensor '%s': data_offsets is not an array", fname, t->name);
+            if (m->len != 2 || as_u64(&m->kids[0], &t->begin) || as_u64(&m->kids[1], &t->end) || t->end < t->begin)
                 FAIL(ST_ERR_FORMAT, "'%s': tensor '%s': data_offsets is not [begin, end]", fname, t->name);
-            t->begin = o[0];
-            t->end = o[1];
             have_off = 1;
         } else {
-            FAIL(ST_ERR_FORMAT, "'%s': tensor '%s': unknown field '%s'", fname, t->name, key);
+            FAIL(ST_ERR_FORMAT, "'%s': tensor '%s': unknown field '%s'", fname, t->name, m->key);
         }
     }
-    if (r < 0) FAIL(ST_ERR_FORMAT, "'%s': tensor '%s': malformed entry", fname, t->name);
     if (!have_dtype || !have_shape || !have_off)
         FAIL(ST_ERR_FORMAT, "'%s': tensor '%s': missing %s", fname, t->name,
              !have_dtype ? "dtype" : !have_shape ? "shape" : "data_offsets");
@@ -144,25 +122,20 @@ cleanup:
     return rc;
 }
 
-static int parse_metadata(const char *fname, st_file *f, const hj_value *v, char *err, size_t errlen)
+static int parse_metadata(const char *fname, st_file *f, const jt_node *v, char *err, size_t errlen)
 {
-    int rc = 0, r;
-    hj_iter it;
-    hj_value m;
-    char key[ST_MAX_NAME];
-    if (v->type != HJ_OBJECT) FAIL(ST_ERR_FORMAT, "'%s': __metadata__ is not an object", fname);
-    hj_object_begin(&it, v->start, v->len);
-    while ((r = hj_object_next(&it, key, sizeof key, &m)) == 1) {
-        if (m.type != HJ_STRING) FAIL(ST_ERR_FORMAT, "'%s': __metadata__ '%s' is not a string", fname, key);
+    int rc = 0;
+    if (v->type != JT_OBJECT) FAIL(ST_ERR_FORMAT, "'%s': __metadata__ is not an object", fname);
+    for (size_t i = 0; i < v->len; i++) {
+        const jt_node *m = &v->kids[i];
+        if (m->type != JT_STRING) FAIL(ST_ERR_FORMAT, "'%s': __metadata__ '%s' is not a string", fname, m->key);
+        if (!jt_str(m)) FAIL(ST_ERR_FORMAT, "'%s': __metadata__ '%s' holds a NUL", fname, m->key);
         if (f->nmeta == MAX_META) continue;   /* more than we look at: ignored */
-        char *val = malloc(m.len + 1);
-        char *k = strdup(key);
+        char *val = strdup(m->str), *k = strdup(m->key);
         if (!val || !k) { free(val); free(k); FAIL(ST_ERR_NOMEM, "'%s': out of memory", fname); }
-        if (hj_string(&m, val, m.len + 1) < 0) { free(val); free(k); FAIL(ST_ERR_FORMAT, "'%s': __metadata__ '%s' holds a NUL", fname, key); }
         f->meta_keys[f->nmeta] = k;
         f->meta_vals[f->nmeta++] = val;
     }
-    if (r < 0) FAIL(ST_ERR_FORMAT, "'%s': malformed __metadata__", fname);
 cleanup:
     return rc;
 }
@@ -172,6 +145,7 @@ int st_parse(const unsigned char *data, size_t size, const char *name, st_file *
     int rc = 0, r;
     st_file *f = calloc(1, sizeof *f);
     const st_tensor **order = NULL;
+    jt_doc *doc = NULL;
     *out = NULL;
     if (!f) FAIL(ST_ERR_NOMEM, "'%s': out of memory", name);
     if (size < 8) FAIL(ST_ERR_FORMAT, "'%s': truncated header length (%zu bytes)", name, size);
@@ -183,26 +157,29 @@ int st_parse(const unsigned char *data, size_t size, const char *name, st_file *
     const char *h = (const char *)data + 8;
     f->data = data + 8 + hn;
     f->data_len = size - 8 - (size_t)hn;
-    /* count the entries first, then fill them */
-    hj_iter it;
-    hj_value v;
-    char key[ST_MAX_NAME];
-    size_t cap = 0;
-    if (hj_object_begin(&it, h, (size_t)hn) != 0) FAIL(ST_ERR_FORMAT, "'%s': header is not a JSON object", name);
-    while ((r = hj_object_next(&it, key, sizeof key, &v)) == 1) cap++;
-    if (r < 0 || !hj_at_end(&it)) FAIL(ST_ERR_FORMAT, "'%s': header is not valid JSON (or a name is over %d bytes)", name, ST_MAX_NAME - 1);
-    f->t = calloc(cap ? cap : 1, sizeof *f->t);
-    order = malloc((cap ? cap : 1) * sizeof *order);
-    if (!f->t || !order) FAIL(ST_ERR_NOMEM, "'%s': out of memory for %zu tensors", name, cap);
-    hj_object_begin(&it, h, (size_t)hn);
-    while (hj_object_next(&it, key, sizeof key, &v) == 1) {
-        if (strcmp(key, "__metadata__") == 0) {
-            if ((rc = parse_metadata(name, f, &v, err, errlen)) != 0) goto cleanup;
+    jt_options opt = { MAX_DEPTH, 0 };
+    jt_err je;
+    if ((r = jt_parse_opts(&doc, h, (size_t)hn, &opt, &je)) == JT_ERR_NOMEM)
+        FAIL(ST_ERR_NOMEM, "'%s': out of memory for the header", name);
+    if (r) FAIL(ST_ERR_FORMAT, "'%s': header is not valid JSON (line %u, column %u: %s)", name, (unsigned)je.line,
+                (unsigned)je.col, je.why);
+    const jt_node *root = jt_root(doc);
+    if (root->type != JT_OBJECT) FAIL(ST_ERR_FORMAT, "'%s': header is not a JSON object", name);
+    f->t = calloc(root->len ? root->len : 1, sizeof *f->t);
+    order = malloc((root->len ? root->len : 1) * sizeof *order);
+    if (!f->t || !order) FAIL(ST_ERR_NOMEM, "'%s': out of memory for %zu tensors", name, root->len);
+    for (size_t i = 0; i < root->len; i++) {
+        const jt_node *v = &root->kids[i];
+        if (strlen(v->key) != v->keylen) FAIL(ST_ERR_FORMAT, "'%s': a tensor name holds a NUL", name);
+        if (v->keylen >= ST_MAX_NAME)
+            FAIL(ST_ERR_FORMAT, "'%s': a tensor name of %zu bytes is over %d", name, v->keylen, ST_MAX_NAME - 1);
+        if (strcmp(v->key, "__metadata__") == 0) {
+            if ((rc = parse_metadata(name, f, v, err, errlen)) != 0) goto cleanup;
             continue;
         }
         st_tensor *t = &f->t[f->n];
-        snprintf(t->name, sizeof t->name, "%s", key);
-        if ((rc = parse_entry(name, t, &v, err, errlen)) != 0) goto cleanup;
+        memcpy(t->name, v->key, v->keylen + 1);
+        if ((rc = parse_entry(name, t, v, err, errlen)) != 0) goto cleanup;
         order[f->n] = t;
         f->n++;
     }
@@ -224,6 +201,10 @@ int st_parse(const unsigned char *data, size_t size, const char *name, st_file *
              (unsigned long long)at, f->data_len, at > f->data_len ? "truncated" : "trailing bytes");
 cleanup:
     free(order);
+    jt_free(doc);
+    /* a name may hold any character: its control characters are shown as '?' to keep the message one line */
+    for (char *q = err; rc && errlen && *q; q++)
+        if ((unsigned char)*q < 0x20) *q = '?';
     if (rc) st_close(f);
     else *out = f;
     return rc;
@@ -331,7 +312,7 @@ int st_write(const char *path, const st_entry *e, size_t n, char *err, size_t er
         if (strlen(e[i].name) >= ST_MAX_NAME || e[i].ndim > ST_MAX_DIMS)
             FAIL(ST_ERR_ARG, "cannot write '%s': tensor name '%s' too long", path, e[i].name);
         len += (size_t)snprintf(hdr + len, cap - len, ",");
-        long q = hj_quote(hdr + len, cap - len, e[i].name);
+        long q = jt_quote(hdr + len, cap - len, e[i].name);
         if (q < 0) FAIL(ST_ERR_ARG, "cannot write '%s': tensor name '%s' too long", path, e[i].name);
         len += (size_t)q;
         len += (size_t)snprintf(hdr + len, cap - len, ":{\"dtype\":\"F32\",\"shape\":[");

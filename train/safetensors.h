@@ -6,7 +6,8 @@
  * optional "__metadata__" object of strings.  docs/formats.md has the rules.
  *
  * Reading validates the whole header before any tensor byte is touched:
- * N within the file and at most 100 MB, the JSON well formed (hfjson.h),
+ * N within the file and at most 100 MB, the JSON well formed (jsontree.h,
+ * strict, nested at most 64 deep), names without NUL and under 256 bytes,
  * every dtype F32, F16 or BF16 (others are refused by name), shapes of at
  * most 8 non-negative dimensions, end - begin equal to the element count
  * times the dtype size, and the tensors, sorted by offset, tiling the data

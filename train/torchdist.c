@@ -10,7 +10,7 @@
 #include "torchdist.h"
 
 #include "dtype.h"
-#include "hfjson.h"
+#include "jsontree.h"
 #include "pickle.h"
 #include "torchsave.h"
 
@@ -603,31 +603,27 @@ int td_is_checkpoint(const char *iter_dir)
 static int check_config(const char *iter_dir, char *err, size_t errlen)
 {
     int rc = 0;
-    char path[4200], key[64];
-    size_t n = 0;
+    char path[4200], jerr[512];
     snprintf(path, sizeof path, "%s/metadata.json", iter_dir);
-    unsigned char *s = slurp(path, &n);
-    if (!s) FAIL(TD_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
-    hj_iter it;
-    hj_value v;
-    int backend = 0, version = 0, r;
-    if (hj_object_begin(&it, (const char *)s, n) != 0) FAIL(TD_ERR_FORMAT, "'%s': not a JSON object", path);
-    while ((r = hj_object_next(&it, key, sizeof key, &v)) == 1) {
-        if (!strcmp(key, "sharded_backend")) {
-            if (v.type != HJ_STRING || v.len != 10 || memcmp(v.start, "torch_dist", 10))
-                FAIL(TD_ERR_UNSUPPORTED, "'%s': sharded_backend is %.*s, not \"torch_dist\"", path,
-                     (int)(v.len < 40 ? v.len + 2 * (v.type == HJ_STRING) : 40), v.start - (v.type == HJ_STRING));
-            backend = 1;
-        } else if (!strcmp(key, "sharded_backend_version")) {
-            if (v.type != HJ_NUMBER || v.num != 1)
-                FAIL(TD_ERR_UNSUPPORTED, "'%s': sharded_backend_version is %.*s, not 1", path, (int)(v.len < 40 ? v.len : 40), v.start);
-            version = 1;
-        }
+    jt_doc *doc = NULL;
+    int jr = jt_parse_file(&doc, path, jerr, sizeof jerr);
+    if (jr == JT_ERR_IO) FAIL(TD_ERR_IO, "%s", jerr);
+    if (jr != 0) FAIL(TD_ERR_FORMAT, "%s", jerr);
+    const jt_node *root = jt_root(doc);
+    if (root->type != JT_OBJECT) FAIL(TD_ERR_FORMAT, "'%s': not a JSON object", path);
+    const jt_node *b = jt_get(root, "sharded_backend"), *v = jt_get(root, "sharded_backend_version");
+    if (!b || !v) FAIL(TD_ERR_FORMAT, "'%s': no %s", path, b ? "sharded_backend_version" : "sharded_backend");
+    const char *bs = jt_str(b);
+    if (!bs) FAIL(TD_ERR_UNSUPPORTED, "'%s': sharded_backend is %s, not \"torch_dist\"", path, jt_type_name(b->type));
+    if (strcmp(bs, "torch_dist")) {
+        char q[64];
+        if (jt_quote(q, sizeof q, bs) < 0) snprintf(q, sizeof q, "a long string");
+        FAIL(TD_ERR_UNSUPPORTED, "'%s': sharded_backend is %s, not \"torch_dist\"", path, q);
     }
-    if (r < 0) FAIL(TD_ERR_FORMAT, "'%s': not valid JSON", path);
-    if (!backend || !version) FAIL(TD_ERR_FORMAT, "'%s': no %s", path, backend ? "sharded_backend_version" : "sharded_backend");
+    if (v->type != JT_NUMBER || v->num != 1)
+        FAIL(TD_ERR_UNSUPPORTED, "'%s': sharded_backend_version is not 1", path);
 cleanup:
-    free(s);
+    jt_free(doc);
     return rc;
 }
 

@@ -289,6 +289,14 @@ ds '{"train_micro_batch_size_per_gpu": 1, "no_such_key": 1}'
 run_expect ds_unknown_key 2 'unknown key "no_such_key"' "$MDSTRAIN" $DS
 ds '{"train_micro_batch_size_per_gpu": 1, "train_micro_batch_size_per_gpu": 2}'
 run_expect ds_duplicate_key 2 'duplicate key "train_micro_batch_size_per_gpu"' "$MDSTRAIN" $DS
+ds '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 1,
+ "stage": 1}}'
+run_expect ds_duplicate_nested 2 'duplicate key "stage" \(line 2\)' "$MDSTRAIN" $DS
+# Python's json reads NaN: the value is refused, not the JSON
+ds '{"train_micro_batch_size_per_gpu": 1, "gradient_clipping": NaN}'
+run_expect ds_nan 2 '"gradient_clipping" must be a number' "$MDSTRAIN" $DS
+ds '{"train_micro_batch_size_per_gpu": 1, "optimizer\u0000": {}}'
+run_expect ds_nul 2 'line 1: \\u0000 in a string is not supported' "$MDSTRAIN" $DS
 ds '{"train_micro_batch_size_per_gpu": 1,}'
 run_expect ds_bad_json 2 "invalid JSON at line 1 column" "$MDSTRAIN" $DS
 run_expect ds_missing_file 1 "cannot open" "$MDSTRAIN" $MOCK $TINY --train-iters 1 --lr 1e-3 --deepspeed --deepspeed_config "$T/none.json"

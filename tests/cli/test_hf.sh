@@ -206,7 +206,7 @@ bad dtype; header "$S" "$T/dtype/model.safetensors" 's/"F32"/"I32"/'
 run_expect bad_dtype 1 "tensor '.*': dtype I32 is not supported \(F32, F16 or BF16\)$" \
     "$MDSTRAIN" $G2 --load-hf "$T/dtype" --check-logits "$D/gpt2_tiny.logits"
 bad cfgjson; cp "$S" "$T/cfgjson/"; printf '{"model_type": "gpt2",' >"$T/cfgjson/config.json"
-run_expect bad_config_json 1 "'.*cfgjson/config.json': not valid JSON$" \
+run_expect bad_config_json 1 "'.*cfgjson/config.json': not valid JSON \\(line 1, column 23: unexpected end of input\\)$" \
     "$MDSTRAIN" $G2 --load-hf "$T/cfgjson" --check-logits "$D/gpt2_tiny.logits"
 # shellcheck disable=SC2086
 run_expect config_mismatch 1 "'.*gpt2_tiny/config.json': n_layer is 2 in the folder but 3 in this run \(--num-layers\)$" \

@@ -1,6 +1,6 @@
 /*
  * fuzz_safetensors.c - fuzz target for the safetensors reader
- * (train/safetensors.h) and the JSON scanner under it (train/hfjson.h):
+ * (train/safetensors.h) and the JSON reader under it (preprocess/jsontree.h):
  * any bytes are refused with a known code or accepted with every tensor
  * inside the input.  Invariants that abort() when broken:
  *   - the result is ST_OK or ST_ERR_FORMAT (no I/O here; inputs are small);
@@ -9,11 +9,13 @@
  *     each of numel x dtype size bytes, with a unique name found by st_find;
  *   - every tensor converts to fp32 (st_read_f32 reads only its bytes);
  *   - parsing twice gives the same verdict (no hidden state);
- *   - the header, walked again as generic JSON with hfjson's iterators,
- *     never hands back a span outside the input.
+ *   - the header, parsed again as generic JSON with the same depth bound,
+ *     gives the same verdict as st_parse's JSON step, and its tree is well
+ *     formed: strings terminated at their length, keys exactly inside
+ *     objects, nesting within the bound.
  * Not covered: the writer (tests/cli/test_hf.sh round-trips it), I/O errors.
  */
-#include "hfjson.h"
+#include "jsontree.h"
 #include "safetensors.h"
 
 #include <stdint.h>
@@ -27,31 +29,15 @@ static void die(const char *what)
     abort();
 }
 
-static const uint8_t *g_data;
-static size_t g_size;
-
-static void check_span(const hj_value *v)
+/* Walk every value, nested ones too. */
+static void walk(const jt_node *v, int depth, int in_object)
 {
-    if (v->start && ((const uint8_t *)v->start < g_data || (const uint8_t *)v->start + v->len > g_data + g_size))
-        die("a JSON span outside the input");
-}
-
-/* Walk every value, nested ones too, decoding strings. */
-static void walk(const hj_value *v, int depth)
-{
-    char buf[512];
-    check_span(v);
-    if (v->type == HJ_STRING) (void)hj_string(v, buf, sizeof buf);
-    if (depth > 70) die("nesting deeper than the scanner allows");
-    hj_iter it;
-    hj_value c;
-    if (v->type == HJ_OBJECT) {
-        hj_object_begin(&it, v->start, v->len);
-        while (hj_object_next(&it, buf, sizeof buf, &c) == 1) walk(&c, depth + 1);
-    } else if (v->type == HJ_ARRAY) {
-        hj_array_begin(&it, v->start, v->len);
-        while (hj_array_next(&it, &c) == 1) walk(&c, depth + 1);
-    }
+    if (depth > 64) die("nesting deeper than the reader allows");
+    if ((v->key != NULL) != in_object) die("a key outside an object, or a member without one");
+    if (v->key && v->key[v->keylen] != 0) die("a key not terminated at its length");
+    if (v->type == JT_STRING && v->str[v->len] != 0) die("a string not terminated at its length");
+    if (v->type == JT_OBJECT || v->type == JT_ARRAY)
+        for (size_t i = 0; i < v->len; i++) walk(&v->kids[i], depth + 1, v->type == JT_OBJECT);
 }
 
 static int cmp_begin(const void *a, const void *b)
@@ -62,8 +48,6 @@ static int cmp_begin(const void *a, const void *b)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    g_data = data;
-    g_size = size;
     char err[512];
     st_file *f = NULL;
     int rc = st_parse(data, size, "fuzz", &f, err, sizeof err);
@@ -76,11 +60,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint64_t n = 0;
         for (int i = 0; i < 8; i++) n |= (uint64_t)data[i] << (8 * i);
         if (n <= size - 8) {
-            hj_iter it;
-            hj_value v;
-            char key[256];
-            if (hj_object_begin(&it, (const char *)data + 8, (size_t)n) == 0)
-                while (hj_object_next(&it, key, sizeof key, &v) == 1) walk(&v, 1);
+            jt_doc *d = NULL;
+            jt_err e;
+            jt_options opt = { 64, 0 };
+            if (jt_parse_opts(&d, (const char *)data + 8, (size_t)n, &opt, &e) == 0) walk(jt_root(d), 1, 0);
+            else if (rc == ST_OK) die("st_parse accepted a header the JSON reader refuses");
+            else if (strchr(e.why, '\n') || !e.line) die("a JSON error without a place or on two lines");
+            jt_free(d);
         }
     }
     if (rc != ST_OK) return 0;

@@ -1,10 +1,12 @@
 /*
- * test_jsontree.c - the strict JSON tree reader: values, escapes, positions,
- * errors with their line numbers, the depth limit, duplicate keys.
+ * test_jsontree.c - the JSON reader: values, escapes, positions, errors with
+ * their line numbers, the depth limit, duplicate keys, the options (Python's
+ * NaN / Infinity, a lower depth), long number literals, jt_str, jt_quote.
  */
 #include "harness.h"
 #include "jsontree.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +58,11 @@ static void test_errors(void)
         { "[1]\n\n  x", "line 3, column 3: trailing characters" },
         { "", "unexpected end of input" },
         { "{\"a\":\n[\n", "line 3" },
+        { "{\"a\":01}", "expected ',' or '}'" },
+        { "{'a':1}", "expected a string key" },
+        { "[1,]", "invalid value" },
+        { "NaN", "line 1, column 1: invalid value" },
+        { "[-Infinity]", "line 1, column 2: invalid value" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc;
@@ -100,10 +107,78 @@ static void test_duplicates(void)
     jt_free(d);
 }
 
+static void test_options(void)
+{
+    jt_doc *d = NULL;
+    jt_err e;
+    jt_options py = { 0, 1 }, shallow = { 3, 0 };
+    const char *text = "[NaN, Infinity, -Infinity, -1]";
+    CHECK(jt_parse_opts(&d, text, strlen(text), &py, &e) == 0 && d);
+    if (d) {
+        const jt_node *a = jt_root(d);
+        CHECK(a->len == 4 && a->kids[0].type == JT_NUMBER && isnan(a->kids[0].num));
+        CHECK(a->kids[1].num == INFINITY && a->kids[2].num == -INFINITY && !a->kids[1].is_int);
+        CHECK(a->kids[3].is_int && a->kids[3].i == -1);
+    }
+    jt_free(d);
+    CHECK(jt_parse_opts(&d, text, strlen(text), NULL, &e) == JT_ERR_SYNTAX && !d);
+    CHECK(e.line == 1 && e.col == 2 && strcmp(e.why, "invalid value") == 0);
+    static const char *const bad_py[] = { "-Inf", "nan", "NaNx", "-NaN", "+Infinity" };
+    for (size_t i = 0; i < sizeof bad_py / sizeof bad_py[0]; i++)
+        CHECK(jt_parse_opts(&d, bad_py[i], strlen(bad_py[i]), &py, &e) == JT_ERR_SYNTAX && !d);
+    CHECK(jt_parse_opts(&d, "[[[1]]]", 7, &shallow, &e) == 0);
+    jt_free(d);
+    const char *deep = "{\"a\":\n [[[1]]]}";
+    CHECK(jt_parse_opts(&d, deep, strlen(deep), &shallow, &e) == JT_ERR_SYNTAX);
+    CHECK(e.line == 2 && e.col == 4 && strcmp(e.why, "nested deeper than 3 levels") == 0);
+}
+
+/* Literals past the 64-byte fast path convert like short ones. */
+static void test_long_numbers(void)
+{
+    char text[256] = "[0.";
+    for (int i = 0; i < 99; i++) strcat(text, "0");
+    strcat(text, "25, 1");
+    for (int i = 0; i < 80; i++) strcat(text, "0");
+    strcat(text, "]");
+    int rc;
+    char err[256];
+    jt_doc *d = parse(text, &rc, err);
+    CHECK(rc == 0 && d);
+    if (!d) return;
+    const jt_node *a = jt_root(d);
+    CHECK(a->kids[0].num == 25e-101 && !a->kids[0].is_int);
+    CHECK(a->kids[1].num == 1e80 && !a->kids[1].is_int);   /* an integer past int64 */
+    jt_free(d);
+}
+
+static void test_str_quote(void)
+{
+    int rc;
+    char err[256], q[32];
+    jt_doc *d = parse("[\"ab\", \"a\\u0000b\", 1]", &rc, err);
+    CHECK(rc == 0 && d);
+    if (!d) return;
+    const jt_node *a = jt_root(d);
+    CHECK(jt_str(&a->kids[0]) && strcmp(jt_str(&a->kids[0]), "ab") == 0);
+    CHECK(a->kids[1].len == 3 && jt_str(&a->kids[1]) == NULL);   /* a NUL inside */
+    CHECK(jt_str(&a->kids[2]) == NULL && jt_str(NULL) == NULL);
+    jt_free(d);
+    CHECK(jt_quote(q, sizeof q, "a\"\\\n\xc3\xa9") == 15 && strcmp(q, "\"a\\\"\\\\\\u000a\xc3\xa9\"") == 0);
+    CHECK(jt_quote(q, 4, "abc") == -1 && jt_quote(q, 6, "abc") == 5);
+    /* what jt_quote writes reads back as the same string */
+    d = parse(q, &rc, err);
+    CHECK(rc == 0 && d && strcmp(jt_str(jt_root(d)), "abc") == 0);
+    jt_free(d);
+}
+
 int main(void)
 {
     RUN(test_values);
     RUN(test_errors);
     RUN(test_duplicates);
+    RUN(test_options);
+    RUN(test_long_numbers);
+    RUN(test_str_quote);
     return harness_report();
 }
