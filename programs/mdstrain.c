@@ -106,7 +106,7 @@ enum {
     O_VOCAB_FILE, O_MERGE_FILE, O_TOKENIZER, O_VOCAB_SIZE, O_TOKENIZER_MODEL,
     O_TP, O_PP, O_EOD_MASK, O_VOCAB_DIV, O_INIT_STD, O_UNTIE, O_NORM_EPS, O_HIDDEN_DROPOUT,
     O_ATTN_DROPOUT, O_DIST_OPT, O_LOG_THROUGHPUT, O_QUIET, O_VERBOSE, O_HELP, O_VERSION,
-    O_SAVE, O_SAVE_INTERVAL, O_LOAD, O_EXPORT_HF, O_LOAD_HF, O_CHECK_LOGITS,
+    O_SAVE, O_SAVE_INTERVAL, O_CKPT_FORMAT, O_LOAD, O_EXPORT_HF, O_LOAD_HF, O_CHECK_LOGITS,
     O_POS_TYPE, O_USE_ROPE, O_NO_POS_EMB, O_ROTARY_BASE, O_ROTARY_PERCENT, O_ROTARY_INTERLEAVED,
     O_USE_ROPE_SCALING, O_ROPE_SCALING_FACTOR, O_NORMALIZATION, O_SWIGLU, O_GQA, O_QUERY_GROUPS, O_KV_HEADS, O_LN1P, O_EMBED_LN,
     O_DISABLE_BIAS, O_KV_CHANNELS, O_SOFTMAX_FP32,
@@ -197,6 +197,8 @@ static const struct cli_option train_options[] = {
     /* checkpoints */
     {"save", 0, CLI_ARG_ONE, O_SAVE, "DIR", "save checkpoints to DIR (at --save-interval and at the end)"},
     {"save-interval", 0, CLI_ARG_ONE, O_SAVE_INTERVAL, "N", "save every N iterations (with --save)"},
+    {"ckpt-format", 0, CLI_ARG_ONE, O_CKPT_FORMAT, "FMT",
+     "--save as torch_dist (Megatron-Core's distributed checkpoint: model and args; without the flag: mds's own files)"},
     {"load", 0, CLI_ARG_ONE, O_LOAD, "DIR", "resume from DIR's latest checkpoint (none there: start afresh)"},
     {"export-hf", 0, CLI_ARG_ONE, O_EXPORT_HF, "DIR",
      "write --load's latest checkpoint (its TP/PP layout given by the flags) as a HuggingFace folder and exit"},
@@ -368,6 +370,7 @@ struct config {
     const char *vocab_file, *merge_file;
     const char *save, *load, *export_hf, *load_hf, *check_logits;
     uint64_t save_interval;
+    int ckpt_torch_dist;             /* --ckpt-format torch_dist */
     int tokenizer, eod_mask, untie;
     int tok_type;                     /* enum tok_type with TK_OTHER */
     const char *tokenizer_model;
@@ -567,6 +570,12 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_LOAD_HF: c->load_hf = v; break;
     case O_CHECK_LOGITS: c->check_logits = v; break;
     case O_SAVE_INTERVAL: c->save_interval = cli_opt_u64(o, v, 1, 1ull << 40); break;
+    case O_CKPT_FORMAT:
+        if (strcmp(v, "torch_dist"))
+            cli_usage("option '--ckpt-format' %s is not supported (only torch_dist; without the flag mds saves its own "
+                      "format in Megatron's legacy layout)", v);
+        c->ckpt_torch_dist = 1;
+        break;
     case O_VOCAB_FILE: c->vocab_file = v; break;
     case O_MERGE_FILE: c->merge_file = v; break;
     case O_TOKENIZER:
@@ -1318,7 +1327,7 @@ static void save_checkpoint(const struct config *c, trainer *t, const train_sche
         st.ds_lr_embed = dl->lr_embed;
     }
     double t0 = cli_now();
-    if (trainer_save(t, c->save, &st) != 0)
+    if ((c->ckpt_torch_dist ? trainer_save_torch_dist(t, c->save, &st) : trainer_save(t, c->save, &st)) != 0)
         cli_die(1, "%s\nhint: check the space and permissions of --save", t->err);
     const train_layout *P = t->P;
     cli_note("  successfully saved checkpoint from iteration %7" PRIu64 " to %s [ t %d/%d, p %d/%d ] (%.2f s)", iteration,

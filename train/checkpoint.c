@@ -180,8 +180,7 @@ int ckpt_rank_dir(char *out, size_t cap, const char *dir, uint64_t iteration, co
     return n < 0 || (size_t)n >= cap ? CKPT_ERR_ARG : 0;
 }
 
-/* mkdir -p */
-static int make_dirs(const char *path, char *err, size_t errlen)
+int ckpt_make_dirs(const char *path, char *err, size_t errlen)
 {
     int rc = 0;
     char *p = strdup(path);
@@ -209,9 +208,7 @@ static void fsync_dir(const char *path)
     }
 }
 
-/* Write path.tmp through emit(), fsync, rename over path, fsync the
- * directory; path.tmp is removed on failure. */
-static int write_atomic(const char *dirpath, const char *path,
+int ckpt_write_atomic(const char *dirpath, const char *path,
                         int (*emit)(FILE *f, const char *tmp, void *ctx, char *err, size_t errlen), void *ctx,
                         char *err, size_t errlen)
 {
@@ -297,9 +294,9 @@ int ckpt_save_rank(const char *dir, const gpt_model *m, const float *adam_m, con
     if (ckpt_rank_dir(rdir, sizeof rdir, dir, st->iteration, &m->cfg) != 0)
         FAIL(CKPT_ERR_ARG, "checkpoint directory name too long: '%s'", dir);
     snprintf(path, sizeof path, "%s/" CKPT_FILE_NAME, rdir);
-    if ((rc = make_dirs(rdir, err, errlen)) != 0) goto cleanup;
+    if ((rc = ckpt_make_dirs(rdir, err, errlen)) != 0) goto cleanup;
     struct rank_file rf = { m, st, { adam_m, adam_v } };
-    rc = write_atomic(rdir, path, emit_rank_file, &rf, err, errlen);
+    rc = ckpt_write_atomic(rdir, path, emit_rank_file, &rf, err, errlen);
 cleanup:
     return rc;
 }
@@ -322,10 +319,10 @@ int ckpt_write_latest(const char *dir, uint64_t iteration, char *err, size_t err
     char path[4096], text[32];
     if (snprintf(path, sizeof path, "%s/" CKPT_LATEST_NAME, dir) >= (int)sizeof path)
         FAIL(CKPT_ERR_ARG, "checkpoint directory name too long: '%s'", dir);
-    if ((rc = make_dirs(dir, err, errlen)) != 0) goto cleanup;
+    if ((rc = ckpt_make_dirs(dir, err, errlen)) != 0) goto cleanup;
     snprintf(text, sizeof text, "%" PRIu64, iteration);
     struct text_file tf = { text };
-    rc = write_atomic(dir, path, emit_text, &tf, err, errlen);
+    rc = ckpt_write_atomic(dir, path, emit_text, &tf, err, errlen);
 cleanup:
     return rc;
 }

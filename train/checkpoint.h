@@ -28,6 +28,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -88,6 +89,20 @@ int ckpt_rank_dir(char *out, size_t cap, const char *dir, uint64_t iteration, co
  */
 int ckpt_save_rank(const char *dir, const gpt_model *m, const float *adam_m, const float *adam_v,
                    const ckpt_state *st, char *err, size_t errlen);
+
+/* mkdir -p path.  @return : 0, CKPT_ERR_IO. */
+int ckpt_make_dirs(const char *path, char *err, size_t errlen);
+
+/*
+ * ckpt_write_atomic() - write path + ".tmp" through emit(f, tmp name, ctx,
+ * err, errlen) (which returns 0 or a CKPT_ERR code), fsync it, rename it over
+ * path and fsync dirpath (the directory holding path); the .tmp file is
+ * removed on failure.  The other formats' writers (torchdist.c) share it.
+ * @return : 0, CKPT_ERR_IO, CKPT_ERR_ARG, or emit's code.
+ */
+int ckpt_write_atomic(const char *dirpath, const char *path,
+                      int (*emit)(FILE *f, const char *tmp, void *ctx, char *err, size_t errlen), void *ctx,
+                      char *err, size_t errlen);
 
 /*
  * ckpt_write_latest() - replace dir/latest_checkpointed_iteration.txt with

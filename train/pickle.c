@@ -3,6 +3,8 @@
  * the opcodes pickle.h lists, building nodes instead of Python objects.
  * Nodes live in blocks freed together with the strings (recorded in
  * allocs) and the containers' item arrays (found through the nodes).
+ * The writer (pk_write) and the builders of trees to write follow the
+ * reader, below it.
  */
 #include "pickle.h"
 
@@ -17,6 +19,7 @@ struct pk_doc {
     void **allocs;             /* strings */
     size_t nallocs, callocs;
     const pk_node *root;
+    int failed;                /* a builder failed (pk_doc_failed) */
 };
 
 #define BLOCK 1024
@@ -58,6 +61,7 @@ const char *pk_strerror(int code)
     case PK_OK: return "success";
     case PK_ERR_FORMAT: return "malformed or unsupported pickle";
     case PK_ERR_NOMEM: return "out of memory";
+    case PK_ERR_ARG: return "a tree the writer cannot pickle";
     default: return "unknown error";
     }
 }
@@ -248,7 +252,10 @@ static int push_str(pk_parser *P, int kind, uint64_t len)
     return 0;
 }
 
-static int push_global(pk_parser *P, const char *module, size_t mlen, const char *name, size_t nlen)
+/* mod, nm: STACK_GLOBAL's string nodes (NULL under GLOBAL), kept so that a
+ * writer shares them as this pickle did. */
+static int push_global(pk_parser *P, const char *module, size_t mlen, const char *name, size_t nlen,
+                       const pk_node *mod, const pk_node *nm)
 {
     char q[256];
     if (mlen + nlen + 2 > sizeof q || memchr(module, 0, mlen) || memchr(name, 0, nlen))
@@ -264,6 +271,8 @@ static int push_global(pk_parser *P, const char *module, size_t mlen, const char
     if (push_new(P, PK_GLOBAL, &g)) return -1;
     g->s = s;
     g->len = strlen(s);
+    g->cls = mod;
+    g->args = nm;
     return 0;
 }
 
@@ -479,13 +488,13 @@ static int step(pk_parser *P, int *done)
         const unsigned char *e1 = memchr(p, '\n', P->size - P->pos), *e2;
         if (!e1 || !(e2 = memchr(e1 + 1, '\n', P->size - (size_t)(e1 + 1 - P->buf)))) FAIL(PK_ERR_FORMAT, "GLOBAL without two lines");
         P->pos = (size_t)(e2 + 1 - P->buf);
-        return push_global(P, (const char *)p, (size_t)(e1 - p), (const char *)e1 + 1, (size_t)(e2 - e1 - 1));
+        return push_global(P, (const char *)p, (size_t)(e1 - p), (const char *)e1 + 1, (size_t)(e2 - e1 - 1), NULL, NULL);
     }
     case 0x93: {                                         /* STACK_GLOBAL */
         pk_node *nm, *mod;
         if (pop(P, &nm) || pop(P, &mod)) return -1;
         if (mod->kind != PK_STR || nm->kind != PK_STR) FAIL(PK_ERR_FORMAT, "STACK_GLOBAL of values that are not strings");
-        return push_global(P, mod->s, mod->len, nm->s, nm->len);
+        return push_global(P, mod->s, mod->len, nm->s, nm->len, mod, nm);
     }
     case 'R': return make_object(P, 0);
     case 0x81: return make_object(P, 1);
@@ -530,4 +539,364 @@ int pk_int_tuple(const pk_node *n, int64_t *v, int max)
         v[i] = n->items[i]->i;
     }
     return (int)n->n;
+}
+
+/* ---- building trees ----------------------------------------------------- */
+
+pk_doc *pk_doc_new(void) { return calloc(1, sizeof(pk_doc)); }
+
+int pk_doc_failed(const pk_doc *d) { return !d || d->failed; }
+
+pk_node *pk_add(pk_doc *d, int kind)
+{
+    if (!d || d->failed) return NULL;
+    pk_node *n = new_node(d, kind);
+    if (!n) d->failed = 1;
+    return n;
+}
+
+pk_node *pk_add_bool(pk_doc *d, int v)
+{
+    pk_node *n = pk_add(d, PK_BOOL);
+    if (n) n->i = v != 0;
+    return n;
+}
+
+pk_node *pk_add_int(pk_doc *d, int64_t v)
+{
+    pk_node *n = pk_add(d, PK_INT);
+    if (n) n->i = v;
+    return n;
+}
+
+pk_node *pk_add_float(pk_doc *d, double v)
+{
+    pk_node *n = pk_add(d, PK_FLOAT);
+    if (n) n->f = v;
+    return n;
+}
+
+static pk_node *add_text(pk_doc *d, int kind, const char *s)
+{
+    if (!s && d) d->failed = 1;
+    pk_node *n = s ? pk_add(d, kind) : NULL;
+    if (!n) return NULL;
+    char *c = malloc(strlen(s) + 1);
+    if (!c || track(d, c)) { free(c); d->failed = 1; return NULL; }
+    strcpy(c, s);
+    n->s = c;
+    n->len = strlen(c);
+    return n;
+}
+
+pk_node *pk_add_str(pk_doc *d, const char *s) { return add_text(d, PK_STR, s); }
+pk_node *pk_add_global(pk_doc *d, const char *qualname) { return add_text(d, PK_GLOBAL, qualname); }
+
+pk_node *pk_add_global_in(pk_doc *d, const pk_node *module, const char *name)
+{
+    if (d && (!module || !name || module->kind != PK_STR)) d->failed = 1;
+    if (pk_doc_failed(d)) return NULL;
+    size_t n = module->len + 1 + strlen(name) + 1;
+    char *q = malloc(n);
+    if (!q) { d->failed = 1; return NULL; }
+    snprintf(q, n, "%s.%s", module->s, name);
+    pk_node *g = pk_add_global(d, q);
+    free(q);
+    if (g) g->cls = module;
+    return g;
+}
+
+pk_node *pk_add_object(pk_doc *d, const pk_node *cls, const pk_node *args, const pk_node *state, int newobj)
+{
+    if (d && (!cls || !args)) d->failed = 1;
+    pk_node *n = cls && args ? pk_add(d, PK_OBJECT) : NULL;
+    if (!n) return NULL;
+    n->cls = cls;
+    n->args = args;
+    n->state = state;
+    n->newobj = newobj;
+    return n;
+}
+
+int pk_push(pk_doc *d, pk_node *c, const pk_node *item)
+{
+    if (!d || d->failed || !c || !item) { if (d) d->failed = 1; return PK_ERR_NOMEM; }
+    if (c->kind != PK_TUPLE && c->kind != PK_LIST && c->kind != PK_DICT) { d->failed = 1; return PK_ERR_ARG; }
+    pk_node *it = (pk_node *)item;       /* items are read-only to the writer */
+    if (add_items(c, &it, 1)) { d->failed = 1; return PK_ERR_NOMEM; }
+    return 0;
+}
+
+/* ---- the writer ----------------------------------------------------------- */
+
+/*
+ * The writer mirrors _pickle.c's save(): atoms (None, bools, ints, floats)
+ * are written in place; anything else is first looked up in the memo (by
+ * node, i.e. by object identity) and fetched when there; otherwise written
+ * and memoized, an empty tuple excepted.  Under protocol 4 the output is cut
+ * into frames: at the start of each save, a frame of 64 KiB or more is
+ * closed (its FRAME header inserted before it); a string of 64 KiB or more
+ * closes the frame and is written outside any; the last frame (with STOP) is
+ * closed at the end; frames under 4 bytes get no header.
+ */
+#define FRAME_TARGET 65536
+#define BATCH 1000
+
+typedef struct pk_writer {
+    unsigned char *b;
+    size_t len, cap;
+    int proto;
+    size_t frame;                  /* where the open frame's data starts */
+    const pk_node **mkey;          /* the memo: open addressing on the node's address */
+    uint32_t *mval;
+    size_t mcap, nmemo;            /* slots, entries handed out (MEMOIZE's counter) */
+    int err;
+} pk_writer;
+
+static int wgrow(pk_writer *W, size_t more)
+{
+    if (W->err) return -1;
+    if (W->len + more <= W->cap) return 0;
+    size_t c = W->cap ? W->cap : 4096;
+    while (c < W->len + more) c *= 2;
+    unsigned char *q = realloc(W->b, c);
+    if (!q) { W->err = PK_ERR_NOMEM; return -1; }
+    W->b = q;
+    W->cap = c;
+    return 0;
+}
+
+static void wbytes(pk_writer *W, const void *p, size_t n)
+{
+    if (wgrow(W, n)) return;
+    memcpy(W->b + W->len, p, n);
+    W->len += n;
+}
+
+static void wop(pk_writer *W, unsigned op) { unsigned char c = (unsigned char)op; wbytes(W, &c, 1); }
+
+/* op followed by v in n little-endian bytes */
+static void wop_le(pk_writer *W, unsigned op, uint64_t v, size_t n)
+{
+    unsigned char t[9];
+    t[0] = (unsigned char)op;
+    for (size_t i = 0; i < n; i++) t[1 + i] = (unsigned char)(v >> (8 * i));
+    wbytes(W, t, 1 + n);
+}
+
+static void commit_frame(pk_writer *W, int force)
+{
+    size_t n = W->len - W->frame;
+    if (W->proto < 4 || W->err || !n || (n < FRAME_TARGET && !force)) return;
+    if (n >= 4 && !wgrow(W, 9)) {
+        memmove(W->b + W->frame + 9, W->b + W->frame, n);
+        W->b[W->frame] = 0x95;
+        for (int i = 0; i < 8; i++) W->b[W->frame + 1 + i] = (unsigned char)((uint64_t)n >> (8 * i));
+        W->len += 9;
+    }
+    W->frame = W->len;
+}
+
+static size_t mslot(const pk_writer *W, const pk_node *n)
+{
+    uintptr_t h = (uintptr_t)n;
+    h ^= h >> 17;
+    h *= (uintptr_t)0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 7) & (W->mcap - 1);
+}
+
+/* The memo index of n, or -1. */
+static int64_t memo_find(const pk_writer *W, const pk_node *n)
+{
+    if (!W->mcap) return -1;
+    for (size_t i = mslot(W, n);; i = (i + 1) & (W->mcap - 1)) {
+        if (!W->mkey[i]) return -1;
+        if (W->mkey[i] == n) return W->mval[i];
+    }
+}
+
+/* Memoize the value just written (n, or NULL for one that is never fetched). */
+static void memoize(pk_writer *W, const pk_node *n)
+{
+    if (W->err) return;
+    if (n && 2 * (W->nmemo + 1) > W->mcap) {
+        size_t oc = W->mcap, c = oc ? 2 * oc : 256;
+        const pk_node **ok = W->mkey;
+        uint32_t *ov = W->mval;
+        W->mkey = calloc(c, sizeof *W->mkey);
+        W->mval = malloc(c * sizeof *W->mval);
+        if (!W->mkey || !W->mval) { free(W->mkey); free(W->mval); W->mkey = ok; W->mval = ov; W->err = PK_ERR_NOMEM; return; }
+        W->mcap = c;
+        for (size_t i = 0; i < oc; i++) {
+            if (!ok[i]) continue;
+            size_t j = mslot(W, ok[i]);
+            while (W->mkey[j]) j = (j + 1) & (c - 1);
+            W->mkey[j] = ok[i];
+            W->mval[j] = ov[i];
+        }
+        free(ok);
+        free(ov);
+    }
+    uint64_t idx = W->nmemo++;
+    if (W->proto >= 4) wop(W, 0x94);                          /* MEMOIZE */
+    else if (idx < 256) wop_le(W, 'q', idx, 1);               /* BINPUT */
+    else wop_le(W, 'r', idx, 4);                              /* LONG_BINPUT */
+    if (!n || W->err) return;
+    size_t j = mslot(W, n);
+    while (W->mkey[j]) j = (j + 1) & (W->mcap - 1);
+    W->mkey[j] = n;
+    W->mval[j] = (uint32_t)idx;
+}
+
+static void wint(pk_writer *W, int64_t v)
+{
+    if (v >= 0 && v <= 0xFF) { wop_le(W, 'K', (uint64_t)v, 1); return; }
+    if (v >= 0 && v <= 0xFFFF) { wop_le(W, 'M', (uint64_t)v, 2); return; }
+    if (v >= INT32_MIN && v <= INT32_MAX) { wop_le(W, 'J', (uint64_t)(uint32_t)(int32_t)v, 4); return; }
+    size_t n = 8;                    /* LONG1: the shortest two's complement that keeps the sign */
+    while (n > 1) {
+        int64_t top = v >> (8 * (n - 1) - 1);
+        if (top != 0 && top != -1) break;
+        n--;
+    }
+    unsigned char t[10] = { 0x8A, (unsigned char)n };
+    for (size_t i = 0; i < n; i++) t[2 + i] = (unsigned char)((uint64_t)v >> (8 * i));
+    wbytes(W, t, 2 + n);
+}
+
+static void wfloat(pk_writer *W, double f)
+{
+    uint64_t v;
+    memcpy(&v, &f, sizeof v);
+    unsigned char t[9] = { 'G' };
+    for (int i = 0; i < 8; i++) t[1 + i] = (unsigned char)(v >> (56 - 8 * i));
+    wbytes(W, t, 9);
+}
+
+/* A str (or bytes) of n bytes, then memoized as node (NULL: a fresh one). */
+static void wtext(pk_writer *W, int bytes, const char *s, size_t n, const pk_node *node)
+{
+    if (bytes && W->proto < 3) { W->err = PK_ERR_ARG; return; }
+    if (n < 256 && W->proto >= 4 - bytes) wop_le(W, bytes ? 'C' : 0x8C, n, 1);     /* SHORT_BINBYTES/UNICODE */
+    else if (n <= 0xFFFFFFFFu) {
+        if (W->proto >= 4 && n >= FRAME_TARGET) commit_frame(W, 1);
+        wop_le(W, bytes ? 'B' : 'X', n, 4);
+    } else if (W->proto >= 4) {
+        commit_frame(W, 1);
+        wop_le(W, bytes ? 0x8E : 0x8D, n, 8);
+    } else { W->err = PK_ERR_ARG; return; }
+    wbytes(W, s, n);
+    if (W->proto >= 4 && n >= FRAME_TARGET) W->frame = W->len;  /* the payload stays outside frames */
+    memoize(W, node);
+}
+
+static void save(pk_writer *W, const pk_node *n, int depth);
+
+/* Items of a list (k == 1) or dict (k == 2) in _pickle.c's batches. */
+static void wbatches(pk_writer *W, const pk_node *c, int k, int depth)
+{
+    size_t total = c->n / (size_t)k;
+    if (!total) return;
+    if (total == 1) {
+        for (int j = 0; j < k; j++) save(W, c->items[j], depth);
+        wop(W, k == 2 ? 's' : 'a');
+        return;
+    }
+    size_t done = 0, batch;
+    do {
+        wop(W, '(');
+        for (batch = 0; done < total && batch < BATCH; batch++, done++)
+            for (int j = 0; j < k; j++) save(W, c->items[done * (size_t)k + (size_t)j], depth);
+        wop(W, k == 2 ? 'u' : 'e');
+    } while (k == 2 ? batch == BATCH : done < total);
+}
+
+static void wglobal(pk_writer *W, const pk_node *n)
+{
+    const char *dot = strrchr(n->s, '.');
+    if (!dot || dot == n->s || !dot[1]) { W->err = PK_ERR_ARG; return; }
+    size_t ml = (size_t)(dot - n->s);
+    if (W->proto >= 4) {            /* module and name: the nodes given (shared), else fresh strings */
+        if (n->cls) save(W, n->cls, 1);
+        else wtext(W, 0, n->s, ml, NULL);
+        commit_frame(W, 0);
+        if (n->args) save(W, n->args, 1);
+        else wtext(W, 0, dot + 1, strlen(dot + 1), NULL);
+        wop(W, 0x93);
+    } else {
+        wop(W, 'c');
+        wbytes(W, n->s, ml);
+        wop(W, '\n');
+        wbytes(W, dot + 1, strlen(dot + 1));
+        wop(W, '\n');
+    }
+    memoize(W, n);
+}
+
+static void save(pk_writer *W, const pk_node *n, int depth)
+{
+    if (W->err) return;
+    if (depth > PK_MAX_DEPTH) { W->err = PK_ERR_ARG; return; }
+    commit_frame(W, 0);
+    switch (n->kind) {
+    case PK_NONE: wop(W, 'N'); return;
+    case PK_BOOL: wop(W, n->i ? 0x88 : 0x89); return;
+    case PK_INT: wint(W, n->i); return;
+    case PK_FLOAT: wfloat(W, n->f); return;
+    default: break;
+    }
+    int64_t m = memo_find(W, n);
+    if (m >= 0) {
+        if (m < 256) wop_le(W, 'h', (uint64_t)m, 1);
+        else wop_le(W, 'j', (uint64_t)m, 4);
+        return;
+    }
+    switch (n->kind) {
+    case PK_STR: case PK_BYTES: wtext(W, n->kind == PK_BYTES, n->s, n->len, n); return;
+    case PK_TUPLE:
+        if (!n->n) { wop(W, ')'); return; }
+        if (n->n > 3) wop(W, '(');
+        for (size_t i = 0; i < n->n; i++) save(W, n->items[i], depth + 1);
+        if (memo_find(W, n) >= 0) { W->err = PK_ERR_ARG; return; }    /* a cycle through a tuple */
+        wop(W, n->n > 3 ? 't' : 0x84 + (unsigned)n->n);
+        memoize(W, n);
+        return;
+    case PK_LIST: case PK_DICT:
+        wop(W, n->kind == PK_LIST ? ']' : '}');
+        memoize(W, n);
+        wbatches(W, n, n->kind == PK_LIST ? 1 : 2, depth + 1);
+        return;
+    case PK_GLOBAL: wglobal(W, n); return;
+    case PK_OBJECT:
+        save(W, n->cls, depth + 1);
+        save(W, n->args, depth + 1);
+        wop(W, n->newobj ? 0x81 : 'R');
+        memoize(W, n);
+        if (n->state) {
+            save(W, n->state, depth + 1);
+            wop(W, 'b');
+        }
+        return;
+    default: W->err = PK_ERR_ARG; return;
+    }
+}
+
+int pk_write(const pk_doc *d, const pk_node *root, int proto, unsigned char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    if (pk_doc_failed(d) || !root) return PK_ERR_NOMEM;
+    if (proto != 2 && proto != 4) return PK_ERR_ARG;
+    pk_writer W = { .proto = proto };
+    wop_le(&W, 0x80, (uint64_t)proto, 1);
+    W.frame = W.len;
+    save(&W, root, 0);
+    wop(&W, '.');
+    commit_frame(&W, 1);
+    free(W.mkey);
+    free(W.mval);
+    if (W.err) { free(W.b); return W.err; }
+    *out = W.b;
+    *len = W.len;
+    return 0;
 }

@@ -30,9 +30,26 @@
  * the tree is a graph (a pickle can even hold a cycle through a list or a
  * dict): walkers bound their depth.
  *
+ * The writer (pk_write) is the other direction, for the objects mds writes
+ * into a torch_dist checkpoint: a tree built with pk_doc_new and pk_add_*
+ * (or one that pk_parse read) is pickled as CPython's C pickler pickles the
+ * Python objects the tree stands for, byte for byte.  Nodes are Python
+ * objects by identity: a node reached twice is memoized once and fetched
+ * (BINGET) after, as a Python object referenced twice is, so the caller
+ * decides which values are one object (Python's interned names, a
+ * torch.Size shared by two dataclasses) by sharing the node.  It writes
+ * protocol 2 (torch.save's data.pkl: BINPUT, GLOBAL, BINUNICODE) and
+ * protocol 4 (pickle.dump's default: FRAMEs of 64 KiB committed at the next
+ * object's start, MEMOIZE, STACK_GLOBAL, SHORT_BINUNICODE), dicts and lists
+ * in batches of 1000 (a dict of a multiple of 1000 items ends in an empty
+ * MARK SETITEMS, as _pickle.c's batch_dict_exact does; one item is SETITEM
+ * or APPEND).  What it does not write: bytes under protocol 2 (Python
+ * pickles them through codecs), recursive tuples, persistent ids.
+ *
  * Errors: 0 or a negative enum pk_err; one line naming the file, the offset
  * and the cause is written into err.
- * Thread safety: a pk_doc is read-only once parsed and may be shared.
+ * Thread safety: a pk_doc is read-only once parsed and may be shared; a
+ * pk_doc being built belongs to one thread.
  */
 #ifndef MDS_PICKLE_H
 #define MDS_PICKLE_H
@@ -47,7 +64,8 @@ extern "C" {
 enum pk_err {
     PK_OK = 0,
     PK_ERR_FORMAT = -1,  /* malformed, truncated, or outside what is read */
-    PK_ERR_NOMEM = -2
+    PK_ERR_NOMEM = -2,
+    PK_ERR_ARG = -3      /* pk_write: a tree it cannot write (see above) */
 };
 
 const char *pk_strerror(int code);
@@ -68,8 +86,11 @@ struct pk_node {
     size_t len;               /* of s */
     pk_node **items;          /* PK_TUPLE, PK_LIST: n items; PK_DICT: n pairs as key, value, ... */
     size_t n;
-    const pk_node *cls;       /* PK_OBJECT: the PK_GLOBAL called */
-    const pk_node *args;      /* PK_OBJECT: the PK_TUPLE of arguments */
+    const pk_node *cls;       /* PK_OBJECT: the PK_GLOBAL called; PK_GLOBAL: the PK_STR of its
+                                 module under STACK_GLOBAL (Python shares a module's name
+                                 between its classes), else NULL */
+    const pk_node *args;      /* PK_OBJECT: the PK_TUPLE of arguments; PK_GLOBAL: the PK_STR of
+                                 its name under STACK_GLOBAL, else NULL */
     const pk_node *state;     /* PK_OBJECT: BUILD's state, or NULL */
     int newobj;               /* PK_OBJECT: made by NEWOBJ (cls.__new__), not REDUCE */
 };
@@ -100,6 +121,42 @@ int pk_is_global(const pk_node *n, const char *qualname);
 const pk_node *pk_object_dict(const pk_node *n);
 /* A torch.Size or a tuple of ints into v (at most max); the count, or -1. */
 int pk_int_tuple(const pk_node *n, int64_t *v, int max);
+
+/* ---- building and writing ---------------------------------------------- */
+
+/* An empty document to build a tree in; free with pk_free.  NULL when out of memory. */
+pk_doc *pk_doc_new(void);
+
+/*
+ * The builders return a new node owned by d, or NULL when out of memory or
+ * when an argument is NULL; either failure is also remembered in d, so that
+ * a caller may build a whole tree and check once: pk_write(d, ...) then
+ * returns PK_ERR_NOMEM.  Containers (PK_TUPLE, PK_LIST, PK_DICT) start empty
+ * and grow with pk_push (a dict takes key, value, key, value, ...).
+ */
+pk_node *pk_add(pk_doc *d, int kind);                     /* PK_NONE, PK_TUPLE, PK_LIST, PK_DICT */
+pk_node *pk_add_bool(pk_doc *d, int v);
+pk_node *pk_add_int(pk_doc *d, int64_t v);
+pk_node *pk_add_float(pk_doc *d, double v);
+pk_node *pk_add_str(pk_doc *d, const char *s);            /* a copy of s */
+pk_node *pk_add_global(pk_doc *d, const char *qualname);  /* "module.name", split at the last dot */
+/* A global whose module string is the node module (shared with other globals of that module). */
+pk_node *pk_add_global_in(pk_doc *d, const pk_node *module, const char *name);
+/* cls(*args) with newobj (NEWOBJ, cls.__new__), else REDUCE; state (BUILD) may be NULL. */
+pk_node *pk_add_object(pk_doc *d, const pk_node *cls, const pk_node *args, const pk_node *state, int newobj);
+/* Append item to container (a tuple, list or dict); 0, or PK_ERR_NOMEM / PK_ERR_ARG. */
+int pk_push(pk_doc *d, pk_node *container, const pk_node *item);
+/* Whether a builder failed on d. */
+int pk_doc_failed(const pk_doc *d);
+
+/*
+ * pk_write() - pickle root (a node of d) with protocol proto (2 or 4) into a
+ * malloc'd buffer *out of *len bytes (the caller frees it).
+ * @return : 0, PK_ERR_NOMEM (also when a builder failed on d), PK_ERR_ARG
+ * (another protocol, bytes under protocol 2, a global without a dot, a
+ * tree nested deeper than PK_MAX_DEPTH or a cycle through tuples).
+ */
+int pk_write(const pk_doc *d, const pk_node *root, int proto, unsigned char **out, size_t *len);
 
 #ifdef __cplusplus
 }

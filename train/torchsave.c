@@ -469,6 +469,22 @@ static int check_tensor_arg(ts_tensor *t)
     return 0;
 }
 
+/* The archive torch.save writes: data.pkl, the fixed records with the
+ * tensor's storage (data/0, when nbytes or data) before "version". */
+static int write_saved(ts_buf *out, const unsigned char *pkl, size_t npkl, const unsigned char *data, size_t nbytes, int has_data)
+{
+    ts_record rec[6] = { { "data.pkl", pkl, npkl } };
+    size_t n = 1;
+    for (size_t k = 0; k < 3; k++, n++) {
+        snprintf(rec[n].name, TS_MAX_NAME, "%s", fixed_records[k].name);
+        rec[n].data = (const unsigned char *)fixed_records[k].value;
+        rec[n].size = strlen(fixed_records[k].value);
+    }
+    if (has_data) rec[n++] = (ts_record){ "data/0", data, nbytes };
+    rec[n++] = (ts_record){ "version", (const unsigned char *)fixed_records[3].value, 2 };
+    return ts_archive_write(out, "archive", rec, n);
+}
+
 int ts_tensor_write(ts_buf *out, const ts_tensor *tensor)
 {
     ts_tensor t = *tensor;
@@ -476,17 +492,14 @@ int ts_tensor_write(ts_buf *out, const ts_tensor *tensor)
     ts_buf pkl = { 0 };
     if (buf_reserve(&pkl, pickle_bound(t.ndim))) return TS_ERR_NOMEM;
     put_tensor_pickle(&pkl, &t);
-    ts_record rec[6] = { { "data.pkl", pkl.data, pkl.len } };
-    for (size_t k = 0; k < 3; k++) {
-        snprintf(rec[1 + k].name, TS_MAX_NAME, "%s", fixed_records[k].name);
-        rec[1 + k].data = (const unsigned char *)fixed_records[k].value;
-        rec[1 + k].size = strlen(fixed_records[k].value);
-    }
-    rec[4] = (ts_record){ "data/0", t.data, t.nbytes };
-    rec[5] = (ts_record){ "version", (const unsigned char *)fixed_records[3].value, 2 };
-    int rc = ts_archive_write(out, "archive", rec, 6);
+    int rc = write_saved(out, pkl.data, pkl.len, t.data, t.nbytes, 1);
     ts_buf_release(&pkl);
     return rc;
+}
+
+int ts_object_write(ts_buf *out, const unsigned char *pkl, size_t n)
+{
+    return write_saved(out, pkl, n, NULL, 0, 0);
 }
 
 /* A cursor over data.pkl for the fields; the exact bytes are checked after. */

@@ -131,6 +131,14 @@ int ts_tensor_parse(const unsigned char *buf, size_t size, const char *name, ts_
  */
 int ts_tensor_write(ts_buf *out, const ts_tensor *t);
 
+/*
+ * ts_object_write() - append to out the archive torch.save(obj) writes for
+ * an object without tensors, given its pickle (protocol 2, pickle.h's
+ * pk_write): the records of a tensor's archive without data/0.
+ * @return : 0, TS_ERR_NOMEM, TS_ERR_ARG (a pickle of 4 GiB or more).
+ */
+int ts_object_write(ts_buf *out, const unsigned char *pkl, size_t n);
+
 /* torch's name of a dtype ("torch.float32", "torch.bfloat16", "torch.float16"). */
 const char *ts_dtype_name(int dtype);
 

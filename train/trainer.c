@@ -5,6 +5,8 @@
 #include "trainer.h"
 
 #include "kernels.h"
+#include "tdsave.h"
+#include "torchdist.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -678,6 +680,55 @@ int trainer_evaluate(trainer *t, int split, uint64_t *cursor, uint64_t iters, do
 
 /* ---- checkpoints ---------------------------------------------------------------- */
 
+/* The distributed optimizer's AdamW shards gathered over DP into *full
+ * (2 x the padded size, the caller frees it), *am and *av pointing into it,
+ * so that a checkpoint does not depend on DP; without it all stay NULL (the
+ * model holds every moment).  Collective over DP. */
+static int gather_moments(trainer *t, float **full, const float **am, const float **av)
+{
+    gpt_model *m = t->m;
+    const train_layout *P = t->P;
+    *full = NULL;
+    *am = *av = NULL;
+    if (!t->cfg.dist_opt) return 0;
+    size_t n = t->shard * (size_t)P->dp_size, len = t->hi - t->lo;
+    float *all = malloc(2 * n * sizeof(float)), *mine = calloc(2 * t->shard, sizeof(float));
+    int rc = -1;
+    if (!all || !mine) { fail(t, "out of memory gathering the optimizer state (%zu floats)", 2 * n); goto cleanup; }
+    if (gpt_state_read(m, GPT_STATE_ADAM_M, t->lo, mine, len) != 0 ||
+        gpt_state_read(m, GPT_STATE_ADAM_V, t->lo, mine + t->shard, len) != 0) {
+        fail(t, "cannot read the optimizer shard");
+        goto cleanup;
+    }
+    if (comm_allgather(P->dp, all, mine, t->shard) < 0 || comm_allgather(P->dp, all + n, mine + t->shard, t->shard) < 0) {
+        fail(t, "optimizer state all-gather: %s", comm_error());
+        goto cleanup;
+    }
+    *full = all;
+    *am = all;
+    *av = all + n;
+    all = NULL;
+    rc = 0;
+cleanup:
+    free(all);
+    free(mine);
+    return rc;
+}
+
+/* 16-bit working weights under the distributed optimizer: each rank updated
+ * only its shard of the fp32 masters; gather them for a checkpoint.  Collective over DP. */
+static int gather_masters(trainer *t)
+{
+    gpt_model *m = t->m;
+    const train_layout *P = t->P;
+    if (!t->cfg.dist_opt || m->master_memory == m->params_memory) return 0;
+    float *mine = t->pad + (size_t)P->dp_rank * t->shard;
+    m->be->copy(mine, m->master_memory + t->lo, (t->hi - t->lo) * sizeof(float));
+    if (comm_allgather(P->dp, t->pad, mine, t->shard) < 0) return fail(t, "master weight all-gather: %s", comm_error());
+    m->be->copy(m->master_memory, t->pad, m->num_params * sizeof(float));
+    return 0;
+}
+
 int trainer_save(trainer *t, const char *dir, const ckpt_state *st)
 {
     gpt_model *m = t->m;
@@ -685,43 +736,10 @@ int trainer_save(trainer *t, const char *dir, const ckpt_state *st)
     char err[4600];
     float *full = NULL;
     const float *am = NULL, *av = NULL;
-    if (t->cfg.dist_opt) {
-        /* gather the AdamW shards: the file does not depend on DP */
-        size_t n = t->shard * (size_t)P->dp_size, len = t->hi - t->lo;
-        full = malloc(2 * n * sizeof(float));
-        float *mine = malloc(2 * t->shard * sizeof(float));
-        if (!full || !mine) {
-            free(full);
-            free(mine);
-            return fail(t, "out of memory gathering the optimizer state (%zu floats)", 2 * n);
-        }
-        memset(mine, 0, 2 * t->shard * sizeof(float));
-        if (gpt_state_read(m, GPT_STATE_ADAM_M, t->lo, mine, len) != 0 ||
-            gpt_state_read(m, GPT_STATE_ADAM_V, t->lo, mine + t->shard, len) != 0) {
-            free(full);
-            free(mine);
-            return fail(t, "cannot read the optimizer shard");
-        }
-        int rc1 = comm_allgather(P->dp, full, mine, t->shard);
-        int rc2 = rc1 < 0 ? rc1 : comm_allgather(P->dp, full + n, mine + t->shard, t->shard);
-        free(mine);
-        if (rc2 < 0) {
-            free(full);
-            return fail(t, "optimizer state all-gather: %s", comm_error());
-        }
-        am = full;
-        av = full + n;
-    }
-    /* 16-bit working weights under the distributed optimizer: each rank
-       updated only its shard of the fp32 masters; gather them for the file */
-    if (t->cfg.dist_opt && m->master_memory != m->params_memory) {
-        float *mine = t->pad + (size_t)P->dp_rank * t->shard;
-        m->be->copy(mine, m->master_memory + t->lo, (t->hi - t->lo) * sizeof(float));
-        if (comm_allgather(P->dp, t->pad, mine, t->shard) < 0) {
-            free(full);
-            return fail(t, "master weight all-gather: %s", comm_error());
-        }
-        m->be->copy(m->master_memory, t->pad, m->num_params * sizeof(float));
+    if (gather_moments(t, &full, &am, &av) != 0) return -1;
+    if (gather_masters(t) != 0) {
+        free(full);
+        return -1;
     }
     int rc = 0;
     if (P->dp_rank == 0) rc = ckpt_save_rank(dir, m, am, av, st, err, sizeof err);
@@ -731,6 +749,230 @@ int trainer_save(trainer *t, const char *dir, const ckpt_state *st)
     if (P->rank == 0 && ckpt_write_latest(dir, st->iteration, err, sizeof err) != 0)
         return fail(t, "cannot save the checkpoint: %s", err);
     return 0;
+}
+
+/* What a rank writes into a torch_dist checkpoint, and the memory behind it. */
+struct td_out {
+    tds_item *items;
+    size_t n;
+    float *chunks;                   /* the tensors' elements */
+    char (*keys)[TD_MAX_KEY];        /* the _extra_state keys */
+    char (*okeys)[TD_MAX_KEY + 32];  /* optimizer.state.exp_avg(_sq).KEY */
+    pk_doc *d;
+    ts_buf none, common;             /* the [None] archive, the common state's */
+    td_item *ti;                     /* td_items' list (the tensor items' keys) */
+};
+
+static void td_out_release(struct td_out *o)
+{
+    free(o->items);
+    free(o->chunks);
+    free(o->keys);
+    free(o->okeys);
+    pk_free(o->d);
+    ts_buf_release(&o->none);
+    ts_buf_release(&o->common);
+}
+
+static void ns_int(pk_doc *d, pk_node *attrs, const char *k, int64_t v)
+{
+    pk_push(d, attrs, pk_add_str(d, k));
+    pk_push(d, attrs, pk_add_int(d, v));
+}
+
+/* The common state: args with what Megatron's load_checkpoint reads
+ * (consumed samples, the parallel sizes) and check_checkpoint_args compares
+ * (the model's sizes), the iteration; no optimizer, scheduler or RNG state
+ * (as Megatron's --no-save-optim --no-save-rng), no FLOP count (mds keeps none). */
+static pk_node *common_state(trainer *t, pk_doc *d, const ckpt_state *st)
+{
+    const gpt_model *m = t->m;
+    const train_layout *P = t->P;
+    pk_node *attrs, *args = tds_namespace(d, &attrs);
+    ns_int(d, attrs, "num_layers", m->L);
+    ns_int(d, attrs, "hidden_size", m->C);
+    ns_int(d, attrs, "ffn_hidden_size", m->F);
+    ns_int(d, attrs, "num_attention_heads", m->NH);
+    ns_int(d, attrs, "num_query_groups", m->G);
+    ns_int(d, attrs, "max_position_embeddings", m->cfg.max_position_embeddings);
+    ns_int(d, attrs, "make_vocab_size_divisible_by", m->cfg.make_vocab_size_divisible_by);
+    ns_int(d, attrs, "padded_vocab_size", m->Vp);
+    ns_int(d, attrs, "tensor_model_parallel_size", P->tp_size);
+    ns_int(d, attrs, "pipeline_model_parallel_size", P->pp_size);
+    ns_int(d, attrs, "data_parallel_size", P->dp_size);
+    ns_int(d, attrs, "iteration", (int64_t)st->iteration);
+    ns_int(d, attrs, "consumed_train_samples", (int64_t)st->consumed_train_samples);
+    ns_int(d, attrs, "consumed_valid_samples", (int64_t)st->consumed_valid_samples);
+    pk_push(d, attrs, pk_add_str(d, "add_position_embedding"));
+    pk_push(d, attrs, pk_add_bool(d, m->cfg.position_embedding == GPT_POS_LEARNED));
+    pk_push(d, attrs, pk_add_str(d, "ckpt_format"));
+    pk_push(d, attrs, pk_add_str(d, "torch_dist"));
+    static const char *const styles[3] = { "constant", "linear", "cosine" };
+    tds_sched sc = { .max_lr = st->max_lr, .min_lr = st->min_lr, .start_wd = t->cfg.weight_decay,
+                     .end_wd = t->cfg.weight_decay, .lr_warmup_steps = (int64_t)st->warmup_steps,
+                     .num_steps = (int64_t)st->num_steps, .lr_decay_steps = (int64_t)st->decay_steps,
+                     .wd_incr_steps = (int64_t)st->decay_steps,
+                     .lr_decay_style = st->decay_style < 3 ? styles[st->decay_style] : "constant",
+                     .wd_incr_style = "constant" };
+    pk_node *cs = tds_common_state(d, args, (int64_t)st->iteration, tds_scheduler(d, &sc), NULL);
+    /* the optimizer's common part: one param group with the Adam step (what
+       td_load_optimizer reads), and the sharding type of the distributed one */
+    pk_node *optim = pk_add(d, PK_DICT), *groups = pk_add(d, PK_LIST), *g = pk_add(d, PK_DICT);
+    pk_push(d, g, pk_add_str(d, "step"));
+    pk_push(d, g, pk_add_int(d, m->step));
+    pk_push(d, groups, g);
+    pk_push(d, optim, pk_add_str(d, "param_groups"));
+    pk_push(d, optim, groups);
+    if (t->cfg.dist_opt) {
+        pk_push(d, optim, pk_add_str(d, "param_state_sharding_type"));
+        pk_push(d, optim, pk_add_str(d, "fully_reshardable"));
+    }
+    pk_push(d, cs, pk_add_str(d, "optimizer"));
+    pk_push(d, cs, optim);
+    return cs;
+}
+
+/* This rank's items: its chunks that no other rank writes (td_items), the
+ * [None] _extra_state of each local layer's four linears (TP rank 0), the
+ * common state (global rank 0); data-parallel ranks above 0 write none. */
+static int td_collect(trainer *t, const ckpt_state *st, const float *am, const float *av, struct td_out *o)
+{
+    gpt_model *m = t->m;
+    const train_layout *P = t->P;
+    static const char *const linears[4] = { "self_attention.linear_proj", "self_attention.linear_qkv",
+                                            "mlp.linear_fc1", "mlp.linear_fc2" };
+    char err[512];
+    td_item *ti = NULL;
+    size_t nti = 0, total = 0;
+    float *host = NULL;
+    int rc = -1;
+    if (P->dp_rank != 0) return 0;
+    if (td_items(m, &ti, &nti, err, sizeof err) != 0) return fail(t, "cannot save the checkpoint: %s", err);
+    for (size_t i = 0; i < nti; i++)
+        if (!ti[i].replica) total += td_item_numel(&ti[i]);
+    o->items = calloc(3 * nti + 4 * (size_t)m->Ll + 1, sizeof *o->items);
+    o->keys = calloc(4 * (size_t)m->Ll + 1, sizeof *o->keys);
+    o->okeys = calloc(2 * nti + 1, sizeof *o->okeys);
+    o->chunks = malloc((3 * total + 1) * sizeof(float));
+    host = malloc(m->num_params * sizeof(float));
+    o->d = pk_doc_new();
+    if (!o->items || !o->keys || !o->okeys || !o->chunks || !host || !o->d) {
+        fail(t, "out of memory saving the checkpoint");
+        goto cleanup;
+    }
+    float *at = o->chunks;
+    size_t nk = 0;
+    /* the weights, then Megatron's model-space optimizer keys (the plain
+       optimizer's and fully_reshardable's): each moment with the weight's chunks */
+    for (int w = 0; w < 3; w++) {
+        const float *src = w == 0 ? NULL : w == 1 ? am : av;
+        if (!src) {
+            int which = w == 0 ? GPT_STATE_WEIGHTS : w == 1 ? GPT_STATE_ADAM_M : GPT_STATE_ADAM_V;
+            if (gpt_state_read(m, which, 0, host, m->num_params) != 0) { fail(t, "cannot read the checkpoint's state"); goto cleanup; }
+            src = host;
+        }
+        for (size_t i = 0; i < nti; i++) {
+            if (ti[i].replica) continue;
+            tds_item *it = &o->items[o->n++];
+            td_item_gather(m, &ti[i], src, at);
+            const char *key = ti[i].key;
+            if (w) {
+                snprintf(o->okeys[nk], sizeof o->okeys[nk], "optimizer.state.%s.%s", w == 1 ? "exp_avg" : "exp_avg_sq", key);
+                key = o->okeys[nk++];
+            }
+            *it = (tds_item){ .key = key, .kind = TDS_TENSOR, .dtype = TS_F32, .ndim = ti[i].ndim, .data = at,
+                              .stacked = !strncmp(ti[i].key, "decoder.layers.", 15) };
+            memcpy(it->shape, ti[i].shape, sizeof ti[i].shape);
+            memcpy(it->offset, ti[i].off, sizeof ti[i].off);
+            memcpy(it->size, ti[i].size, sizeof ti[i].size);
+            at += td_item_numel(&ti[i]);
+        }
+    }
+    if (P->tp_rank == 0) {
+        if (tds_object_archive(&o->none, o->d, NULL) != 0) { fail(t, "out of memory saving the checkpoint"); goto cleanup; }
+        for (int ll = 0; ll < m->Ll; ll++)
+            for (int k = 0; k < 4; k++) {
+                char *key = o->keys[ll * 4 + k];
+                snprintf(key, TD_MAX_KEY, "decoder.layers.%s._extra_state/shard_%d_%d", linears[k], m->layer_begin + ll, m->L);
+                o->items[o->n++] = (tds_item){ .key = key, .kind = TDS_OBJECT, .obj = o->none.data, .nobj = o->none.len };
+            }
+    }
+    if (P->rank == 0) {
+        if (tds_object_archive(&o->common, o->d, common_state(t, o->d, st)) != 0) {
+            fail(t, "out of memory saving the checkpoint");
+            goto cleanup;
+        }
+        o->items[o->n++] = (tds_item){ .key = "common_state/shard_0_1", .kind = TDS_OBJECT, .obj = o->common.data,
+                                       .nobj = o->common.len };
+    }
+    rc = 0;
+cleanup:
+    /* the items' keys point into ti: keep it with the items */
+    if (rc) free(ti);
+    else o->ti = ti;
+    free(host);
+    return rc;
+}
+
+/* Every rank's blob to rank 0 (blobs[r] there), one broadcast of its size
+ * and one of its bytes per rank. */
+static int gather_blobs(trainer *t, const ts_buf *mine, ts_buf *blobs)
+{
+    const train_layout *P = t->P;
+    for (int r = 0; r < P->size; r++) {
+        uint64_t n = r == P->rank ? mine->len : 0;
+        COMM(t, comm_broadcast(P->world, &n, sizeof n, r), "checkpoint record size");
+        if (!n) continue;
+        unsigned char *b = r == P->rank ? mine->data : malloc((size_t)n);
+        if (!b) return fail(t, "out of memory gathering the checkpoint's records");
+        int rc = comm_broadcast(P->world, b, (size_t)n, r);
+        if (P->rank == 0 && r != 0) blobs[r] = (ts_buf){ b, (size_t)n, (size_t)n };
+        else if (r != P->rank) free(b);
+        if (rc < 0) return fail(t, "checkpoint records: %s", comm_error());
+    }
+    if (P->rank == 0) blobs[0] = *mine;
+    return 0;
+}
+
+int trainer_save_torch_dist(trainer *t, const char *dir, const ckpt_state *st)
+{
+    const train_layout *P = t->P;
+    char err[4600], iter[4200], id[37];
+    struct td_out o = { 0 };
+    float *moments = NULL;
+    const float *am = NULL, *av = NULL;
+    ts_buf blob = { 0 }, *blobs = calloc((size_t)P->size, sizeof *blobs);
+    int rc = -1;
+    if (!blobs) return fail(t, "out of memory saving the checkpoint");
+    if (snprintf(iter, sizeof iter, "%s/iter_%07" PRIu64, dir, st->iteration) >= (int)sizeof iter) {
+        fail(t, "checkpoint directory name too long: '%s'", dir);
+        goto cleanup;
+    }
+    if (gather_moments(t, &moments, &am, &av) != 0 || gather_masters(t) != 0 || td_collect(t, st, am, av, &o) != 0)
+        goto cleanup;
+    if (tds_write_rank(iter, P->rank, o.items, o.n, &blob, err, sizeof err) != 0) {
+        fail(t, "cannot save the checkpoint: %s", err);
+        goto cleanup;
+    }
+    if (gather_blobs(t, &blob, blobs) != 0) goto cleanup;
+    if (P->rank == 0 && (tds_new_save_id(id) != 0 || tds_write_metadata(iter, iter, id, blobs, P->size, err, sizeof err) != 0)) {
+        fail(t, "cannot save the checkpoint: %s", err[0] ? err : "no random save id");
+        goto cleanup;
+    }
+    if (comm_barrier(P->world) < 0) { fail(t, "checkpoint barrier: %s", comm_error()); goto cleanup; }
+    if (P->rank == 0 && ckpt_write_latest(dir, st->iteration, err, sizeof err) != 0) {
+        fail(t, "cannot save the checkpoint: %s", err);
+        goto cleanup;
+    }
+    rc = 0;
+cleanup:
+    for (int r = 1; P->rank == 0 && r < P->size; r++) ts_buf_release(&blobs[r]);
+    free(blobs);
+    ts_buf_release(&blob);
+    free(o.ti);
+    free(moments);
+    td_out_release(&o);
+    return rc;
 }
 
 int trainer_load(trainer *t, const char *dir, uint64_t iteration, ckpt_state *st, int *code)

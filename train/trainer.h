@@ -316,6 +316,22 @@ int trainer_evaluate(trainer *t, int split, uint64_t *cursor, uint64_t iters, do
 int trainer_save(trainer *t, const char *dir, const ckpt_state *st);
 
 /*
+ * trainer_save_torch_dist() - the same iteration as a Megatron-Core torch_dist
+ * checkpoint (--ckpt-format torch_dist, train/tdsave.h): DIR/iter_%07d/ with
+ * every rank's __R_0.distcp (the fp32 masters of the chunks td_items lists
+ * for it, replicas only from their owner, on data-parallel rank 0; the
+ * [None] _extra_state objects on TP rank 0; the AdamW moments as
+ * optimizer.state.exp_avg(_sq).KEY with the same chunks, the distributed
+ * optimizer's shards gathered first), then rank 0's .metadata and
+ * metadata.json, then the tracker.  The common state holds args (the model's
+ * sizes, the parallel sizes, the iteration and consumed samples), the
+ * scheduler and the optimizer's Adam step; no RNG state (mds keeps none).
+ * Collective.
+ * @return : 0, or -1 with t->err.
+ */
+int trainer_save_torch_dist(trainer *t, const char *dir, const ckpt_state *st);
+
+/*
  * trainer_load() - every rank reads its (TP, PP) file of `iteration` under
  * dir: weights, AdamW state (this rank's shard of it with the distributed
  * optimizer) and step, and *st.  Collective (ends with a barrier).

@@ -6,7 +6,10 @@
  *   - every node of an accepted tree (walked to a bounded depth, since memo
  *     references can make cycles) is well formed: strings NUL-terminated at
  *     their length, dicts of key/value pairs, globals on the allow-list,
- *     objects of a global applied to a tuple.
+ *     objects of a global applied to a tuple;
+ *   - the writer (pk_write, protocol 4) takes every accepted tree or refuses
+ *     it with PK_ERR_ARG, and what it writes reads back into a tree that it
+ *     writes as the same bytes (a fixed point: sharing and framing survive).
  * Seeds: the llama fixture's .metadata, the gpt fixture's common state
  * (data.pkl, protocol 2), Python-written values (corpus/pickle/).
  */
@@ -59,6 +62,22 @@ static void walk(const pk_node *n, int depth)
     }
 }
 
+static void rewrite(const pk_doc *d)
+{
+    unsigned char *p = NULL, *q = NULL;
+    size_t n = 0, m = 0;
+    pk_doc *back = NULL;
+    int rc = pk_write(d, pk_root(d), 4, &p, &n);
+    if (rc != PK_OK && rc != PK_ERR_ARG && rc != PK_ERR_NOMEM) die("pk_write: unknown error code");
+    if (rc == PK_OK) {
+        if (pk_parse(p, n, "rewritten", &back, NULL, 0) != PK_OK) die("pk_write wrote what pk_parse refuses");
+        if (pk_write(back, pk_root(back), 4, &q, &m) != PK_OK || m != n || memcmp(p, q, n)) die("pk_write is not a fixed point");
+    }
+    free(p);
+    free(q);
+    pk_free(back);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[512] = "";
@@ -70,6 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc == PK_OK) {
         visited = 0;
         walk(pk_root(d), 0);
+        rewrite(d);
     }
     pk_free(e);
     pk_free(d);

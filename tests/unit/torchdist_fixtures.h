@@ -11,10 +11,10 @@
 
 #define DIR "tests/data/torch_dist/"
 
-static const char *fixtures[] = { "gpt", "llama", "gpt_tp2", "llama_tp2", "llama_pp2", "llama_tp2_pp2" };
+static const char *fixtures[] = { "gpt", "llama", "gpt_tp2", "llama_tp2", "llama_pp2", "llama_tp2_pp2", "llama_tp2_bf16mix" };
 
 /* The whole file (malloc'd, *n bytes), or NULL. */
-static unsigned char *slurp(const char *path, size_t *n)
+static inline unsigned char *slurp(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -29,7 +29,7 @@ static unsigned char *slurp(const char *path, size_t *n)
 }
 
 /* The first offset of s (slen bytes) in b, or n (the tests know it is there). */
-static size_t find(const unsigned char *b, size_t n, const char *s, size_t slen)
+static inline size_t find(const unsigned char *b, size_t n, const char *s, size_t slen)
 {
     for (size_t i = 0; i + slen <= n; i++)
         if (!memcmp(b + i, s, slen)) return i;

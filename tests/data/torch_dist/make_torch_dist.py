@@ -15,7 +15,9 @@ same content_metadata, same TorchDistSaveShardedStrategy), and then:
   3. writes metadata.txt: every key of the .metadata pickle, its type, global shape, dtype, chunks
      and where its bytes are in which .distcp file.
 No optimizer, no training: the optimizer layout is documented from the source in
-docs/architecture.md. Usage: make_torch_dist.py OUTDIR (writes OUTDIR/gpt and OUTDIR/llama).
+docs/architecture.md. Usage: make_torch_dist.py OUTDIR (writes OUTDIR/gpt and OUTDIR/llama);
+with --bf16 (Megatron's --bf16: parameters in bfloat16, the local spec's norms stay float32)
+only the Llama one, as OUTDIR/llama_bf16mix (OUTDIR/llama_tp2_bf16mix under torchrun).
 """
 import io
 import os
@@ -36,6 +38,7 @@ from megatron.core.transformer.transformer_config import TransformerConfig
 
 ITERATION = 1
 VOCAB, SEQ = 64, 8
+DTYPE = torch.float32  # torch.bfloat16 under --bf16
 
 
 def build(variant, seed):
@@ -61,9 +64,9 @@ def build_model(variant):
     first = parallel_state.is_pipeline_first_stage()
     last = parallel_state.is_pipeline_last_stage()
     common = dict(num_layers=2, hidden_size=16, num_attention_heads=4,
-                  use_cpu_initialization=True, params_dtype=torch.float32,
-                  pipeline_dtype=torch.float32, tensor_model_parallel_size=tp,
-                  pipeline_model_parallel_size=pp)
+                  use_cpu_initialization=True, params_dtype=DTYPE,
+                  pipeline_dtype=DTYPE, bf16=DTYPE == torch.bfloat16,
+                  tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp)
     if variant == 'gpt':
         config = TransformerConfig(**common)
         spec = get_gpt_layer_local_spec()
@@ -222,8 +225,12 @@ def dump(meta, tensors, common, iter_dir, path):
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
-        sys.exit('usage: [torchrun --nproc-per-node TP*PP] make_torch_dist.py OUTDIR [PP]')
+    global DTYPE
+    args = [a for a in sys.argv[1:] if a != '--bf16']
+    if len(args) not in (1, 2):
+        sys.exit('usage: [torchrun --nproc-per-node TP*PP] make_torch_dist.py OUTDIR [PP] [--bf16]')
+    if '--bf16' in sys.argv:
+        DTYPE = torch.bfloat16
     if not torch.cuda.is_available():
         # FileSystemWriterAsync.preload_tensors calls torch.cuda.synchronize() whatever the
         # device of the tensors, and save_state_dict_async_finalize all-reduces its failure flag
@@ -235,16 +242,18 @@ def main():
     os.environ.setdefault('MASTER_PORT', '29571')
     # One rank, or torchrun's world of TP x PP ranks (DP 1).
     rank, world = int(os.environ.get('RANK', 0)), int(os.environ.get('WORLD_SIZE', 1))
-    pp = int(sys.argv[2]) if len(sys.argv) == 3 else 1
+    pp = int(args[1]) if len(args) == 2 else 1
     tp = world // pp
     dist.init_process_group('gloo', rank=rank, world_size=world)
     parallel_state.initialize_model_parallel(tp, pp)
     # With PP the tied GPT's last stage holds a copy of the embedding that Megatron keeps equal
     # through the embedding group; the untied Llama alone needs none of that.
-    for variant in ('gpt', 'llama') if pp == 1 else ('llama',):
+    bf16 = DTYPE == torch.bfloat16
+    for variant in ('gpt', 'llama') if pp == 1 and not bf16 else ('llama',):
         model = build(variant, seed=1234)
-        name = variant + (f'_tp{tp}' if tp > 1 else '') + (f'_pp{pp}' if pp > 1 else '')
-        root = os.path.join(sys.argv[1], name)
+        name = (variant + (f'_tp{tp}' if tp > 1 else '') + (f'_pp{pp}' if pp > 1 else '')
+                + ('_bf16mix' if bf16 else ''))
+        root = os.path.join(args[0], name)
         iter_dir = save(model, root)
         want = checkpoint_layout(model)
         dist.barrier()
