@@ -1945,7 +1945,7 @@ int main(int argc, char **argv)
     trainer_config tc = { .global_batch_size = c.gbs, .vocab_size = ti.V, .dist_opt = c.dist_opt,
                           .per_token_loss = c.per_token_loss,
                           .beta1 = (float)c.beta1, .beta2 = (float)c.beta2, .eps = (float)c.eps,
-                          .weight_decay = (float)c.wd, .clip_grad = (float)c.clip, .fatal = fatal };
+                          .weight_decay = (float)c.wd, .weight_decay_arg = c.wd, .clip_grad = (float)c.clip, .fatal = fatal };
     train_loss_scaler_init(&tc.scaler, c.fp16, !c.have_loss_scale, c.have_loss_scale ? c.loss_scale : c.initial_loss_scale,
                            c.min_loss_scale, (int)c.loss_scale_window, (int)c.hysteresis);
     if (trainer_init(&t, &model, &P, data, &tc) != 0)

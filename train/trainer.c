@@ -782,8 +782,9 @@ static void ns_int(pk_doc *d, pk_node *attrs, const char *k, int64_t v)
 
 /* The common state: args with what Megatron's load_checkpoint reads
  * (consumed samples, the parallel sizes) and check_checkpoint_args compares
- * (the model's sizes), the iteration; no optimizer, scheduler or RNG state
- * (as Megatron's --no-save-optim --no-save-rng), no FLOP count (mds keeps none). */
+ * (the model's sizes), the iteration, the scheduler and the optimizer's
+ * common part; no RNG state (mds has none to keep: args say no_save_rng), no
+ * FLOP count (mds keeps none). */
 static pk_node *common_state(trainer *t, pk_doc *d, const ckpt_state *st)
 {
     const gpt_model *m = t->m;
@@ -807,9 +808,14 @@ static pk_node *common_state(trainer *t, pk_doc *d, const ckpt_state *st)
     pk_push(d, attrs, pk_add_bool(d, m->cfg.position_embedding == GPT_POS_LEARNED));
     pk_push(d, attrs, pk_add_str(d, "ckpt_format"));
     pk_push(d, attrs, pk_add_str(d, "torch_dist"));
+    /* true: no rng_state item is written (the data order and dropout masks
+       are functions of the seed), and Megatron's load (checkpointing.py
+       2573-2579, at d98e8a64) then asks for none */
+    pk_push(d, attrs, pk_add_str(d, "no_save_rng"));
+    pk_push(d, attrs, pk_add_bool(d, 1));
     static const char *const styles[3] = { "constant", "linear", "cosine" };
-    tds_sched sc = { .max_lr = st->max_lr, .min_lr = st->min_lr, .start_wd = t->cfg.weight_decay,
-                     .end_wd = t->cfg.weight_decay, .lr_warmup_steps = (int64_t)st->warmup_steps,
+    double wd = t->cfg.weight_decay_arg ? t->cfg.weight_decay_arg : t->cfg.weight_decay;
+    tds_sched sc = { .max_lr = st->max_lr, .min_lr = st->min_lr, .start_wd = wd, .end_wd = wd, .lr_warmup_steps = (int64_t)st->warmup_steps,
                      .num_steps = (int64_t)st->num_steps, .lr_decay_steps = (int64_t)st->decay_steps,
                      .wd_incr_steps = (int64_t)st->decay_steps,
                      .lr_decay_style = st->decay_style < 3 ? styles[st->decay_style] : "constant",

@@ -210,6 +210,8 @@ typedef struct trainer_config {
     int dist_opt;                     /* --use-distributed-optimizer */
     int per_token_loss;               /* --calculate-per-token-loss: gradients of the token sum / all tokens */
     float beta1, beta2, eps, weight_decay, clip_grad;
+    double weight_decay_arg;          /* --weight-decay as given, which torch_dist checkpoints record
+                                         (AdamW uses the float above); 0: take that float */
     train_loss_scaler scaler;         /* its initial state (disabled unless --fp16) */
     void (*fatal)(const char *msg);   /* a tensor-parallel collective failed; must not return */
 } trainer_config;
