@@ -198,7 +198,7 @@ static const struct cli_option train_options[] = {
     {"save", 0, CLI_ARG_ONE, O_SAVE, "DIR", "save checkpoints to DIR (at --save-interval and at the end)"},
     {"save-interval", 0, CLI_ARG_ONE, O_SAVE_INTERVAL, "N", "save every N iterations (with --save)"},
     {"ckpt-format", 0, CLI_ARG_ONE, O_CKPT_FORMAT, "FMT",
-     "--save as torch_dist (Megatron-Core's distributed checkpoint: model and args; without the flag: mds's own files)"},
+     "--save as torch_dist (Megatron-Core's distributed checkpoint: the model, AdamW state, scheduler and args; without the flag: mds's own files)"},
     {"load", 0, CLI_ARG_ONE, O_LOAD, "DIR", "resume from DIR's latest checkpoint (none there: start afresh)"},
     {"export-hf", 0, CLI_ARG_ONE, O_EXPORT_HF, "DIR",
      "write --load's latest checkpoint (its TP/PP layout given by the flags) as a HuggingFace folder and exit"},

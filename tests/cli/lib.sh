@@ -17,6 +17,13 @@ have() {
     case " ${MDS_FEATURES-pcre2 lzma zstd zlib} " in *" $1 "*) return 0 ;; esac
     return 1
 }
+# no_launcher_env: forget the variables of an enclosing launch (torchrun,
+# Slurm, Open MPI, PMIx/PMI), so that mdstrain runs as one process unless a
+# test launches it otherwise
+no_launcher_env() {
+    unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK SLURM_JOB_NODELIST SLURM_NODELIST SLURM_JOB_ID \
+          SLURM_PROCID SLURM_NTASKS SLURM_LOCALID OMPI_COMM_WORLD_SIZE PMIX_RANK PMI_RANK PMI_SIZE PMI_FD
+}
 check() {   # NAME CONDITION-COMMAND...
     name=$1; shift
     if "$@"; then ok "$name"; else fail "$name"; fi

@@ -11,8 +11,7 @@
 # Needs python3 (standard library only); skipped without it.  About 40 s.
 . tests/cli/lib.sh
 . tests/cli/parallel_lib.sh
-unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK SLURM_JOB_NODELIST SLURM_NODELIST SLURM_JOB_ID \
-      SLURM_PROCID SLURM_NTASKS SLURM_LOCALID OMPI_COMM_WORLD_SIZE PMIX_RANK PMI_RANK PMI_SIZE PMI_FD
+no_launcher_env
 PLAN="python3 bench/comm_plan.py"
 if ! command -v python3 >/dev/null 2>&1; then
     skip comm_plan "python3 not found"

@@ -12,8 +12,7 @@
 # naming them; --layernorm-epsilon is --norm-epsilon.  About 20 s.
 . tests/cli/lib.sh
 . tests/cli/parallel_lib.sh
-unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK SLURM_JOB_NODELIST SLURM_NODELIST SLURM_JOB_ID \
-      SLURM_PROCID SLURM_NTASKS SLURM_LOCALID OMPI_COMM_WORLD_SIZE PMIX_RANK PMI_RANK PMI_SIZE PMI_FD
+no_launcher_env
 E=--embed-layernorm
 CKF=iter_0000005/mp_rank_00/model_optim_rng.bin
 

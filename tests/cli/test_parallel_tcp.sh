@@ -15,8 +15,7 @@
 . tests/cli/lib.sh
 . tests/cli/parallel_lib.sh
 # nothing of an outer launcher may leak into the ranks started here
-unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK SLURM_JOB_NODELIST SLURM_NODELIST SLURM_JOB_ID \
-      SLURM_PROCID SLURM_NTASKS SLURM_LOCALID OMPI_COMM_WORLD_SIZE PMIX_RANK PMI_RANK PMI_SIZE PMI_FD
+no_launcher_env
 
 have_mpi=0
 if command -v "$MPIRUN" >/dev/null 2>&1 && "$MDSTRAIN" --version | grep -q 'MPI ('; then have_mpi=1; fi

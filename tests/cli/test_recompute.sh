@@ -10,8 +10,7 @@
 # Megatron's argument rules exit 2 with its messages.  About 15 s.
 . tests/cli/lib.sh
 . tests/cli/parallel_lib.sh
-unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK SLURM_JOB_NODELIST SLURM_NODELIST SLURM_JOB_ID \
-      SLURM_PROCID SLURM_NTASKS SLURM_LOCALID OMPI_COMM_WORLD_SIZE PMIX_RANK PMI_RANK PMI_SIZE PMI_FD
+no_launcher_env
 
 # one TINY run: exact loss/norm lines in $T/NAME, the table in $T/NAME.err,
 # a checkpoint in $T/NAME.ckpt

@@ -19,8 +19,7 @@
 # About 5 s.
 . tests/cli/lib.sh
 . tests/cli/parallel_lib.sh
-unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK SLURM_JOB_NODELIST SLURM_NODELIST SLURM_JOB_ID \
-      SLURM_PROCID SLURM_NTASKS SLURM_LOCALID OMPI_COMM_WORLD_SIZE PMIX_RANK PMI_RANK PMI_SIZE PMI_FD
+no_launcher_env
 
 # tests/data/torch_dist's Llama model
 LLAMA="--tokenizer-type NullTokenizer --vocab-size 64 --make-vocab-size-divisible-by 1

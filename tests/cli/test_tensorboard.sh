@@ -13,7 +13,7 @@ MDSTRAIN=${MDSTRAIN:-$BUILD/mdstrain}
 TBDUMP="$BUILD/tests/test_tensorboard -d"
 D=tests/data/tensorboard
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE SLURM_PROCID SLURM_NTASKS OMPI_COMM_WORLD_SIZE PMIX_RANK PMI_RANK PMI_SIZE PMI_FD
+no_launcher_env
 
 # 1. our reader on the committed files reads exactly what tensorboard read
 for f in synthetic mdstrain; do

@@ -20,8 +20,7 @@
 # About 10 s.
 . tests/cli/lib.sh
 . tests/cli/parallel_lib.sh
-unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK SLURM_JOB_NODELIST SLURM_NODELIST SLURM_JOB_ID \
-      SLURM_PROCID SLURM_NTASKS SLURM_LOCALID OMPI_COMM_WORLD_SIZE PMIX_RANK PMI_RANK PMI_SIZE PMI_FD
+no_launcher_env
 D=tests/data/torch_dist
 
 # make_torch_dist.py's models
