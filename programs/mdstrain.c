@@ -292,7 +292,7 @@ static const struct cli_option compat_options[] = {
     {"dataset-impl", 0, CLI_ARG_ONE, O_DATA_IMPL, NULL, NULL},
     {"optimizer", 0, CLI_ARG_ONE, O_OPTIMIZER, "adam", "only adam (Megatron's AdamW)"},
     {"DDP-impl", 0, CLI_ARG_ONE, O_DDP_IMPL, "local|torch", "accepted: data-parallel gradients are averaged either way"},
-    {"transformer-impl", 0, CLI_ARG_ONE, O_TRANSFORMER_IMPL, "local", "only local (mds's own kernels)"},
+    {"transformer-impl", 0, CLI_ARG_ONE, O_TRANSFORMER_IMPL, "local", "local or transformer_engine: the same model, on mds's own kernels"},
     {"use-mcore-models", 0, CLI_ARG_NONE, O_MCORE, NULL, "accepted: the model is Megatron-Core's GPT"},
     {"num-workers", 0, CLI_ARG_ONE, O_NUM_WORKERS, "N", "accepted: samples are read in the training process"},
     {"dataloader-type", 0, CLI_ARG_ONE, O_DATALOADER, "single", "only single (Megatron's default sampler)"},
@@ -656,9 +656,12 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
         break;
     case O_DDP_IMPL: cli_opt_choice(o, v, (const char *const[]){"local", "torch", NULL}); break;
     case O_TRANSFORMER_IMPL:
-        if (strcmp(v, "local") != 0)
-            cli_usage("option '--transformer-impl' %s is not supported (only local: %s)", v,
-                      strcmp(v, "transformer_engine") == 0 ? "Transformer Engine is a CUDA library" : "mds's own kernels");
+        /* Megatron's default is transformer_engine; its layers compute the
+           functions of the local spec (and save under the same torch_dist
+           keys), which mds's kernels compute for either */
+        if (strcmp(v, "local") != 0 && strcmp(v, "transformer_engine") != 0)
+            cli_usage("option '--transformer-impl' %s is not supported (only local or transformer_engine: "
+                      "the same model on mds's own kernels)", v);
         break;
     case O_NUM_WORKERS: cli_opt_u64(o, v, 0, 1 << 20); break;
     case O_DATALOADER:

@@ -44,7 +44,8 @@ run_expect refuse_optimizer_sgd 2 "'--optimizer' sgd is not supported" "$MDSTRAI
 run_expect refuse_dataloader_external 2 "'--dataloader-type' external is not supported" "$MDSTRAIN" $BASE --dataloader-type external
 run_expect refuse_dataloader_cyclic 2 "'--dataloader-type' cyclic is not supported" "$MDSTRAIN" $BASE --dataloader-type cyclic
 run_expect refuse_cp2 2 "'--context-parallel-size' 2 is not supported" "$MDSTRAIN" $BASE --context-parallel-size 2
-run_expect refuse_te 2 "'--transformer-impl' transformer_engine is not supported .*CUDA" "$MDSTRAIN" $BASE --transformer-impl transformer_engine
+run_expect te 0 "" "$MDSTRAIN" $BASE --transformer-impl transformer_engine
+run_expect refuse_inference_optimized 2 "'--transformer-impl' inference_optimized is not supported" "$MDSTRAIN" $BASE --transformer-impl inference_optimized
 run_expect refuse_data_impl_lazy 2 "'--data-impl' lazy is not supported" "$MDSTRAIN" $BASE --data-impl lazy
 run_expect refuse_backend_mpi 2 "'--distributed-backend' must be nccl or gloo, got 'mpi'" "$MDSTRAIN" $BASE --distributed-backend mpi
 run_expect refuse_ddp_fsdp 2 "'--DDP-impl' must be local or torch, got 'FSDP'" "$MDSTRAIN" $BASE --DDP-impl FSDP
