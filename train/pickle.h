@@ -2,7 +2,7 @@
  * pickle.h - a restricted reader of Python pickles (protocols 2 to 4), as
  * torch.distributed.checkpoint writes a torch_dist checkpoint's .metadata
  * and torch.save writes its objects' data.pkl (docs/architecture.md,
- * "Planned: torch_dist checkpoints").  It builds a small tree: None, bools,
+ * "torch_dist checkpoints").  It builds a small tree: None, bools,
  * ints (64-bit), floats, strings, bytes, tuples, lists, dicts (keys of any
  * kind, in insertion order), references to allow-listed globals, and
  * objects made from them: a class or function applied to an argument tuple

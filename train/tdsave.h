@@ -1,6 +1,6 @@
 /*
  * tdsave.h - writing a Megatron-Core torch_dist checkpoint directory
- * (docs/architecture.md, "Planned: torch_dist checkpoints") from lists of
+ * (docs/architecture.md, "torch_dist checkpoints") from lists of
  * items, the way megatron.core.dist_checkpointing.save with torch's
  * FileSystemWriter (one writer thread, --dist-ckpt-workers 1) writes it:
  *
