@@ -8,6 +8,8 @@
  */
 #include "pickle.h"
 
+#include "grow.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,22 +125,9 @@ void pk_free(pk_doc *d)
 
 const pk_node *pk_root(const pk_doc *d) { return d->root; }
 
-/* Grow *p (of *cap elements of size sz) to hold need; 0 or -1. */
-static int grow(void **p, size_t *cap, size_t need, size_t sz)
-{
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 16;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * sz);
-    if (!q) return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 static int track(pk_doc *d, void *p)
 {
-    if (grow((void **)&d->allocs, &d->callocs, d->nallocs + 1, sizeof *d->allocs)) return -1;
+    if (mds_grow((void **)&d->allocs, &d->callocs, d->nallocs + 1, sizeof *d->allocs)) return -1;
     d->allocs[d->nallocs++] = p;
     return 0;
 }
@@ -184,7 +173,7 @@ static int add_items(pk_node *c, pk_node *const *items, size_t k)
 static int push(pk_parser *P, pk_node *n)
 {
     if (P->sp >= P->size + 16) FAIL(PK_ERR_FORMAT, "stack deeper than the input is long");
-    if (grow((void **)&P->stack, &P->scap, P->sp + 1, sizeof *P->stack)) FAIL(PK_ERR_NOMEM, "out of memory");
+    if (mds_grow((void **)&P->stack, &P->scap, P->sp + 1, sizeof *P->stack)) FAIL(PK_ERR_NOMEM, "out of memory");
     P->stack[P->sp++] = n;
     return 0;
 }
@@ -281,7 +270,7 @@ static int memo_put(pk_parser *P, uint64_t idx)
     if (!P->sp || !P->stack[P->sp - 1]) FAIL(PK_ERR_FORMAT, "memoizing an empty stack or a MARK");
     if (idx > P->size) FAIL(PK_ERR_FORMAT, "memo index %llu beyond the input's size", (unsigned long long)idx);
     if (idx >= P->nmemo) {
-        if (grow((void **)&P->memo, &P->cmemo, (size_t)idx + 1, sizeof *P->memo)) FAIL(PK_ERR_NOMEM, "out of memory");
+        if (mds_grow((void **)&P->memo, &P->cmemo, (size_t)idx + 1, sizeof *P->memo)) FAIL(PK_ERR_NOMEM, "out of memory");
         memset(P->memo + P->nmemo, 0, ((size_t)idx + 1 - P->nmemo) * sizeof *P->memo);
         P->nmemo = (size_t)idx + 1;
     }
@@ -413,7 +402,7 @@ static int step(pk_parser *P, int *done)
     case '.': *done = 1; return 0;                       /* STOP */
     case '(':                                            /* MARK */
         if (P->marks >= PK_MAX_DEPTH) FAIL(PK_ERR_FORMAT, "more than %d nested MARKs", PK_MAX_DEPTH);
-        if (grow((void **)&P->stack, &P->scap, P->sp + 1, sizeof *P->stack)) FAIL(PK_ERR_NOMEM, "out of memory");
+        if (mds_grow((void **)&P->stack, &P->scap, P->sp + 1, sizeof *P->stack)) FAIL(PK_ERR_NOMEM, "out of memory");
         P->stack[P->sp++] = NULL;
         P->marks++;
         return 0;
@@ -656,13 +645,7 @@ typedef struct pk_writer {
 static int wgrow(pk_writer *W, size_t more)
 {
     if (W->err) return -1;
-    if (W->len + more <= W->cap) return 0;
-    size_t c = W->cap ? W->cap : 4096;
-    while (c < W->len + more) c *= 2;
-    unsigned char *q = realloc(W->b, c);
-    if (!q) { W->err = PK_ERR_NOMEM; return -1; }
-    W->b = q;
-    W->cap = c;
+    if (mds_grow((void **)&W->b, &W->cap, W->len + more, 1)) { W->err = PK_ERR_NOMEM; return -1; }
     return 0;
 }
 

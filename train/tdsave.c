@@ -8,6 +8,7 @@
 #include "tdsave.h"
 
 #include "checkpoint.h"
+#include "grow.h"
 #include "le.h"
 
 #include <errno.h>
@@ -259,13 +260,7 @@ static shared *scope_get(pk_doc *d, scope *sc, const char *s)
 {
     for (size_t i = 0; i < sc->n; i++)
         if (!strcmp(sc->v[i].s, s)) return &sc->v[i];
-    if (sc->n == sc->cap) {
-        size_t c = sc->cap ? 2 * sc->cap : 64;
-        shared *q = realloc(sc->v, c * sizeof *q);
-        if (!q) return NULL;
-        sc->v = q;
-        sc->cap = c;
-    }
+    if (mds_grow((void **)&sc->v, &sc->cap, sc->n + 1, sizeof *sc->v)) return NULL;
     pk_node *str = pk_add_str(d, s);
     if (!str) return NULL;
     shared *e = &sc->v[sc->n++];

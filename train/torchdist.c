@@ -10,6 +10,7 @@
 #include "torchdist.h"
 
 #include "dtype.h"
+#include "grow.h"
 #include "jsontree.h"
 #include "pickle.h"
 #include "torchsave.h"
@@ -53,13 +54,7 @@ struct lister {
 
 static td_item *add(struct lister *l, const char *key, int param, size_t base)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        td_item *v = realloc(l->v, cap * sizeof *v);
-        if (!v) return NULL;
-        l->v = v;
-        l->cap = cap;
-    }
+    if (mds_grow((void **)&l->v, &l->cap, l->n + 1, sizeof *l->v)) return NULL;
     td_item *it = &l->v[l->n++];
     memset(it, 0, sizeof *it);
     snprintf(it->key, sizeof it->key, "%s", key);
