@@ -548,7 +548,7 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_DECOUPLED_MIN_LR: c->decoupled_min_lr = cli_opt_double(o, v, 0, 1e6); c->have_decoupled_min_lr = 1; break;
     case O_LR_WARMUP_INIT: s->lr_warmup_init = cli_opt_double(o, v, 0, 1e6); break;
     case O_DECAY_STYLE:
-        s->decay_style = cli_opt_choice(o, v, (const char *const[]){"constant", "linear", "cosine", NULL});
+        s->decay_style = cli_opt_choice(o, v, train_decay_names);
         break;
     case O_WARMUP_ITERS: s->lr_warmup_iters = cli_opt_u64(o, v, 0, 1ull << 40); break;
     case O_WARMUP_FRACTION: s->lr_warmup_fraction = cli_opt_double(o, v, 0, 1); s->have_warmup_fraction = 1; break;
@@ -1168,7 +1168,6 @@ static void print_ds_log(const struct config *c, const gpt_model *m, const struc
            ds_flops(c, m, batch) / (per_iter * world_size * 1e12));
 }
 
-static const char *const styles[] = {"constant", "linear", "cosine"};
 
 static void print_config(const struct config *c, const gpt_model *m, const train_layout *P, int V, uint64_t nmicro,
                          const char *vocab)
@@ -1233,7 +1232,7 @@ static void print_config(const struct config *c, const gpt_model *m, const train
         ROW("ds warmup lr / steps", "%g to %g / %g (%s)%s", d->min_lr, d->max_lr, d->warmup_num_steps,
             d->linear ? "linear" : "log", total);
     }
-    ROW("lr / min lr / style", "%g / %g / %s", c->sched.lr, c->sched.min_lr, styles[c->sched.decay_style]);
+    ROW("lr / min lr / style", "%g / %g / %s", c->sched.lr, c->sched.min_lr, train_decay_names[c->sched.decay_style]);
     if (c->have_decoupled_lr)
         ROW("decoupled lr / min lr", "%g / %g (word embeddings, output layer)", c->decoupled_lr,
             c->have_decoupled_min_lr ? c->decoupled_min_lr : c->sched.min_lr);
@@ -1384,7 +1383,7 @@ static void resume_state(const struct config *c, trainer *t, train_schedule *s, 
     } else {
         if (st->decay_style != (uint32_t)s->style)
             cli_die(1, "checkpoint in '%s': lr scheduler decay style is %s in the checkpoint but %s in this run", c->load,
-                    st->decay_style < 3 ? styles[st->decay_style] : "unknown", styles[s->style]);
+                    st->decay_style < 3 ? train_decay_names[st->decay_style] : "unknown", train_decay_names[s->style]);
         check_sched(c->load, "max lr", s->max_lr, st->max_lr);
         check_sched(c->load, "min lr", s->min_lr, st->min_lr);
         check_sched(c->load, "warmup init lr", s->init_lr, st->init_lr);
@@ -1503,7 +1502,7 @@ static int load_torch_dist(const struct config *c, trainer *t, train_schedule *s
         cs.num_steps = st.sched_num_steps;
         cs.decay_style = 3;
         for (uint32_t k = 0; k < 3; k++)
-            if (!strcmp(st.sched_decay_style, styles[k])) cs.decay_style = k;
+            if (!strcmp(st.sched_decay_style, train_decay_names[k])) cs.decay_style = k;
         if (cs.decay_style == 3)
             cli_die(1, "'%s': lr decay style '%s' in the checkpoint is not implemented (constant, linear, cosine)", iter_dir,
                     st.sched_decay_style);

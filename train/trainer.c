@@ -17,6 +17,8 @@
 
 /* ---- Megatron's learning-rate schedule ---------------------------------------- */
 
+const char *const train_decay_names[4] = { "constant", "linear", "cosine", NULL };
+
 double train_schedule_lr(const train_schedule *s, double num_steps)
 {
     if (s->warmup_steps > 0 && num_steps <= s->warmup_steps)
@@ -813,12 +815,11 @@ static pk_node *common_state(trainer *t, pk_doc *d, const ckpt_state *st)
        2573-2579, at d98e8a64) then asks for none */
     pk_push(d, attrs, pk_add_str(d, "no_save_rng"));
     pk_push(d, attrs, pk_add_bool(d, 1));
-    static const char *const styles[3] = { "constant", "linear", "cosine" };
     double wd = t->cfg.weight_decay_arg ? t->cfg.weight_decay_arg : t->cfg.weight_decay;
     tds_sched sc = { .max_lr = st->max_lr, .min_lr = st->min_lr, .start_wd = wd, .end_wd = wd, .lr_warmup_steps = (int64_t)st->warmup_steps,
                      .num_steps = (int64_t)st->num_steps, .lr_decay_steps = (int64_t)st->decay_steps,
                      .wd_incr_steps = (int64_t)st->decay_steps,
-                     .lr_decay_style = st->decay_style < 3 ? styles[st->decay_style] : "constant",
+                     .lr_decay_style = st->decay_style < 3 ? train_decay_names[st->decay_style] : "constant",
                      .wd_incr_style = "constant" };
     pk_node *cs = tds_common_state(d, args, (int64_t)st->iteration, tds_scheduler(d, &sc), NULL);
     /* the optimizer's common part: one param group with the Adam step (what

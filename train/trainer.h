@@ -43,6 +43,9 @@ extern "C" {
 /* ---- Megatron's learning-rate schedule ---------------------------------------- */
 
 enum train_decay { TRAIN_DECAY_CONSTANT, TRAIN_DECAY_LINEAR, TRAIN_DECAY_COSINE };
+/* Megatron's names of the styles (--lr-decay-style, the scheduler's
+ * lr_decay_style), indexed by enum train_decay; NULL-terminated. */
+extern const char *const train_decay_names[4];
 
 /* Megatron's OptimizerParamScheduler, in samples; with Megatron-DeepSpeed's
  * token schedule when warmup_tokens or decay_tokens is >= 0. */
