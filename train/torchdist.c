@@ -13,6 +13,7 @@
 #include "grow.h"
 #include "jsontree.h"
 #include "pickle.h"
+#include "readfile.h"
 #include "torchsave.h"
 
 #include <errno.h>
@@ -569,22 +570,6 @@ cleanup:
 
 /* ---- metadata.json and the common state ------------------------------------ */
 
-static unsigned char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    unsigned char *p = NULL;
-    long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (len >= 0 && fseek(f, 0, SEEK_SET) == 0 && (p = malloc((size_t)len + 1)) != NULL &&
-        fread(p, 1, (size_t)len, f) != (size_t)len) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    if (p) { p[len] = 0; *n = (size_t)len; }
-    return p;
-}
-
 int td_is_checkpoint(const char *iter_dir)
 {
     char path[4200];
@@ -742,7 +727,9 @@ static int open_index(const char *iter_dir, char *md, size_t mdcap, unsigned cha
     size_t size = 0;
     if ((rc = check_config(iter_dir, err, errlen)) != 0) goto cleanup;
     snprintf(md, mdcap, "%s/.metadata", iter_dir);
-    if (!(*buf = slurp(md, &size))) FAIL(TD_ERR_IO, "cannot read '%s': %s", md, strerror(errno));
+    int rf = read_whole_file(md, buf, &size);
+    if (rf != READFILE_OK)
+        FAIL(TD_ERR_IO, "cannot read '%s': %s", md, rf == READFILE_NOMEM ? "out of memory" : strerror(errno));
     if (pk_parse(*buf, size, md, doc, err, errlen) != 0) { rc = TD_ERR_FORMAT; goto cleanup; }
     rc = index_build(ix, pk_root(*doc), md, err, errlen);
 cleanup:
