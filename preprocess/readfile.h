@@ -50,4 +50,12 @@ static inline int read_whole_file(const char *path, unsigned char **out, size_t 
     return READFILE_OK;
 }
 
+/* The same for callers that need no cause (the tests): the buffer, or NULL
+ * with *len 0. */
+static inline unsigned char *read_file_or_null(const char *path, size_t *len)
+{
+    unsigned char *p;
+    return read_whole_file(path, &p, len) == READFILE_OK ? p : NULL;
+}
+
 #endif /* MDS_READFILE_H */

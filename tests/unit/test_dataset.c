@@ -29,6 +29,7 @@
 
 #include "dataset.h"
 #include "harness.h"
+#include "readfile.h"
 
 static char g_dir[256];
 
@@ -39,25 +40,6 @@ static void pjoin(char *out, size_t n, const char *name)
     snprintf(out, n, "%s/%s", g_dir, name);
 }
 
-static uint8_t *slurp(const char *path, size_t *n)
-{
-    *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(sz > 0 ? (size_t)sz : 1);
-    if (b && sz > 0 && fread(b, 1, (size_t)sz, f) != (size_t)sz) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b)
-        *n = (size_t)sz;
-    return b;
-}
 
 static int spit(const char *path, const void *p, size_t n)
 {
@@ -77,7 +59,7 @@ static int file_exists(const char *path)
 static int files_equal(const char *a, const char *b)
 {
     size_t na, nb;
-    uint8_t *pa = slurp(a, &na), *pb = slurp(b, &nb);
+    uint8_t *pa = read_file_or_null(a, &na), *pb = read_file_or_null(b, &nb);
     int eq = pa && pb && na == nb && memcmp(pa, pb, na) == 0;
     free(pa);
     free(pb);
@@ -93,7 +75,7 @@ static int copy_dataset(const char *from, const char *to)
         snprintf(a, sizeof a, "%s%s", from, ext[i]);
         snprintf(b, sizeof b, "%s%s", to, ext[i]);
         size_t n;
-        uint8_t *p = slurp(a, &n);
+        uint8_t *p = read_file_or_null(a, &n);
         if (!p)
             return -1;
         int rc = spit(b, p, n);
@@ -189,11 +171,11 @@ static void test_worked_example(void)
 
     size_t n;
     snprintf(p, sizeof p, "%s.idx", prefix);
-    uint8_t *idx = slurp(p, &n);
+    uint8_t *idx = read_file_or_null(p, &n);
     CHECK(idx && n == sizeof want_idx && memcmp(idx, want_idx, n) == 0);
     free(idx);
     snprintf(p, sizeof p, "%s.bin", prefix);
-    uint8_t *bin = slurp(p, &n);
+    uint8_t *bin = read_file_or_null(p, &n);
     CHECK(bin && n == sizeof want_bin && memcmp(bin, want_bin, n) == 0);
     free(bin);
 
@@ -532,7 +514,7 @@ static void test_corrupt_catalogue(void)
         CHECK(copy_dataset(small, bad) == 0);
         snprintf(path, sizeof path, "%s%s", bad, k->file == F_IDX ? ".idx" : ".bin");
         size_t n;
-        uint8_t *p = slurp(path, &n);
+        uint8_t *p = read_file_or_null(path, &n);
         if (!p) {
             CHECK(p != NULL);
             continue;
@@ -583,7 +565,7 @@ static void test_corrupt_catalogue(void)
         CHECK(copy_dataset(small, bad) == 0);
         snprintf(path, sizeof path, "%s.idx", bad);
         size_t n;
-        uint8_t *p = slurp(path, &n);
+        uint8_t *p = read_file_or_null(path, &n);
         CHECK(p && n == 102);
         if (p) {
             put_le(p + 18, 1ULL << 60, 8);
@@ -604,7 +586,7 @@ static void test_corrupt_catalogue(void)
         CHECK(copy_dataset(small, bad) == 0);
         snprintf(path, sizeof path, "%s.idx", bad);
         size_t n;
-        uint8_t *p = slurp(path, &n);
+        uint8_t *p = read_file_or_null(path, &n);
         CHECK(p && n == 102);
         if (p) {
             put_le(p + 62, 11, 8);  /* sequence 2 (1 token) would end at byte 13 of 12 */
@@ -760,11 +742,11 @@ static void test_empty_datasets(void)
     CHECK(ds_writer_finalize(w) == 0);
     ds_writer_free(w);
     snprintf(p, sizeof p, "%s.idx", prefix);
-    uint8_t *idx = slurp(p, &n);
+    uint8_t *idx = read_file_or_null(p, &n);
     CHECK(idx && n == 42 && idx[26] == 1);
     free(idx);
     snprintf(p, sizeof p, "%s.bin", prefix);
-    free(slurp(p, &n));
+    free(read_file_or_null(p, &n));
     CHECK(n == 0 && file_exists(p));
     CHECK(ds_reader_open(prefix, &r) == 0);
     CHECK(ds_reader_num_sequences(r) == 0 && ds_reader_num_documents(r) == 0 && ds_reader_num_tokens(r) == 0);

@@ -34,32 +34,11 @@
 #include "dataset.h"
 #include "dataset_internal.h"
 #include "harness.h"
+#include "readfile.h"
 
 static char g_root[PATH_MAX];
 static char g_dir[PATH_MAX];
 static int g_have_dev_bin;
-
-static char *slurp(const char *path, size_t *n)
-{
-    *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)sz + 1);
-    if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) {
-        b[sz] = 0;
-        *n = (size_t)sz;
-    }
-    return b;
-}
 
 /* ---- RandomState, md5, npy, split, weights ---- */
 
@@ -387,7 +366,7 @@ static int make_run_dir(void)
                 size_t n;
                 char idxpath[PATH_MAX * 2];
                 snprintf(idxpath, sizeof idxpath, "%s/tests/data/golden/dev_text_document.idx", g_root);
-                uint8_t *m = (uint8_t *)slurp(idxpath, &n);
+                uint8_t *m = (uint8_t *)read_file_or_null(idxpath, &n);
                 if (!m || n < 34)
                     return -1;
                 uint64_t N = ds_load_le64(m + 18), tok = 0;
@@ -451,11 +430,11 @@ static int same_text(const char *cfg, int main_flavour, const char *file, const 
     char *want = NULL;
     if (main_flavour) {
         snprintf(path, sizeof path, "%s/tests/data/indices/%s/main/%s", g_root, cfg, file);
-        want = slurp(path, &n);
+        want = (char *)read_file_or_null(path, &n);
     }
     if (!want) {
         snprintf(path, sizeof path, "%s/tests/data/indices/%s/%s", g_root, cfg, file);
-        want = slurp(path, &n);
+        want = (char *)read_file_or_null(path, &n);
     }
     int ok = want && strcmp(want, text) == 0;
     if (!ok)
@@ -471,7 +450,7 @@ static void check_first5(const char *cfg, const ds_pipeline *p)
     char path[PATH_MAX * 2];
     size_t n;
     snprintf(path, sizeof path, "%s/tests/data/indices/%s/train-first5-samples.json", g_root, cfg);
-    char *js = slurp(path, &n);
+    char *js = (char *)read_file_or_null(path, &n);
     CHECK(js != NULL);
     if (!js)
         return;
@@ -786,7 +765,7 @@ static void test_per_split_errors(void)
 static int same_file_bytes(const char *a, const char *b)
 {
     size_t na, nb;
-    char *x = slurp(a, &na), *y = slurp(b, &nb);
+    char *x = (char *)read_file_or_null(a, &na), *y = (char *)read_file_or_null(b, &nb);
     int same = x && y && na == nb && memcmp(x, y, na) == 0;
     free(x);
     free(y);

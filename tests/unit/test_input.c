@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #endif
 #include "harness.h"
+#include "readfile.h"
 #include "input.h"
 
 #include <fcntl.h>
@@ -47,24 +48,6 @@ static int write_file(const char *path, const void *data, size_t len)
         return -1;
     size_t n = len ? fwrite(data, 1, len, f) : 0;
     return (fclose(f) == 0 && n == len) ? 0 : -1;
-}
-
-static unsigned char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return p;
 }
 
 /* Whether this build decodes `format` ("gzip", "xz", "zstd"). */
@@ -280,7 +263,7 @@ static void test_zstd(void)
 static void derive(const char *src, const char *dst, size_t keep, size_t flip, const void *tail, size_t tail_len)
 {
     size_t len;
-    unsigned char *p = slurp(path_of(src), &len);
+    unsigned char *p = read_file_or_null(path_of(src), &len);
     CHECK(p != NULL);
     if (p == NULL)
         return;
@@ -318,7 +301,7 @@ static void test_truncated(void)
         if (!built_name(names[i]))
             continue;
         size_t len;
-        unsigned char *p = slurp(path_of(names[i]), &len);
+        unsigned char *p = read_file_or_null(path_of(names[i]), &len);
         free(p);
         const size_t keeps[] = { 6, 7, 20, len / 2, len - 5, len - 1 };
         for (size_t k = 0; k < sizeof keeps / sizeof keeps[0]; k++) {
@@ -344,7 +327,7 @@ static void test_corrupt(void)
         if (!built_name(names[i]))
             continue;
         size_t len;
-        unsigned char *p = slurp(path_of(names[i]), &len);
+        unsigned char *p = read_file_or_null(path_of(names[i]), &len);
         free(p);
         const size_t flips[] = { len / 3, len / 2, len - 9 };
         for (size_t k = 0; k < sizeof flips / sizeof flips[0]; k++) {
@@ -421,7 +404,7 @@ static void test_small(void)
     }
     /* .lzma (LZMA_Alone) has no magic we accept: plain bytes, not decoded. */
     size_t len;
-    unsigned char *lz = slurp(path_of("p.lzma"), &len);
+    unsigned char *lz = read_file_or_null(path_of("p.lzma"), &len);
     unsigned char *data;
     size_t got;
     CHECK(read_all(path_of("p.lzma"), 1, 1 << 16, &data, &got, NULL) == 0);
@@ -456,7 +439,7 @@ static void test_tiny_reads(void)
 static void stdin_case(const char *name, int fmt)
 {
     size_t len;
-    unsigned char *file = slurp(path_of(name), &len);
+    unsigned char *file = read_file_or_null(path_of(name), &len);
     CHECK(file != NULL);
     int fds[2];
     CHECK(pipe(fds) == 0);

@@ -135,7 +135,7 @@ static void check_fixture(const char *fx)
     fclose(f);
     size_t size;
     snprintf(path, sizeof path, DIR "%s/iter_0000001/.metadata", fx);
-    unsigned char *buf = slurp(path, &size);
+    unsigned char *buf = read_file_or_null(path, &size);
     CHECK(buf != NULL);
     pk_doc *d = NULL;
     char err[512];
@@ -168,7 +168,7 @@ static void check_fixture(const char *fx)
         if (strncmp(got[i], "common_state/", 13) || sscanf(strrchr(got[i], '|') + 1, "%63s %llu %llu", file, &off, &len) != 3) continue;
         snprintf(path, sizeof path, DIR "%s/iter_0000001/%s", fx, file);
         size_t fsize;
-        unsigned char *all = slurp(path, &fsize);
+        unsigned char *all = read_file_or_null(path, &fsize);
         ts_archive a;
         CHECK(all && off + len <= fsize && ts_archive_parse(all + off, (size_t)len, path, &a, err, sizeof err) == 0);
         const ts_record *pkl = all ? ts_archive_find(&a, "data.pkl") : NULL;
@@ -211,7 +211,7 @@ static void refused(const unsigned char *b, size_t n, const char *cause)
 static void test_corrupt(void)
 {
     size_t n;
-    unsigned char *good = slurp(DIR "llama/iter_0000001/.metadata", &n);
+    unsigned char *good = read_file_or_null(DIR "llama/iter_0000001/.metadata", &n);
     CHECK(good != NULL);
     if (!good) return;
     unsigned char *b = malloc(n + 16);

@@ -23,6 +23,7 @@
 #define _GNU_SOURCE
 #endif
 #include "harness.h"
+#include "readfile.h"
 #include "dataset.h"
 #include "tensorboard.h"
 
@@ -93,27 +94,6 @@ static int write_synthetic(const char *path)
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-static unsigned char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    unsigned char *b = NULL;
-    size_t cap = 0;
-    *len = 0;
-    for (;;) {
-        if (*len == cap) {
-            cap = cap ? 2 * cap : 4096;
-            b = realloc(b, cap);
-            if (!b) break;
-        }
-        size_t k = fread(b + *len, 1, cap - *len, f);
-        if (!k) break;
-        *len += k;
-    }
-    fclose(f);
-    return b;
-}
-
 struct collect {
     int events, file_versions, scalars;
     char tags[16][64];
@@ -173,8 +153,8 @@ static void test_synthetic_fixture(void)
     snprintf(path, sizeof path, "%s/synthetic", tmpdir);
     CHECK(write_synthetic(path) == 0);
     size_t a = 0, b = 0;
-    unsigned char *mine = slurp(path, &a);
-    unsigned char *ref = slurp("tests/data/tensorboard/synthetic.tfevents", &b);
+    unsigned char *mine = read_file_or_null(path, &a);
+    unsigned char *ref = read_file_or_null("tests/data/tensorboard/synthetic.tfevents", &b);
     CHECK(mine && ref);
     CHECK(a == b && a > 0 && memcmp(mine, ref, a) == 0);
     struct collect c;
@@ -205,29 +185,29 @@ static void test_writer_queue(void)
     snprintf(path, sizeof path, "%s", p);
     size_t len = 0;
     struct collect c;
-    unsigned char *b = slurp(path, &len);   /* the file version, flushed at open */
+    unsigned char *b = read_file_or_null(path, &len);   /* the file version, flushed at open */
     CHECK(b && read_buf(b, len, &c) == 0 && c.events == 1 && c.file_versions == 1);
     CHECK(c.scalars == 0);
     free(b);
     CHECK(tb_writer_add_scalar(w, "x", 1.0, 1, -1) == 0);
     CHECK(tb_writer_add_scalar(w, "x", 2.0, 2, -1) == 0);
-    b = slurp(path, &len);                   /* queued: not in the file yet */
+    b = read_file_or_null(path, &len);                   /* queued: not in the file yet */
     CHECK(b && read_buf(b, len, &c) == 0 && c.events == 1);
     free(b);
     CHECK(tb_writer_add_scalar(w, "x", 3.0, 3, -1) == 0);   /* the third fills the queue */
-    b = slurp(path, &len);
+    b = read_file_or_null(path, &len);
     CHECK(b && read_buf(b, len, &c) == 0 && c.events == 4 && c.values[2] == 3.0f);
     double now = tb_now();
     CHECK(c.walls[0] > now - 60 && c.walls[0] <= now);
     free(b);
     CHECK(tb_writer_add_scalar(w, "y", 4.0, 4, -1) == 0);
     CHECK(tb_writer_flush(w) == 0);
-    b = slurp(path, &len);
+    b = read_file_or_null(path, &len);
     CHECK(b && read_buf(b, len, &c) == 0 && c.events == 5 && strcmp(c.tags[3], "y") == 0);
     free(b);
     CHECK(tb_writer_add_scalar(w, "z", 5.0, 5, -1) == 0);
     CHECK(tb_writer_close(w) == 0);          /* close flushes */
-    b = slurp(path, &len);
+    b = read_file_or_null(path, &len);
     CHECK(b && read_buf(b, len, &c) == 0 && c.events == 6);
     free(b);
     /* a second writer in the same directory gets another file */
@@ -256,7 +236,7 @@ static void test_reader_refuses(void)
     snprintf(path, sizeof path, "%s/refuse", tmpdir);
     CHECK(write_synthetic(path) == 0);
     size_t len = 0;
-    unsigned char *b = slurp(path, &len);
+    unsigned char *b = read_file_or_null(path, &len);
     CHECK(b && len > 100);
     if (!b) return;
     struct collect c;

@@ -64,7 +64,7 @@ static void check_item(const char *dir, char *line, const char *firsts)
     CHECK(sscanf(f[5], "%127s %llu %llu", file, &off, &len) == 3);
     snprintf(path, sizeof path, DIR "%s/iter_0000001/%s", dir, file);
     size_t size;
-    unsigned char *all = slurp(path, &size);
+    unsigned char *all = read_file_or_null(path, &size);
     CHECK(all && off + len <= size);
     if (!all || off + len > size) { free(all); return; }
     const unsigned char *b = all + off;
