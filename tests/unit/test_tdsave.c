@@ -36,13 +36,13 @@ static unsigned char *fixture_file(const char *fx, const char *name, size_t *n)
 {
     char path[512];
     snprintf(path, sizeof path, DIR "%s/iter_0000001/%s", fx, name);
-    return slurp(path, n);
+    return read_file_or_null(path, n);
 }
 
 static int same_file(const char *a, const char *b)
 {
     size_t na, nb;
-    unsigned char *pa = slurp(a, &na), *pb = slurp(b, &nb);
+    unsigned char *pa = read_file_or_null(a, &na), *pb = read_file_or_null(b, &nb);
     int same = pa && pb && na == nb && !memcmp(pa, pb, na);
     if (!same) fprintf(stderr, "differs: '%s' (%zu bytes) and '%s' (%zu bytes)\n", a, pa ? na : 0, b, pb ? nb : 0);
     free(pa);
