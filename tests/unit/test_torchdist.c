@@ -270,7 +270,7 @@ static void refused(const char *name, const unsigned char *b, size_t n, int code
         char src[256];
         size_t len;
         snprintf(src, sizeof src, DIR "gpt/iter_0000001/%s", files[i]);
-        unsigned char *all = slurp(src, &len);
+        unsigned char *all = read_file_or_null(src, &len);
         CHECK(all && put(files[i], all, len) == 0);
         free(all);
     }
@@ -293,8 +293,8 @@ static void test_corrupt(void)
     snprintf(tmpdir, sizeof tmpdir, "/tmp/test_torchdist.XXXXXX");
     CHECK(mkdtemp(tmpdir) != NULL);
     size_t n, nm;
-    unsigned char *d = slurp(DIR "gpt/iter_0000001/__0_0.distcp", &n);
-    unsigned char *md = slurp(DIR "gpt/iter_0000001/.metadata", &nm);
+    unsigned char *d = read_file_or_null(DIR "gpt/iter_0000001/__0_0.distcp", &n);
+    unsigned char *md = read_file_or_null(DIR "gpt/iter_0000001/.metadata", &nm);
     CHECK(d && md);
     if (!d || !md) return;
     /* the last item (the final norm's bias) cut short */
