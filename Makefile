@@ -194,6 +194,15 @@ $(BUILD)/bench_tokenize: bench/bench_tokenize.c $(LIB) $(BUILD)/CONFIG
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LINK_LIBS) -o $@
 
+# make bench-gpu's "cuBLAS alone" (bench/gemm_gpu.cu): a standalone CUDA
+# program, not part of libmds (and fused multiply-adds allowed: it only times).
+GEMM_NVCCFLAGS := -O2 -arch=sm_$(CUDA_ARCH) -std=c++17 -Xcompiler -Wall,-Wextra \
+                  $(if $(filter 1,$(WERROR)),-Werror all-warnings -Xcompiler -Werror)
+$(BUILD)/gemm_gpu: bench/gemm_gpu.cu $(BUILD)/CONFIG
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  NVCC    $<")
+	$(Q)$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -L$(CUDA_LIB) -Xlinker -rpath,$(CUDA_LIB) -lcublasLt -lcublas
+
 # The communicator (train/comm*.c) is not part of libmds: comm.c (the
 # collectives and the choice of transport) and comm_tcp.c (TCP) are plain C;
 # comm_mpi.c is the only MPI code: with MPI it is compiled, and mdstrain
