@@ -42,6 +42,7 @@
 # backend at tiny shapes with an imaginary 96 MiB device
 # (tests/cli/test_bench_gpu.sh): it checks the arithmetic, not the GPU.
 # Run from the repository root with BUILD set (make bench-gpu does).
+THREADS=${OMP_NUM_THREADS:-$(nproc)}   # parallel_lib.sh sets 1 (its ranks' setting)
 . tests/cli/lib.sh            # $T, next_port
 . tests/cli/parallel_lib.sh   # tcp: ranks over TCP, as the tests start them
 no_launcher_env
@@ -53,7 +54,7 @@ DRY=${MDS_BENCH_GPU_DRYRUN:-0}
 START=$(date +%s)
 END=$((START + ${MDS_BENCH_GPU_SECONDS:-520}))
 REPORT=${MDS_BENCH_GPU_REPORT:-$BUILD/bench-gpu.txt}
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+export OMP_NUM_THREADS=$THREADS   # every core for the weights' initialisation
 # ITERS per timed run (the first is not timed); SHAPE_SECONDS: the most a
 # timed mdstrain run may take; RESERVE: the seconds kept for section 4
 if [ "$DRY" = 1 ]; then
@@ -156,8 +157,8 @@ shape() {
 
 # ---- 3: llm.c -----------------------------------------------------------
 llmc_data() {   # FILE: llm.c's token file of 2^20 random GPT-2 ids (< 50176)
-    { printf '\370\326\064\001\001\000\000\000\000\000\020\000'; head -c 1012 /dev/zero
-      head -c 2097152 /dev/urandom | tr '\304-\377' '\000-\073'; } >"$1"
+    { printf '\210\330\064\001\001\000\000\000\000\000\020\000'; head -c 1012 /dev/zero
+      head -c 2097152 /dev/urandom | LC_ALL=C tr '\304-\377' '\000-\073'; } >"$1"
 }
 llmc() {
     if [ -z "${LLMC:-}" ]; then echo "llm.c: skipped (set LLMC=/path/to/llm.c, docs/benchmarks.md)"; return; fi

@@ -6,7 +6,8 @@
 # device, no PyTorch) goes through every section: a row per shape with its
 # figures, the micro-batch the probe predicted fits (and did: the peak stays
 # under the 95 % it aimed at), and the host-staged layouts' bytes exactly as
-# bench/comm_plan.py computes them.  About 20 s.
+# bench/comm_plan.py computes them; and the token file made for llm.c.
+# About 20 s.
 . tests/cli/lib.sh
 MDSTRAIN=${MDSTRAIN:-$BUILD/mdstrain}
 check bench_scripts_parse sh -n bench/gpu.sh
@@ -25,6 +26,14 @@ if "$MDSTRAIN" --device cuda --help >/dev/null 2>&1 &&
 else
     skip bench_gpu_no_gpu "this machine has a GPU"
 fi
+
+# llm.c's token file (its dataloader.h: 256 int32 header, magic 20240520,
+# version 1, token count; then uint16 ids), ids below the GPT-2 vocabulary
+eval "$(sed -n '/^llmc_data() {/,/^}/p' bench/gpu.sh)"
+llmc_data "$T/llmc.bin"
+check bench_llmc_header test "$(od -An -tu4 -N12 "$T/llmc.bin" | tr -s ' ')" = " 20240520 1 1048576"
+check bench_llmc_size test "$(wc -c <"$T/llmc.bin")" -eq $((1024 + 2 * 1048576))
+check bench_llmc_ids sh -c "od -An -tu2 -v -j1024 '$T/llmc.bin' | awk '{ for (i = 1; i <= NF; i++) if (\$i >= 50257) exit 1 }'"
 
 BUILD=$BUILD MDS_BENCH_GPU_DRYRUN=1 MDS_TORCH_PYTHON=/nonexistent MDS_BENCH_GPU_REPORT="$T/report.txt" \
     sh bench/gpu.sh >"$T/dry" 2>&1
