@@ -54,7 +54,7 @@ DRY=${MDS_BENCH_GPU_DRYRUN:-0}
 START=$(date +%s)
 END=$((START + ${MDS_BENCH_GPU_SECONDS:-520}))
 REPORT=${MDS_BENCH_GPU_REPORT:-$BUILD/bench-gpu.txt}
-export OMP_NUM_THREADS=$THREADS   # every core for the weights' initialisation
+export OMP_NUM_THREADS="$THREADS"   # every core for the weights' initialisation
 # ITERS per timed run (the first is not timed); SHAPE_SECONDS: the most a
 # timed mdstrain run may take; RESERVE: the seconds kept for section 4
 if [ "$DRY" = 1 ]; then
@@ -127,7 +127,7 @@ shape() {
     mds=$(ms "$T/$name.out")
     peak=$(sed -n 's/^\[Rank 0\] .* max allocated: \([0-9.]*\) .*/\1/p' "$T/$name.err")
     # PyTorch, same model and micro-batch
-    tms=? tpeak=?
+    tms='?' tpeak='?'
     if [ "$HAVE_TORCH" = 1 ] && [ "$(left)" -gt 20 ]; then
         lim=$(left); [ "$lim" -gt 240 ] && lim=240
         # shellcheck disable=SC2086
@@ -142,7 +142,7 @@ shape() {
         fi
     fi
     # cuBLAS alone on the step's linears
-    g16=? g32=?
+    g16='?' g32='?'
     if [ "$DEV" = cuda ] && [ "$(left)" -gt 15 ]; then
         # shellcheck disable=SC2086
         if timeout -s KILL 120 "$BUILD/gemm_gpu" --tokens $((mb * seq)) $GEMM_ARGS >"$T/$name.gemm" 2>&1; then
@@ -192,7 +192,7 @@ staged() {
     else SARGS="--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024"; fi
     SARGS="$SARGS --max-position-embeddings ${SARGS##* } --mock-data --micro-batch-size 1 --global-batch-size 2
            --train-iters 5 --lr 1e-4 --log-interval 1 --eval-iters 0 --bf16 -q -v -v"
-    echo "  $(echo $SARGS | cut -d' ' -f1-8), micro-batch 1, global batch 2, bf16, 5 iterations (mean of 2..5)"
+    echo "  $(echo "$SARGS" | tr -s ' \n' '  ' | cut -d' ' -f1-8), micro-batch 1, global batch 2, bf16, 5 iterations (mean of 2..5)"
     printf '  %-26s %9s  %-44s %s\n' layout ms/iter "bytes sent per iteration by rank 0" "plan"
     # shellcheck disable=SC2086
     OMP_NUM_THREADS=2 timeout -s KILL 120 "$M" --device $DEV $SARGS >"$T/one.0.log" 2>"$T/one.0.err"
@@ -223,7 +223,7 @@ main() {
          "budget $((END - START)) s$( [ "$DRY" = 1 ] && echo ', DRY RUN on the CPU backend (not a GPU figure)')"
     HAVE_TORCH=0
     if "$PY" -c 'import torch' 2>/dev/null; then HAVE_TORCH=1; fi
-    GEMM_ARGS= FPT124= TORCH_VER=
+    GEMM_ARGS='' FPT124='' TORCH_VER=''
     : >"$T/rows"; : >"$T/notes"; : >"$T/llmc"
     if [ -n "${LLMC:-}" ] && [ "$DEV" = cuda ]; then   # built while the GPU runs mdstrain
         # llm.c links -lnvidia-ml: the driver has libnvidia-ml.so.1, often without the .so link
