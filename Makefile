@@ -194,6 +194,15 @@ $(BUILD)/bench_tokenize: bench/bench_tokenize.c $(LIB) $(BUILD)/CONFIG
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LINK_LIBS) -o $@
 
+# make bench-gpu's "cuBLAS alone" (bench/gemm_gpu.cu): a standalone CUDA
+# program, not part of libmds (and fused multiply-adds allowed: it only times).
+GEMM_NVCCFLAGS := -O2 -arch=sm_$(CUDA_ARCH) -std=c++17 -Xcompiler -Wall,-Wextra \
+                  $(if $(filter 1,$(WERROR)),-Werror all-warnings -Xcompiler -Werror)
+$(BUILD)/gemm_gpu: bench/gemm_gpu.cu $(BUILD)/CONFIG
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  NVCC    $<")
+	$(Q)$(NVCC) $(GEMM_NVCCFLAGS) $< -o $@ -L$(CUDA_LIB) -Xlinker -rpath,$(CUDA_LIB) -lcublasLt -lcublas
+
 # The communicator (train/comm*.c) is not part of libmds: comm.c (the
 # collectives and the choice of transport) and comm_tcp.c (TCP) are plain C;
 # comm_mpi.c is the only MPI code: with MPI it is compiled, and mdstrain
@@ -340,6 +349,15 @@ bench: deps
 	@BUILD=$(BUILD) MDS_BENCH_LLAMA=1 sh bench/train.sh
 	@BUILD=$(BUILD) sh bench/parallel.sh
 
+## bench-gpu: mdstrain on one NVIDIA GPU against PyTorch, cuBLAS alone and llm.c (LLMC=...), and host-staged ranks; about 9 min on an H100 (fails without a GPU)
+# Not part of `make bench`, and no `deps`: the GPU machine may have no
+# network (docs/benchmarks.md, "First GPU session").  The report is also
+# written to $(BUILD)/bench-gpu.txt (and $$OUT/bench-gpu.txt when OUT is set).
+bench-gpu:
+	@if [ "$(HAVE_CUDA)" != 1 ]; then echo "bench-gpu: this build has no CUDA (nvcc not found; HAVE_CUDA=1 NVCC=...)" >&2; exit 1; fi
+	@$(MAKE) --no-print-directory WERROR=1 $(PROGS) $(BUILD)/gemm_gpu
+	@BUILD=$(BUILD) CUDA_ARCH=$(CUDA_ARCH) sh bench/gpu.sh
+
 ## install: install the tools and the GPT-2 vocab under PREFIX (default /usr/local)
 install: $(PROGS)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/mds/vocab
@@ -362,7 +380,7 @@ help:
 	@sed -n 's/^## \([a-z-]*\): \(.*\)/  make \1\t\2/p' $(MAKEFILE_LIST) | expand -t 24
 
 FORCE:
-.PHONY: all deps test test-run test-gpu test-slurm check-golden demo bench install config clean help FORCE
+.PHONY: all deps test test-run test-gpu test-slurm check-golden demo bench bench-gpu install config clean help FORCE
 .DELETE_ON_ERROR:
 
 -include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(INSPECT_OBJS:.o=.d) $(BUILD)/programs/mdsprep.d \

@@ -29,15 +29,11 @@ PY=${MDS_TORCH_PYTHON:-/usr/bin/python3}
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 
 if [ "$LLAMA" = 1 ]; then
-    FPT=$(echo "$L $C $T $V $NH $G $FFN" | awk '{L = $1; C = $2; T = $3; V = $4; KV = $6 * C / $5; F = $7;
-        printf "%.0f", 6 * (L * (2 * C * C + 2 * C * KV + 3 * C * F) + C * V) + 6 * L * C * T}')
     MODEL_FLAGS="--position-embedding-type rope --normalization RMSNorm --swiglu --ffn-hidden-size $FFN
                  --group-query-attention --num-query-groups $G --disable-bias-linear --untie-embeddings-and-output-weights"
     TORCH_FLAGS="--llama $G $FFN"
     WHAT="the Llama block (RoPE, RMSNorm, SwiGLU $FFN, $G query groups, no biases, untied)"
 else
-    FPT=$(echo "$L $C $T $V" | awk '{L = $1; C = $2; T = $3; V = $4; F = 4 * C;
-        printf "%.0f", 6 * (L * (4 * C * C + 2 * C * F) + C * V) + 6 * L * C * T}')
     MODEL_FLAGS=""
     TORCH_FLAGS=""
     WHAT="a small GPT"
@@ -45,6 +41,13 @@ fi
 tok_s() { echo "$1" | awk -v n=$((MB * T)) '{printf "%.1f", n * 1000 / $1}'; }
 tflops() { echo "$1" | awk -v n=$((MB * T)) -v f="$FPT" '{printf "%.3f", n * 1000 / $1 * f / 1e12}'; }
 best() { sort -n | head -1; }
+
+# mdstrain's own FLOPs per token (its configuration table): one definition
+# for both programs
+# shellcheck disable=SC2086
+FPT=$("$BUILD/mdstrain" --mock-data --num-layers $L --hidden-size $C --num-attention-heads $NH $MODEL_FLAGS \
+          --seq-length $T --max-position-embeddings $T --micro-batch-size 1 --global-batch-size 1 --train-iters 1 \
+          --lr 1e-4 --eval-iters 0 2>&1 >/dev/null | sed -n 's/^| model FLOPs per token *| \([0-9]*\) .*/\1/p')
 
 mds_once() {
     # shellcheck disable=SC2086

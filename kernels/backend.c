@@ -8,6 +8,7 @@
  * when a device is found at run time (kernels/cuda/backend_cuda.cu).
  */
 #include "backend.h"
+#include "grow.h"
 #include "kernels.h"
 
 #include <stdio.h>
@@ -18,18 +19,52 @@
 #include <omp.h>
 #endif
 
+int mds_mem_ledger_add(mds_mem_ledger *l, void *ptr, size_t bytes)
+{
+    if (mds_grow((void **)&l->blocks, &l->cap, l->n + 1, sizeof *l->blocks) != 0)
+        return -1;
+    l->blocks[l->n++] = (mds_mem_block){ptr, bytes};
+    l->now += bytes;
+    if (l->now > l->peak)
+        l->peak = l->now;
+    return 0;
+}
+
+void mds_mem_ledger_remove(mds_mem_ledger *l, void *ptr)
+{
+    for (size_t i = l->n; ptr && i-- > 0;)   /* the newest first: scratch is replaced, tensors live long */
+        if (l->blocks[i].ptr == ptr) {
+            l->now -= l->blocks[i].bytes;
+            l->blocks[i] = l->blocks[--l->n];
+            return;
+        }
+}
+
 static char cpu_err[160];
+static mds_mem_ledger cpu_ledger;
 
 static int cpu_alloc(void **ptr, size_t bytes)
 {
     *ptr = calloc(bytes ? bytes : 1, 1);
-    if (*ptr)
+    if (*ptr && mds_mem_ledger_add(&cpu_ledger, *ptr, bytes) == 0)
         return 0;
+    free(*ptr);
+    *ptr = NULL;
     snprintf(cpu_err, sizeof cpu_err, "out of host memory (%zu bytes asked)", bytes);
     return -1;
 }
 
-static void cpu_free(void *ptr) { free(ptr); }
+static void cpu_free(void *ptr)
+{
+    mds_mem_ledger_remove(&cpu_ledger, ptr);
+    free(ptr);
+}
+
+static void cpu_mem_held(size_t *now_bytes, size_t *peak_bytes)
+{
+    *now_bytes = cpu_ledger.now;
+    *peak_bytes = cpu_ledger.peak;
+}
 static void cpu_zero(void *ptr, size_t bytes) { if (bytes) memset(ptr, 0, bytes); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) { if (bytes && dst != src) memmove(dst, src, bytes); }
 static int cpu_sync(void) { return 0; }
@@ -54,6 +89,7 @@ static mds_backend cpu = {
     .copy = cpu_copy,
     .sync = cpu_sync,
     .mem_info = cpu_mem_info,
+    .mem_held = cpu_mem_held,
     .error = cpu_error,
     .ops = {
         .encoder_forward = encoder_forward_cpu,

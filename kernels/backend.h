@@ -96,9 +96,30 @@ typedef struct mds_backend {
     void (*copy)(void *dst, const void *src, size_t bytes);
     int (*sync)(void);                                   /* 0, or -1 with error() */
     int (*mem_info)(size_t *free_bytes, size_t *total_bytes);   /* -1: unknown */
+    /* bytes this process holds through alloc() (and the kernels' scratch):
+       now, and the most at once since it started (the peak memory reports) */
+    void (*mem_held)(size_t *now_bytes, size_t *peak_bytes);
     const char *(*error)(void);                          /* the last failure's message */
     mds_ops ops;
 } mds_backend;
+
+/* The bookkeeping behind mem_held(), one for each backend: every block
+ * alloc() handed out and not yet freed, with its size (free() gets only
+ * the pointer).  Tensors are allocated once, so a linear search is cheap. */
+typedef struct mds_mem_block {
+    void *ptr;
+    size_t bytes;
+} mds_mem_block;
+typedef struct mds_mem_ledger {
+    mds_mem_block *blocks;
+    size_t n, cap;
+    size_t now, peak;
+} mds_mem_ledger;
+
+/* Record a block; 0, or -1 when the ledger itself cannot grow (host memory). */
+int mds_mem_ledger_add(mds_mem_ledger *l, void *ptr, size_t bytes);
+/* Forget the block at ptr (NULL, or a pointer not recorded: nothing). */
+void mds_mem_ledger_remove(mds_mem_ledger *l, void *ptr);
 
 /* The CPU reference backend (always present). */
 const mds_backend *mds_backend_cpu(void);

@@ -1253,6 +1253,15 @@ static void print_config(const struct config *c, const gpt_model *m, const train
     }
     ROW("activation memory (rank 0)", "%zu bytes (%.1f MiB, %d slot%s)", gpt_activation_bytes(m),
         (double)gpt_activation_bytes(m) / 1048576.0, m->slots, m->slots == 1 ? "" : "s");
+    {
+        size_t now, peak, fr, tot;
+        m->be->mem_held(&now, &peak);
+        ROW("memory held (rank 0)", "%zu bytes (%.1f MiB) on %s before training", now, (double)now / 1048576.0,
+            m->be->name);
+        if (strcmp(m->be->name, "cpu") != 0 && m->be->mem_info(&fr, &tot) == 0)   /* the host's is not ours */
+            ROW("device memory in use", "%zu of %zu bytes (every process's)", tot - fr, tot);
+    }
+    ROW("model FLOPs per token", "%.0f (fwd + bwd, causal attention)", gpt_flops_per_token(m));
     ROW("data", "%s", data);
     ROW("split", "%s", c->data.mock ? "1,1,1 (mock)" : c->data.npath ? (c->data.split ? c->data.split : "969, 30, 1")
                                                                      : "none (a data path per split)");
@@ -1276,6 +1285,25 @@ static void print_config(const struct config *c, const gpt_model *m, const train
         ROW("communication", "%s", comm_backend());
 #undef ROW
     fprintf(stderr, "%s\n", sep);
+}
+
+/* The end of the run: Megatron's report_memory line (training/utils,
+ * printed by data-parallel rank 0 of every model-parallel rank), in MB of
+ * 2^20 bytes.  mds has no caching allocator, so "reserved" is what it
+ * holds; "max allocated" is the backend's high-water mark (mem_held), the
+ * peak memory make bench-gpu reports.  A GPU adds the device-wide figure
+ * of --log-device-memory-used (cudaMemGetInfo: every process's). */
+static void report_memory(const mds_backend *be, int rank, uint64_t iteration)
+{
+    const double mb = 1048576.0;
+    size_t now, peak, fr, tot;
+    be->mem_held(&now, &peak);
+    char dev[80] = "";
+    if (strcmp(be->name, "cpu") != 0 && be->mem_info(&fr, &tot) == 0)
+        snprintf(dev, sizeof dev, " | total device memory used: %.2f", (double)(tot - fr) / mb);
+    fprintf(stderr, "[Rank %d] (after %" PRIu64 " iterations) memory (MB) | allocated: %.2f | max allocated: %.2f"
+            " | reserved: %.2f | max reserved: %.2f%s\n", rank, iteration, (double)now / mb, (double)peak / mb,
+            (double)now / mb, (double)peak / mb, dev);
 }
 
 /* -v -v: what each group's collectives moved per training iteration on
@@ -2163,6 +2191,8 @@ int main(int argc, char **argv)
         tblog_validation(&tbl, iteration, consumed, tl, 1);
     }
     tblog_close(&tbl);
+    if (user_verbosity >= 2 && P.dp_rank == 0 && iters_run)
+        report_memory(model.be, world_rank, iteration);
     if (user_verbosity >= 3 && iters_run)
         report_comm(&P, iters_run, run_time);
     trainer_release(&t);

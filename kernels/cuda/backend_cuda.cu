@@ -25,6 +25,7 @@ static int cu_failed;
 static cublasHandle_t cu_blas;
 static void *cu_scratch;
 static size_t cu_scratch_bytes;
+static mds_mem_ledger cu_ledger;   /* alloc() and the scratch: mem_held() */
 
 void mds_cuda_note(cudaError_t e, const char *what)
 {
@@ -39,11 +40,17 @@ void *mds_cuda_scratch(size_t bytes)
     if (bytes <= cu_scratch_bytes)
         return cu_scratch;
     /* cudaFree synchronises, so the old scratch is no longer in use */
-    if (cu_scratch)
+    if (cu_scratch) {
+        mds_mem_ledger_remove(&cu_ledger, cu_scratch);
         cudaFree(cu_scratch);
+    }
     cu_scratch = NULL;
     cu_scratch_bytes = 0;
     cudaError_t e = cudaMalloc(&cu_scratch, bytes);
+    if (e == cudaSuccess && mds_mem_ledger_add(&cu_ledger, cu_scratch, bytes) != 0) {
+        cudaFree(cu_scratch);
+        e = cudaErrorMemoryAllocation;
+    }
     if (e != cudaSuccess) {
         cu_scratch = NULL;
         mds_cuda_note(e, "cannot allocate the kernels' scratch");
@@ -61,8 +68,14 @@ static int cu_alloc(void **ptr, size_t bytes)
     cudaError_t e = cudaMalloc(ptr, bytes ? bytes : 1);
     if (e == cudaSuccess)
         e = cudaMemset(*ptr, 0, bytes ? bytes : 1);
-    if (e == cudaSuccess)
+    if (e == cudaSuccess && mds_mem_ledger_add(&cu_ledger, *ptr, bytes) == 0)
         return 0;
+    if (e == cudaSuccess) {   /* the ledger could not grow: out of host memory */
+        cudaFree(*ptr);
+        *ptr = NULL;
+        snprintf(cu_err, sizeof cu_err, "cudaMalloc of %zu bytes: out of host memory for its record", bytes);
+        return -1;
+    }
     if (*ptr)
         cudaFree(*ptr);
     *ptr = NULL;
@@ -78,8 +91,10 @@ static int cu_alloc(void **ptr, size_t bytes)
 
 static void cu_free(void *ptr)
 {
-    if (ptr)
-        mds_cuda_note(cudaFree(ptr), "cudaFree");
+    if (!ptr)
+        return;
+    mds_mem_ledger_remove(&cu_ledger, ptr);
+    mds_cuda_note(cudaFree(ptr), "cudaFree");
 }
 
 static void cu_zero(void *ptr, size_t bytes)
@@ -108,6 +123,12 @@ static int cu_mem_info(size_t *free_bytes, size_t *total_bytes)
     return cudaMemGetInfo(free_bytes, total_bytes) == cudaSuccess ? 0 : -1;
 }
 
+static void cu_mem_held(size_t *now_bytes, size_t *peak_bytes)
+{
+    *now_bytes = cu_ledger.now;
+    *peak_bytes = cu_ledger.peak;
+}
+
 static const char *cu_error(void) { return cu_err; }
 
 static char cu_device[300];
@@ -121,6 +142,7 @@ static mds_backend cu = {
     cu_copy,
     cu_sync,
     cu_mem_info,
+    cu_mem_held,
     cu_error,
     {
         encoder_forward_cuda,

@@ -36,6 +36,20 @@ check lr_linear test "$(lr_at 3)" = 8.333333E-03
 check lr_end test "$(lr_at 8)" = 0.000000E+00
 check validation_lines test "$(grep -c '^ validation loss at iteration [48] | lm loss value: [0-9.E+-]* | lm loss PPL: [0-9.E+-]* | $' "$T/log")" -eq 2
 check validation_end grep -q '^ validation loss at iteration 8 on validation set | ' "$T/log"
+# memory: the table's bytes held before training cover the fp32 parameters,
+# gradients and both AdamW moments (16 bytes a parameter) and the activations;
+# nothing is allocated while training, so the end-of-run report (Megatron's
+# report_memory format) says the same peak; the FLOPs per token are
+# Megatron's formula (6 x the matmul weights + 6 L h s, causal) at L 2, h 32,
+# s 32, padded vocabulary 50304
+NP=$(sed -n 's/^ > number of parameters on .*: \([0-9]*\)$/\1/p' "$T/err")
+ACT=$(sed -n 's/^| activation memory (rank 0) *| \([0-9]*\) bytes.*/\1/p' "$T/err")
+HELD=$(sed -n 's/^| memory held (rank 0) *| \([0-9]*\) bytes.*/\1/p' "$T/err")
+check memory_held_table test "${HELD:-0}" -ge $((16 * ${NP:-1} + ${ACT:-1})) -a "${HELD:-0}" -lt $((16 * ${NP:-1} + ${ACT:-1} + 65536))
+check memory_report awk -v held="${HELD:-0}" '/^\[Rank 0\] \(after 8 iterations\) memory \(MB\) \| allocated: / {
+    n++; if ($NF - held / 1048576 > 0.005 || held / 1048576 - $NF > 0.005 || $NF != $(NF - 4)) exit 1 }
+    END { exit n != 1 }' "$T/err"
+check flops_per_token grep -q "^| model FLOPs per token *| $((6 * (2 * (4 * 32 * 32 + 2 * 32 * 128) + 32 * 50304) + 6 * 2 * 32 * 32)) (" "$T/err"
 check validation_frame test "$(grep -c '^---*$' "$T/log")" -eq 6
 losses() { sed -n 's/.*lm loss: \([^ ]*\) .*/\1/p' "$1"; }
 first=$(losses "$T/log" | head -1); last=$(losses "$T/log" | tail -1)

@@ -713,6 +713,28 @@ static int self_test(void)
     return bad;
 }
 
+/* mem_held() against the blocks this test allocates and frees: "now" goes
+ * up and down by their sizes, "peak" keeps the most held at once (the
+ * figure mdstrain's memory report and make bench-gpu print). */
+static int check_mem_held(const mds_backend *b)
+{
+    size_t now0, peak0, now, peak;
+    void *x = NULL, *y = NULL, *z = NULL;
+    b->mem_held(&now0, &peak0);
+    if (b->alloc(&x, 1000) != 0 || b->alloc(&y, 3000) != 0)
+        return 1;
+    b->free(x);
+    if (b->alloc(&z, 500) != 0)
+        return 1;
+    b->mem_held(&now, &peak);
+    int bad = now != now0 + 3500 || peak != (peak0 > now0 + 4000 ? peak0 : now0 + 4000);
+    b->free(y);
+    b->free(z);
+    b->free(NULL);
+    b->mem_held(&now, &peak);
+    return bad || now != now0 || peak < now0 + 4000;
+}
+
 int main(int argc, char **argv)
 {
     const char *only_op = NULL, *only_be = NULL;
@@ -779,6 +801,11 @@ int main(int argc, char **argv)
             int f = run_op(list_be[b], &ops[i]);
             printf("%s %s %s\n", f ? "FAIL" : "ok", list_be[b]->name, ops[i].name);
             failed += f > 0;
+        }
+        if (!only_op) {
+            int f = check_mem_held(list_be[b]);
+            printf("%s %s mem_held\n", f ? "FAIL" : "ok", list_be[b]->name);
+            failed += f;
         }
     }
     if (!matched) {
