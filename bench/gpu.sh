@@ -25,9 +25,10 @@
 #  2. the matmuls: $BUILD/gemm_gpu (bench/gemm_gpu.cu) times the step's
 #     linears alone at the same shapes, fp32 as mdstrain's backend issues
 #     them and bf16 through cuBLASLt: their share of each step.
-#  3. llm.c: with LLMC=/path/to/llm.c (a copy carried to the machine,
-#     docs/benchmarks.md, "First GPU session"), train_gpt2cu is built there
-#     and trains its d12 (GPT-2 124M) on random tokens; else one skip line.
+#  3. llm.c: with LLMC=/path/to/llm.c (a copy carried to the machine and
+#     built there by hand, docs/benchmarks.md, "First GPU session": this
+#     script neither fetches nor builds it), its train_gpt2cu trains its d12
+#     (GPT-2 124M) on random tokens; else one skip line.
 #  4. host-staged ranks (issue 16): 2 ranks on the one GPU over TCP
 #     (--device-comm host-staged), TP2, PP2, DP2 and DP2 with
 #     --overlap-grad-reduce, against one rank: time per iteration, rank 0's
@@ -164,11 +165,10 @@ llmc() {
     if [ -z "${LLMC:-}" ]; then echo "llm.c: skipped (set LLMC=/path/to/llm.c, docs/benchmarks.md)"; return; fi
     if [ "$DEV" != cuda ]; then echo "llm.c: skipped (dry run)"; return; fi
     if [ "$(left)" -lt $((RESERVE + 30)) ]; then echo "llm.c: skipped, $(left) s of the budget left"; return; fi
-    wait "$LLMC_BUILD" 2>/dev/null
-    printf '%-14s %4s %9s %10s %8s %7s\n' program mb ms/step tokens/s TFLOP/s MFU
     if [ ! -x "$LLMC/train_gpt2cu" ]; then
-        echo "llm.c: the build failed: $(grep -m1 -i error "$T/llmc.build" || tail -n 1 "$T/llmc.build")"; return
+        echo "llm.c: skipped, no $LLMC/train_gpt2cu (build it by hand first, docs/benchmarks.md)"; return
     fi
+    printf '%-14s %4s %9s %10s %8s %7s\n' program mb ms/step tokens/s TFLOP/s MFU
     llmc_data "$T/llmc_train.bin"
     for b in $LLMC_MB; do
         [ "$(left)" -gt $((RESERVE + 20)) ] || { echo "llm.c: -b $b skipped, no time left"; continue; }
@@ -225,15 +225,6 @@ main() {
     if "$PY" -c 'import torch' 2>/dev/null; then HAVE_TORCH=1; fi
     GEMM_ARGS='' FPT124='' TORCH_VER=''
     : >"$T/rows"; : >"$T/notes"; : >"$T/llmc"
-    if [ -n "${LLMC:-}" ] && [ "$DEV" = cuda ]; then   # built while the GPU runs mdstrain
-        # llm.c links -lnvidia-ml: the driver has libnvidia-ml.so.1, often without the .so link
-        mkdir -p "$T/nvml"
-        nvml=$(ldconfig -p 2>/dev/null | awk '/libnvidia-ml\.so\.1 / { print $NF; exit }')
-        [ -n "$nvml" ] && ln -sf "$nvml" "$T/nvml/libnvidia-ml.so"
-        (LIBRARY_PATH="$T/nvml${LIBRARY_PATH:+:$LIBRARY_PATH}" make -C "$LLMC" train_gpt2cu USE_CUDNN=0 NO_MULTI_GPU=1 \
-             GPU_COMPUTE_CAPABILITY="${CUDA_ARCH:-90}" >"$T/llmc.build" 2>&1) &
-        LLMC_BUILD=$!
-    fi
     if [ "$DRY" = 1 ]; then
         G="--num-layers 2 --hidden-size 64 --num-attention-heads 4"
         GEMM_ARGS="--hidden 64 --ffn 256 --layers 2 --vocab 50304 --kv 64"
