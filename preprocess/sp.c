@@ -179,9 +179,10 @@ struct sp_state {
     int norm_valid;          /* the normalized text is valid UTF-8 */
     struct wentry *wc;       /* (WC_BUCKETS * WC_WAYS) */
     struct wpiece { int32_t id; uint16_t off, len; float score; } *wtmp;   /* a word's path, offsets in the word */
-    struct cut { uint32_t end, h; } *cuts;
-    uint32_t *marks;         /* (nmarks) word ends from normalize (ws_cuts) */
+    struct cut { uint32_t end, h; } *cuts;   /* a word's end and hash (word_end) */
+    struct cut *marks;       /* (nmarks) the words normalize ended at its marks (ws_cuts) */
     size_t markcap, nmarks;
+    int long_word;           /* some word between marks is too long for a cache entry */
     size_t cutcap;
     size_t wtmpcap;
     struct dbest { double best, second; float score; int id, start; } *dbest;
@@ -1258,6 +1259,63 @@ static void word_tables(sp_model *M, int whole_text)
         if (M->pre_ws[c]) M->ws_cuts = 0;
 }
 
+#define WC_BUCKETS (1u << 17)    /* of WC_WAYS entries: 16 MB a state (2^16: 8 MB, 20 % more
+                                    words analysed on dev, 4 % slower) */
+#define WC_WAYS 2
+
+/* Word w's first min(n, 8) bytes as one integer: for n < 8 from
+ * overlapping loads that, with n, still tell every byte. */
+static inline uint64_t first8(const unsigned char *w, size_t n)
+{
+    uint64_t k;
+    uint32_t lo, hi;
+    if (n >= 8) {
+        memcpy(&k, w, 8);
+        return k;
+    }
+    if (n >= 4) {
+        memcpy(&lo, w, 4);
+        memcpy(&hi, w + n - 4, 4);
+        return (uint64_t)hi << 32 | lo;
+    }
+    return n ? (uint64_t)w[0] | (uint64_t)w[n / 2] << 8 | (uint64_t)w[n - 1] << 16 : 0;
+}
+
+/* The cache's hash of word w (n <= WE_DATA), eight bytes at a time. */
+static inline uint32_t word_hash(const unsigned char *w, size_t n)
+{
+    const uint64_t K = 0x9E3779B97F4A7C15ull;
+    uint64_t h = (first8(w, n) ^ n) * K, v;
+    for (size_t i = 8; i + 8 < n; i += 8) {
+        memcpy(&v, w + i, 8);
+        h = (h ^ (h >> 29) ^ v) * K;
+    }
+    if (n > 8) {
+        memcpy(&v, w + n - 8, 8);
+        h = (h ^ (h >> 29) ^ v) * K;
+    }
+    /* (the low bits of a product see only the low bits of its factors:
+       the bucket comes from the high ones, mixed once more) */
+    h = (h ^ (h >> 29)) * K;
+    return (uint32_t)(h >> 32);
+}
+
+static inline struct wentry *wc_bucket(const sp_state *st, uint32_t h)
+{
+    return st->wc + (size_t)(h & (WC_BUCKETS - 1)) * WC_WAYS;
+}
+
+/* Records the word t[a, b): its end and hash in *c, and fetches its cache
+ * bucket now, so that the lines are there by the time the words are
+ * encoded (after the whole text is normalized, or cut). */
+static inline void word_end(sp_state *st, struct cut *c, const unsigned char *t, size_t a, size_t b)
+{
+    uint32_t h = b - a <= WE_DATA ? word_hash(t + a, b - a) : 0;
+    *c = (struct cut){ (uint32_t)b, h };
+    const struct wentry *e = wc_bucket(st, h);
+    for (int k = 0; k < WC_WAYS; k++) __builtin_prefetch(e + k);
+}
+
 /* NormalizePrefix: the replacement of the longest prefix and its length. */
 static size_t normalize_prefix(const sp_model *M, const unsigned char *s, size_t n, const unsigned char **out, size_t *outlen)
 {
@@ -1355,6 +1413,7 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
     int prev_space = M->remove_extra_ws;
     size_t nm = 0;
     if (M->ws_cuts) GROW(st->marks, st->markcap, n + 1);
+    st->long_word = 0;
     st->norm_valid = 1;
     while (n) {
         unsigned char c = s[0];
@@ -1366,7 +1425,9 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
             if (v & PLAIN_SPACE) {
                 if (!prev_space) {
                     if (M->ws_cuts) {
-                        st->marks[nm++] = (uint32_t)w;
+                        size_t a = nm ? st->marks[nm - 1].end : 0;
+                        st->long_word |= w - a > WE_DATA;
+                        word_end(st, &st->marks[nm++], st->norm, a, w);
                     }
                     unsigned char *o = st->norm + w;
                     o[0] = ws[0];
@@ -1459,8 +1520,10 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
     }
     if (M->ws_cuts) {
         /* the words end at the marks left and at the end */
-        while (nm && st->marks[nm - 1] >= w) nm--;
-        st->marks[nm++] = (uint32_t)w;
+        while (nm && st->marks[nm - 1].end >= w) nm--;
+        size_t a = nm ? st->marks[nm - 1].end : 0;
+        st->long_word |= w - a > WE_DATA;
+        word_end(st, &st->marks[nm++], st->norm, a, w);
         st->nmarks = nm;
     }
     *outn = w;
@@ -1771,47 +1834,6 @@ static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char 
 /* ------------------------------------------------------------------------ */
 /* the word cache                                                             */
 
-#define WC_BUCKETS (1u << 17)    /* of WC_WAYS entries: 16 MB a state (2^16: 8 MB, 20 % more
-                                    words analysed on dev, 4 % slower) */
-#define WC_WAYS 2
-
-/* Word w's first min(n, 8) bytes as one integer: for n < 8 from
- * overlapping loads that, with n, still tell every byte. */
-static inline uint64_t first8(const unsigned char *w, size_t n)
-{
-    uint64_t k;
-    uint32_t lo, hi;
-    if (n >= 8) {
-        memcpy(&k, w, 8);
-        return k;
-    }
-    if (n >= 4) {
-        memcpy(&lo, w, 4);
-        memcpy(&hi, w + n - 4, 4);
-        return (uint64_t)hi << 32 | lo;
-    }
-    return n ? (uint64_t)w[0] | (uint64_t)w[n / 2] << 8 | (uint64_t)w[n - 1] << 16 : 0;
-}
-
-/* The cache's hash of word w (n <= WE_DATA), eight bytes at a time. */
-static inline uint32_t word_hash(const unsigned char *w, size_t n)
-{
-    const uint64_t K = 0x9E3779B97F4A7C15ull;
-    uint64_t h = (first8(w, n) ^ n) * K, v;
-    for (size_t i = 8; i + 8 < n; i += 8) {
-        memcpy(&v, w + i, 8);
-        h = (h ^ (h >> 29) ^ v) * K;
-    }
-    if (n > 8) {
-        memcpy(&v, w + n - 8, 8);
-        h = (h ^ (h >> 29) ^ v) * K;
-    }
-    /* (the low bits of a product see only the low bits of its factors:
-       the bucket comes from the high ones, mixed once more) */
-    h = (h ^ (h >> 29)) * K;
-    return (uint32_t)(h >> 32);
-}
-
 /* Word w against a stored copy of the same length, 8 bytes at a time (the
  * last 8 overlapping the ones before). */
 static inline int word_eq(const unsigned char *copy, const unsigned char *w, size_t n)
@@ -1828,10 +1850,6 @@ static inline int word_eq(const unsigned char *copy, const unsigned char *w, siz
     return x == y;
 }
 
-static inline struct wentry *wc_bucket(const sp_state *st, uint32_t h)
-{
-    return st->wc + (size_t)(h & (WC_BUCKETS - 1)) * WC_WAYS;
-}
 
 /* Word w's entry, or NULL.  Each bucket keeps its entries most recent
  * first (a hit further back moves to the front), so a new word replaces the
@@ -2055,6 +2073,7 @@ static void find_cuts(const sp_model *M, sp_state *st, const unsigned char *t, s
     const unsigned char *ws = M->escape_ws ? WS : (const unsigned char *)" ";
     size_t wsl = M->escape_ws ? 3 : 1;
     const unsigned char w0 = ws[0], wl = ws[wsl - 1];
+    size_t from = a;
     for (size_t j = a + 1; j < b; j++) {
         unsigned char c = t[j], p = t[j - 1];
         if ((c & 0xC0) == 0x80) continue;   /* inside a character */
@@ -2063,57 +2082,51 @@ static void find_cuts(const sp_model *M, sp_state *st, const unsigned char *t, s
                       (p == wl && j >= wsl && at_ws(t + j - wsl, ws, wsl) && !M->post_ws[c]);
             if (!cut) continue;
         }
-        st->cuts[(*nc)++].end = (uint32_t)j;
+        word_end(st, &st->cuts[(*nc)++], t, from, j);
+        from = j;
     }
-    st->cuts[(*nc)++].end = (uint32_t)b;
+    word_end(st, &st->cuts[(*nc)++], t, from, b);
 }
 
-/* The words: with ws_cuts, those that normalize ended at its marks, the ones
- * too long for a cache entry cut further; else every cut. */
-static int word_ends(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *nc)
+/* The words, each with its hash: with ws_cuts, those that normalize ended
+ * at its marks, the ones too long for a cache entry cut further; else
+ * every cut. */
+static int word_ends(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, const struct cut **cuts, size_t *nc)
 {
     *nc = 0;
+    if (M->ws_cuts && !st->long_word) {
+        *cuts = st->marks;
+        *nc = st->nmarks;
+        return 0;
+    }
     GROW(st->cuts, st->cutcap, n);   /* (each cut at its own position in (0, n]) */
+    *cuts = st->cuts;
     if (!M->ws_cuts) {
         find_cuts(M, st, t, 0, n, n, nc);
         return 0;
     }
     size_t a = 0;
     for (size_t i = 0; i < st->nmarks; i++) {
-        size_t b = st->marks[i];
+        size_t b = st->marks[i].end;
         if (b <= a) continue;
         if (b - a > WE_DATA) find_cuts(M, st, t, a, b, n, nc);
-        else st->cuts[(*nc)++].end = (uint32_t)b;
+        else st->cuts[(*nc)++] = st->marks[i];
         a = b;
     }
     return 0;
 }
 
-/* The whole normalized text, word by word (see word_tables): the words
- * first, then each one's cache bucket fetched a few words ahead. */
+/* The whole normalized text, word by word (see word_tables); the words'
+ * cache buckets were fetched as they were found. */
 static int encode_words(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, struct emit *x)
 {
-    int rc = wc_alloc(st);
-    size_t nc;
-    if (!rc) rc = word_ends(M, st, t, n, &nc);
+    const struct cut *c;
+    size_t nc, a = 0;
+    int rc = word_ends(M, st, t, n, &c, &nc);
     if (rc) return rc;
     GROW(st->res, st->rescap, n);   /* (a word's pieces: each holds a byte at least) */
-    enum { AHEAD = 8 };   /* (4 waits for the slots: 8 % slower on dev) */
-    for (size_t i = 0; i < nc && i < AHEAD; i++) {
-        size_t a = i ? st->cuts[i - 1].end : 0, l = st->cuts[i].end - a;
-        st->cuts[i].h = l <= WE_DATA ? word_hash(t + a, l) : 0;
-    }
-    for (size_t i = 0; i < nc && !rc; i++) {
-        if (i + AHEAD < nc) {
-            size_t k = i + AHEAD, a = st->cuts[k - 1].end, l = st->cuts[k].end - a;
-            uint32_t h = l <= WE_DATA ? word_hash(t + a, l) : 0;
-            st->cuts[k].h = h;
-            const struct wentry *b = wc_bucket(st, h);
-            for (int w = 0; w < WC_WAYS; w++) __builtin_prefetch(b + w);
-        }
-        size_t a = i ? st->cuts[i - 1].end : 0, b = st->cuts[i].end;
-        rc = encode_word(M, st, t, a, b, st->cuts[i].h, x);
-    }
+    for (size_t i = 0; i < nc && !rc; a = c[i++].end)
+        if (c[i].end > a) rc = encode_word(M, st, t, a, c[i].end, c[i].h, x);
     return rc;
 }
 
@@ -2123,7 +2136,8 @@ int sp_encode(const sp_model *M, sp_state *st, const unsigned char *s, size_t n,
 {
     size_t nn, nr = 0;
     if (n > (UINT32_MAX - 64) / 3) return TOK_ERR_ENCODE;   /* offsets are 32-bit */
-    int rc = normalize(M, st, s, n, &nn);
+    int rc = M->words ? wc_alloc(st) : 0;   /* (before normalize, which fetches from it) */
+    if (!rc) rc = normalize(M, st, s, n, &nn);
     if (rc) return rc;
     if (nn == 0) return 0;
     /* room for the ids once: each piece holds a byte at least, and byte
