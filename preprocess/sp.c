@@ -128,6 +128,7 @@ struct sp_model {
     uint32_t plain_next[128];   /* PLAIN_IF_ASCII_NEXT: the charsmap node after the byte */
     uint64_t run_sub, run_add;  /* normalize's runs eight bytes at a time: lo and 0x7F - hi in each
                                    byte, [lo, hi] the plain bytes around 'e' (lo 0x80: none) */
+    uint64_t run_ex[2];         /* and two bytes in [lo, hi] that are not plain, in each byte (0x80: none) */
     int ws_cuts;             /* 1: no piece holds a byte before the whitespace mark: each mark starts a word */
     /* decode */
     unsigned char **dec;
@@ -1246,12 +1247,23 @@ static void word_tables(sp_model *M, int whole_text)
         M->plain[c] = (uint8_t)v;
         if (v & PLAIN_IF_ASCII_NEXT) M->plain_next[c] = charsmap_extends(M, (const unsigned char *)&c, 1);
     }
-    int lo = 'e', hi = 'e';
-    if ((M->plain['e'] & (PLAIN | PLAIN_SPACE)) != PLAIN) lo = 0x80, hi = 0x7F;
-    while (lo > 0 && lo <= 0x7F && (M->plain[lo - 1] & (PLAIN | PLAIN_SPACE)) == PLAIN) lo--;
-    while (hi < 0x7F && hi >= lo && (M->plain[hi + 1] & (PLAIN | PLAIN_SPACE)) == PLAIN) hi++;
-    M->run_sub = (uint64_t)lo * 0x0101010101010101ull;
-    M->run_add = (uint64_t)(0x7F - hi) * 0x0101010101010101ull;
+    /* printable ASCII but two bytes (say, those user-defined symbols start
+       with), else the plain bytes around 'e' */
+    int lo = 0x21, hi = 0x7E, ex[2] = { 0x80, 0x80 }, nex = 0;
+    for (int c = lo; c <= hi; c++)
+        if ((M->plain[c] & (PLAIN | PLAIN_SPACE)) != PLAIN && nex++ < 2) ex[nex - 1] = c;
+    if (nex > 2) {
+        ex[0] = ex[1] = 0x80;
+        lo = hi = 'e';
+        if ((M->plain['e'] & (PLAIN | PLAIN_SPACE)) != PLAIN) lo = 0x80, hi = 0x7F;
+        while (lo > 0 && lo <= 0x7F && (M->plain[lo - 1] & (PLAIN | PLAIN_SPACE)) == PLAIN) lo--;
+        while (hi < 0x7F && hi >= lo && (M->plain[hi + 1] & (PLAIN | PLAIN_SPACE)) == PLAIN) hi++;
+    }
+    const uint64_t B = 0x0101010101010101ull;
+    M->run_sub = (uint64_t)lo * B;
+    M->run_add = (uint64_t)(0x7F - hi) * B;
+    M->run_ex[0] = (uint64_t)ex[0] * B;
+    M->run_ex[1] = (uint64_t)ex[1] * B;
     M->words = !whole_text && (M->model_type == MODEL_UNIGRAM || !M->has_unused);
     M->ws_cuts = M->words && !M->ws_suffix;
     M->id16 = M->n < UINT16_MAX;
@@ -1451,10 +1463,15 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
                        bytes up to the first outside [lo, hi], less the
                        last when a non-ASCII byte follows it; the room
                        holds the eight (three bytes for each one left) */
-                    uint64_t x, bad;
+                    const uint64_t B = 0x0101010101010101ull, H = 0x8080808080808080ull;
+                    uint64_t x, y0, y1, bad;
                     memcpy(&x, s, 8);
                     memcpy(o, &x, 8);
-                    bad = ((x - M->run_sub) | x | (x + M->run_add)) & 0x8080808080808080ull;
+                    /* (each term's lowest flag is a byte that is out, and
+                       every byte out is flagged: the lowest is the first) */
+                    y0 = x ^ M->run_ex[0];
+                    y1 = x ^ M->run_ex[1];
+                    bad = (((x - M->run_sub) | x | (x + M->run_add)) & H) | ((y0 - B) & ~y0 & H) | ((y1 - B) & ~y1 & H);
                     size_t r = bad ? (size_t)__builtin_ctzll(bad) / 8 : 8;
                     r -= r && s[r] >= 0x80;
                     s += r;
