@@ -1398,6 +1398,38 @@ static void nchar_put(const sp_model *M, sp_state *st, const unsigned char *s, s
     memcpy(e->r, r, rl);
 }
 
+/* Copies to o the run at s[0, n) of bytes that stand for themselves before
+ * an ASCII byte, s[0] being one whatever follows; returns its length.  The
+ * room at o holds eight bytes more than the run (normalize makes room for
+ * three bytes for each one left). */
+static inline size_t plain_run(const sp_model *M, const unsigned char *s, size_t n, unsigned char *o)
+{
+    const unsigned char *s0 = s, *end = s + n - 1;   /* (end: the last byte) */
+    const uint8_t *plain = M->plain;
+    *o++ = *s++;
+    while (end - s >= 8) {
+        /* eight at a time (a word is one step, mostly): the bytes up to
+           the first outside [lo, hi] or one of the two, less the last when
+           a non-ASCII byte follows it */
+        const uint64_t B = 0x0101010101010101ull, H = 0x8080808080808080ull;
+        uint64_t x, y0, y1, bad;
+        memcpy(&x, s, 8);
+        memcpy(o, &x, 8);
+        /* (each term's lowest flag is a byte that is out, and every byte
+           out is flagged: the lowest is the first) */
+        y0 = x ^ M->run_ex[0];
+        y1 = x ^ M->run_ex[1];
+        bad = (((x - M->run_sub) | x | (x + M->run_add)) & H) | ((y0 - B) & ~y0 & H) | ((y1 - B) & ~y1 & H);
+        size_t r = bad ? (size_t)__builtin_ctzll(bad) / 8 : 8;
+        r -= r && s[r] >= 0x80;
+        s += r;
+        o += r;
+        if (r < 8) break;
+    }
+    while (s < end && (plain[*s] & (PLAIN | PLAIN_SPACE)) == PLAIN && s[1] < 0x80) *o++ = *s++;
+    return (size_t)(s - s0);
+}
+
 /* Normalizer::Normalize into st->norm; returns its length. */
 static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, size_t n, size_t *outn)
 {
@@ -1452,35 +1484,19 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
                 prev_space = M->remove_extra_ws;
                 s++;
                 n--;
-            } else {
-                /* and the bytes after it that stand for themselves before an ASCII byte */
-                const unsigned char *s0 = s, *end = s + n - 1;   /* (end: the last byte) */
-                const uint8_t *plain = M->plain;
-                unsigned char *o = st->norm + w;
-                *o++ = *s++;
-                while (end - s >= 8) {
-                    /* eight at a time (a word is one step, mostly): the
-                       bytes up to the first outside [lo, hi], less the
-                       last when a non-ASCII byte follows it; the room
-                       holds the eight (three bytes for each one left) */
-                    const uint64_t B = 0x0101010101010101ull, H = 0x8080808080808080ull;
-                    uint64_t x, y0, y1, bad;
-                    memcpy(&x, s, 8);
-                    memcpy(o, &x, 8);
-                    /* (each term's lowest flag is a byte that is out, and
-                       every byte out is flagged: the lowest is the first) */
-                    y0 = x ^ M->run_ex[0];
-                    y1 = x ^ M->run_ex[1];
-                    bad = (((x - M->run_sub) | x | (x + M->run_add)) & H) | ((y0 - B) & ~y0 & H) | ((y1 - B) & ~y1 & H);
-                    size_t r = bad ? (size_t)__builtin_ctzll(bad) / 8 : 8;
-                    r -= r && s[r] >= 0x80;
+                if (n && M->plain[s[0]] == PLAIN) {
+                    /* (the word after it, without going round) */
+                    size_t r = plain_run(M, s, n, st->norm + w);
+                    w += r;
                     s += r;
-                    o += r;
-                    if (r < 8) break;
+                    n -= r;
+                    prev_space = 0;
                 }
-                while (s < end && (plain[*s] & (PLAIN | PLAIN_SPACE)) == PLAIN && s[1] < 0x80) *o++ = *s++;
-                w += (size_t)(s - s0);
-                n -= (size_t)(s - s0);
+            } else {
+                size_t r = plain_run(M, s, n, st->norm + w);
+                w += r;
+                s += r;
+                n -= r;
                 prev_space = 0;
             }
             continue;
@@ -2032,9 +2048,10 @@ static int encode_word(const sp_model *M, sp_state *st, const unsigned char *t, 
     const unsigned char *w = t + a;
     int uni = M->model_type == MODEL_UNIGRAM;
     float plim = 0.0f;
-    /* the reset at the word's first node, the only live one there */
-    if (uni && (x->P < -SCORE_RESET || x->P > SCORE_RESET)) x->P = 0.0f;
     const struct wentry *e = n <= WE_DATA ? wc_find(st, w, n, h) : NULL;
+    /* the reset at the word's first node, the only live one there (none
+       when the entry replays: its plim is below SCORE_RESET) */
+    if (uni && !(e && fabsf(x->P) < e->plim) && (x->P < -SCORE_RESET || x->P > SCORE_RESET)) x->P = 0.0f;
     if (e && (!uni || fabsf(x->P) < e->plim)) {
         if (!e->unk) {
             const unsigned char *ids = we_ids(e);
