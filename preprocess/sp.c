@@ -126,9 +126,9 @@ struct sp_model {
     uint8_t plain[256];      /* normalize's fast path: PLAIN_* flags of a byte no user-defined symbol
                                 starts with; 0: the general step */
     uint32_t plain_next[128];   /* PLAIN_IF_ASCII_NEXT: the charsmap node after the byte */
-    uint64_t run_sub, run_add;  /* normalize's runs eight bytes at a time: lo and 0x7F - hi in each
-                                   byte, [lo, hi] the plain bytes around 'e' (lo 0x80: none) */
-    uint64_t run_ex[2];         /* and two bytes in [lo, hi] that are not plain, in each byte (0x80: none) */
+    uint64_t run_sub, run_add;  /* normalize's runs eight bytes at a time (word_tables): lo and
+                                   0x7F - hi in each byte, [lo, hi] bytes that stand for themselves */
+    uint64_t run_ex[2];         /* but these two, in each byte (0x80: none) */
     int ws_cuts;             /* 1: no piece holds a byte before the whitespace mark: each mark starts a word */
     /* decode */
     unsigned char **dec;
@@ -140,7 +140,7 @@ struct sp_model {
 #define NO_NODE UINT32_MAX      /* (charsmap_extends) */
 
 /* A word cache entry, one cache line: the word and its pieces' ids, so
- * that a word seen before costs one line.  The rest of a piece comes from
+ * that a word seen before costs one line (of its bucket's two).  The rest of a piece comes from
  * the model: its length (an unknown piece is one character of the word) and
  * its lattice score (sp_model.lscore). */
 #define WE_DATA 52
