@@ -24,9 +24,11 @@
  *              with its score reset past +-100000, so ties and near-ties
  *              resolve alike; the pieces in a double array;
  *   speed      the text is cut where no piece can span into words whose
- *              pieces are cached per state (unigram: with the bound on the
- *              running score under which the cached path is the float one),
- *              and normalize caches per character what its general step does;
+ *              ids are cached per state, one cache line a word (unigram:
+ *              with the bound on the running score under which the cached
+ *              path is the float one), and written out from there; normalize
+ *              copies plain ASCII eight bytes at a time and caches per
+ *              character what its general step does;
  *   ids        byte fallback (<0xNN> pieces for each byte of an unknown piece),
  *              or runs of unknown pieces merged into one <unk>.
  *
@@ -108,6 +110,9 @@ struct sp_model {
         size_t size;
         double maxabs;       /* the largest |score| of a piece or of the unknown piece */
     } all;
+    float *lscore;           /* unigram: (n) each piece's score in the lattice, the unknown piece's
+                                min_score - 10 (the candidate's, as unigram_span gives it) */
+    int id16;                /* the word cache holds ids as u16 (fewer than 65535 pieces) */
     int has_user, has_unused;
     int64_t unk_id;          /* the model's: the UNKNOWN piece, or -1 */
     int64_t proc_unk, bos, eos, pad;   /* the processor's unk_id(), bos_id(), ... */
@@ -121,6 +126,9 @@ struct sp_model {
     uint8_t plain[256];      /* normalize's fast path: PLAIN_* flags of a byte no user-defined symbol
                                 starts with; 0: the general step */
     uint32_t plain_next[128];   /* PLAIN_IF_ASCII_NEXT: the charsmap node after the byte */
+    uint64_t run_sub, run_add;  /* normalize's runs eight bytes at a time (word_tables): lo and
+                                   0x7F - hi in each byte, [lo, hi] bytes that stand for themselves */
+    uint64_t run_ex[2];         /* but these two, in each byte (0x80: none) */
     int ws_cuts;             /* 1: no piece holds a byte before the whitespace mark: each mark starts a word */
     /* decode */
     unsigned char **dec;
@@ -130,6 +138,21 @@ struct sp_model {
 #define NC_BITS 12              /* normalize's character cache: 2^NC_BITS slots */
 #define NC_GENERAL 0xFF         /* a character for the general step */
 #define NO_NODE UINT32_MAX      /* (charsmap_extends) */
+
+/* A word cache entry, one cache line: the word and its pieces' ids, so
+ * that a word seen before costs one line (of its bucket's two).  The rest of a piece comes from
+ * the model: its length (an unknown piece is one character of the word) and
+ * its lattice score (sp_model.lscore). */
+#define WE_DATA 52
+struct wentry {
+    uint32_t h;              /* the word's hash */
+    uint8_t klen, n;         /* word bytes (0: empty), pieces */
+    uint8_t unk;             /* 1: some piece is unknown (emitted through st->res) */
+    uint8_t pad_;
+    float plim;              /* unigram: the path is the float one while |P| < plim */
+    unsigned char data[WE_DATA];   /* the word, then from (klen + 3) & ~3 the ids: u16 when
+                                      sp_model.id16, else u32; the largest value for -1 */
+};
 
 struct sp_state {
     unsigned char *norm;
@@ -153,29 +176,14 @@ struct sp_state {
     /* results: (off, len, id) */
     struct res { uint32_t off, len; int32_t id; } *res;
     size_t rescap;
-    /* the word cache: word -> pieces (offsets in the word), and for unigram the
-       float score of each piece and the largest |entry score| that replays */
+    /* the word cache (see wc_find) */
     int norm_valid;          /* the normalized text is valid UTF-8 */
-    struct wgen {            /* two generations: a word found in the older one moves up */
-        struct wslot {
-            uint64_t k8;                 /* the word's first 8 bytes (zero-padded) */
-            uint32_t h;
-            uint8_t klen, n;             /* word bytes (0: empty slot), pieces */
-            uint16_t len0;               /* n == 1: the piece, inline */
-            int32_t id0;
-            float sc0;
-            uint32_t voff;               /* into vals: the pieces when n > 1, then the word when it is longer than 8 */
-            float plim;                  /* unigram: replay while |P| < plim */
-        } *slot;
-        struct wpiece { int32_t id; uint16_t off, len; float score; } *vals;
-        size_t used, vn;
-    } gen[2];
-    int cur;
-    struct wpiece *wtmp;
-    struct cut { uint32_t end, h; } *cuts;
-    struct mark { uint32_t pos, mixed; } *marks;   /* (nmarks) word ends from normalize (ws_cuts), and
-                                                      whether the word went through its general step */
+    struct wentry *wc;       /* (WC_BUCKETS * WC_WAYS) */
+    struct wpiece { int32_t id; uint16_t off, len; float score; } *wtmp;   /* a word's path, offsets in the word */
+    struct cut { uint32_t end, h; } *cuts;   /* a word's end and hash (word_end) */
+    struct cut *marks;       /* (nmarks) the words normalize ended at its marks (ws_cuts) */
     size_t markcap, nmarks;
+    int long_word;           /* some word between marks is too long for a cache entry */
     size_t cutcap;
     size_t wtmpcap;
     struct dbest { double best, second; float score; int id, start; } *dbest;
@@ -679,7 +687,9 @@ static int lat_build(struct rd *r, sp_model *M)
     e = malloc(c * sizeof *e);
     nid = malloc(total * sizeof *nid);
     nscore = calloc(total, sizeof *nscore);
-    if (!e || !nid || !nscore) goto nomem;
+    M->lscore = calloc(M->n, sizeof *M->lscore);
+    if (!e || !nid || !nscore || !M->lscore) goto nomem;
+    if (M->unk_id >= 0) M->lscore[M->unk_id] = M->min_score - 10.0f;
     memset(e, 0xFF, c * sizeof *e);
     nid[0] = -1;
     M->all.maxabs = fabs(M->min_score - 10.0f);   /* unigram_span's unk_score */
@@ -702,6 +712,7 @@ static int lat_build(struct rd *r, sp_model *M)
             /* float throughout; a user-defined piece scores 0.1 * (bytes - 1) */
             nscore[node] = M->p[i].type == PT_USER ? (float)(0.1 * (double)((int)M->p[i].len - 1)) : M->p[i].score;
             if (fabs(nscore[node]) > M->all.maxabs) M->all.maxabs = fabs(nscore[node]);
+            M->lscore[i] = nscore[node];
         }
     }
     /* the edges grouped by node (a counting sort) */
@@ -991,6 +1002,7 @@ void sp_free(sp_model *M)
     trie_free(&M->user);
     free(M->all.a);
     free(M->all.p);
+    free(M->lscore);
     free(M->pairs.key);
     free(M->pairs.val);
     free(M->unk_piece);
@@ -1058,10 +1070,7 @@ void sp_state_free(sp_state *s)
     free(s->rev);
     free(s->best);
     free(s->res);
-    for (int g = 0; g < 2; g++) {
-        free(s->gen[g].slot);
-        free(s->gen[g].vals);
-    }
+    free(s->wc);
     free(s->cuts);
     free(s->marks);
     free(s->wtmp);
@@ -1208,8 +1217,9 @@ static int charsmap_to_space(const sp_model *M, unsigned char c)
  * the whole text (their resegmentation depends on proposals anywhere in it).
  * Any subset of the cuts splits alike: where no piece holds a byte before
  * the mark (ws_cuts, models that split pieces at whitespace), normalize's
- * marks are the words' ends, and only words it took through its general
- * step, or too long to cache, are cut further.
+ * marks are the words' ends, and only words too long for a cache entry
+ * are cut further (a word with characters from normalize's general step
+ * stays whole: one entry, as for an ASCII word with its punctuation).
  */
 static void word_tables(sp_model *M, int whole_text)
 {
@@ -1237,10 +1247,85 @@ static void word_tables(sp_model *M, int whole_text)
         M->plain[c] = (uint8_t)v;
         if (v & PLAIN_IF_ASCII_NEXT) M->plain_next[c] = charsmap_extends(M, (const unsigned char *)&c, 1);
     }
+    /* printable ASCII but two bytes (say, those user-defined symbols start
+       with), else the plain bytes around 'e' */
+    int lo = 0x21, hi = 0x7E, ex[2] = { 0x80, 0x80 }, nex = 0;
+    for (int c = lo; c <= hi; c++)
+        if ((M->plain[c] & (PLAIN | PLAIN_SPACE)) != PLAIN && nex++ < 2) ex[nex - 1] = c;
+    if (nex > 2) {
+        ex[0] = ex[1] = 0x80;
+        lo = hi = 'e';
+        if ((M->plain['e'] & (PLAIN | PLAIN_SPACE)) != PLAIN) lo = 0x80, hi = 0x7F;
+        while (lo > 0 && lo <= 0x7F && (M->plain[lo - 1] & (PLAIN | PLAIN_SPACE)) == PLAIN) lo--;
+        while (hi < 0x7F && hi >= lo && (M->plain[hi + 1] & (PLAIN | PLAIN_SPACE)) == PLAIN) hi++;
+    }
+    const uint64_t B = 0x0101010101010101ull;
+    M->run_sub = (uint64_t)lo * B;
+    M->run_add = (uint64_t)(0x7F - hi) * B;
+    M->run_ex[0] = (uint64_t)ex[0] * B;
+    M->run_ex[1] = (uint64_t)ex[1] * B;
     M->words = !whole_text && (M->model_type == MODEL_UNIGRAM || !M->has_unused);
     M->ws_cuts = M->words && !M->ws_suffix;
+    M->id16 = M->n < UINT16_MAX;
     for (int c = 0; c < 256; c++)
         if (M->pre_ws[c]) M->ws_cuts = 0;
+}
+
+#define WC_BUCKETS (1u << 17)    /* of WC_WAYS entries: 16 MB a state (2^16: 8 MB, 20 % more
+                                    words analysed on dev, 4 % slower) */
+#define WC_WAYS 2
+
+/* Word w's first min(n, 8) bytes as one integer: for n < 8 from
+ * overlapping loads that, with n, still tell every byte. */
+static inline uint64_t first8(const unsigned char *w, size_t n)
+{
+    uint64_t k;
+    uint32_t lo, hi;
+    if (n >= 8) {
+        memcpy(&k, w, 8);
+        return k;
+    }
+    if (n >= 4) {
+        memcpy(&lo, w, 4);
+        memcpy(&hi, w + n - 4, 4);
+        return (uint64_t)hi << 32 | lo;
+    }
+    return n ? (uint64_t)w[0] | (uint64_t)w[n / 2] << 8 | (uint64_t)w[n - 1] << 16 : 0;
+}
+
+/* The cache's hash of word w (n <= WE_DATA), eight bytes at a time. */
+static inline uint32_t word_hash(const unsigned char *w, size_t n)
+{
+    const uint64_t K = 0x9E3779B97F4A7C15ull;
+    uint64_t h = (first8(w, n) ^ n) * K, v;
+    for (size_t i = 8; i + 8 < n; i += 8) {
+        memcpy(&v, w + i, 8);
+        h = (h ^ (h >> 29) ^ v) * K;
+    }
+    if (n > 8) {
+        memcpy(&v, w + n - 8, 8);
+        h = (h ^ (h >> 29) ^ v) * K;
+    }
+    /* (the low bits of a product see only the low bits of its factors:
+       the bucket comes from the high ones, mixed once more) */
+    h = (h ^ (h >> 29)) * K;
+    return (uint32_t)(h >> 32);
+}
+
+static inline struct wentry *wc_bucket(const sp_state *st, uint32_t h)
+{
+    return st->wc + (size_t)(h & (WC_BUCKETS - 1)) * WC_WAYS;
+}
+
+/* Records the word t[a, b): its end and hash in *c, and fetches its cache
+ * bucket now, so that the lines are there by the time the words are
+ * encoded (after the whole text is normalized, or cut). */
+static inline void word_end(sp_state *st, struct cut *c, const unsigned char *t, size_t a, size_t b)
+{
+    uint32_t h = b - a <= WE_DATA ? word_hash(t + a, b - a) : 0;
+    *c = (struct cut){ (uint32_t)b, h };
+    const struct wentry *e = wc_bucket(st, h);
+    for (int k = 0; k < WC_WAYS; k++) __builtin_prefetch(e + k);
 }
 
 /* NormalizePrefix: the replacement of the longest prefix and its length. */
@@ -1313,6 +1398,38 @@ static void nchar_put(const sp_model *M, sp_state *st, const unsigned char *s, s
     memcpy(e->r, r, rl);
 }
 
+/* Copies to o the run at s[0, n) of bytes that stand for themselves before
+ * an ASCII byte, s[0] being one whatever follows; returns its length.  The
+ * room at o holds eight bytes more than the run (normalize makes room for
+ * three bytes for each one left). */
+static inline size_t plain_run(const sp_model *M, const unsigned char *s, size_t n, unsigned char *o)
+{
+    const unsigned char *s0 = s, *end = s + n - 1;   /* (end: the last byte) */
+    const uint8_t *plain = M->plain;
+    *o++ = *s++;
+    while (end - s >= 8) {
+        /* eight at a time (a word is one step, mostly): the bytes up to
+           the first outside [lo, hi] or one of the two, less the last when
+           a non-ASCII byte follows it */
+        const uint64_t B = 0x0101010101010101ull, H = 0x8080808080808080ull;
+        uint64_t x, y0, y1, bad;
+        memcpy(&x, s, 8);
+        memcpy(o, &x, 8);
+        /* (each term's lowest flag is a byte that is out, and every byte
+           out is flagged: the lowest is the first) */
+        y0 = x ^ M->run_ex[0];
+        y1 = x ^ M->run_ex[1];
+        bad = (((x - M->run_sub) | x | (x + M->run_add)) & H) | ((y0 - B) & ~y0 & H) | ((y1 - B) & ~y1 & H);
+        size_t r = bad ? (size_t)__builtin_ctzll(bad) / 8 : 8;
+        r -= r && s[r] >= 0x80;
+        s += r;
+        o += r;
+        if (r < 8) break;
+    }
+    while (s < end && (plain[*s] & (PLAIN | PLAIN_SPACE)) == PLAIN && s[1] < 0x80) *o++ = *s++;
+    return (size_t)(s - s0);
+}
+
 /* Normalizer::Normalize into st->norm; returns its length. */
 static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, size_t n, size_t *outn)
 {
@@ -1337,9 +1454,10 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
         memcpy(st->norm + w, ws, wsl);
         w += wsl;
     }
-    int prev_space = M->remove_extra_ws, mixed = 0;
+    int prev_space = M->remove_extra_ws;
     size_t nm = 0;
     if (M->ws_cuts) GROW(st->marks, st->markcap, n + 1);
+    st->long_word = 0;
     st->norm_valid = 1;
     while (n) {
         unsigned char c = s[0];
@@ -1351,8 +1469,9 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
             if (v & PLAIN_SPACE) {
                 if (!prev_space) {
                     if (M->ws_cuts) {
-                        st->marks[nm++] = (struct mark){ (uint32_t)w, (uint32_t)mixed };
-                        mixed = 0;
+                        size_t a = nm ? st->marks[nm - 1].end : 0;
+                        st->long_word |= w - a > WE_DATA;
+                        word_end(st, &st->marks[nm++], st->norm, a, w);
                     }
                     unsigned char *o = st->norm + w;
                     o[0] = ws[0];
@@ -1365,19 +1484,23 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
                 prev_space = M->remove_extra_ws;
                 s++;
                 n--;
+                if (n && M->plain[s[0]] == PLAIN) {
+                    /* (the word after it, without going round) */
+                    size_t r = plain_run(M, s, n, st->norm + w);
+                    w += r;
+                    s += r;
+                    n -= r;
+                    prev_space = 0;
+                }
             } else {
-                /* and the bytes after it that stand for themselves before an ASCII byte */
-                const unsigned char *s0 = s, *end = s + n - 1;   /* (end: the last byte) */
-                const uint8_t *plain = M->plain;
-                unsigned char *o = st->norm + w;
-                do *o++ = *s++; while (s < end && (plain[*s] & (PLAIN | PLAIN_SPACE)) == PLAIN && s[1] < 0x80);
-                w += (size_t)(s - s0);
-                n -= (size_t)(s - s0);
+                size_t r = plain_run(M, s, n, st->norm + w);
+                w += r;
+                s += r;
+                n -= r;
                 prev_space = 0;
             }
             continue;
         }
-        mixed = 1;
         size_t len = one_char_len(c);
         if (c >= 0xC0 && len <= n) {
             uint32_t key = char_key(s, len);
@@ -1430,8 +1553,10 @@ static int normalize(const sp_model *M, sp_state *st, const unsigned char *s, si
     }
     if (M->ws_cuts) {
         /* the words end at the marks left and at the end */
-        while (nm && st->marks[nm - 1].pos >= w) nm--;
-        st->marks[nm++] = (struct mark){ (uint32_t)w, (uint32_t)mixed };
+        while (nm && st->marks[nm - 1].end >= w) nm--;
+        size_t a = nm ? st->marks[nm - 1].end : 0;
+        st->long_word |= w - a > WE_DATA;
+        word_end(st, &st->marks[nm++], st->norm, a, w);
         st->nmarks = nm;
     }
     *outn = w;
@@ -1742,55 +1867,13 @@ static int unigram_analyze(const sp_model *M, sp_state *st, const unsigned char 
 /* ------------------------------------------------------------------------ */
 /* the word cache                                                             */
 
-#define WC_SLOTS (1u << 18)      /* per generation; at most half are filled */
-#define WC_MAXW 64               /* longest word cached, bytes */
-#define WV_CAP (1u << 20)        /* vals per generation */
-
-/* Word w's first min(n, 8) bytes as one integer: for n < 8 from
- * overlapping loads that, with n, still tell every byte. */
-static inline uint64_t first8(const unsigned char *w, size_t n)
-{
-    uint64_t k;
-    uint32_t lo, hi;
-    if (n >= 8) {
-        memcpy(&k, w, 8);
-        return k;
-    }
-    if (n >= 4) {
-        memcpy(&lo, w, 4);
-        memcpy(&hi, w + n - 4, 4);
-        return (uint64_t)hi << 32 | lo;
-    }
-    return n ? (uint64_t)w[0] | (uint64_t)w[n / 2] << 8 | (uint64_t)w[n - 1] << 16 : 0;
-}
-
-/* The cache's hash of word w (n <= WC_MAXW), eight bytes at a time. */
-static inline uint32_t word_hash(const unsigned char *w, size_t n)
-{
-    const uint64_t K = 0x9E3779B97F4A7C15ull;
-    uint64_t h = (first8(w, n) ^ n) * K, v;
-    for (size_t i = 8; i + 8 < n; i += 8) {
-        memcpy(&v, w + i, 8);
-        h = (h ^ (h >> 29) ^ v) * K;
-    }
-    if (n > 8) {
-        memcpy(&v, w + n - 8, 8);
-        h = (h ^ (h >> 29) ^ v) * K;
-    }
-    return (uint32_t)(h ^ (h >> 32));
-}
-
-static inline const unsigned char *wc_tail(const struct wgen *g, const struct wslot *e)
-{
-    return (const unsigned char *)(g->vals + e->voff + (e->n > 1 ? e->n : 0));
-}
-
-/* Word w (n > 8, its first 8 bytes already equal) against a stored copy,
- * 8 bytes at a time (the last 8 overlapping the ones before). */
-static inline int tail_eq(const unsigned char *copy, const unsigned char *w, size_t n)
+/* Word w against a stored copy of the same length, 8 bytes at a time (the
+ * last 8 overlapping the ones before). */
+static inline int word_eq(const unsigned char *copy, const unsigned char *w, size_t n)
 {
     uint64_t x, y;
-    for (size_t i = 8; i + 8 < n; i += 8) {
+    if (n < 8) return first8(copy, n) == first8(w, n);
+    for (size_t i = 0; i + 8 < n; i += 8) {
         memcpy(&x, copy + i, 8);
         memcpy(&y, w + i, 8);
         if (x != y) return 0;
@@ -1800,189 +1883,215 @@ static inline int tail_eq(const unsigned char *copy, const unsigned char *w, siz
     return x == y;
 }
 
-/* Word w's entry in generation g, or NULL and *slot the empty slot to fill. */
-static inline struct wslot *wc_find(struct wgen *g, const unsigned char *w, size_t n, uint32_t h, uint64_t k8, size_t *slot)
+
+/* Word w's entry, or NULL.  Each bucket keeps its entries most recent
+ * first (a hit further back moves to the front), so a new word replaces the
+ * one least recently used; one bucket is two adjacent cache lines. */
+static inline const struct wentry *wc_find(const sp_state *st, const unsigned char *w, size_t n, uint32_t h)
 {
-    size_t i = h & (WC_SLOTS - 1);
-    for (;;) {
-        struct wslot *e = &g->slot[i];
-        if (!e->klen) {
-            *slot = i;
-            return NULL;
+    struct wentry *b = wc_bucket(st, h);
+    if (b[0].h == h && b[0].klen == n && word_eq(b[0].data, w, n)) return &b[0];
+    for (int k = 1; k < WC_WAYS; k++) {
+        if (b[k].h == h && b[k].klen == n && word_eq(b[k].data, w, n)) {
+            struct wentry e = b[k];
+            memmove(b + 1, b, (size_t)k * sizeof *b);
+            b[0] = e;
+            return &b[0];
         }
-        if (e->h == h && e->klen == n && e->k8 == k8 && (n <= 8 || tail_eq(wc_tail(g, e), w, n))) return e;
-        i = (i + 1) & (WC_SLOTS - 1);
     }
+    return NULL;
 }
 
-/* Stores word w with the np pieces in st->wtmp (and plim) in the current
- * generation; when it is full, the older one is emptied and becomes current. */
-static struct wslot *wc_store(sp_state *st, const unsigned char *w, size_t n, uint32_t h, uint64_t k8, size_t np, float plim)
+static inline int is_unk(const sp_model *M, int32_t id) { return id < 0 || id == M->unk_id || id == M->proc_unk; }
+
+/* The bytes of the word w[0, left) that a piece of its path covers: an
+ * unknown piece is one character (both models make nothing else unknown
+ * in a word; wc_store checks it). */
+static inline size_t path_len(const sp_model *M, int32_t id, const unsigned char *w, size_t left)
 {
-    struct wgen *g = &st->gen[st->cur];
-    size_t slot = 0, units = (np > 1 ? np : 0) + (n > 8 ? (n + sizeof *g->vals - 1) / sizeof *g->vals : 0);
-    if (g->used >= WC_SLOTS / 2 || g->vn + units > WV_CAP) {
-        st->cur ^= 1;
-        g = &st->gen[st->cur];
-        memset(g->slot, 0, WC_SLOTS * sizeof *g->slot);
-        g->used = g->vn = 0;
-    }
-    struct wslot *e = wc_find(g, w, n, h, k8, &slot);
-    if (!e) {
-        e = &g->slot[slot];
-        g->used++;
-    }
-    *e = (struct wslot){ k8, h, (uint8_t)n, (uint8_t)np, 0, -1, 0.0f, (uint32_t)g->vn, plim };
-    if (np == 1) {
-        e->len0 = st->wtmp[0].len;
-        e->id0 = st->wtmp[0].id;
-        e->sc0 = st->wtmp[0].score;
-    } else {
-        memcpy(g->vals + g->vn, st->wtmp, np * sizeof *st->wtmp);
-    }
-    if (n > 8) memcpy((unsigned char *)(g->vals + g->vn + (np > 1 ? np : 0)), w, n);
-    g->vn += units;
-    return e;
+    if (!is_unk(M, id)) return M->p[id].len;
+    size_t l = one_char_len(w[0]);
+    return l < left ? l : left;
 }
 
-/* The cache entry of word w (valid until the next store), or NULL; *v its
- * pieces when it has several.  The older generation's part apart, out of
- * the hot path. */
-static __attribute__((noinline)) const struct wslot *wc_get_older(sp_state *st, const unsigned char *w, size_t n, uint32_t h,
-                                                                  uint64_t k8, const struct wpiece **v)
+static inline int32_t we_id(const sp_model *M, const unsigned char *ids, size_t k)
 {
-    size_t slot = 0;
-    struct wgen *o = &st->gen[st->cur ^ 1];
-    const struct wslot *e = o->used ? wc_find(o, w, n, h, k8, &slot) : NULL;
-    if (!e) return NULL;
-    /* move it up: copy out first, the store may empty the older generation */
-    size_t np = e->n;
-    if (np > 1) {
-        if (np > st->wtmpcap) return NULL;   /* (cannot happen: wtmp held them when they were stored) */
-        memcpy(st->wtmp, o->vals + e->voff, np * sizeof *st->wtmp);
-    } else {
-        if (!st->wtmpcap) return NULL;
-        st->wtmp[0] = (struct wpiece){ e->id0, 0, e->len0, e->sc0 };
+    if (M->id16) {
+        uint16_t v;
+        memcpy(&v, ids + 2 * k, 2);
+        return v == UINT16_MAX ? -1 : (int32_t)v;
     }
-    e = wc_store(st, w, n, h, k8, np, e->plim);
-    *v = st->gen[st->cur].vals + e->voff;
-    return e;
+    int32_t v;
+    memcpy(&v, ids + 4 * k, 4);
+    return v;
 }
 
-static inline const struct wslot *wc_get(sp_state *st, const unsigned char *w, size_t n, uint32_t h, uint64_t k8,
-                                         const struct wpiece **v)
+static inline const unsigned char *we_ids(const struct wentry *e) { return e->data + ((e->klen + 3u) & ~3u); }
+
+/* Stores word w with its path v[0, np) (offsets in the word) in front of
+ * its bucket, when the word and the ids fit in an entry and the path is
+ * what path_len rebuilds; else the word is not cached. */
+static void wc_store(const sp_model *M, sp_state *st, const unsigned char *w, size_t n, uint32_t h, const struct wpiece *v,
+                     size_t np, float plim)
 {
-    size_t slot = 0;
-    struct wgen *g = &st->gen[st->cur];
-    const struct wslot *e = wc_find(g, w, n, h, k8, &slot);
-    if (!e) return wc_get_older(st, w, n, h, k8, v);
-    *v = g->vals + e->voff;
-    return e;
+    size_t ko = (n + 3) & ~(size_t)3, idw = M->id16 ? 2 : 4, off = 0;
+    if (ko + np * idw > WE_DATA) return;
+    int unk = 0;
+    for (size_t k = 0; k < np; k++) {
+        if (v[k].off != off || v[k].len != path_len(M, v[k].id, w + off, n - off)) return;
+        unk |= is_unk(M, v[k].id);
+        off += v[k].len;
+    }
+    if (off != n) return;
+    struct wentry *b = wc_bucket(st, h);
+    memmove(b + 1, b, (WC_WAYS - 1) * sizeof *b);
+    b[0] = (struct wentry){ h, (uint8_t)n, (uint8_t)np, (uint8_t)unk, 0, plim, {0} };
+    memcpy(b[0].data, w, n);
+    unsigned char *ids = b[0].data + ko;
+    for (size_t k = 0; k < np; k++) {
+        if (M->id16) {
+            uint16_t x = v[k].id < 0 ? UINT16_MAX : (uint16_t)v[k].id;
+            memcpy(ids + 2 * k, &x, 2);
+        } else {
+            memcpy(ids + 4 * k, &v[k].id, 4);
+        }
+    }
 }
 
-/* A table of the word cache, in 2 MB pages where the kernel gives them on
- * request: lookups land anywhere in 40 MB, in 4 kB pages far more pages
- * than the TLB holds, and each would wait for a page walk as well. */
-static void *wc_table(size_t bytes, int zero)
-{
-    const size_t H = (size_t)2 << 20;
-    size_t sz = (bytes + H - 1) / H * H;
-    void *p = NULL;
-    if (posix_memalign(&p, H, sz)) return NULL;
-#ifdef MADV_HUGEPAGE
-    madvise(p, sz, MADV_HUGEPAGE);   /* (a hint: without it, 4 kB pages) */
-#endif
-    if (zero) memset(p, 0, bytes);
-    return p;
-}
-
+/* The word cache, in 2 MB pages where the kernel gives them on request:
+ * lookups land anywhere in 16 MB, in 4 kB pages more pages than the TLB
+ * holds, and each would wait for a page walk as well. */
 static int wc_alloc(sp_state *st)
 {
-    if (st->gen[0].slot) return 0;
-    for (int i = 0; i < 2; i++) {
-        struct wgen *g = &st->gen[i];
-        g->slot = wc_table(WC_SLOTS * sizeof *g->slot, 1);
-        g->vals = wc_table(WV_CAP * sizeof *g->vals, 0);
-        if (!g->slot || !g->vals) return TOK_ERR_NOMEM;
-    }
+    if (st->wc) return 0;
+    const size_t H = (size_t)2 << 20, bytes = (size_t)WC_BUCKETS * WC_WAYS * sizeof *st->wc;
+    void *p = NULL;
+    if (posix_memalign(&p, H, (bytes + H - 1) / H * H)) return TOK_ERR_NOMEM;
+#ifdef MADV_HUGEPAGE
+    madvise(p, (bytes + H - 1) / H * H, MADV_HUGEPAGE);   /* (a hint: without it, 4 kB pages) */
+#endif
+    memset(p, 0, bytes);
+    st->wc = p;
     GROW(st->wtmp, st->wtmpcap, 256);
     return 0;
 }
 
-/* Appends a cached word's pieces at offset a (encode_words made room); for
- * unigram, adds their scores to *P as the Viterbi does. */
-static inline void wc_replay(sp_state *st, const struct wslot *e, const struct wpiece *v, size_t a, size_t *nr, float *P)
-{
-    if (e->n == 1) {
-        st->res[(*nr)++] = (struct res){ (uint32_t)a, e->len0, e->id0 };
-        *P = e->sc0 + *P;
-        return;
-    }
-    float p = *P;
-    struct res *r = st->res + *nr;
-    for (size_t k = 0; k < e->n; k++) {
-        r[k] = (struct res){ (uint32_t)(a + v[k].off), v[k].len, v[k].id };
-        p = v[k].score + p;
-    }
-    *nr += e->n;
-    *P = p;
-}
+/* Where the ids go, and what runs on across words: the running score of
+ * the unigram path and whether the last piece was unknown (runs of them
+ * are one id). */
+struct emit {
+    uint32_t *o;             /* the next id (sp_encode made room: one id per byte) */
+    float P;
+    int prev_unk;
+};
 
-static int bpe_word(const sp_model *M, sp_state *st, const unsigned char *t, size_t a, size_t b, uint32_t h, size_t *nr)
+/* SentencePieceProcessor::EncodeOptimized's ids for the pieces st->res[0, nr):
+ * control ids as they are, the bytes of an unknown piece with byte fallback,
+ * else runs of unknowns merged into one. */
+static int emit_res(const sp_model *M, const sp_state *st, size_t nr, struct emit *x)
 {
-    size_t n = b - a, first = *nr;
-    uint64_t k8 = 0;
-    if (n <= WC_MAXW) {
-        k8 = first8(t + a, n);
-        const struct wpiece *v;
-        const struct wslot *e = wc_get(st, t + a, n, h, k8, &v);
-        if (e) {
-            float unused = 0.0f;
-            wc_replay(st, e, v, a, nr, &unused);
-            return 0;
+    uint32_t *o = x->o;
+    int prev_unk = x->prev_unk;
+    for (size_t i = 0; i < nr; i++) {
+        int32_t id = st->res[i].id;
+        int unk = id == M->unk_id || id == M->proc_unk;   /* (the one UNKNOWN piece, or -1 without one) */
+        if (!unk) {
+            if (id < 0) return TOK_ERR_ENCODE;   /* no unk piece and no byte fallback: refused at load */
+            *o++ = (uint32_t)id;
+        } else if (M->byte_fallback) {
+            for (size_t k = 0; k < st->res[i].len; k++) *o++ = M->byte_id[st->norm[st->res[i].off + k]];
+        } else if (!prev_unk) {
+            if (id < 0) return TOK_ERR_ENCODE;
+            *o++ = (uint32_t)id;
         }
+        prev_unk = unk;
     }
-    int rc = bpe_encode(M, st, t + a, n, nr);
-    if (rc) return rc;
-    for (size_t i = first; i < *nr; i++) st->res[i].off += (uint32_t)a;
-    size_t np = *nr - first;
-    if (n <= WC_MAXW && np <= 0xFF) {
-        GROW(st->wtmp, st->wtmpcap, np);
-        for (size_t i = 0; i < np; i++) {
-            const struct res *r = &st->res[first + i];
-            st->wtmp[i] = (struct wpiece){ r->id, (uint16_t)(r->off - a), (uint16_t)r->len, 0.0f };
-        }
-        wc_store(st, t + a, n, h, k8, np, 0.0f);
-    }
+    x->o = o;
+    x->prev_unk = prev_unk;
     return 0;
 }
 
-static int unigram_word(const sp_model *M, sp_state *st, const unsigned char *t, size_t a, size_t b, uint32_t h, size_t *nr,
-                        float *P)
+/* A path in st->wtmp (offsets in the word at t + a) as pieces in st->res;
+ * for unigram, their scores added to x->P as the Viterbi adds them. */
+static size_t path_res(sp_state *st, const struct wpiece *v, size_t np, size_t a, struct emit *x)
 {
-    size_t n = b - a;
-    /* the reset at the word's first node, the only live one there */
-    if (*P < -SCORE_RESET || *P > SCORE_RESET) *P = 0.0f;
-    if (n <= WC_MAXW) {
-        uint64_t k8 = first8(t + a, n);
-        const struct wpiece *v;
-        const struct wslot *e = wc_get(st, t + a, n, h, k8, &v);
-        if (!e) {
-            size_t np;
-            float plim;
-            int rc = unigram_analyze(M, st, t + a, n, &np, &plim);
-            if (rc) return rc;
-            if (np <= 0xFF) {
-                e = wc_store(st, t + a, n, h, k8, np, plim);
-                v = st->gen[st->cur].vals + e->voff;
+    float P = x->P;
+    for (size_t k = 0; k < np; k++) {
+        st->res[k] = (struct res){ (uint32_t)(a + v[k].off), v[k].len, v[k].id };
+        P = v[k].score + P;
+    }
+    x->P = P;
+    return np;
+}
+
+/* A cache entry's path back in st->wtmp (wc_store checked that path_len
+ * rebuilds it). */
+static size_t we_path(const sp_model *M, sp_state *st, const struct wentry *e, const unsigned char *w)
+{
+    const unsigned char *ids = we_ids(e);
+    size_t off = 0;
+    for (size_t k = 0; k < e->n; k++) {
+        int32_t id = we_id(M, ids, k);
+        size_t len = path_len(M, id, w + off, e->klen - off);
+        float sc = M->lscore ? (id < 0 ? M->min_score - 10.0f : M->lscore[id]) : 0.0f;
+        st->wtmp[k] = (struct wpiece){ id, (uint16_t)off, (uint16_t)len, sc };
+        off += len;
+    }
+    return e->n;
+}
+
+/* Word t[a, b) with hash h: from its cache entry when it has one (the ids
+ * straight out when none is unknown), else analysed and stored. */
+static int encode_word(const sp_model *M, sp_state *st, const unsigned char *t, size_t a, size_t b, uint32_t h, struct emit *x)
+{
+    size_t n = b - a, np;
+    const unsigned char *w = t + a;
+    int uni = M->model_type == MODEL_UNIGRAM;
+    float plim = 0.0f;
+    const struct wentry *e = n <= WE_DATA ? wc_find(st, w, n, h) : NULL;
+    /* the reset at the word's first node, the only live one there (none
+       when the entry replays: its plim is below SCORE_RESET) */
+    if (uni && !(e && fabsf(x->P) < e->plim) && (x->P < -SCORE_RESET || x->P > SCORE_RESET)) x->P = 0.0f;
+    if (e && (!uni || fabsf(x->P) < e->plim)) {
+        if (!e->unk) {
+            const unsigned char *ids = we_ids(e);
+            uint32_t *o = x->o;
+            float P = x->P;
+            for (size_t k = 0; k < e->n; k++) {
+                int32_t id = we_id(M, ids, k);
+                o[k] = (uint32_t)id;
+                if (uni) P = M->lscore[id] + P;
             }
-        }
-        if (e && (*P < 0 ? -*P : *P) < e->plim) {
-            wc_replay(st, e, v, a, nr, P);
+            x->o = o + e->n;
+            x->P = P;
+            x->prev_unk = 0;
             return 0;
         }
+        np = we_path(M, st, e, w);
+        return emit_res(M, st, path_res(st, st->wtmp, np, a, x), x);
     }
-    return unigram_span(M, st, t, a, b, *P, nr, P);
+    if (!uni) {
+        size_t nr = 0;
+        int rc = bpe_encode(M, st, w, n, &nr);
+        if (rc) return rc;
+        if (!e && n <= WE_DATA) {
+            GROW(st->wtmp, st->wtmpcap, nr);
+            for (size_t i = 0; i < nr; i++)
+                st->wtmp[i] = (struct wpiece){ st->res[i].id, (uint16_t)st->res[i].off, (uint16_t)st->res[i].len, 0.0f };
+            wc_store(M, st, w, n, h, st->wtmp, nr, 0.0f);
+        }
+        for (size_t i = 0; i < nr; i++) st->res[i].off += (uint32_t)a;
+        return emit_res(M, st, nr, x);
+    }
+    if (!e && n <= WE_DATA) {
+        int rc = unigram_analyze(M, st, w, n, &np, &plim);
+        if (rc) return rc;
+        wc_store(M, st, w, n, h, st->wtmp, np, plim);
+        if (fabsf(x->P) < plim) return emit_res(M, st, path_res(st, st->wtmp, np, a, x), x);
+    }
+    size_t nr = 0;
+    int rc = unigram_span(M, st, t, a, b, x->P, &nr, &x->P);
+    return rc ? rc : emit_res(M, st, nr, x);
 }
 
 static inline int at_ws(const unsigned char *p, const unsigned char *ws, size_t wsl)
@@ -1998,6 +2107,7 @@ static void find_cuts(const sp_model *M, sp_state *st, const unsigned char *t, s
     const unsigned char *ws = M->escape_ws ? WS : (const unsigned char *)" ";
     size_t wsl = M->escape_ws ? 3 : 1;
     const unsigned char w0 = ws[0], wl = ws[wsl - 1];
+    size_t from = a;
     for (size_t j = a + 1; j < b; j++) {
         unsigned char c = t[j], p = t[j - 1];
         if ((c & 0xC0) == 0x80) continue;   /* inside a character */
@@ -2006,113 +2116,75 @@ static void find_cuts(const sp_model *M, sp_state *st, const unsigned char *t, s
                       (p == wl && j >= wsl && at_ws(t + j - wsl, ws, wsl) && !M->post_ws[c]);
             if (!cut) continue;
         }
-        st->cuts[(*nc)++].end = (uint32_t)j;
+        word_end(st, &st->cuts[(*nc)++], t, from, j);
+        from = j;
     }
-    st->cuts[(*nc)++].end = (uint32_t)b;
+    word_end(st, &st->cuts[(*nc)++], t, from, b);
 }
 
-/* The words: with ws_cuts, those that normalize ended at its marks, the ones
- * that went through its general step or are too long to cache cut further;
- * else every cut. */
-static int word_ends(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *nc)
+/* The words, each with its hash: with ws_cuts, those that normalize ended
+ * at its marks, the ones too long for a cache entry cut further; else
+ * every cut. */
+static int word_ends(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, const struct cut **cuts, size_t *nc)
 {
     *nc = 0;
+    if (M->ws_cuts && !st->long_word) {
+        *cuts = st->marks;
+        *nc = st->nmarks;
+        return 0;
+    }
     GROW(st->cuts, st->cutcap, n);   /* (each cut at its own position in (0, n]) */
+    *cuts = st->cuts;
     if (!M->ws_cuts) {
         find_cuts(M, st, t, 0, n, n, nc);
         return 0;
     }
     size_t a = 0;
     for (size_t i = 0; i < st->nmarks; i++) {
-        size_t b = st->marks[i].pos;
+        size_t b = st->marks[i].end;
         if (b <= a) continue;
-        if (st->marks[i].mixed || b - a > WC_MAXW) find_cuts(M, st, t, a, b, n, nc);
-        else st->cuts[(*nc)++].end = (uint32_t)b;
+        if (b - a > WE_DATA) find_cuts(M, st, t, a, b, n, nc);
+        else st->cuts[(*nc)++] = st->marks[i];
         a = b;
     }
     return 0;
 }
 
-/* The whole normalized text, word by word (see word_tables): the words
- * first, then each one's cache slots fetched a few words ahead. */
-static int encode_words(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, size_t *nr)
+/* The whole normalized text, word by word (see word_tables); the words'
+ * cache buckets were fetched as they were found. */
+static int encode_words(const sp_model *M, sp_state *st, const unsigned char *t, size_t n, struct emit *x)
 {
-    int rc = wc_alloc(st);
-    size_t nc;
-    if (!rc) rc = word_ends(M, st, t, n, &nc);
+    const struct cut *c;
+    size_t nc, a = 0;
+    int rc = word_ends(M, st, t, n, &c, &nc);
     if (rc) return rc;
-    GROW(st->res, st->rescap, *nr + n);   /* (wc_replay's room: each piece holds a byte at least) */
-    enum { AHEAD = 8 };   /* (4 waits for the slots: 8 % slower on dev) */
-    int bpe = M->model_type == MODEL_BPE;
-    float P = 0.0f;
-    for (size_t i = 0; i < nc && i < AHEAD; i++) {
-        size_t a = i ? st->cuts[i - 1].end : 0, l = st->cuts[i].end - a;
-        st->cuts[i].h = l <= WC_MAXW ? word_hash(t + a, l) : 0;
-    }
-    for (size_t i = 0; i < nc && !rc; i++) {
-        if (i + AHEAD < nc) {
-            size_t k = i + AHEAD, a = st->cuts[k - 1].end, l = st->cuts[k].end - a;
-            uint32_t h = l <= WC_MAXW ? word_hash(t + a, l) : 0;
-            st->cuts[k].h = h;
-            __builtin_prefetch(&st->gen[st->cur].slot[h & (WC_SLOTS - 1)]);
-            __builtin_prefetch(&st->gen[st->cur ^ 1].slot[h & (WC_SLOTS - 1)]);
-        }
-        size_t a = i ? st->cuts[i - 1].end : 0, b = st->cuts[i].end;
-        rc = bpe ? bpe_word(M, st, t, a, b, st->cuts[i].h, nr) : unigram_word(M, st, t, a, b, st->cuts[i].h, nr, &P);
-    }
+    GROW(st->res, st->rescap, n);   /* (a word's pieces: each holds a byte at least) */
+    for (size_t i = 0; i < nc && !rc; a = c[i++].end)
+        if (c[i].end > a) rc = encode_word(M, st, t, a, c[i].end, c[i].h, x);
     return rc;
 }
 
 /* ------------------------------------------------------------------------ */
 
-/* SentencePieceProcessor::EncodeOptimized's ids for the pieces st->res[0, nr):
- * control ids as they are, the bytes of an unknown piece with byte fallback,
- * else runs of unknowns merged into one.  Room for one id per piece is made
- * once; only byte fallback can need more. */
-static int emit_ids(const sp_model *M, sp_state *st, size_t nr, tok_ids *out)
-{
-    size_t mark = out->n;
-    if (tok_ids_reserve(out, nr)) return TOK_ERR_NOMEM;
-    uint32_t *o = out->ids + out->n;
-    int prev_unk = 0;
-    for (size_t i = 0; i < nr; i++) {
-        int32_t id = st->res[i].id;
-        int unk = id == M->unk_id || id == M->proc_unk;   /* (the one UNKNOWN piece, or -1 without one) */
-        if (!unk) {
-            if (id < 0) { out->n = mark; return TOK_ERR_ENCODE; }   /* no unk piece and no byte fallback: refused at load */
-            *o++ = (uint32_t)id;
-        } else if (M->byte_fallback) {
-            /* nr - i - 1 pieces left, one id each */
-            size_t len = st->res[i].len;
-            out->n = (size_t)(o - out->ids);
-            if (tok_ids_reserve(out, len + nr - i - 1)) { out->n = mark; return TOK_ERR_NOMEM; }
-            o = out->ids + out->n;
-            for (size_t k = 0; k < len; k++) *o++ = M->byte_id[st->norm[st->res[i].off + k]];
-        } else if (!prev_unk) {
-            if (id < 0) { out->n = mark; return TOK_ERR_ENCODE; }
-            *o++ = (uint32_t)id;
-        }
-        prev_unk = unk;
-    }
-    out->n = (size_t)(o - out->ids);
-    return 0;
-}
-
 int sp_encode(const sp_model *M, sp_state *st, const unsigned char *s, size_t n, tok_ids *out)
 {
-    size_t nn, nr;
+    size_t nn, nr = 0;
     if (n > (UINT32_MAX - 64) / 3) return TOK_ERR_ENCODE;   /* offsets are 32-bit */
-    int rc = normalize(M, st, s, n, &nn);
+    int rc = M->words ? wc_alloc(st) : 0;   /* (before normalize, which fetches from it) */
+    if (!rc) rc = normalize(M, st, s, n, &nn);
     if (rc) return rc;
     if (nn == 0) return 0;
-    nr = 0;
+    /* room for the ids once: each piece holds a byte at least, and byte
+       fallback gives an unknown piece one id per byte */
+    if (tok_ids_reserve(out, nn)) return TOK_ERR_NOMEM;
+    struct emit x = { out->ids + out->n, 0.0f, 0 };
     if (M->words && st->norm_valid) {
-        rc = encode_words(M, st, st->norm, nn, &nr);
-    } else if (M->model_type == MODEL_BPE) {
-        rc = bpe_encode(M, st, st->norm, nn, &nr);
+        rc = encode_words(M, st, st->norm, nn, &x);
     } else {
-        float P;
-        rc = unigram_span(M, st, st->norm, 0, nn, 0.0f, &nr, &P);
+        if (M->model_type == MODEL_BPE) rc = bpe_encode(M, st, st->norm, nn, &nr);
+        else rc = unigram_span(M, st, st->norm, 0, nn, 0.0f, &nr, &x.P);
+        if (!rc) rc = emit_res(M, st, nr, &x);
     }
-    return rc ? rc : emit_ids(M, st, nr, out);
+    if (!rc) out->n = (size_t)(x.o - out->ids);
+    return rc;
 }
