@@ -114,12 +114,6 @@ void attention_forward_cuda(float *out, float *lse, const float *qkv, int B, int
                             mds_dropout drop);
 void attention_backward_cuda(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
                              int B, int T, int C, int NH, int NKV, mds_dropout drop);
-/* Version 2 of attention (tiled, flash-attention-2 style; attention.cu):
- * the same arguments, head size at most 256. */
-void attention_forward_flash_cuda(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int NKV,
-                                  mds_dropout drop);
-void attention_backward_flash_cuda(float *dqkv, const float *dout, const float *qkv, const float *out,
-                                   const float *lse, int B, int T, int C, int NH, int NKV, mds_dropout drop);
 void dropout_forward_cuda(float *out, const float *inp, int B, int T, int C, mds_dropout drop);
 void dropout_backward_cuda(float *dinp, const float *dout, int B, int T, int C, mds_dropout drop);
 void rope_forward_cuda(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV, int hs,

@@ -207,9 +207,8 @@ static const struct shape att_shapes[] = {
  *    1..10: <= 1e-5 in practice), and device logf/expf differ from glibc's
  *    by an ulp.  1e-4 leaves a margin of ten over that while a real bug (a
  *    lost term, a wrong index, a wrong mask) moves values by 1e-2 or more.
- *    Attention's tiled version (attention.cu, version 2) gives the CPU's
- *    bits backward; forward, its online softmax rescales and sums in
- *    another order: out and lse within 1e-6 of the CPU's on att_shapes
+ *    Attention (attention.cu, tiled) gives the CPU's bits backward;
+ *    forward, its online softmax rescales and sums in another order: out and lse within 1e-6 of the CPU's on att_shapes
  *    below (measured under the HIP-CPU emulation, make check-cuda-cpu).
  */
 static double tol_atol = 1e-5, tol_rtol = 1e-5;
