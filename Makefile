@@ -311,6 +311,23 @@ test-gpu: deps
 	    passed=$$((passed + p)); failed=$$((failed + f)); \
 	done; echo "test-gpu: $$passed passed, $$failed failed"; [ $$failed -eq 0 ]
 
+## check-cuda-cpu: run the CUDA kernels on the CPU under ROCm's HIP-CPU (HIPCPU=its checkout; libtbb-dev): every op on "cuda" against the CPU, small mdstrain runs --device cuda against cpu
+# Not part of `make test` (HIP-CPU is third-party code this repo does not
+# carry).  The kernels/cuda/ files are compiled unchanged by g++ through
+# tests/cudacpu/hipcc.sh (as NVCC) and tests/cudacpu/cuda_shim.h, into a
+# build of everything in $(BUILD)/cudacpu (docs/architecture.md, "CUDA on
+# the CPU": what it proves and what it cannot).
+CUDACPU_BUILD := $(BUILD)/cudacpu
+check-cuda-cpu:
+	@if [ -z "$(HIPCPU)" ] || [ ! -f "$(HIPCPU)/include/hip/hip_runtime.h" ]; then \
+	    echo "check-cuda-cpu: HIPCPU must name a checkout of ROCm's HIP-CPU (HIPCPU=/path, with include/hip/hip_runtime.h)$(if $(HIPCPU),; '$(HIPCPU)' has none)" >&2; exit 2; fi
+	@if ! printf '$(H)include <tbb/version.h>\nint main(void){return 0;}\n' | $(CXX) -x c++ - -o /dev/null -ltbb >/dev/null 2>&1; then \
+	    echo "check-cuda-cpu: HIP-CPU needs TBB (apt-get install libtbb-dev)" >&2; exit 2; fi
+	@$(MAKE) --no-print-directory BUILD=$(CUDACPU_BUILD) HAVE_CUDA=1 HAVE_NCCL=0 HIPCPU=$(abspath $(HIPCPU)) \
+	    NVCC=tests/cudacpu/hipcc.sh NVCCFLAGS='-O2 -g -ffp-contract=off -Wall -Wextra -Wno-unused-function -MMD -MP' \
+	    CUDA_LDLIBS='-ltbb -lstdc++' $(CUDACPU_BUILD)/mdstrain $(CUDACPU_BUILD)/tests/test_backend_ops
+	@BUILD=$(CUDACPU_BUILD) sh tests/cudacpu/check.sh
+
 ## test-slurm: install Slurm and munge (Debian), start a one-host cluster, run the examples and mdstrain through sbatch/srun (about 2 min, root)
 # Not part of `make test`: it needs root, two daemons and free ports, and
 # takes longer than the rest together (docs/cli.md, "Slurm").

@@ -184,6 +184,16 @@ static const struct shape shapes[] = {
 };
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
 
+/* Attention's own, besides those: T past several tiles of the CUDA
+ * kernel and not a multiple of any (its tiles are 16, 32 or 64 positions),
+ * and head sizes 64, 80 (padded to 128), 128 and 256. */
+static const struct shape att_shapes[] = {
+    {1, 200, 128, 2, 0, 0, 0},
+    {2, 130, 320, 4, 0, 0, 0},
+    {1, 100, 256, 2, 0, 0, 0},
+    {1, 70, 512, 2, 0, 0, 0},
+};
+
 /*
  * Tolerances of the float outputs against the CPU functions, per backend
  * (set by run_op; the fixed ones of round_to, unscale_check and the double
@@ -197,6 +207,9 @@ static const struct shape shapes[] = {
  *    1..10: <= 1e-5 in practice), and device logf/expf differ from glibc's
  *    by an ulp.  1e-4 leaves a margin of ten over that while a real bug (a
  *    lost term, a wrong index, a wrong mask) moves values by 1e-2 or more.
+ *    Attention (attention.cu, tiled) gives the CPU's bits backward;
+ *    forward, its online softmax rescales and sums in another order: out and lse within 1e-6 of the CPU's on att_shapes
+ *    below (measured under the HIP-CPU emulation, make check-cuda-cpu).
  */
 static double tol_atol = 1e-5, tol_rtol = 1e-5;
 #define ATOL tol_atol
@@ -313,13 +326,24 @@ static struct drops make_drops(float p, int B, int head0)
 
 static void free_drops(struct drops *d) { free(d->keys); be->free(d->dkeys); }
 
-/* Multi-head, and grouped-query with one key/value head when NH > 1; each
- * without and with attention dropout (a rank's heads from global head 3). */
+/* The key/value head counts tried after nkv for NH query heads: NH / 2
+ * (groups of two) when that is a grouping other than NH and 1, then 1;
+ * 0 ends. */
+static int next_nkv(int NH, int nkv)
+{
+    if (nkv == NH && NH % 2 == 0 && NH / 2 > 1)
+        return NH / 2;
+    return nkv > 1 ? 1 : 0;
+}
+
+/* Multi-head, and grouped-query (groups of two, and one key/value head)
+ * when NH > 1; each without and with attention dropout (a rank's heads from
+ * global head 3). */
 static void t_attention_forward(const struct shape *s)
 {
     if (!attention_shape(s)) return;
     for (int dv = 0; dv < 2; dv++)
-    for (int nkv = s->NH; nkv >= 1; nkv = nkv > 1 ? 1 : 0) {
+    for (int nkv = s->NH; nkv >= 1; nkv = next_nkv(s->NH, nkv)) {
         struct drops dd = make_drops(dv ? 0.3f : 0.0f, s->B, 3);
         mds_dropout drop = dd.host, ddrop = dd.dev;
         int hs = s->C / s->NH;
@@ -331,7 +355,6 @@ static void t_attention_forward(const struct shape *s)
         check_f(dv ? "lse (dropout)" : nkv == s->NH ? "lse" : "lse (gqa)", &lse, ATOL, RTOL);
         tf_free(&out); tf_free(&lse); tf_free(&qkv);
         free_drops(&dd);
-        if (nkv == 1) break;
     }
 }
 
@@ -339,7 +362,7 @@ static void t_attention_backward(const struct shape *s)
 {
     if (!attention_shape(s)) return;
     for (int dv = 0; dv < 2; dv++)
-    for (int nkv = s->NH; nkv >= 1; nkv = nkv > 1 ? 1 : 0) {
+    for (int nkv = s->NH; nkv >= 1; nkv = next_nkv(s->NH, nkv)) {
         struct drops dd = make_drops(dv ? 0.3f : 0.0f, s->B, 3);
         mds_dropout drop = dd.host, ddrop = dd.dev;
         int hs = s->C / s->NH;
@@ -356,7 +379,6 @@ static void t_attention_backward(const struct shape *s)
         check_f(dv ? "dqkv (dropout)" : nkv == s->NH ? "dqkv" : "dqkv (gqa)", &dqkv, ATOL, RTOL);
         tf_free(&qkv); tf_free(&out); tf_free(&lse); tf_free(&dqkv); tf_free(&dout);
         free_drops(&dd);
-        if (nkv == 1) break;
     }
 }
 
@@ -631,15 +653,20 @@ static void t_global_norm_squared(const struct shape *s)
     tf_free(&x); td_free(&out);
 }
 
-/* The op table's entries, in its order, with the harness of each. */
-#define ENTRY(op) { #op, offsetof(mds_ops, op), t_##op }
+/* The op table's entries, in its order, with the harness of each (and
+ * the op's own shapes, run after the common ones). */
+#define ENTRY(op) { #op, offsetof(mds_ops, op), t_##op, NULL, 0 }
+#define ENTRY_MORE(op, more) { #op, offsetof(mds_ops, op), t_##op, more, sizeof more / sizeof more[0] }
 static const struct op {
     const char *name;
     size_t offset;          /* of the entry in mds_ops, to check coverage */
     void (*run)(const struct shape *s);
+    const struct shape *more;
+    size_t nmore;
 } ops[] = {
     ENTRY(encoder_forward), ENTRY(encoder_backward), ENTRY(layernorm_forward), ENTRY(layernorm_backward),
-    ENTRY(matmul_forward), ENTRY(matmul_backward), ENTRY(attention_forward), ENTRY(attention_backward),
+    ENTRY(matmul_forward), ENTRY(matmul_backward), ENTRY_MORE(attention_forward, att_shapes),
+    ENTRY_MORE(attention_backward, att_shapes),
     ENTRY(dropout_forward), ENTRY(dropout_backward), ENTRY(rope_forward), ENTRY(rope_backward), ENTRY(rmsnorm_forward), ENTRY(rmsnorm_backward),
     ENTRY(swiglu_forward), ENTRY(swiglu_backward), ENTRY(gelu_forward), ENTRY(gelu_backward), ENTRY(residual_forward), ENTRY(residual_backward),
     ENTRY(crossentropy_forward), ENTRY(crossentropy_rescale), ENTRY(crossentropy_loss),
@@ -662,9 +689,9 @@ static int run_op(const mds_backend *b, const struct op *o)
     tol_atol = tol_rtol = strcmp(b->name, "cuda") == 0 ? 1e-4 : 1e-5;
     cur_op = o->name;
     op_failures = 0;
-    for (size_t k = 0; k < NSHAPES; k++) {
+    for (size_t k = 0; k < NSHAPES + o->nmore; k++) {
         char sh[96];
-        const struct shape *s = &shapes[k];
+        const struct shape *s = k < NSHAPES ? &shapes[k] : &o->more[k - NSHAPES];
         snprintf(sh, sizeof sh, "B%d T%d C%d NH%d OC%d V%d v_start %d", s->B, s->T, s->C, s->NH, s->OC, s->V,
                  s->v_start);
         cur_shape = sh;

@@ -1,0 +1,367 @@
+/*
+ * cuda_shim.h - the CUDA runtime and cuBLAS names that the kernels/cuda/ files
+ * use, mapped onto ROCm's HIP-CPU (a header-only runtime that runs HIP
+ * kernels on the CPU: a block's threads are fibers on one OS thread,
+ * __syncthreads a switch to the next fiber, __shared__ a thread_local), so
+ * that the CUDA backend's kernels and wrappers run, compiled by g++, on a
+ * machine without a GPU (make check-cuda-cpu, docs/architecture.md "CUDA on
+ * the CPU").  tests/cudacpu/include/{cuda_runtime,cublas_v2}.h include this
+ * file; tests/cudacpu/hipcc.sh rewrites the two spellings C++ cannot parse
+ * (kernel<<<grid, block, smem>>>(args) and `extern __shared__ T x[];`).
+ *
+ * Where the emulation would accept what a GPU refuses, the shim refuses it
+ * the way CUDA does, so the wrappers' launch logic is checked too:
+ *  - a launch with an empty grid or block, more than 1024 threads, a grid
+ *    beyond 2^31-1 x 65535 x 65535, or dynamic shared memory over 48 KiB
+ *    without cudaFuncSetAttribute's opt-in (at most an H100's 227 KiB)
+ *    fails with the error CUDA gives, read by cudaGetLastError;
+ *  - a pointer argument of a kernel that is not inside a cudaMalloc'd block
+ *    (a host pointer) fails the launch with cudaErrorIllegalAddress and one
+ *    stderr line naming the kernel and the argument;
+ *  - warp shuffles are CUDA's 32 lanes (HIP-CPU's own are 64 wide and
+ *    mis-handle a width below 64), implemented with a block-wide exchange,
+ *    so like every CUDA use here they must be called by the whole block;
+ *  - cublasGemmEx is a reference GEMM launched as a kernel on the stream
+ *    (column-major, cuBLAS's transposes, leading-dimension checks and
+ *    beta = 0 semantics), fp32 products summed in order.
+ * What it cannot show: GPU timing, races that fibers run in order hide,
+ * cuBLAS's own numerics, tensor cores, NCCL.
+ */
+#ifndef MDS_TESTS_CUDACPU_CUDA_SHIM_H
+#define MDS_TESTS_CUDACPU_CUDA_SHIM_H
+
+#include <hip/hip_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <type_traits>
+
+/* Plain functions: HIP-CPU's GCC attributes (simd clones) buy nothing here. */
+#undef __device__
+#define __device__
+#undef __global__
+#define __global__
+
+/* ---- errors --------------------------------------------------------------------- */
+
+typedef hipError_t cudaError_t;
+#define cudaSuccess hipSuccess
+#define cudaErrorInvalidValue hipErrorInvalidValue
+#define cudaErrorUnknown hipErrorUnknown
+#define cudaErrorInvalidConfiguration hipErrorInvalidConfiguration
+#define cudaErrorIllegalAddress hipErrorIllegalAddress
+#define cudaErrorMemoryAllocation hipErrorOutOfMemory
+
+/* The launch errors the shim finds (HIP-CPU's own launches never fail). */
+inline cudaError_t mds_cucpu_launch_error = cudaSuccess;
+
+inline cudaError_t cudaGetLastError(void)
+{
+    cudaError_t e = mds_cucpu_launch_error;
+    mds_cucpu_launch_error = cudaSuccess;
+    cudaError_t h = hipGetLastError();
+    return e != cudaSuccess ? e : h;
+}
+
+inline const char *cudaGetErrorString(cudaError_t e) { return hipGetErrorString(e); }
+
+/* ---- device memory: tracked, so that a kernel given a host pointer fails ---------- */
+
+inline std::map<std::uintptr_t, std::size_t> mds_cucpu_blocks;
+inline std::mutex mds_cucpu_blocks_lock;
+
+inline bool mds_cucpu_is_device(const void *p)
+{
+    std::lock_guard<std::mutex> g(mds_cucpu_blocks_lock);
+    std::uintptr_t a = (std::uintptr_t)p;
+    auto it = mds_cucpu_blocks.upper_bound(a);
+    if (it == mds_cucpu_blocks.begin())
+        return false;
+    --it;
+    return a <= it->first + it->second;   /* one past the end is a valid argument */
+}
+
+inline cudaError_t cudaMalloc(void **p, std::size_t bytes)
+{
+    cudaError_t e = hipMalloc(p, bytes);
+    if (e == hipSuccess && !*p)
+        return cudaErrorMemoryAllocation;
+    if (e == hipSuccess) {
+        std::lock_guard<std::mutex> g(mds_cucpu_blocks_lock);
+        mds_cucpu_blocks[(std::uintptr_t)*p] = bytes;
+    }
+    return e;
+}
+
+inline cudaError_t cudaFree(void *p)
+{
+    if (!p)
+        return cudaSuccess;
+    {
+        std::lock_guard<std::mutex> g(mds_cucpu_blocks_lock);
+        if (!mds_cucpu_blocks.erase((std::uintptr_t)p))
+            return cudaErrorInvalidValue;   /* not a cudaMalloc'd block: CUDA refuses it too */
+    }
+    return hipFree(p);
+}
+
+typedef hipMemcpyKind cudaMemcpyKind;
+#define cudaMemcpyDefault hipMemcpyDefault
+typedef hipStream_t cudaStream_t;
+
+inline cudaError_t cudaMemcpy(void *dst, const void *src, std::size_t n, cudaMemcpyKind k)
+{
+    return hipMemcpy(dst, src, n, k);
+}
+
+inline cudaError_t cudaMemset(void *p, int v, std::size_t n)
+{
+    if (n && !mds_cucpu_is_device(p))
+        return cudaErrorInvalidValue;
+    return hipMemset(p, v, n);
+}
+
+inline cudaError_t cudaMemsetAsync(void *p, int v, std::size_t n, cudaStream_t s)
+{
+    if (n && !mds_cucpu_is_device(p))
+        return cudaErrorInvalidValue;
+    return hipMemsetAsync(p, v, n, s);
+}
+
+inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { return hipStreamSynchronize(s); }
+inline cudaError_t cudaDeviceSynchronize(void) { return hipDeviceSynchronize(); }
+inline cudaError_t cudaMemGetInfo(std::size_t *fr, std::size_t *tot) { return hipMemGetInfo(fr, tot); }
+
+/* ---- the device --------------------------------------------------------------------- */
+
+typedef hipDeviceProp_t cudaDeviceProp;
+
+inline cudaError_t cudaGetDeviceCount(int *n) { return hipGetDeviceCount(n); }
+inline cudaError_t cudaSetDevice(int d) { return hipSetDevice(d); }
+inline cudaError_t cudaGetDevice(int *d) { return hipGetDevice(d); }
+
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d)
+{
+    cudaError_t e = hipGetDeviceProperties(p, d);
+    if (e == hipSuccess) {
+        std::snprintf(p->name, sizeof p->name, "HIP-CPU emulation");
+        p->major = 9;   /* the launch limits below are an sm_90's */
+        p->minor = 0;
+    }
+    return e;
+}
+
+enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+
+#define MDS_CUCPU_SMEM_DEFAULT (48 * 1024)
+#define MDS_CUCPU_SMEM_OPTIN 232448   /* an H100's, as cudaDevAttrMaxSharedMemoryPerBlockOptin reads there */
+
+inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int)
+{
+    if (a != cudaDevAttrMaxSharedMemoryPerBlockOptin)
+        return cudaErrorInvalidValue;
+    *v = MDS_CUCPU_SMEM_OPTIN;
+    return cudaSuccess;
+}
+
+/* The dynamic shared memory each kernel opted into. */
+inline std::map<const void *, int> mds_cucpu_smem_optin;
+
+inline cudaError_t cudaFuncSetAttribute(const void *k, cudaFuncAttribute a, int v)
+{
+    if (a != cudaFuncAttributeMaxDynamicSharedMemorySize || v < 0 || v > MDS_CUCPU_SMEM_OPTIN)
+        return cudaErrorInvalidValue;
+    std::lock_guard<std::mutex> g(mds_cucpu_blocks_lock);
+    mds_cucpu_smem_optin[k] = v;
+    return cudaSuccess;
+}
+
+/* ---- warp shuffles: 32 lanes of the linear thread index --------------------------------- */
+
+/* Every thread of the block writes its value, waits, reads its source lane's
+ * and waits again before the buffer is reused: a block-wide exchange, so it
+ * assumes (as each use in kernels/cuda/ does) a full mask and the whole
+ * block calling it together. */
+template <typename T>
+inline T mds_cucpu_shfl(T v, int lane_src, bool in_range)
+{
+    thread_local static T buf[1024];
+    unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    buf[tid] = v;
+    __syncthreads();
+    T r = in_range ? buf[(tid & ~31u) + (unsigned)lane_src] : v;
+    __syncthreads();
+    return r;
+}
+
+template <typename T>
+inline T __shfl_down_sync(unsigned, T v, unsigned delta, int width = 32)
+{
+    unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned lane = tid & 31u, seg = lane / (unsigned)width * (unsigned)width;
+    unsigned src = lane + delta;
+    return mds_cucpu_shfl(v, (int)src, src < seg + (unsigned)width);
+}
+
+template <typename T>
+inline T __shfl_xor_sync(unsigned, T v, int mask, int width = 32)
+{
+    unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned lane = tid & 31u, seg = lane / (unsigned)width * (unsigned)width;
+    unsigned src = lane ^ (unsigned)mask;
+    return mds_cucpu_shfl(v, (int)src, src >= seg && src < seg + (unsigned)width);
+}
+
+/* ---- launches: kernel<<<grid, block, smem>>>(args) becomes
+ *      mds_cucpu_launch(kernel, grid, block, smem)(args) (hipcc.sh) ------------------- */
+
+template <typename A>
+inline bool mds_cucpu_arg_ok(const char *kernel, int i, const A &a)
+{
+    if constexpr (std::is_pointer_v<A>) {
+        if (a && !mds_cucpu_is_device((const void *)a)) {
+            std::fprintf(stderr, "cuda-on-cpu: %s: argument %d (%p) is not device memory\n", kernel, i,
+                         (const void *)a);
+            return false;
+        }
+    }
+    return true;
+}
+
+template <typename K>
+struct mds_cucpu_launcher {
+    K *kernel;
+    const char *name;
+    dim3 grid, block;
+    std::size_t smem;
+
+    cudaError_t check() const
+    {
+        unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
+        if (!grid.x || !grid.y || !grid.z || !threads || threads > 1024 || block.z > 64 || grid.x > 0x7fffffffu ||
+            grid.y > 65535 || grid.z > 65535)
+            return cudaErrorInvalidConfiguration;
+        std::size_t limit = MDS_CUCPU_SMEM_DEFAULT;
+        {
+            std::lock_guard<std::mutex> g(mds_cucpu_blocks_lock);
+            auto it = mds_cucpu_smem_optin.find((const void *)kernel);
+            if (it != mds_cucpu_smem_optin.end() && (std::size_t)it->second > limit)
+                limit = (std::size_t)it->second;
+        }
+        if (smem > limit)
+            return cudaErrorInvalidValue;
+        return cudaSuccess;
+    }
+
+    template <typename... A>
+    void operator()(A... args) const
+    {
+        cudaError_t e = check();
+        int i = 0;
+        bool ok = (... && mds_cucpu_arg_ok(name, i++, args));
+        if (e == cudaSuccess && !ok)
+            e = cudaErrorIllegalAddress;
+        if (e != cudaSuccess) {
+            if (mds_cucpu_launch_error == cudaSuccess)
+                mds_cucpu_launch_error = e;
+            return;
+        }
+        K *k = kernel;
+        hipLaunchKernelGGL(k, grid, block, (std::uint32_t)smem, nullptr, args...);
+    }
+};
+
+template <typename K>
+inline mds_cucpu_launcher<K> mds_cucpu_launch_(K *kernel, const char *name, dim3 grid, dim3 block,
+                                               std::size_t smem = 0)
+{
+    return mds_cucpu_launcher<K>{kernel, name, grid, block, smem};
+}
+#define mds_cucpu_launch(kernel, ...) mds_cucpu_launch_(kernel, #kernel, __VA_ARGS__)
+
+/* ---- cuBLAS: a reference GEMM with cublasGemmEx's contract -------------------------------- */
+
+struct cublasContext { int math_mode; };
+typedef struct cublasContext *cublasHandle_t;
+typedef enum {
+    CUBLAS_STATUS_SUCCESS = 0,
+    CUBLAS_STATUS_NOT_INITIALIZED = 1,
+    CUBLAS_STATUS_ALLOC_FAILED = 3,
+    CUBLAS_STATUS_INVALID_VALUE = 7,
+    CUBLAS_STATUS_ARCH_MISMATCH = 8,
+    CUBLAS_STATUS_EXECUTION_FAILED = 13,
+    CUBLAS_STATUS_NOT_SUPPORTED = 15,
+} cublasStatus_t;
+typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
+typedef enum { CUBLAS_DEFAULT_MATH = 0, CUBLAS_PEDANTIC_MATH = 2 } cublasMath_t;
+typedef enum { CUDA_R_32F = 0 } cudaDataType;
+typedef enum { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_PEDANTIC = 69 } cublasComputeType_t;
+typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
+
+inline cublasStatus_t cublasCreate(cublasHandle_t *h)
+{
+    static cublasContext ctx;
+    *h = &ctx;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+inline cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m)
+{
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    h->math_mode = m;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+inline cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
+{
+    return !h ? CUBLAS_STATUS_NOT_INITIALIZED : s ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS;
+}
+
+/* One thread per element of C (m, n), column-major: C = alpha op(A) op(B)
+ * + beta C, C not read when beta is 0 (cuBLAS's rule: NaN there is
+ * overwritten). */
+inline void mds_cucpu_gemm_kernel(int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
+                                  const float *Bm, int ldb, float beta, float *Cm, int ldc)
+{
+    long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long)m * n)
+        return;
+    int i = (int)(idx % m), j = (int)(idx / m);
+    float s = 0.0f;
+    for (int p = 0; p < k; p++) {
+        float a = ta ? A[(std::size_t)i * lda + p] : A[(std::size_t)p * lda + i];
+        float b = tb ? Bm[(std::size_t)p * ldb + j] : Bm[(std::size_t)j * ldb + p];
+        s = s + a * b;
+    }
+    float *c = Cm + (std::size_t)j * ldc + i;
+    *c = beta == 0.0f ? alpha * s : alpha * s + beta * *c;
+}
+
+inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                   int k, const void *alpha, const void *A, cudaDataType at, int lda, const void *Bm,
+                                   cudaDataType bt, int ldb, const void *beta, void *Cm, cudaDataType ct, int ldc,
+                                   cublasComputeType_t comp, cublasGemmAlgo_t)
+{
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F ||
+        (comp != CUBLAS_COMPUTE_32F && comp != CUBLAS_COMPUTE_32F_PEDANTIC))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    int rows_a = ta == CUBLAS_OP_N ? m : k, rows_b = tb == CUBLAS_OP_N ? k : n;
+    if (m < 0 || n < 0 || k < 0 || lda < (rows_a > 1 ? rows_a : 1) || ldb < (rows_b > 1 ? rows_b : 1) ||
+        ldc < (m > 1 ? m : 1) || !alpha || !beta)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (!m || !n)
+        return CUBLAS_STATUS_SUCCESS;
+    std::size_t cells = (std::size_t)m * n;
+    mds_cucpu_launch(mds_cucpu_gemm_kernel, dim3((unsigned)((cells + 255) / 256)), dim3(256))(
+        (int)ta, (int)tb, m, n, k, *(const float *)alpha, (const float *)A, lda, (const float *)Bm, ldb,
+        *(const float *)beta, (float *)Cm, ldc);
+    return mds_cucpu_launch_error == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+#endif /* MDS_TESTS_CUDACPU_CUDA_SHIM_H */
