@@ -35,7 +35,10 @@
  * one-line message in comm_error(); the trainer then calls comm_abort(),
  * which ends every rank of the job (MPI_Abort): a failing rank never leaves
  * the others waiting in a collective.  Over TCP the failing rank exits and
- * the others see its connections close, fail and exit in turn.
+ * the others see its connections close, fail and exit in turn, each naming
+ * the rank where the failure began (a rank killed outright included): rank
+ * 0 passes the word on over the rendezvous connection (comm_tcp.c).  Under
+ * mpirun the launcher ends every rank when one dies and names it.
  *
  * Counters.  Each communicator counts the calls and the bytes this rank
  * sent per kind of operation (comm_stats), for `make bench` and -v.

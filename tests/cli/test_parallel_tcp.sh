@@ -103,23 +103,48 @@ if "$MDSTRAIN" --version | grep -q 'Open MPI'; then
 fi
 
 # A rank killed with SIGKILL in the middle of training ends the others
-# within seconds: they see the connection close and exit 1 with a message.
-next_port
+# within seconds, each with one line naming the dead rank and the collective
+# it was in: the ranks connected to it see the connection close, and rank 0
+# tells the others over the side channel, so a rank that only hears of it
+# from a neighbour (TP2 x PP2: rank 2 waits on rank 0, rank 3 on rank 1)
+# names the dead rank, not the neighbour.  Victims: rank 1, then rank 0.
+for v in 1 0; do
+    next_port
+    # shellcheck disable=SC2086
+    launch kill 4 slurm $TINY --train-iters 1000000 --log-interval 100 --tensor-model-parallel-size 2 \
+        --pipeline-model-parallel-size 2
+    n=0
+    while [ "$n" -lt 300 ] && ! grep -q '] iteration ' "$T/kill.3.log" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
+    check "tcp_kill${v}_training_started" grep -q '] iteration ' "$T/kill.3.log"
+    victim=$(echo "$pids" | awk -v k=$((v + 1)) '{print $k}')   # timeout(1) of rank v, and its mdstrain:
+    child=$(for s in /proc/[0-9]*/stat; do awk -v p="$victim" '$4 == p { print $1 }' "$s" 2>/dev/null; done | head -n 1)
+    kill -9 "${child:-$victim}" 2>/dev/null
+    t0=$(date +%s)
+    reap
+    t1=$(date +%s)
+    check "tcp_kill${v}_others_fail" test "$rc" -ne 0
+    check "tcp_kill${v}_fast" test $((t1 - t0)) -lt 15
+    for r in 0 1 2 3; do
+        [ "$r" -eq "$v" ] && continue
+        check "tcp_kill${v}_rank${r}_one_line" test "$(grep -c '^mdstrain: ' "$T/kill.$r.err")" -eq 1
+        check "tcp_kill${v}_rank${r}_names_rank$v" grep -q "^mdstrain: rank $r: [a-z][^:]*: \(lost the connection to rank $v (127.0.0.1): \(connection closed\|Connection reset by peer\)\|rank $v is gone (rank 0 lost its connection to it)\)\$" "$T/kill.$r.err"
+    done
+done
+
+# A rank that fails for its own reason (a damaged checkpoint file of rank
+# (t 1, p 1), world rank 3) says so before it exits: the others name it.
+CK="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --train-iters 3"
 # shellcheck disable=SC2086
-launch kill 4 slurm $TINY --train-iters 1000000 --log-interval 100
-n=0
-while [ "$n" -lt 300 ] && ! grep -q '] iteration ' "$T/kill.3.log" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
-check tcp_kill_training_started grep -q '] iteration ' "$T/kill.3.log"
-victim=$(echo "$pids" | awk '{print $2}')   # timeout(1) of rank 1, and its mdstrain:
-child=$(for s in /proc/[0-9]*/stat; do awk -v p="$victim" '$4 == p { print $1 }' "$s" 2>/dev/null; done | head -n 1)
-kill -9 "${child:-$victim}" 2>/dev/null
-t0=$(date +%s)
-reap
-t1=$(date +%s)
-check tcp_kill_others_fail test "$rc" -ne 0
-check tcp_kill_fast test $((t1 - t0)) -lt 15
-check tcp_kill_message grep -q 'rank [023]: .*: lost the connection to rank [0-9] (127.0.0.1): \(connection closed\|Connection reset by peer\)$' \
-    "$T/kill.0.err" "$T/kill.2.err" "$T/kill.3.err"
+tcp ck 4 slurm $TINY $CK --save "$T/ck" --save-interval 3
+check tcp_ckpt_saved test "$rc" -eq 0
+printf 'x' | dd of="$T/ck/iter_0000003/mp_rank_01_001/model_optim_rng.bin" bs=1 seek=5000 conv=notrunc 2>/dev/null
+# shellcheck disable=SC2086
+tcp bad 4 slurm $TINY $CK --train-iters 6 --load "$T/ck"
+check tcp_failing_rank_exit1 test "$rc" -eq 1
+check tcp_failing_rank_message grep -q "^mdstrain: rank 3: cannot load the checkpoint: .*mp_rank_01_001/model_optim_rng.bin': weights checksum mismatch" "$T/bad.3.err"
+for r in 0 1 2; do
+    check "tcp_failing_rank_named_by_rank$r" grep -q "^mdstrain: rank $r: [a-z][^:]*: rank 3 failed (its own message says why)\$" "$T/bad.$r.err"
+done
 
 # A task count that does not match the tasks started: rank 0 gives up after
 # MDS_RENDEZVOUS_TIMEOUT naming the address; every rank exits 1.
