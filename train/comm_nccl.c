@@ -66,6 +66,7 @@ struct nccl_impl {
     mds_comm *host;           /* the same ranks over the host transport (owned) */
     cudaStream_t own;         /* NCCL's work on this communicator */
     cudaEvent_t ready, done;  /* compute stream -> own, own -> compute stream */
+    int deferred;             /* comm_allreduce_start's work the compute stream has not yet waited for */
     int rank, size;
     /* for the watcher: when work was last enqueued (0: none outstanding),
        what it was, and a count that tells a newer enqueue from the one it saw done */
@@ -216,30 +217,54 @@ static int enqueue_begin(mds_comm *c, const char *what)
     return 0;
 }
 
-/* After: the compute stream waits for c's stream; the watcher watches. */
-static int enqueue_end(mds_comm *c, const char *what)
+/* After: the compute stream waits for c's stream (at once, or at
+ * dev_wait when deferred); the watcher watches. */
+static int enqueue_end(mds_comm *c, const char *what, int defer)
 {
     struct nccl_impl *i = impl_of(c);
     CUDA_TRY(what, cudaEventRecord(i->done, i->own));
-    CUDA_TRY(what, cudaStreamWaitEvent((cudaStream_t)c->stream, i->done, 0));
+    i->deferred = defer;
+    if (!defer) CUDA_TRY(what, cudaStreamWaitEvent((cudaStream_t)c->stream, i->done, 0));
     atomic_store(&i->what, what);
     atomic_fetch_add(&i->seq, 1);
     atomic_store(&i->since_ms, now_ms());
     return 0;
 }
 
-#define ENQUEUE(c, what, expr) do { \
+#define ENQUEUE_DEFER(c, what, expr, defer) do { \
         if (enqueue_begin((c), (what))) return -1; \
         NCCL_TRY((what), (expr)); \
-        return enqueue_end((c), (what)); \
+        return enqueue_end((c), (what), (defer)); \
     } while (0)
+#define ENQUEUE(c, what, expr) ENQUEUE_DEFER(c, what, expr, 0)
 
-static int dev_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op)
+static int allreduce_on_stream(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op, int defer)
 {
     ncclDataType_t t = ncclFloat32;
     if (dtype_of(dt, &t)) return -1;
-    ENQUEUE(c, "NCCL all-reduce", ncclAllReduce(buf, buf, n, t, op == COMM_MAX ? ncclMax : ncclSum, impl_of(c)->nc,
-                                                stream_of(c)));
+    ENQUEUE_DEFER(c, "NCCL all-reduce", ncclAllReduce(buf, buf, n, t, op == COMM_MAX ? ncclMax : ncclSum,
+                                                      impl_of(c)->nc, stream_of(c)), defer);
+}
+
+static int dev_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op)
+{
+    return allreduce_on_stream(c, buf, n, dt, op, 0);
+}
+
+/* --overlap-grad-reduce: the backward's kernels go on while NCCL's stream
+ * reduces the buckets; dev_wait makes the compute stream wait for them. */
+static int dev_allreduce_start(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op)
+{
+    return allreduce_on_stream(c, buf, n, dt, op, 1);
+}
+
+static int dev_wait(mds_comm *c)
+{
+    struct nccl_impl *i = impl_of(c);
+    if (!i->deferred) return 0;
+    i->deferred = 0;
+    CUDA_TRY("NCCL all-reduce", cudaStreamWaitEvent((cudaStream_t)c->stream, i->done, 0));
+    return 0;
 }
 
 static int dev_reduce_scatter(mds_comm *c, float *out, const float *in, size_t chunk)
@@ -300,6 +325,7 @@ static int dev_barrier(mds_comm *c)
 
 static const struct comm_dev_ops nccl_dev = {
     is_device, dev_allreduce, dev_reduce_scatter, dev_allgather, dev_broadcast, dev_sendrecv, dev_barrier,
+    dev_allreduce_start, dev_wait,
 };
 
 /* ---- host buffers: the host group's primitives ---------------------------- */

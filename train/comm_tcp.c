@@ -50,6 +50,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,7 @@ struct tcp_world {
     int *fd;                  /* (size) connection to each rank, -1 for this one */
     int *ctl;                 /* (size) side channel: rank 0 has one to each rank, the others ctl[0]; -1 none */
     int told;                 /* this rank has sent or received a notice of failure */
+    _Atomic int lost_peer;    /* a worker thread (comm_allreduce_start) lost this rank; -1 none */
     char (*host)[HOSTLEN];    /* (size) each rank's address, for messages */
     int *port;                /* (size) each rank's listening port */
     char master[300];         /* "host:port" */
@@ -530,6 +532,10 @@ static int note_read(int from)
  */
 static int peer_lost(int peer, int e)
 {
+    if (comm_on_worker) {   /* the side channel is the main thread's: tcp_abort tells */
+        atomic_store(&W.lost_peer, peer);
+        return lost(peer, e);
+    }
     int from = W.rank ? 0 : peer;
     if (!(W.rank && peer == 0) && W.ctl[from] >= 0 && !wait_ready(W.ctl[from], POLLIN, now() + NOTICE_WAIT)) {
         int rc = note_read(from);
@@ -647,7 +653,7 @@ static int xfer(struct xop *ops, int n)
         if (!np) break;
         /* while waiting, listen for word of a failure elsewhere in the job */
         int nx = np;
-        for (int r = 0; r < (W.rank ? 1 : W.size); r++)
+        for (int r = 0; !comm_on_worker && r < (W.rank ? 1 : W.size); r++)
             if (W.ctl[r] >= 0) pf[nx++] = (struct pollfd){W.ctl[r], POLLIN, 0};
         int k = poll(pf, (nfds_t)nx, -1);
         if (k < 0 && errno != EINTR) {
@@ -852,7 +858,10 @@ static void tcp_finalize(void)
 static void tcp_abort(int code)
 {
     (void)code;
-    if (W.ctl && !W.told) note_tell(NOTE_FAILED, W.rank, W.rank);
+    if (!W.ctl || W.told) return;
+    int peer = atomic_load(&W.lost_peer);
+    if (peer >= 0) note_tell(NOTE_GONE, peer, W.rank);
+    else note_tell(NOTE_FAILED, W.rank, W.rank);
 }
 
 static const char *tcp_name(void) { return W.name; }
@@ -879,6 +888,7 @@ int comm_tcp_init(int rank, int size, const char *master, int port, double timeo
         return comm_fail("out of memory");
     }
     for (int r = 0; r < size; r++) W.fd[r] = W.ctl[r] = -1;
+    atomic_store(&W.lost_peer, -1);
     double deadline = now() + timeout_s;
     /* listen in the family of the master's address */
     struct addrinfo *res;

@@ -64,6 +64,48 @@ staged tp2_pp2_dp2 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-si
 check staged_table_row grep -q "| communication  *| TCP (127.0.0.1:$PORT), host-staged " "$T/tp2_pp2_dp2_staged.0.err"
 check unstaged_no_copies sh -c "! grep -q 'host-staged' '$T/tp2_pp2_dp2.0.err'"
 
+# --overlap-grad-reduce: the last micro-batch's backward hands each layer's
+# gradients to a communication thread, which all-reduces them over dp in
+# buckets (--ddp-bucket-size 1000: about one per layer) while the layers
+# below compute; the rank-ordered sums do not depend on the bucketing, so
+# the losses and norms are bitwise those of the one all-reduce after the
+# backward, at DP2, DP2 x PP2 and TP2 x PP2 x DP2 (and host-staged).  With
+# the distributed optimizer the reduce-scatter stays after the backward
+# (the table says so), bitwise the same too.
+OVL="--overlap-grad-reduce --ddp-bucket-size 1000"
+overlap() {   # NAME NP BASE FLAGS...: BASE is the run without overlap
+    on=$1 np=$2 base=$3; shift 3
+    # shellcheck disable=SC2086
+    tcp "${on}_ovl" "$np" slurm $TINY "$@" $OVL
+    exact "$T/${on}_ovl".*.log >"$T/${on}_ovl"
+    if [ "$rc" -eq 0 ] && cmp -s "$T/${on}_ovl" "$T/$base"; then ok "overlap_${on}_bitwise"
+    else fail "overlap_${on}_bitwise (exit $rc)"; tail -n 3 "$T/${on}_ovl".*.err >&2; fi
+}
+# shellcheck disable=SC2086
+tcp dp2 2 slurm $TINY
+exact "$T"/dp2.*.log >"$T/dp2"
+overlap dp2 2 dp2
+check overlap_dp2_row grep -q '^| gradient reduce  *| overlapped, buckets of 1000 elements ' "$T/dp2_ovl.0.err"
+# 4 layers: 4 buckets, the tensors outside the layers (2 calls), the loss: 7 all-reduces, not 2
+check overlap_dp2_buckets grep -q '^\[rank 0\] (t 0, d 0, p 0) .* dp all-reduce 7.0 calls ' "$T/dp2_ovl.0.err"
+check overlap_dp2_one_reduce grep -q '^\[rank 0\] (t 0, d 0, p 0) .* dp all-reduce 2.0 calls ' "$T/dp2.0.err"
+overlap dp2_pp2 4 dp2_pp2 --pipeline-model-parallel-size 2
+# shellcheck disable=SC2086
+tcp tp2_pp2_dp2_ar 8 slurm $TINY --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+exact "$T"/tp2_pp2_dp2_ar.*.log >"$T/tp2_pp2_dp2_ar"
+check tp2_pp2_dp2_allreduce_close close "$T/tp2_pp2_dp2_ar"
+overlap tp2_pp2_dp2 8 tp2_pp2_dp2_ar --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+overlap dp2_pp2_staged 4 dp2_pp2 --pipeline-model-parallel-size 2 --device-comm host-staged
+overlap dp4_distopt 4 dp4_distopt --use-distributed-optimizer
+check overlap_distopt_row grep -q '^| gradient reduce  *| reduce-scatter after the backward ' "$T/dp4_distopt_ovl.0.err"
+if [ "$have_mpi" -eq 1 ]; then   # the worker thread under MPI (MPI_THREAD_MULTIPLE)
+    # shellcheck disable=SC2086
+    timeout -s KILL 120 "$MPIRUN" -np 2 "$MDSTRAIN" $TINY $OVL >"$T/ovl.mpi" 2>"$T/ovl.mpierr"
+    check overlap_mpi_exit0 test $? -eq 0
+    exact "$T/ovl.mpi" >"$T/ovl.m"
+    check overlap_mpi_bitwise_as_tcp cmp -s "$T/ovl.m" "$T/dp2"
+fi
+
 # GPU ranks' start-up decision with an injected GPU count (MDS_TEST_GPU_COUNT;
 # comm_place's own cases are in tests/mpi/test_comm.c): two ranks on one
 # host with one GPU are refused by one line from rank 0 naming the way out,

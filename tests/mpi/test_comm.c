@@ -210,7 +210,7 @@ static int fake_barrier(mds_comm *c) { (void)c; return fake_calls++, 0; }
 static void test_device_dispatch(void)
 {
     static const struct comm_dev_ops fake = {fake_is_device, fake_allreduce, fake_rs, fake_rs, fake_bcast,
-                                             fake_p2p, fake_barrier};
+                                             fake_p2p, fake_barrier, NULL, NULL};
     mds_comm *g = NULL;
     CHECK(comm_split(world, 0, rank, &g) == 0);
     if (!g) return;
