@@ -190,6 +190,35 @@ check failing_rank_message grep -q "rank [0-9]: cannot load the checkpoint: .*mp
 check failing_rank_fast test $((t1 - t0)) -lt 30
 check failing_rank_no_training test "$(grep -c '] iteration ' "$T/d")" -eq 0
 
+# A rank killed with SIGKILL mid-training under mpirun: Open MPI's launcher
+# ends every other rank within seconds and names the dead rank in one line
+# (the ranks themselves are killed, so they print nothing; over TCP each
+# rank names it: test_parallel_tcp.sh).
+# shellcheck disable=SC2086
+timeout -s KILL 120 "$MPIRUN" -np 4 "$MDSTRAIN" $TINY --train-iters 1000000 --log-interval 100 \
+    --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 >"$T/k" 2>"$T/kerr" &
+kp=$!
+n=0
+while [ "$n" -lt 300 ] && ! grep -q '] iteration ' "$T/k" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
+# rank 1: the child of this mpirun (the child of timeout(1)) whose
+# environment has Open MPI's rank 1
+children() { for s in /proc/[0-9]*/stat; do awk -v p="$1" '$4 == p { print $1 }' "$s" 2>/dev/null; done; }
+victim=
+for mp in $(children "$kp"); do
+    for c in $(children "$mp"); do
+        tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=$c
+    done
+done
+check mpi_kill_found_rank1 test -n "$victim"
+t0=$(date +%s)
+[ -n "$victim" ] && kill -9 "$victim"
+wait "$kp"
+rc=$?
+t1=$(date +%s)
+check mpi_kill_job_fails test "$rc" -ne 0   # 137: mpirun passes on the signal's status
+check mpi_kill_fast test $((t1 - t0)) -lt 60
+check mpi_kill_names_rank grep -q 'process rank 1 with PID .* exited on signal 9' "$T/kerr"
+
 # layouts that do not fit: one message (from rank 0), exit 2
 timeout 60 "$MPIRUN" -np 3 "$MDSTRAIN" $TINY --tensor-model-parallel-size 2 >"$T/out" 2>"$T/err"
 check bad_world_exit2 test $? -eq 2
