@@ -98,6 +98,10 @@ typedef struct mds_backend {
     int (*mem_info)(size_t *free_bytes, size_t *total_bytes);   /* -1: unknown */
     const char *(*error)(void);                          /* the last failure's message */
     mds_ops ops;
+    /* host memory the device copies from and to fastest (CUDA: page-locked,
+       cudaHostAlloc; the CPU: malloc), for comm.h's host staging */
+    int (*host_alloc)(void **ptr, size_t bytes);         /* 0, or -1 with error() */
+    void (*host_free)(void *ptr);
 } mds_backend;
 
 /* The CPU reference backend (always present). */

@@ -1915,7 +1915,7 @@ int main(int argc, char **argv)
     /* the trainer's world: the host one, the NCCL one over it, or the host
        one staging through the backend's copies */
     mds_comm *nccl_world = NULL;
-    comm_copy_ops staging = { backend->copy, backend->sync, backend->error };
+    comm_copy_ops staging = { backend->copy, backend->sync, backend->error, backend->host_alloc, backend->host_free };
     if (placement.route == COMM_ROUTE_NCCL) {
         comm_set_fatal(comm_fatal_line);
         int nrc = comm_nccl_init(world, &nccl_world);

@@ -175,6 +175,7 @@ mds_comm *comm_new(int rank, int size, const struct comm_ops *ops, void *impl)
 }
 
 static void async_stop(mds_comm *c);
+static void staged_free(mds_comm *c);
 
 void comm_free(mds_comm *c)
 {
@@ -182,7 +183,7 @@ void comm_free(mds_comm *c)
     async_stop(c);
     if (c->ops && c->ops->release) c->ops->release(c);
     free(c->scratch);
-    free(c->staged);
+    staged_free(c);
     free(c);
 }
 
@@ -433,12 +434,29 @@ static int half_max(mds_comm *c, unsigned char *buf, size_t n, enum comm_dtype d
 /* ---- host staging: the host path on copies of the buffers -------------------- */
 
 /* c's host area of at least bytes (NULL when out of memory). */
+/* Free c's staging area with the allocator that made it. */
+static void staged_free(mds_comm *c)
+{
+    if (c->staged_free) c->staged_free(c->staged);
+    else free(c->staged);
+    c->staged = NULL;
+    c->staged_cap = 0;
+}
+
 static unsigned char *staged_area(mds_comm *c, size_t bytes)
 {
     if (bytes > c->staged_cap) {
-        free(c->staged);
-        c->staged = malloc(bytes ? bytes : 1);
-        c->staged_cap = c->staged ? bytes : 0;
+        staged_free(c);
+        void *p = NULL;
+        if (c->stage->host_alloc && c->stage->host_free) {
+            if (c->stage->host_alloc(&p, bytes) != 0) p = NULL;
+            c->staged_free = c->stage->host_free;
+        } else {
+            p = malloc(bytes ? bytes : 1);
+            c->staged_free = NULL;
+        }
+        c->staged = p;
+        c->staged_cap = p ? bytes : 0;
     }
     return c->staged;
 }

@@ -226,6 +226,10 @@ typedef struct comm_copy_ops {
     void (*copy)(void *dst, const void *src, size_t bytes);
     int (*sync)(void);
     const char *(*error)(void);
+    /* the host memory of the staged copies (CUDA: page-locked, so the
+       copies run at the bus's speed); NULL: malloc and free */
+    int (*host_alloc)(void **ptr, size_t bytes);
+    void (*host_free)(void *ptr);
 } comm_copy_ops;
 
 /*

@@ -74,6 +74,7 @@ struct mds_comm {
     const comm_copy_ops *stage;       /* comm_set_staging's; NULL: buffers used where they are */
     unsigned char *staged;    /* host copies of staged buffers, grown on demand */
     size_t staged_cap;
+    void (*staged_free)(void *);   /* what frees staged (the staging ops' host_free); NULL: free */
     struct comm_async *async; /* comm_allreduce_start's worker; NULL until the first */
 };
 

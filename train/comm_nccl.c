@@ -22,9 +22,12 @@
  * wait for its result.  So the trainer's order holds without a host sync,
  * and the call returns at once.
  *
- * Bootstrap: rank 0 of each group makes one ncclUniqueId and broadcasts it
+ * Bootstrap: the world's rank 0 makes one ncclUniqueId and broadcasts it
  * over the host group (the TCP rendezvous' mesh or MPI), then
- * ncclCommInitRank, for groups of one rank too.  Before any NCCL call every
+ * ncclCommInitRank; every group is split from its parent with
+ * ncclCommSplit (NCCL 2.18 and later, header and library, agreed by every
+ * rank; else each group makes its own id the same way), groups of one rank
+ * too.  Before any NCCL call every
  * rank agrees, by a host all-reduce, that every rank has a GPU of its own
  * (the current device, bound by the caller: comm_place chose it; two ranks
  * with the same UUID are refused), so one rank's failure never leaves the
@@ -45,8 +48,11 @@
  * comm.c's formulas (a ring all-reduce's 2 (p-1) ceil(n/p) elements), so
  * bench/comm_plan.py's figures hold for this transport too.
  *
- * Not done: ncclCommSplit (one init per group instead), user buffer
- * registration, overlap of the gradient reduction with the backward pass.
+ * Overlap (comm_allreduce_start, --overlap-grad-reduce): the all-reduce is
+ * enqueued at once, but the compute stream waits for its done-event only
+ * at comm_wait, so the backward's kernels run beside NCCL's.
+ *
+ * Not done: user buffer registration.
  */
 #include "comm_internal.h"
 
@@ -394,12 +400,15 @@ static const struct comm_ops nccl_ops = {
 
 /*
  * The NCCL communicator of host group h (taken over: freed with it) into
- * g: one ncclUniqueId made by h's rank 0 and broadcast over h.  Collective
- * over h.  On failure g is released (its impl NULL).
+ * g: split from parent's (ncclCommSplit with the same color and key, which
+ * orders ranks as comm_split does) when parent is given, else one
+ * ncclUniqueId made by h's rank 0 and broadcast over h.  Collective over
+ * h (and over parent's ranks when splitting).  On failure g is released
+ * (its impl NULL).
  */
-static int attach_nccl(mds_comm *h, mds_comm *g, struct nccl_impl *i);
+static int attach_nccl(mds_comm *h, mds_comm *g, struct nccl_impl *i, struct nccl_impl *parent, int color, int key);
 
-static int attach(mds_comm *h, mds_comm *g)
+static int attach(mds_comm *h, mds_comm *g, struct nccl_impl *parent, int color, int key)
 {
     struct nccl_impl *i = calloc(1, sizeof *i);
     if (!i) {
@@ -408,12 +417,56 @@ static int attach(mds_comm *h, mds_comm *g)
     }
     i->host = h;
     g->impl = i;
-    int rc = attach_nccl(h, g, i);
+    int rc = attach_nccl(h, g, i, parent, color, key);
     if (rc) nccl_release(g);   /* comm_split frees g without releasing it */
     return rc;
 }
 
-static int attach_nccl(mds_comm *h, mds_comm *g, struct nccl_impl *i)
+/* ncclCommSplit came with NCCL 2.18; an older header or library (the
+ * ranks agree, so none waits in a split the others skip) makes each group
+ * its own ncclUniqueId. */
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+#define HAVE_COMM_SPLIT 1
+static int split_from(struct nccl_impl *parent, int color, int key, mds_comm *h, struct nccl_impl *i)
+{
+    if (!parent->nc) return comm_fail("ncclCommSplit: the parent NCCL communicator was aborted");
+    NCCL_TRY("ncclCommSplit", ncclCommSplit(parent->nc, color, key, &i->nc, NULL));
+    int nr = -1, nn = -1;
+    NCCL_TRY("ncclCommUserRank", ncclCommUserRank(i->nc, &nr));
+    NCCL_TRY("ncclCommCount", ncclCommCount(i->nc, &nn));
+    if (nr != h->rank || nn != h->size)
+        return comm_fail("ncclCommSplit made rank %d of %d where the host group has rank %d of %d", nr, nn, h->rank,
+                         h->size);
+    return 0;
+}
+#else
+#define HAVE_COMM_SPLIT 0
+#endif
+
+/* i's communicator from one ncclUniqueId made by h's rank 0 and broadcast over h. */
+static int init_by_id(mds_comm *h, struct nccl_impl *i)
+{
+    /* rank 0's id, or its failure: every rank leaves the broadcast */
+    struct { ncclUniqueId id; int ok; } boot;
+    memset(&boot, 0, sizeof boot);
+    ncclResult_t r = ncclSuccess;
+    if (h->rank == 0) boot.ok = (r = ncclGetUniqueId(&boot.id)) == ncclSuccess;
+    if (comm_broadcast(h, &boot, sizeof boot, 0)) return -1;
+    if (!boot.ok) return h->rank == 0 ? nccl_fail("ncclGetUniqueId", r) : comm_fail("rank 0 could not make an NCCL id");
+    NCCL_TRY("ncclCommInitRank", ncclCommInitRank(&i->nc, h->size, boot.id, h->rank));
+    return 0;
+}
+
+/* 1 when every rank of host group h can split (the library too is 2.18 or later). */
+static int split_agreed(mds_comm *h)
+{
+    int v = 0;
+    double cannot = !HAVE_COMM_SPLIT || ncclGetVersion(&v) != ncclSuccess || v < NCCL_VERSION(2, 18, 0);
+    if (comm_allreduce(h, &cannot, 1, COMM_F64, COMM_MAX)) return -1;
+    return cannot == 0.0;
+}
+
+static int attach_nccl(mds_comm *h, mds_comm *g, struct nccl_impl *i, struct nccl_impl *parent, int color, int key)
 {
     g->rank = h->rank;
     g->size = h->size;
@@ -424,14 +477,12 @@ static int attach_nccl(mds_comm *h, mds_comm *g, struct nccl_impl *i)
     CUDA_TRY("cannot create the NCCL stream", cudaStreamCreateWithFlags(&i->own, cudaStreamNonBlocking));
     CUDA_TRY("cannot create the NCCL events", cudaEventCreateWithFlags(&i->ready, cudaEventDisableTiming));
     CUDA_TRY("cannot create the NCCL events", cudaEventCreateWithFlags(&i->done, cudaEventDisableTiming));
-    /* rank 0's id, or its failure: every rank leaves the broadcast */
-    struct { ncclUniqueId id; int ok; } boot;
-    memset(&boot, 0, sizeof boot);
-    ncclResult_t r = ncclSuccess;
-    if (h->rank == 0) boot.ok = (r = ncclGetUniqueId(&boot.id)) == ncclSuccess;
-    if (comm_broadcast(h, &boot, sizeof boot, 0)) return -1;
-    if (!boot.ok) return h->rank == 0 ? nccl_fail("ncclGetUniqueId", r) : comm_fail("rank 0 could not make an NCCL id");
-    NCCL_TRY("ncclCommInitRank", ncclCommInitRank(&i->nc, h->size, boot.id, h->rank));
+#if HAVE_COMM_SPLIT
+    if (parent ? split_from(parent, color, key, h, i) : init_by_id(h, i)) return -1;
+#else
+    (void)parent, (void)color, (void)key;
+    if (init_by_id(h, i)) return -1;
+#endif
     pthread_mutex_lock(&live_lock);
     i->next = live;
     live = i;
@@ -444,9 +495,12 @@ static int attach_nccl(mds_comm *h, mds_comm *g, struct nccl_impl *i)
  * caller on failure through comm_free, which calls nccl_release.) */
 static int nccl_split(mds_comm *c, int color, int key, mds_comm *g)
 {
+    struct nccl_impl *pi = impl_of(c);
+    int can = split_agreed(pi->host);
+    if (can < 0) return -1;
     mds_comm *h;
-    if (comm_split(impl_of(c)->host, color, key, &h)) return -1;
-    return attach(h, g);
+    if (comm_split(pi->host, color, key, &h)) return -1;
+    return attach(h, g, can ? pi : NULL, color, key);
 }
 
 /* ---- start-up --------------------------------------------------------------- */
@@ -499,7 +553,7 @@ int comm_nccl_init(mds_comm *host, mds_comm **world)
         return comm_fail("out of memory");
     }
     live_device = dev;
-    if (attach(h, w)) {
+    if (attach(h, w, NULL, 0, 0)) {
         comm_free(w);
         return -1;
     }
