@@ -44,6 +44,7 @@ static double timeout_s;
 static void (*timeout_expired)(double waited_s);
 static _Thread_local int watch_depth, watch_slot;
 void (*comm_watchdog_hook)(void);
+int (*comm_peer_check)(char *msg, size_t cap);
 
 static long long now_ms(void)
 {

@@ -95,6 +95,12 @@ size_t comm_dtype_size(enum comm_dtype dt);
 /* Called by the collective watchdog's thread before it ends the process
  * (the NCCL transport aborts its communicators); NULL: nothing. */
 extern void (*comm_watchdog_hook)(void);
+/* Set by a host transport that can tell, from any thread, without
+ * blocking or taking anything the caller's thread reads, that a rank of
+ * the job failed or is gone (comm_tcp.c's side channel): 1 with a message
+ * naming it, else 0.  NULL: no such check (MPI: the launcher ends the job).
+ * The NCCL watcher asks it while NCCL work is outstanding. */
+extern int (*comm_peer_check)(char *msg, size_t cap);
 /* comm_set_timeout's seconds (0: unbounded), for a transport's own watcher. */
 double comm_timeout(void);
 /* comm_set_fatal's function, never NULL. */

@@ -40,7 +40,11 @@
  * --distributed-timeout-minutes; 10 minutes, Megatron's default, when not
  * set); either aborts every NCCL communicator
  * (ncclCommAbort, so the main thread's wait returns) and ends the process
- * with one line naming the rank and the collective (comm_fatal).  The host
+ * with one line naming the rank and the collective (comm_fatal).  Over the
+ * TCP host transport the watcher also asks comm_peer_check (the side
+ * channel of comm_tcp.c), so a rank that died or failed ends the others
+ * within the watcher's 50 ms, not at the timeout; a slow but living peer
+ * still gets the whole timeout.  The host
  * collective watchdog (comm.c) aborts them too before it ends the process
  * (comm_watchdog_hook), so no kernel spins on a dead peer.
  *
@@ -136,7 +140,7 @@ static void *watcher(void *arg)
     for (;;) {
         struct timespec nap = {0, 50 * 1000000};
         nanosleep(&nap, NULL);
-        char msg[512] = "";
+        char msg[512] = "", why[320];
         double limit = comm_timeout() > 0 ? comm_timeout() : NCCL_DEFAULT_TIMEOUT_S;
         pthread_mutex_lock(&live_lock);
         for (struct nccl_impl *i = live; i && !msg[0]; i = i->next) {
@@ -150,10 +154,15 @@ static void *watcher(void *arg)
                          group_word(i->size), ncclGetErrorString(st), ncclGetLastError(i->nc));
             else if (cudaEventQuery(i->done) == cudaSuccess) {
                 if (atomic_load(&i->seq) == seq) atomic_compare_exchange_strong(&i->since_ms, &since, 0);
-            } else if ((double)(now_ms() - since) / 1000.0 > limit)
+            } else if ((double)(now_ms() - since) / 1000.0 > limit) {
                 snprintf(msg, sizeof msg, "rank %d: %s (group of %d %s) did not complete within %g s "
                          "(--distributed-timeout-minutes); a rank stopped or is far slower", i->rank, what, i->size,
                          group_word(i->size), limit);
+            } else if (comm_peer_check && comm_peer_check(why, sizeof why)) {
+                /* a dead peer's kernels never finish: the host side channel says so at once */
+                snprintf(msg, sizeof msg, "rank %d: %s (group of %d %s): %s", i->rank, what, i->size,
+                         group_word(i->size), why);
+            }
         }
         pthread_mutex_unlock(&live_lock);
         if (msg[0]) {

@@ -524,6 +524,33 @@ static int note_read(int from)
 }
 
 /*
+ * comm_peer_check for a thread beside the main one (the NCCL watcher, while
+ * NCCL kernels wait and no host transfer reads the side channel): peek at
+ * the side channel, consuming nothing (a farewell stays there, so the end
+ * of file behind it is never mistaken for a loss).  Rank 0 passes on what
+ * it finds, as note_read does.
+ */
+static int tcp_peer_check(char *msg, size_t cap)
+{
+    for (int r = 0; W.ctl && r < (W.rank ? 1 : W.size); r++) {
+        unsigned char n[NOTE];
+        ssize_t m = W.ctl[r] < 0 ? -1 : recv(W.ctl[r], n, NOTE, MSG_PEEK | MSG_DONTWAIT);
+        if (m == 0) {
+            if (W.rank == 0) note_tell(NOTE_GONE, r, 0);
+            snprintf(msg, cap, "lost the connection to rank %d (%s): connection closed", r, W.host[r]);
+            return 1;
+        }
+        if (m < NOTE || le_get32(n) != NOTE_MAGIC || le_get32(n + 4) == NOTE_BYE) continue;
+        int dead = (int)le_get32(n + 8), by = (int)le_get32(n + 12);
+        if (W.rank == 0) note_tell(le_get32(n + 4), dead, by);
+        if (le_get32(n + 4) == NOTE_FAILED) snprintf(msg, cap, "rank %d failed (its own message says why)", dead);
+        else snprintf(msg, cap, "rank %d is gone (rank %d lost its connection to it)", dead, by);
+        return 1;
+    }
+    return 0;
+}
+
+/*
  * The connection to peer broke in a transfer.  A rank that fails says so
  * on the side channel before it exits, and rank 0 passes on what it sees,
  * so wait a moment for that word: the message then names the rank where
@@ -924,6 +951,7 @@ int comm_tcp_init(int rank, int size, const char *master, int port, double timeo
     }
     for (int r = 0; r < size; r++) g->ranks[r] = r;
     *world = comm_new(rank, size, &tcp_ops, g);
+    comm_peer_check = tcp_peer_check;
     if (!*world) {
         free(g->ranks); free(g->sseq); free(g->rseq); free(g);
         world_close();
