@@ -7,11 +7,13 @@
 # The losses and norms printed by -v -v are bitwise those of mpirun with the
 # same layout (both transports run the same rank-ordered sums) and within
 # test_parallel.sh's tolerance of one process, and host-staged
-# (--device-comm host-staged) bitwise the same; a rank killed with SIGKILL
-# ends the others within seconds; a wrong task count, an unreachable master
-# and a Slurm node list without MASTER_ADDR give one clear line and exit 1
-# within MDS_RENDEZVOUS_TIMEOUT.  Every process is waited for (each runs
-# under timeout(1)); none is left behind.  About 30 s.
+# (--device-comm host-staged) and with --overlap-grad-reduce bitwise the
+# same; a rank killed with SIGKILL (or failing for its own reason) ends the
+# others within seconds, each naming it, while a rank stopped for a while
+# is waited for; a wrong task count, an unreachable master and a Slurm node
+# list without MASTER_ADDR give one clear line and exit 1 within
+# MDS_RENDEZVOUS_TIMEOUT.  Every process is waited for (each runs under
+# timeout(1)); none is left behind.  About 90 s.
 . tests/cli/lib.sh
 . tests/cli/parallel_lib.sh
 # nothing of an outer launcher may leak into the ranks started here
@@ -172,6 +174,23 @@ for v in 1 0; do
         check "tcp_kill${v}_rank${r}_names_rank$v" grep -q "^mdstrain: rank $r: [a-z][^:]*: \(lost the connection to rank $v (127.0.0.1): \(connection closed\|Connection reset by peer\)\|rank $v is gone (rank 0 lost its connection to it)\)\$" "$T/kill.$r.err"
     done
 done
+
+# A rank that is only slow is no failure: rank 1 stopped (SIGSTOP) for 3 s
+# in the middle of training, then continued; the job finishes normally.
+next_port
+# shellcheck disable=SC2086
+launch slow 4 slurm $TINY --train-iters 60 --log-interval 10 --tensor-model-parallel-size 2 \
+    --pipeline-model-parallel-size 2
+n=0
+while [ "$n" -lt 300 ] && ! grep -q '] iteration ' "$T/slow.3.log" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
+victim=$(echo "$pids" | awk '{print $2}')
+child=$(for s in /proc/[0-9]*/stat; do awk -v p="$victim" '$4 == p { print $1 }' "$s" 2>/dev/null; done | head -n 1)
+check tcp_slow_rank_stopped kill -STOP "${child:-$victim}"
+sleep 3
+kill -CONT "${child:-$victim}" 2>/dev/null
+reap
+check tcp_slow_rank_exit0 test "$rc" -eq 0
+check tcp_slow_rank_finished grep -q '] iteration  *60/' "$T/slow.3.log"
 
 # A rank that fails for its own reason (a damaged checkpoint file of rank
 # (t 1, p 1), world rank 3) says so before it exits: the others name it.
