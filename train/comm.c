@@ -45,6 +45,7 @@ static void (*timeout_expired)(double waited_s);
 static _Thread_local int watch_depth, watch_slot;
 void (*comm_watchdog_hook)(void);
 int (*comm_peer_check)(char *msg, size_t cap);
+void (*comm_tell_failure)(void);
 
 static long long now_ms(void)
 {
@@ -79,6 +80,7 @@ static void *watchdog(void *arg)
         }
         if (since && (double)(now_ms() - since) / 1000.0 > timeout_s) {
             if (comm_watchdog_hook) comm_watchdog_hook();   /* NCCL: abort the communicators */
+            if (comm_tell_failure) comm_tell_failure();     /* TCP: the others name this rank */
             timeout_expired((double)(now_ms() - since) / 1000.0);
             return NULL;   /* expired() does not return; nothing more to watch if it does */
         }

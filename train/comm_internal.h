@@ -101,6 +101,11 @@ extern void (*comm_watchdog_hook)(void);
  * naming it, else 0.  NULL: no such check (MPI: the launcher ends the job).
  * The NCCL watcher asks it while NCCL work is outstanding. */
 extern int (*comm_peer_check)(char *msg, size_t cap);
+/* Set by a host transport that can tell the other ranks, from any thread,
+ * that this one is failing (comm_tcp.c: a notice on its side channel); the
+ * collective watchdog calls it before it ends the process, so the others
+ * name this rank rather than find it gone.  NULL: nothing to tell. */
+extern void (*comm_tell_failure)(void);
 /* comm_set_timeout's seconds (0: unbounded), for a transport's own watcher. */
 double comm_timeout(void);
 /* comm_set_fatal's function, never NULL. */

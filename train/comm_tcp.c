@@ -881,14 +881,22 @@ static void tcp_finalize(void)
     world_close();
 }
 
-/* comm_abort: a rank failing for its own reason says so before it exits. */
-static void tcp_abort(int code)
+/* A rank failing says so before it exits: "failed" for its own reason,
+ * "gone" when a worker thread lost a peer (comm_on_worker keeps the side
+ * channel out of its hands).  comm_abort, and comm.c's watchdog
+ * (comm_tell_failure), from its own thread. */
+static void tell_failure(void)
 {
-    (void)code;
     if (!W.ctl || W.told) return;
     int peer = atomic_load(&W.lost_peer);
     if (peer >= 0) note_tell(NOTE_GONE, peer, W.rank);
     else note_tell(NOTE_FAILED, W.rank, W.rank);
+}
+
+static void tcp_abort(int code)
+{
+    (void)code;
+    tell_failure();
 }
 
 static const char *tcp_name(void) { return W.name; }
@@ -952,6 +960,7 @@ int comm_tcp_init(int rank, int size, const char *master, int port, double timeo
     for (int r = 0; r < size; r++) g->ranks[r] = r;
     *world = comm_new(rank, size, &tcp_ops, g);
     comm_peer_check = tcp_peer_check;
+    comm_tell_failure = tell_failure;
     if (!*world) {
         free(g->ranks); free(g->sseq); free(g->rseq); free(g);
         world_close();

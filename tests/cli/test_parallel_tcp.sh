@@ -192,6 +192,31 @@ reap
 check tcp_slow_rank_exit0 test "$rc" -eq 0
 check tcp_slow_rank_finished grep -q '] iteration  *60/' "$T/slow.3.log"
 
+# A rank stopped for good (SIGSTOP) under --distributed-timeout-minutes
+# 0.05 (3 s): its neighbours give up after the timeout and say so, and
+# every other rank ends with one line too — its own timeout, or the word
+# that a rank failed (the timed-out rank tells before it exits).
+next_port
+# shellcheck disable=SC2086
+launch stuck 4 slurm $TINY --train-iters 1000000 --log-interval 100 --tensor-model-parallel-size 2 \
+    --pipeline-model-parallel-size 2 --distributed-timeout-minutes 0.05
+n=0
+while [ "$n" -lt 300 ] && ! grep -q '] iteration ' "$T/stuck.3.log" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
+victim=$(echo "$pids" | awk '{print $4}')   # rank 3
+child=$(for s in /proc/[0-9]*/stat; do awk -v p="$victim" '$4 == p { print $1 }' "$s" 2>/dev/null; done | head -n 1)
+kill -STOP "${child:-$victim}"
+t0=$(date +%s)
+for p in $(echo "$pids" | awk '{print $1, $2, $3}'); do wait "$p"; done
+t1=$(date +%s)
+kill -KILL "${child:-$victim}" 2>/dev/null
+reap
+check tcp_timeout_others_end test $((t1 - t0)) -lt 30
+for r in 0 1 2; do
+    check "tcp_timeout_rank${r}_one_line" test "$(grep -c '^mdstrain: ' "$T/stuck.$r.err")" -eq 1
+    check "tcp_timeout_rank${r}_says_why" grep -Eq "^mdstrain: rank $r: (waited [0-9.]+ s in a collective, more than --distributed-timeout-minutes 0.05; ending the job|[a-z][^:]*: rank [0-9] failed \(its own message says why\))\$" "$T/stuck.$r.err"
+done
+check tcp_timeout_someone_timed_out grep -q 'waited [0-9.]* s in a collective' "$T/stuck.0.err" "$T/stuck.1.err" "$T/stuck.2.err"
+
 # A rank that fails for its own reason (a damaged checkpoint file of rank
 # (t 1, p 1), world rank 3) says so before it exits: the others name it.
 CK="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --train-iters 3"
