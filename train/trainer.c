@@ -471,7 +471,6 @@ static void start_bucket(trainer *t)
     if (comm_allreduce_start(t->P->dp, t->bucket + t->bstart, t->bfill - t->bstart, COMM_F32, COMM_SUM) < 0)
         snprintf(t->overlap_err, sizeof t->overlap_err, "%s", comm_error());
     t->bstart = t->bfill;
-    t->buckets++;
 }
 
 /*
@@ -529,7 +528,6 @@ static void step_backward(struct step *st, uint64_t j)
     /* the last micro-batch's backward finishes the gradients: reduce them as it goes */
     if (t->bucket && j + 1 == t->nmicro) {
         t->bfill = t->bstart = t->nslices = 0;
-        t->buckets = 0;
         t->overlap_err[0] = 0;
         m->layer_grads_done = layer_grads_done;
         m->layer_grads_ctx = t;

@@ -244,7 +244,6 @@ typedef struct trainer {
     size_t bfill, bstart;             /* elements packed; start of the bucket not yet started */
     size_t *slice_off, nslices;       /* where packed slice i came from (its size: slice_len[i]) */
     size_t *slice_len;
-    uint64_t buckets;                 /* buckets started in the last backward pass */
     char overlap_err[512];            /* a start that failed in the backward's hook; "" none */
     double ls, nt;                    /* the last schedule's loss and mask sums (last stage) */
     train_loss_scaler scaler;         /* the live loss scale */

@@ -71,7 +71,8 @@ check unstaged_no_copies sh -c "! grep -q 'host-staged' '$T/tp2_pp2_dp2.0.err'"
 # buckets (--ddp-bucket-size 1000: about one per layer) while the layers
 # below compute; the rank-ordered sums do not depend on the bucketing, so
 # the losses and norms are bitwise those of the one all-reduce after the
-# backward, at DP2, DP2 x PP2 and TP2 x PP2 x DP2 (and host-staged).  With
+# backward, at DP2 (fp32 and fp16 main gradients), DP2 x PP2 and
+# TP2 x PP2 x DP2 (and host-staged).  With
 # the distributed optimizer the reduce-scatter stays after the backward
 # (the table says so), bitwise the same too.
 OVL="--overlap-grad-reduce --ddp-bucket-size 1000"
@@ -92,6 +93,12 @@ check overlap_dp2_row grep -q '^| gradient reduce  *| overlapped, buckets of 100
 check overlap_dp2_buckets grep -q '^\[rank 0\] (t 0, d 0, p 0) .* dp all-reduce 7.0 calls ' "$T/dp2_ovl.0.err"
 check overlap_dp2_one_reduce grep -q '^\[rank 0\] (t 0, d 0, p 0) .* dp all-reduce 2.0 calls ' "$T/dp2.0.err"
 overlap dp2_pp2 4 dp2_pp2 --pipeline-model-parallel-size 2
+# fp16 main gradients: the hook rounds each slice as the backward's end would
+# shellcheck disable=SC2086
+tcp dp2_fp16 2 slurm $TINY --fp16
+exact "$T"/dp2_fp16.*.log >"$T/dp2_fp16"
+check dp2_fp16_fp16_grads grep -q '^| precision  *| fp16, main grads fp16 ' "$T/dp2_fp16.0.err"
+overlap dp2_fp16 2 dp2_fp16 --fp16
 # shellcheck disable=SC2086
 tcp tp2_pp2_dp2_ar 8 slurm $TINY --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
 exact "$T"/tp2_pp2_dp2_ar.*.log >"$T/tp2_pp2_dp2_ar"
