@@ -3,6 +3,7 @@
 # model (6 layers, hidden 384, 6 heads, seq 256, GPT-2 vocabulary padded to
 # 50304, micro-batch 1, global batch 2, mock data): the time per iteration of
 # DP2 and TP2 (one OpenMP thread per rank) against one rank with 2 threads,
+# DP2 with --overlap-grad-reduce against DP2,
 # and the bytes each collective sent per iteration on rank 0 (mdstrain -v -v),
 # then every rank's bytes and calls checked exactly against
 # bench/comm_plan.py, the one implementation of the formulas (a ring
@@ -39,8 +40,15 @@ DP=$(ms "$T/dp")
 # shellcheck disable=SC2086
 OMP_NUM_THREADS=1 mpirun -np 2 "$M" $ARGS --tensor-model-parallel-size 2 >"$T/tp" 2>"$T/tp.err" || { tail "$T/tp.err"; exit 1; }
 TP=$(ms "$T/tp")
-awk -v one="$ONE" -v dp="$DP" -v tp="$TP" 'BEGIN {
+# --overlap-grad-reduce, buckets of 1M elements (about one per layer; the
+# default 40M would make this model's one bucket start after the backward)
+# shellcheck disable=SC2086
+OMP_NUM_THREADS=1 mpirun -np 2 "$M" $ARGS --overlap-grad-reduce --ddp-bucket-size 1000000 >"$T/ov" 2>"$T/ov.err" ||
+    { tail "$T/ov.err"; exit 1; }
+OV=$(ms "$T/ov")
+awk -v one="$ONE" -v dp="$DP" -v tp="$TP" -v ov="$OV" 'BEGIN {
     printf "   DP2, 1 thread per rank:   %d ms/iteration  (%.2fx of 1 rank)\n", dp, one / dp
+    printf "   DP2, overlapped reduce:   %d ms/iteration  (%.2fx of DP2)\n", ov, dp / ov
     printf "   TP2, 1 thread per rank:   %d ms/iteration  (%.2fx of 1 rank)\n", tp, one / tp }'
 # bytes per iteration of rank 0, measured; the formulas are bench/comm_plan.py's
 bytes() { grep '^\[rank 0\]' "$1" | tr ';' '\n' | sed -n "s/.* $2 all-reduce \([0-9.]*\) calls \([0-9]*\) bytes/\1 \2/p" | head -1; }

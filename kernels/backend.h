@@ -101,6 +101,10 @@ typedef struct mds_backend {
     void (*mem_held)(size_t *now_bytes, size_t *peak_bytes);
     const char *(*error)(void);                          /* the last failure's message */
     mds_ops ops;
+    /* host memory the device copies from and to fastest (CUDA: page-locked,
+       cudaHostAlloc; the CPU: malloc), for comm.h's host staging */
+    int (*host_alloc)(void **ptr, size_t bytes);         /* 0, or -1 with error() */
+    void (*host_free)(void *ptr);
 } mds_backend;
 
 /* The bookkeeping behind mem_held(), one for each backend: every block

@@ -116,6 +116,7 @@ enum {
     O_CP, O_DIST_BACKEND, O_DATA_IMPL, O_OPTIMIZER, O_DDP_IMPL, O_TRANSFORMER_IMPL,
     O_MCORE, O_NUM_WORKERS, O_DATALOADER, O_NO_ASYNC_TP, O_NO_GRAD_FUSION, O_ATTN_BACKEND, O_FLASH_ATTN,
     O_QK_SCALING, O_NO_QK_SCALING, O_MANUAL_GC, O_SCHEDULING_ONLY, O_EMPTY_CACHE, O_TIKTOKEN_PATTERN, O_OVERRIDE_SCHED, O_USE_CKPT_SCHED, O_DIST_TIMEOUT,
+    O_OVERLAP_GRAD, O_DDP_BUCKET,
     O_NO_LOAD_OPTIM, O_NO_LOAD_RNG, O_FINETUNE,
     O_KILL_SWITCH, O_EXIT_DURATION, O_NULL_EOD, O_NULL_LEGACY,
     /* batch ramp-up and token schedules */
@@ -310,8 +311,11 @@ static const struct cli_option compat_options[] = {
      "accepted: the 1/layer scaling is undone in the fp32 softmax"},
     {"no-query-key-layer-scaling", 0, CLI_ARG_NONE, O_NO_QK_SCALING, NULL, "accepted (the default)"},
     {"manual-gc", 0, CLI_ARG_NONE, O_MANUAL_GC, NULL, "accepted: mds has no garbage collector"},
-    {"overlap-grad-reduce", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL,
-     "accepted: the same gradient sums, reduced after the backward instead of overlapped with it"},
+    {"overlap-grad-reduce", 0, CLI_ARG_NONE, O_OVERLAP_GRAD, NULL,
+     "all-reduce the data-parallel gradients in buckets while the backward runs (the same sums; with the "
+     "distributed optimizer the reduce-scatter stays after the backward)"},
+    {"ddp-bucket-size", 0, CLI_ARG_ONE, O_DDP_BUCKET, "N",
+     "elements per --overlap-grad-reduce bucket, at least (default max(40M, 1M x DP), Megatron's)"},
     {"overlap-param-gather", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL,
      "accepted: the same parameters, gathered after the step instead of overlapped with the forward"},
     {"empty-unused-memory-level", 0, CLI_ARG_ONE, O_EMPTY_CACHE, "0|1|2",
@@ -398,6 +402,8 @@ struct config {
     uint64_t null_eod;
     /* exits, resume, timeouts */
     double exit_duration, dist_timeout;         /* minutes; 0: none */
+    int overlap_grad;                           /* --overlap-grad-reduce */
+    uint64_t ddp_bucket;                        /* --ddp-bucket-size; 0: Megatron's default */
     const char *kill_switch;
     int override_sched, use_ckpt_sched;
     int no_load_optim, no_load_rng, finetune;   /* Megatron's load_checkpoint flags */
@@ -684,6 +690,8 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_NO_LOAD_RNG: c->no_load_rng = 1; break;
     case O_FINETUNE: c->finetune = 1; break;
     case O_DIST_TIMEOUT: c->dist_timeout = cli_opt_double(o, v, 0, 1e9); break;
+    case O_OVERLAP_GRAD: c->overlap_grad = 1; break;
+    case O_DDP_BUCKET: c->ddp_bucket = cli_opt_u64(o, v, 1, UINT64_MAX / 8); break;
     case O_EXIT_DURATION: c->exit_duration = cli_opt_double(o, v, 0, 1e12); break;
     case O_KILL_SWITCH: c->kill_switch = v; break;
     case O_NULL_EOD: c->null_eod = cli_opt_u64(o, v, 0, 1 << 30); c->have_null_eod = 1; break;
@@ -1169,6 +1177,13 @@ static void print_ds_log(const struct config *c, const gpt_model *m, const struc
 }
 
 
+/* --ddp-bucket-size, or Megatron's default max(40M, 1M x DP) (DistributedDataParallel) */
+static uint64_t bucket_size(const struct config *c, const train_layout *P)
+{
+    uint64_t d = 1000000u * (uint64_t)P->dp_size;
+    return c->ddp_bucket ? c->ddp_bucket : d > 40000000u ? d : 40000000u;
+}
+
 static void print_config(const struct config *c, const gpt_model *m, const train_layout *P, int V, uint64_t nmicro,
                          const char *vocab)
 {
@@ -1270,6 +1285,13 @@ static void print_config(const struct config *c, const gpt_model *m, const train
     ROW("log, eval interval / iters", "%" PRIu64 " / %" PRIu64 ", %" PRIu64, c->log_interval, c->eval_interval, c->eval_iters);
     ROW("parallel (TP, PP, DP)", "%d, %d, %d%s%s; %d OpenMP threads", P->tp_size, P->pp_size, P->dp_size,
         m->sp ? ", sequence parallel" : "", c->dist_opt ? ", distributed optimizer" : "", threads);
+    if (c->overlap_grad) {   /* --overlap-grad-reduce: what it does in this layout */
+        char how[96];
+        if (P->dp_size == 1) snprintf(how, sizeof how, "nothing to overlap (DP 1)");
+        else if (c->dist_opt) snprintf(how, sizeof how, "reduce-scatter after the backward");
+        else snprintf(how, sizeof how, "overlapped, buckets of %" PRIu64 " elements", bucket_size(c, P));
+        ROW("gradient reduce", "%s", how);
+    }
     ROW("backend", "%s (%s; %s)", m->be->name, m->be->device, device_how);
     ROW("GPU (rank 0)", "%s", placement_desc);
     ROW("precision", "%s, main grads %s", mds_dtype_name(m->cfg.dtype), mds_dtype_name(m->cfg.grad_dtype));
@@ -1921,7 +1943,7 @@ int main(int argc, char **argv)
     /* the trainer's world: the host one, the NCCL one over it, or the host
        one staging through the backend's copies */
     mds_comm *nccl_world = NULL;
-    comm_copy_ops staging = { backend->copy, backend->sync, backend->error };
+    comm_copy_ops staging = { backend->copy, backend->sync, backend->error, backend->host_alloc, backend->host_free };
     if (placement.route == COMM_ROUTE_NCCL) {
         comm_set_fatal(comm_fatal_line);
         int nrc = comm_nccl_init(world, &nccl_world);
@@ -1954,6 +1976,10 @@ int main(int argc, char **argv)
     train_layout P;
     if (train_layout_init(&P, train_world, c.tp, c.pp, err, sizeof err) != 0)
         cli_die(1, "%s", err);
+    /* the same verdict on every rank (one MPI library): exit 2 together */
+    if (c.overlap_grad && !c.dist_opt && P.dp_size > 1 && !comm_async_ok())
+        cli_usage("--overlap-grad-reduce needs a second communication thread, and this MPI (%s) does not grant "
+                  "MPI_THREAD_MULTIPLE", comm_backend());
     int user_verbosity = cli.verbosity;
     if (world_rank != 0 && cli.verbosity > 1) cli.verbosity = 1;   /* notes and the table from rank 0 */
 
@@ -1973,7 +1999,8 @@ int main(int argc, char **argv)
     ds_pipeline *data = open_data(&c, &P, &ti);
     trainer t;
     trainer_config tc = { .global_batch_size = c.gbs, .vocab_size = ti.V, .dist_opt = c.dist_opt,
-                          .per_token_loss = c.per_token_loss,
+                          .per_token_loss = c.per_token_loss, .overlap_grad_reduce = c.overlap_grad,
+                          .bucket_size = (size_t)bucket_size(&c, &P),
                           .beta1 = (float)c.beta1, .beta2 = (float)c.beta2, .eps = (float)c.eps,
                           .weight_decay = (float)c.wd, .weight_decay_arg = c.wd, .clip_grad = (float)c.clip, .fatal = fatal };
     train_loss_scaler_init(&tc.scaler, c.fp16, !c.have_loss_scale, c.have_loss_scale ? c.loss_scale : c.initial_loss_scale,

@@ -27,18 +27,25 @@
 #include <string.h>
 #include <time.h>
 
-static char last_error[512];
+static _Thread_local char last_error[512];   /* a worker's reaches its caller through comm_wait */
+_Thread_local int comm_on_worker;
+int comm_threads_ok = 1;
 
 /*
- * The collective watchdog (comm_set_timeout): the main thread marks when
- * it entered a transport's blocking call; a thread checks the mark and
- * calls the program's expired() once a call has waited too long.
+ * The collective watchdog (comm_set_timeout): the calling thread, and each
+ * comm_allreduce_start worker, marks when it entered a transport's
+ * blocking call (a slot each); a thread checks the marks and calls the
+ * program's expired() once a call has waited too long.
  */
-static _Atomic long long busy_since_ms;   /* 0: not inside a collective */
+#define WATCH_SLOTS 8
+static _Atomic long long busy_since_ms[WATCH_SLOTS];   /* 0: not inside a collective */
+static _Atomic int watch_slots = 1;                     /* slot 0: the caller's thread */
 static double timeout_s;
 static void (*timeout_expired)(double waited_s);
-static int watch_depth;
+static _Thread_local int watch_depth, watch_slot;
 void (*comm_watchdog_hook)(void);
+int (*comm_peer_check)(char *msg, size_t cap);
+void (*comm_tell_failure)(void);
 
 static long long now_ms(void)
 {
@@ -49,12 +56,12 @@ static long long now_ms(void)
 
 static void watch_begin(void)
 {
-    if (timeout_s > 0 && watch_depth++ == 0) atomic_store(&busy_since_ms, now_ms());
+    if (timeout_s > 0 && watch_depth++ == 0) atomic_store(&busy_since_ms[watch_slot], now_ms());
 }
 
 static int watch_end(int rc)
 {
-    if (timeout_s > 0 && --watch_depth == 0) atomic_store(&busy_since_ms, 0);
+    if (timeout_s > 0 && --watch_depth == 0) atomic_store(&busy_since_ms[watch_slot], 0);
     return rc;
 }
 
@@ -66,9 +73,14 @@ static void *watchdog(void *arg)
     for (;;) {
         struct timespec nap = {0, 100 * 1000000};
         nanosleep(&nap, NULL);
-        long long since = atomic_load(&busy_since_ms);
+        long long since = 0;
+        for (int i = 0; i < WATCH_SLOTS; i++) {
+            long long b = atomic_load(&busy_since_ms[i]);
+            if (b && (!since || b < since)) since = b;
+        }
         if (since && (double)(now_ms() - since) / 1000.0 > timeout_s) {
             if (comm_watchdog_hook) comm_watchdog_hook();   /* NCCL: abort the communicators */
+            if (comm_tell_failure) comm_tell_failure();     /* TCP: the others name this rank */
             timeout_expired((double)(now_ms() - since) / 1000.0);
             return NULL;   /* expired() does not return; nothing more to watch if it does */
         }
@@ -165,12 +177,16 @@ mds_comm *comm_new(int rank, int size, const struct comm_ops *ops, void *impl)
     return c;
 }
 
+static void async_stop(mds_comm *c);
+static void staged_free(mds_comm *c);
+
 void comm_free(mds_comm *c)
 {
     if (!c) return;
+    async_stop(c);
     if (c->ops && c->ops->release) c->ops->release(c);
     free(c->scratch);
-    free(c->staged);
+    staged_free(c);
     free(c);
 }
 
@@ -421,12 +437,29 @@ static int half_max(mds_comm *c, unsigned char *buf, size_t n, enum comm_dtype d
 /* ---- host staging: the host path on copies of the buffers -------------------- */
 
 /* c's host area of at least bytes (NULL when out of memory). */
+/* Free c's staging area with the allocator that made it. */
+static void staged_free(mds_comm *c)
+{
+    if (c->staged_free) c->staged_free(c->staged);
+    else free(c->staged);
+    c->staged = NULL;
+    c->staged_cap = 0;
+}
+
 static unsigned char *staged_area(mds_comm *c, size_t bytes)
 {
     if (bytes > c->staged_cap) {
-        free(c->staged);
-        c->staged = malloc(bytes ? bytes : 1);
-        c->staged_cap = c->staged ? bytes : 0;
+        staged_free(c);
+        void *p = NULL;
+        if (c->stage->host_alloc && c->stage->host_free) {
+            if (c->stage->host_alloc(&p, bytes) != 0) p = NULL;
+            c->staged_free = c->stage->host_free;
+        } else {
+            p = malloc(bytes ? bytes : 1);
+            c->staged_free = NULL;
+        }
+        c->staged = p;
+        c->staged_cap = p ? bytes : 0;
     }
     return c->staged;
 }
@@ -454,18 +487,25 @@ static int stage_out(mds_comm *c, void *dst, const void *host, size_t bytes)
 
 static int host_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op);
 
+/* A device transport's all-reduce (allreduce, or allreduce_start), counted
+ * as a ring all-reduce's bytes, as the host path is. */
+static int dev_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op,
+                         int (*run)(mds_comm *, void *, size_t, enum comm_dtype, enum comm_op))
+{
+    if (WATCH(run(c, buf, n, dt, op))) return -1;
+    if (c->size > 1)
+        count(c, COMM_K_ALLREDUCE, 2 * (size_t)(c->size - 1) * ((n + (size_t)c->size - 1) / (size_t)c->size) *
+                                   comm_dtype_size(dt));
+    return 0;
+}
+
 int comm_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op)
 {
     if (n == 0) return 0;
     size_t es = comm_dtype_size(dt);
     if (!es) return comm_fail("unknown communication dtype %d", (int)dt);
     /* a device transport runs even alone (NCCL's world of one is its test) */
-    if (c->dev && c->dev->is_device(buf)) {   /* a ring all-reduce's bytes, as below */
-        if (WATCH(c->dev->allreduce(c, buf, n, dt, op))) return -1;
-        if (c->size > 1)
-            count(c, COMM_K_ALLREDUCE, 2 * (size_t)(c->size - 1) * ((n + (size_t)c->size - 1) / (size_t)c->size) * es);
-        return 0;
-    }
+    if (c->dev && c->dev->is_device(buf)) return dev_allreduce(c, buf, n, dt, op, c->dev->allreduce);
     if (c->size == 1) return 0;
     if (!c->stage) return host_allreduce(c, buf, n, dt, op);
     unsigned char *h = staged_area(c, n * es);
@@ -638,6 +678,132 @@ static int host_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer
     if (WATCH(c->ops->sendrecv(c, sbuf, sbytes, speer, rbuf, rbytes, rpeer))) return -1;
     if (speer >= 0) count(c, COMM_K_P2P, sbytes);
     return 0;
+}
+
+/* ---- all-reduces begun now, finished later (comm_allreduce_start) -------- */
+
+struct async_req {
+    void *buf;
+    size_t n;
+    enum comm_dtype dt;
+    enum comm_op op;
+};
+
+/* A communicator's worker: the queue [done, queued) of all-reduces, run in
+ * order by one thread, so the byte streams of c keep comm.h's order. */
+struct comm_async {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct async_req *q;
+    size_t cap, done, queued;
+    int quit, failed;
+    char err[512];
+};
+
+static void *async_main(void *arg)
+{
+    mds_comm *c = arg;
+    struct comm_async *a = c->async;
+    comm_on_worker = 1;
+    int slot = atomic_fetch_add(&watch_slots, 1);
+    watch_slot = slot < WATCH_SLOTS ? slot : WATCH_SLOTS - 1;
+    pthread_mutex_lock(&a->mu);
+    for (;;) {
+        while (a->done == a->queued && !a->quit) pthread_cond_wait(&a->cv, &a->mu);
+        if (a->done == a->queued) break;
+        struct async_req r = a->q[a->done];
+        int skip = a->failed;   /* after a failure the streams are out of step: run nothing more */
+        pthread_mutex_unlock(&a->mu);
+        int rc = skip ? 0 : comm_allreduce(c, r.buf, r.n, r.dt, r.op);
+        pthread_mutex_lock(&a->mu);
+        if (rc < 0) {
+            a->failed = 1;
+            snprintf(a->err, sizeof a->err, "%s", comm_error());
+        }
+        a->done++;
+        pthread_cond_broadcast(&a->cv);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+static int async_start(mds_comm *c)
+{
+    struct comm_async *a = calloc(1, sizeof *a);
+    if (!a) return comm_fail("out of memory");
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    c->async = a;
+    if (pthread_create(&a->th, NULL, async_main, c) != 0) {
+        c->async = NULL;
+        pthread_mutex_destroy(&a->mu);
+        pthread_cond_destroy(&a->cv);
+        free(a);
+        return comm_fail("cannot start a communication thread");
+    }
+    return 0;
+}
+
+static void async_stop(mds_comm *c)
+{
+    struct comm_async *a = c->async;
+    if (!a) return;
+    pthread_mutex_lock(&a->mu);
+    a->quit = 1;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->th, NULL);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
+    free(a->q);
+    free(a);
+    c->async = NULL;
+}
+
+int comm_async_ok(void) { return comm_threads_ok; }
+
+int comm_allreduce_start(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op)
+{
+    if (n == 0) return 0;
+    if (!comm_dtype_size(dt)) return comm_fail("unknown communication dtype %d", (int)dt);
+    /* a device transport enqueues on its own stream and returns; the
+       compute stream waits for it only at comm_wait */
+    if (c->dev && c->dev->is_device(buf))
+        return dev_allreduce(c, buf, n, dt, op, c->dev->allreduce_start ? c->dev->allreduce_start : c->dev->allreduce);
+    if (c->size == 1) return 0;
+    if (!comm_threads_ok) return comm_fail("this transport (%s) cannot run collectives from a second thread", comm_transport(c));
+    if (!c->async && async_start(c)) return -1;
+    struct comm_async *a = c->async;
+    pthread_mutex_lock(&a->mu);
+    if (a->queued == a->cap) {
+        size_t cap = a->cap ? 2 * a->cap : 16;
+        struct async_req *q = realloc(a->q, cap * sizeof *q);
+        if (!q) {
+            pthread_mutex_unlock(&a->mu);
+            return comm_fail("out of memory");
+        }
+        a->q = q;
+        a->cap = cap;
+    }
+    a->q[a->queued++] = (struct async_req){buf, n, dt, op};
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    return 0;
+}
+
+int comm_wait(mds_comm *c)
+{
+    if (c->dev && c->dev->wait && WATCH(c->dev->wait(c))) return -1;
+    struct comm_async *a = c->async;
+    if (!a) return 0;
+    pthread_mutex_lock(&a->mu);
+    while (a->done != a->queued) pthread_cond_wait(&a->cv, &a->mu);
+    int rc = a->failed ? comm_fail("%s", a->err) : 0;
+    a->done = a->queued = 0;
+    a->failed = 0;
+    pthread_mutex_unlock(&a->mu);
+    return rc;
 }
 
 #ifdef MDS_HAVE_NCCL

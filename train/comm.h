@@ -35,7 +35,10 @@
  * one-line message in comm_error(); the trainer then calls comm_abort(),
  * which ends every rank of the job (MPI_Abort): a failing rank never leaves
  * the others waiting in a collective.  Over TCP the failing rank exits and
- * the others see its connections close, fail and exit in turn.
+ * the others see its connections close, fail and exit in turn, each naming
+ * the rank where the failure began (a rank killed outright included): rank
+ * 0 passes the word on over the rendezvous connection (comm_tcp.c).  Under
+ * mpirun the launcher ends every rank when one dies and names it.
  *
  * Counters.  Each communicator counts the calls and the bytes this rank
  * sent per kind of operation (comm_stats), for `make bench` and -v.
@@ -51,7 +54,9 @@
  * has nothing to wait for) — host staging does that itself.  Groups made
  * by comm_split inherit the stream and the staging of their parent.
  *
- * Thread safety: one thread calls into a communicator at a time.
+ * Thread safety: one thread calls into a communicator at a time (a
+ * communicator with started all-reduces belongs to its worker until
+ * comm_wait; see comm_allreduce_start).
  */
 #ifndef MDS_COMM_H
 #define MDS_COMM_H
@@ -114,6 +119,28 @@ void comm_free(mds_comm *c);
 
 /* In-place all-reduce of n elements of dt; SUM in rank order (see above). */
 int comm_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op);
+
+/*
+ * comm_allreduce_start() - comm_allreduce begun now and finished by
+ * comm_wait(c), so that computation overlaps it (mdstrain's
+ * --overlap-grad-reduce).  Host transports (and host staging): a thread of
+ * c's own runs c's started all-reduces one after another, in the order
+ * started, through comm_allreduce itself — the same rank-ordered sums, the
+ * same bits.  A device transport enqueues on c's stream at once, and the
+ * compute stream waits for it at comm_wait (no host thread).  Until
+ * comm_wait, the caller touches neither the buffers nor c (starting more
+ * is allowed) and uses other communicators only, whose transfers go to
+ * other ranks than c's (the trainer's data-parallel group beside its
+ * tensor- and pipeline-parallel ones: no two ranks share two of them).
+ * Refused when the transport cannot take a second thread (MPI without
+ * MPI_THREAD_MULTIPLE: comm_async_ok).
+ * @return : 0, or -1 with comm_error(); comm_wait returns the first
+ *           failure of any started all-reduce (later ones are not run).
+ */
+int comm_allreduce_start(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op);
+int comm_wait(mds_comm *c);
+/* 1 when comm_allreduce_start can run on the host transport of this job. */
+int comm_async_ok(void);
 
 /* The device stream of c's collectives (see "Streams"); NULL: none. */
 void comm_set_stream(mds_comm *c, void *stream);
@@ -199,6 +226,10 @@ typedef struct comm_copy_ops {
     void (*copy)(void *dst, const void *src, size_t bytes);
     int (*sync)(void);
     const char *(*error)(void);
+    /* the host memory of the staged copies (CUDA: page-locked, so the
+       copies run at the bus's speed); NULL: malloc and free */
+    int (*host_alloc)(void **ptr, size_t bytes);
+    void (*host_free)(void *ptr);
 } comm_copy_ops;
 
 /*

@@ -56,6 +56,10 @@ struct comm_dev_ops {
     int (*broadcast)(mds_comm *c, void *buf, size_t bytes, int root);
     int (*sendrecv)(mds_comm *c, const void *sbuf, size_t sbytes, int speer, void *rbuf, size_t rbytes, int rpeer);
     int (*barrier)(mds_comm *c);
+    /* comm_allreduce_start / comm_wait: as allreduce, but the compute
+       stream waits for it only at wait (NULL: allreduce, waited at once) */
+    int (*allreduce_start)(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op);
+    int (*wait)(mds_comm *c);
 };
 
 struct mds_comm {
@@ -70,7 +74,17 @@ struct mds_comm {
     const comm_copy_ops *stage;       /* comm_set_staging's; NULL: buffers used where they are */
     unsigned char *staged;    /* host copies of staged buffers, grown on demand */
     size_t staged_cap;
+    void (*staged_free)(void *);   /* what frees staged (the staging ops' host_free); NULL: free */
+    struct comm_async *async; /* comm_allreduce_start's worker; NULL until the first */
 };
+
+/* Set on comm_allreduce_start's worker threads: a transport keeps its
+ * process-wide duties (comm_tcp.c's side channel) to the caller's thread. */
+extern _Thread_local int comm_on_worker;
+/* The transport may be called from several threads at once, each on its own
+ * communicators (MPI: MPI_THREAD_MULTIPLE was granted); 1 unless a
+ * transport says otherwise at its start. */
+extern int comm_threads_ok;
 
 /* Sets comm_error()'s message; returns -1. */
 int comm_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -81,6 +95,17 @@ size_t comm_dtype_size(enum comm_dtype dt);
 /* Called by the collective watchdog's thread before it ends the process
  * (the NCCL transport aborts its communicators); NULL: nothing. */
 extern void (*comm_watchdog_hook)(void);
+/* Set by a host transport that can tell, from any thread, without
+ * blocking or taking anything the caller's thread reads, that a rank of
+ * the job failed or is gone (comm_tcp.c's side channel): 1 with a message
+ * naming it, else 0.  NULL: no such check (MPI: the launcher ends the job).
+ * The NCCL watcher asks it while NCCL work is outstanding. */
+extern int (*comm_peer_check)(char *msg, size_t cap);
+/* Set by a host transport that can tell the other ranks, from any thread,
+ * that this one is failing (comm_tcp.c: a notice on its side channel); the
+ * collective watchdog calls it before it ends the process, so the others
+ * name this rank rather than find it gone.  NULL: nothing to tell. */
+extern void (*comm_tell_failure)(void);
 /* comm_set_timeout's seconds (0: unbounded), for a transport's own watcher. */
 double comm_timeout(void);
 /* comm_set_fatal's function, never NULL. */

@@ -170,7 +170,12 @@ int comm_mpi_init(int *argc, char ***argv, mds_comm **world)
     *world = NULL;
     int inited = 0;
     MPI_Initialized(&inited);
-    if (!inited && mpi_check(MPI_Init(argc, argv), "MPI_Init")) return -1;
+    /* comm_allreduce_start's worker calls MPI beside the main thread */
+    int provided = MPI_THREAD_SINGLE;
+    if (!inited && mpi_check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread"))
+        return -1;
+    if (inited) MPI_Query_thread(&provided);
+    comm_threads_ok = provided == MPI_THREAD_MULTIPLE;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -22,9 +22,12 @@
  * wait for its result.  So the trainer's order holds without a host sync,
  * and the call returns at once.
  *
- * Bootstrap: rank 0 of each group makes one ncclUniqueId and broadcasts it
+ * Bootstrap: the world's rank 0 makes one ncclUniqueId and broadcasts it
  * over the host group (the TCP rendezvous' mesh or MPI), then
- * ncclCommInitRank, for groups of one rank too.  Before any NCCL call every
+ * ncclCommInitRank; every group is split from its parent with
+ * ncclCommSplit (NCCL 2.18 and later, header and library, agreed by every
+ * rank; else each group makes its own id the same way), groups of one rank
+ * too.  Before any NCCL call every
  * rank agrees, by a host all-reduce, that every rank has a GPU of its own
  * (the current device, bound by the caller: comm_place chose it; two ranks
  * with the same UUID are refused), so one rank's failure never leaves the
@@ -37,7 +40,11 @@
  * --distributed-timeout-minutes; 10 minutes, Megatron's default, when not
  * set); either aborts every NCCL communicator
  * (ncclCommAbort, so the main thread's wait returns) and ends the process
- * with one line naming the rank and the collective (comm_fatal).  The host
+ * with one line naming the rank and the collective (comm_fatal).  Over the
+ * TCP host transport the watcher also asks comm_peer_check (the side
+ * channel of comm_tcp.c), so a rank that died or failed ends the others
+ * within the watcher's 50 ms, not at the timeout; a slow but living peer
+ * still gets the whole timeout.  The host
  * collective watchdog (comm.c) aborts them too before it ends the process
  * (comm_watchdog_hook), so no kernel spins on a dead peer.
  *
@@ -45,8 +52,11 @@
  * comm.c's formulas (a ring all-reduce's 2 (p-1) ceil(n/p) elements), so
  * bench/comm_plan.py's figures hold for this transport too.
  *
- * Not done: ncclCommSplit (one init per group instead), user buffer
- * registration, overlap of the gradient reduction with the backward pass.
+ * Overlap (comm_allreduce_start, --overlap-grad-reduce): the all-reduce is
+ * enqueued at once, but the compute stream waits for its done-event only
+ * at comm_wait, so the backward's kernels run beside NCCL's.
+ *
+ * Not done: user buffer registration.
  */
 #include "comm_internal.h"
 
@@ -66,6 +76,7 @@ struct nccl_impl {
     mds_comm *host;           /* the same ranks over the host transport (owned) */
     cudaStream_t own;         /* NCCL's work on this communicator */
     cudaEvent_t ready, done;  /* compute stream -> own, own -> compute stream */
+    int deferred;             /* comm_allreduce_start's work the compute stream has not yet waited for */
     int rank, size;
     /* for the watcher: when work was last enqueued (0: none outstanding),
        what it was, and a count that tells a newer enqueue from the one it saw done */
@@ -129,7 +140,7 @@ static void *watcher(void *arg)
     for (;;) {
         struct timespec nap = {0, 50 * 1000000};
         nanosleep(&nap, NULL);
-        char msg[512] = "";
+        char msg[512] = "", why[320];
         double limit = comm_timeout() > 0 ? comm_timeout() : NCCL_DEFAULT_TIMEOUT_S;
         pthread_mutex_lock(&live_lock);
         for (struct nccl_impl *i = live; i && !msg[0]; i = i->next) {
@@ -143,10 +154,15 @@ static void *watcher(void *arg)
                          group_word(i->size), ncclGetErrorString(st), ncclGetLastError(i->nc));
             else if (cudaEventQuery(i->done) == cudaSuccess) {
                 if (atomic_load(&i->seq) == seq) atomic_compare_exchange_strong(&i->since_ms, &since, 0);
-            } else if ((double)(now_ms() - since) / 1000.0 > limit)
+            } else if ((double)(now_ms() - since) / 1000.0 > limit) {
                 snprintf(msg, sizeof msg, "rank %d: %s (group of %d %s) did not complete within %g s "
                          "(--distributed-timeout-minutes); a rank stopped or is far slower", i->rank, what, i->size,
                          group_word(i->size), limit);
+            } else if (comm_peer_check && comm_peer_check(why, sizeof why)) {
+                /* a dead peer's kernels never finish: the host side channel says so at once */
+                snprintf(msg, sizeof msg, "rank %d: %s (group of %d %s): %s", i->rank, what, i->size,
+                         group_word(i->size), why);
+            }
         }
         pthread_mutex_unlock(&live_lock);
         if (msg[0]) {
@@ -216,30 +232,54 @@ static int enqueue_begin(mds_comm *c, const char *what)
     return 0;
 }
 
-/* After: the compute stream waits for c's stream; the watcher watches. */
-static int enqueue_end(mds_comm *c, const char *what)
+/* After: the compute stream waits for c's stream (at once, or at
+ * dev_wait when deferred); the watcher watches. */
+static int enqueue_end(mds_comm *c, const char *what, int defer)
 {
     struct nccl_impl *i = impl_of(c);
     CUDA_TRY(what, cudaEventRecord(i->done, i->own));
-    CUDA_TRY(what, cudaStreamWaitEvent((cudaStream_t)c->stream, i->done, 0));
+    i->deferred = defer;
+    if (!defer) CUDA_TRY(what, cudaStreamWaitEvent((cudaStream_t)c->stream, i->done, 0));
     atomic_store(&i->what, what);
     atomic_fetch_add(&i->seq, 1);
     atomic_store(&i->since_ms, now_ms());
     return 0;
 }
 
-#define ENQUEUE(c, what, expr) do { \
+#define ENQUEUE_DEFER(c, what, expr, defer) do { \
         if (enqueue_begin((c), (what))) return -1; \
         NCCL_TRY((what), (expr)); \
-        return enqueue_end((c), (what)); \
+        return enqueue_end((c), (what), (defer)); \
     } while (0)
+#define ENQUEUE(c, what, expr) ENQUEUE_DEFER(c, what, expr, 0)
 
-static int dev_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op)
+static int allreduce_on_stream(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op, int defer)
 {
     ncclDataType_t t = ncclFloat32;
     if (dtype_of(dt, &t)) return -1;
-    ENQUEUE(c, "NCCL all-reduce", ncclAllReduce(buf, buf, n, t, op == COMM_MAX ? ncclMax : ncclSum, impl_of(c)->nc,
-                                                stream_of(c)));
+    ENQUEUE_DEFER(c, "NCCL all-reduce", ncclAllReduce(buf, buf, n, t, op == COMM_MAX ? ncclMax : ncclSum,
+                                                      impl_of(c)->nc, stream_of(c)), defer);
+}
+
+static int dev_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op)
+{
+    return allreduce_on_stream(c, buf, n, dt, op, 0);
+}
+
+/* --overlap-grad-reduce: the backward's kernels go on while NCCL's stream
+ * reduces the buckets; dev_wait makes the compute stream wait for them. */
+static int dev_allreduce_start(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op)
+{
+    return allreduce_on_stream(c, buf, n, dt, op, 1);
+}
+
+static int dev_wait(mds_comm *c)
+{
+    struct nccl_impl *i = impl_of(c);
+    if (!i->deferred) return 0;
+    i->deferred = 0;
+    CUDA_TRY("NCCL all-reduce", cudaStreamWaitEvent((cudaStream_t)c->stream, i->done, 0));
+    return 0;
 }
 
 static int dev_reduce_scatter(mds_comm *c, float *out, const float *in, size_t chunk)
@@ -300,6 +340,7 @@ static int dev_barrier(mds_comm *c)
 
 static const struct comm_dev_ops nccl_dev = {
     is_device, dev_allreduce, dev_reduce_scatter, dev_allgather, dev_broadcast, dev_sendrecv, dev_barrier,
+    dev_allreduce_start, dev_wait,
 };
 
 /* ---- host buffers: the host group's primitives ---------------------------- */
@@ -368,12 +409,15 @@ static const struct comm_ops nccl_ops = {
 
 /*
  * The NCCL communicator of host group h (taken over: freed with it) into
- * g: one ncclUniqueId made by h's rank 0 and broadcast over h.  Collective
- * over h.  On failure g is released (its impl NULL).
+ * g: split from parent's (ncclCommSplit with the same color and key, which
+ * orders ranks as comm_split does) when parent is given, else one
+ * ncclUniqueId made by h's rank 0 and broadcast over h.  Collective over
+ * h (and over parent's ranks when splitting).  On failure g is released
+ * (its impl NULL).
  */
-static int attach_nccl(mds_comm *h, mds_comm *g, struct nccl_impl *i);
+static int attach_nccl(mds_comm *h, mds_comm *g, struct nccl_impl *i, struct nccl_impl *parent, int color, int key);
 
-static int attach(mds_comm *h, mds_comm *g)
+static int attach(mds_comm *h, mds_comm *g, struct nccl_impl *parent, int color, int key)
 {
     struct nccl_impl *i = calloc(1, sizeof *i);
     if (!i) {
@@ -382,12 +426,56 @@ static int attach(mds_comm *h, mds_comm *g)
     }
     i->host = h;
     g->impl = i;
-    int rc = attach_nccl(h, g, i);
+    int rc = attach_nccl(h, g, i, parent, color, key);
     if (rc) nccl_release(g);   /* comm_split frees g without releasing it */
     return rc;
 }
 
-static int attach_nccl(mds_comm *h, mds_comm *g, struct nccl_impl *i)
+/* ncclCommSplit came with NCCL 2.18; an older header or library (the
+ * ranks agree, so none waits in a split the others skip) makes each group
+ * its own ncclUniqueId. */
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+#define HAVE_COMM_SPLIT 1
+static int split_from(struct nccl_impl *parent, int color, int key, mds_comm *h, struct nccl_impl *i)
+{
+    if (!parent->nc) return comm_fail("ncclCommSplit: the parent NCCL communicator was aborted");
+    NCCL_TRY("ncclCommSplit", ncclCommSplit(parent->nc, color, key, &i->nc, NULL));
+    int nr = -1, nn = -1;
+    NCCL_TRY("ncclCommUserRank", ncclCommUserRank(i->nc, &nr));
+    NCCL_TRY("ncclCommCount", ncclCommCount(i->nc, &nn));
+    if (nr != h->rank || nn != h->size)
+        return comm_fail("ncclCommSplit made rank %d of %d where the host group has rank %d of %d", nr, nn, h->rank,
+                         h->size);
+    return 0;
+}
+#else
+#define HAVE_COMM_SPLIT 0
+#endif
+
+/* i's communicator from one ncclUniqueId made by h's rank 0 and broadcast over h. */
+static int init_by_id(mds_comm *h, struct nccl_impl *i)
+{
+    /* rank 0's id, or its failure: every rank leaves the broadcast */
+    struct { ncclUniqueId id; int ok; } boot;
+    memset(&boot, 0, sizeof boot);
+    ncclResult_t r = ncclSuccess;
+    if (h->rank == 0) boot.ok = (r = ncclGetUniqueId(&boot.id)) == ncclSuccess;
+    if (comm_broadcast(h, &boot, sizeof boot, 0)) return -1;
+    if (!boot.ok) return h->rank == 0 ? nccl_fail("ncclGetUniqueId", r) : comm_fail("rank 0 could not make an NCCL id");
+    NCCL_TRY("ncclCommInitRank", ncclCommInitRank(&i->nc, h->size, boot.id, h->rank));
+    return 0;
+}
+
+/* 1 when every rank of host group h can split (the library too is 2.18 or later). */
+static int split_agreed(mds_comm *h)
+{
+    int v = 0;
+    double cannot = !HAVE_COMM_SPLIT || ncclGetVersion(&v) != ncclSuccess || v < NCCL_VERSION(2, 18, 0);
+    if (comm_allreduce(h, &cannot, 1, COMM_F64, COMM_MAX)) return -1;
+    return cannot == 0.0;
+}
+
+static int attach_nccl(mds_comm *h, mds_comm *g, struct nccl_impl *i, struct nccl_impl *parent, int color, int key)
 {
     g->rank = h->rank;
     g->size = h->size;
@@ -398,14 +486,12 @@ static int attach_nccl(mds_comm *h, mds_comm *g, struct nccl_impl *i)
     CUDA_TRY("cannot create the NCCL stream", cudaStreamCreateWithFlags(&i->own, cudaStreamNonBlocking));
     CUDA_TRY("cannot create the NCCL events", cudaEventCreateWithFlags(&i->ready, cudaEventDisableTiming));
     CUDA_TRY("cannot create the NCCL events", cudaEventCreateWithFlags(&i->done, cudaEventDisableTiming));
-    /* rank 0's id, or its failure: every rank leaves the broadcast */
-    struct { ncclUniqueId id; int ok; } boot;
-    memset(&boot, 0, sizeof boot);
-    ncclResult_t r = ncclSuccess;
-    if (h->rank == 0) boot.ok = (r = ncclGetUniqueId(&boot.id)) == ncclSuccess;
-    if (comm_broadcast(h, &boot, sizeof boot, 0)) return -1;
-    if (!boot.ok) return h->rank == 0 ? nccl_fail("ncclGetUniqueId", r) : comm_fail("rank 0 could not make an NCCL id");
-    NCCL_TRY("ncclCommInitRank", ncclCommInitRank(&i->nc, h->size, boot.id, h->rank));
+#if HAVE_COMM_SPLIT
+    if (parent ? split_from(parent, color, key, h, i) : init_by_id(h, i)) return -1;
+#else
+    (void)parent, (void)color, (void)key;
+    if (init_by_id(h, i)) return -1;
+#endif
     pthread_mutex_lock(&live_lock);
     i->next = live;
     live = i;
@@ -418,9 +504,12 @@ static int attach_nccl(mds_comm *h, mds_comm *g, struct nccl_impl *i)
  * caller on failure through comm_free, which calls nccl_release.) */
 static int nccl_split(mds_comm *c, int color, int key, mds_comm *g)
 {
+    struct nccl_impl *pi = impl_of(c);
+    int can = split_agreed(pi->host);
+    if (can < 0) return -1;
     mds_comm *h;
-    if (comm_split(impl_of(c)->host, color, key, &h)) return -1;
-    return attach(h, g);
+    if (comm_split(pi->host, color, key, &h)) return -1;
+    return attach(h, g, can ? pi : NULL, color, key);
 }
 
 /* ---- start-up --------------------------------------------------------------- */
@@ -473,7 +562,7 @@ int comm_nccl_init(mds_comm *host, mds_comm **world)
         return comm_fail("out of memory");
     }
     live_device = dev;
-    if (attach(h, w)) {
+    if (attach(h, w, NULL, 0, 0)) {
         comm_free(w);
         return -1;
     }

@@ -8,9 +8,10 @@
  * listening socket (any port), connects to MASTER_ADDR:MASTER_PORT and says
  * hello (rank, world size, its port).  When all have come, rank 0 sends each
  * the table of every rank's address (as rank 0 saw it) and port and a
- * random job token.  Then rank j connects to every rank 0 < i < j and accepts
- * from every rank above it; the connection to rank 0 is the rendezvous one.
- * A full mesh: one connection per pair, carrying every group's messages.
+ * random job token.  Then rank j connects to every rank i < j (rank 0 at
+ * MASTER_PORT again) and accepts from every rank above it.  A full mesh: one
+ * connection per pair, carrying every group's messages; the rendezvous
+ * connection to rank 0 stays open as the side channel (below).
  *
  * Messages.  Each has a 24-byte header (magic, the group's sequence number
  * for this pair and direction, the group id, the length), checked on
@@ -23,8 +24,18 @@
  * Failure.  A peer that closes its connection (it ended, or it failed and
  * exited) is an error; the trainer then exits, closing its own connections,
  * so a failing rank brings the others down within the time the connections
- * take to report it.  No timeouts after the rendezvous: a training step may
- * take any time.
+ * take to report it.  So that every rank names the rank where the failure
+ * began, not the neighbour that went down because of it, the side channel
+ * carries 16-byte notices: a rank failing for its own reason (comm_abort)
+ * sends "failed", the first rank to lose a peer without a word sends
+ * "gone", a rank ending normally "bye"; rank 0 passes each on to every
+ * rank, and takes a side channel closed without "bye" for a rank gone.
+ * Every transfer also waits on the side channel, and a broken connection
+ * waits up to NOTICE_WAIT seconds for word before it blames its peer.
+ * (A SIGKILLed rank gives no word: its connections close, which is word
+ * enough.)  No timeouts after the rendezvous: a training step, or a rank
+ * stopped in a debugger, may take any time (--distributed-timeout-minutes
+ * is comm.c's watchdog).
  *
  * Not done: several connections per pair, shared memory between ranks of a
  * node, IPv6 link-local addresses with scope ids, a step timeout.
@@ -39,6 +50,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,13 +62,22 @@
 #define TABLE_MAGIC 0x4d445354u   /* "MDST" */
 #define MESH_MAGIC  0x4d44534du   /* "MDSM" */
 #define MSG_MAGIC   0x4d445347u   /* "MDSG" */
+#define NOTE_MAGIC  0x4d44534eu   /* "MDSN" */
 #define PROTO_VERSION 1u
 #define HOSTLEN 64                /* a numeric IPv4 or IPv6 address */
 #define HDR 24
+#define NOTE 16                   /* a notice on the side channel: magic, kind, rank, reporter */
+#define NOTICE_WAIT 2.0           /* seconds a rank that lost a peer waits for word of the cause */
+
+/* Notices (see "Failure" above). */
+enum { NOTE_GONE = 1, NOTE_FAILED = 2, NOTE_BYE = 3 };
 
 struct tcp_world {
     int rank, size;
     int *fd;                  /* (size) connection to each rank, -1 for this one */
+    int *ctl;                 /* (size) side channel: rank 0 has one to each rank, the others ctl[0]; -1 none */
+    int told;                 /* this rank has sent or received a notice of failure */
+    _Atomic int lost_peer;    /* a worker thread (comm_allreduce_start) lost this rank; -1 none */
     char (*host)[HOSTLEN];    /* (size) each rank's address, for messages */
     int *port;                /* (size) each rank's listening port */
     char master[300];         /* "host:port" */
@@ -277,7 +298,7 @@ static int master_gather(int lfd, double deadline, double timeout)
         if (fd < 0) {
             if (errno != ETIMEDOUT) return comm_fail("rank 0: accept at %s failed: %s", W.master, strerror(errno));
             int first = 1;
-            while (W.fd[first] >= 0) first++;
+            while (W.ctl[first] >= 0) first++;
             return comm_fail("rank 0: %d of %d ranks did not reach %s within %g s (rank %d missing; do all tasks "
                              "have the same SLURM_NTASKS/WORLD_SIZE?)", missing, W.size - 1, W.master, timeout, first);
         }
@@ -293,11 +314,11 @@ static int master_gather(int lfd, double deadline, double timeout)
             return comm_fail("rank 0: rank %d announces a world of %d ranks, rank 0 one of %d (SLURM_NTASKS/WORLD_SIZE "
                              "differ between tasks)", r, s, W.size);
         }
-        if (r <= 0 || r >= W.size || W.fd[r] >= 0) {
+        if (r <= 0 || r >= W.size || W.ctl[r] >= 0) {
             close(fd);
             return comm_fail("rank 0: a second process claims rank %d at %s (SLURM_PROCID/RANK repeated?)", r, W.master);
         }
-        W.fd[r] = fd;
+        W.ctl[r] = fd;
         W.port[r] = port;
         peer_host(fd, W.host[r]);
         missing--;
@@ -313,7 +334,7 @@ static int master_gather(int lfd, double deadline, double timeout)
         memcpy(t + 20 + (size_t)r * (4 + HOSTLEN), W.host[r], HOSTLEN);
     }
     for (int r = 1; r < W.size; r++)
-        if (io_full(W.fd[r], t, tlen, 1, deadline)) {
+        if (io_full(W.ctl[r], t, tlen, 1, deadline)) {
             free(t);
             return comm_fail("rank 0: cannot send the rank table to rank %d (%s): %s", r, W.host[r], why(errno));
         }
@@ -321,8 +342,29 @@ static int master_gather(int lfd, double deadline, double timeout)
     return 0;
 }
 
-/* Rank > 0: hello to rank 0, read the table, connect to the ranks below
- * and accept those above. */
+/* Accept the mesh connections of every rank above this one. */
+static int accept_mesh(int lfd, double deadline, double timeout)
+{
+    unsigned char m[16];
+    for (int missing = W.size - 1 - W.rank; missing > 0;) {
+        int c = accept_by(lfd, deadline);
+        if (c < 0)
+            return comm_fail("rank %d: %d higher ranks did not connect within %g s: %s", W.rank, missing, timeout,
+                             strerror(errno));
+        int r;
+        if (io_full(c, m, sizeof m, 0, deadline) || le_get32(m) != MESH_MAGIC || le_get64(m + 8) != W.token ||
+            (r = (int)le_get32(m + 4)) <= W.rank || r >= W.size || W.fd[r] >= 0) {
+            close(c);   /* not of this job */
+            continue;
+        }
+        W.fd[r] = c;
+        missing--;
+    }
+    return 0;
+}
+
+/* Rank > 0: hello to rank 0 (that connection stays the side channel), read
+ * the table, connect to the ranks below and accept those above. */
 static int join(const char *master, int mport, int lfd, int lport, double deadline, double timeout)
 {
     int gai;
@@ -332,7 +374,7 @@ static int join(const char *master, int mport, int lfd, int lport, double deadli
         return comm_fail("rank %d: cannot reach the master at %s within %g s: %s", W.rank, W.master, timeout,
                          strerror(errno));
     }
-    W.fd[0] = fd;
+    W.ctl[0] = fd;
     snprintf(W.host[0], HOSTLEN, "%s", master);
     W.port[0] = mport;
     unsigned char h[20];
@@ -365,7 +407,7 @@ static int join(const char *master, int mport, int lfd, int lport, double deadli
     }
     free(t);
     unsigned char m[16];
-    for (int r = 1; r < W.rank; r++) {
+    for (int r = 0; r < W.rank; r++) {
         int c = connect_to(W.host[r], W.port[r], deadline, &gai);
         if (c < 0)
             return comm_fail("rank %d: cannot connect to rank %d at %s:%d: %s", W.rank, r, W.host[r], W.port[r],
@@ -378,32 +420,21 @@ static int join(const char *master, int mport, int lfd, int lport, double deadli
             return comm_fail("rank %d: cannot say hello to rank %d at %s:%d: %s", W.rank, r, W.host[r], W.port[r],
                              why(errno));
     }
-    for (int missing = W.size - 1 - W.rank; missing > 0;) {
-        int c = accept_by(lfd, deadline);
-        if (c < 0)
-            return comm_fail("rank %d: %d higher ranks did not connect within %g s: %s", W.rank, missing, timeout,
-                             strerror(errno));
-        int r;
-        if (io_full(c, m, sizeof m, 0, deadline) || le_get32(m) != MESH_MAGIC || le_get64(m + 8) != W.token ||
-            (r = (int)le_get32(m + 4)) <= W.rank || r >= W.size || W.fd[r] >= 0) {
-            close(c);   /* not of this job */
-            continue;
-        }
-        W.fd[r] = c;
-        missing--;
-    }
-    return 0;
+    return accept_mesh(lfd, deadline, timeout);
 }
 
 static void world_close(void)
 {
-    if (W.fd)
-        for (int r = 0; r < W.size; r++)
-            if (W.fd[r] >= 0) close(W.fd[r]);
+    for (int r = 0; r < W.size; r++) {
+        if (W.fd && W.fd[r] >= 0) close(W.fd[r]);
+        if (W.ctl && W.ctl[r] >= 0) close(W.ctl[r]);
+    }
     free(W.fd);
+    free(W.ctl);
     free(W.host);
     free(W.port);
     W.fd = NULL;
+    W.ctl = NULL;
     W.host = NULL;
     W.port = NULL;
 }
@@ -437,6 +468,110 @@ static int lost(int peer, int e)
     return comm_fail("lost the connection to rank %d (%s): %s", peer, W.host[peer], why(e));
 }
 
+/* ---- the side channel: who failed ---------------------------------------- */
+
+/* One notice on fd, best effort (the peer may be gone already). */
+static void note_send(int fd, uint32_t kind, int rank, int by)
+{
+    unsigned char n[NOTE];
+    le_put32(n, NOTE_MAGIC);
+    le_put32(n + 4, kind);
+    le_put32(n + 8, (uint32_t)rank);
+    le_put32(n + 12, (uint32_t)by);
+    if (fd >= 0) (void)io_full(fd, n, NOTE, 1, now() + 1);
+}
+
+/* Tell the job: rank 0 tells every rank but the reporter, another rank
+ * tells rank 0, which passes it on. */
+static void note_tell(uint32_t kind, int rank, int by)
+{
+    if (kind != NOTE_BYE) W.told = 1;
+    if (W.rank) {
+        note_send(W.ctl[0], kind, rank, by);
+        return;
+    }
+    for (int r = 1; r < W.size; r++)
+        if (r != by) note_send(W.ctl[r], kind, rank, by);
+}
+
+/*
+ * Read the notice waiting on the side channel of rank `from` (0 on ranks
+ * above 0): 0 for a farewell (the channel is closed), else -1 with the
+ * message naming the rank where the failure began; rank 0 passes it on.
+ * A channel that closes without a farewell means `from` ended without
+ * comm_finalize: that rank is gone.
+ */
+static int note_read(int from)
+{
+    unsigned char n[NOTE];
+    int e = io_full(W.ctl[from], n, NOTE, 0, now() + NOTICE_WAIT) ? errno : le_get32(n) != NOTE_MAGIC ? EPROTO : 0;
+    if (e) {
+        if (W.rank == 0) note_tell(NOTE_GONE, from, 0);
+        W.told = 1;
+        return lost(from, e);
+    }
+    uint32_t kind = le_get32(n + 4);
+    int r = (int)le_get32(n + 8), by = (int)le_get32(n + 12);
+    if (kind == NOTE_BYE) {
+        close(W.ctl[from]);
+        W.ctl[from] = -1;
+        return 0;
+    }
+    if (W.rank == 0) note_tell(kind, r, by);
+    W.told = 1;
+    if (kind == NOTE_FAILED) return comm_fail("rank %d failed (its own message says why)", r);
+    return comm_fail("rank %d is gone (rank %d lost its connection to it)", r, by);
+}
+
+/*
+ * comm_peer_check for a thread beside the main one (the NCCL watcher, while
+ * NCCL kernels wait and no host transfer reads the side channel): peek at
+ * the side channel, consuming nothing (a farewell stays there, so the end
+ * of file behind it is never mistaken for a loss).  Rank 0 passes on what
+ * it finds, as note_read does.
+ */
+static int tcp_peer_check(char *msg, size_t cap)
+{
+    for (int r = 0; W.ctl && r < (W.rank ? 1 : W.size); r++) {
+        unsigned char n[NOTE];
+        ssize_t m = W.ctl[r] < 0 ? -1 : recv(W.ctl[r], n, NOTE, MSG_PEEK | MSG_DONTWAIT);
+        if (m == 0) {
+            if (W.rank == 0) note_tell(NOTE_GONE, r, 0);
+            snprintf(msg, cap, "lost the connection to rank %d (%s): connection closed", r, W.host[r]);
+            return 1;
+        }
+        if (m < NOTE || le_get32(n) != NOTE_MAGIC || le_get32(n + 4) == NOTE_BYE) continue;
+        int dead = (int)le_get32(n + 8), by = (int)le_get32(n + 12);
+        if (W.rank == 0) note_tell(le_get32(n + 4), dead, by);
+        if (le_get32(n + 4) == NOTE_FAILED) snprintf(msg, cap, "rank %d failed (its own message says why)", dead);
+        else snprintf(msg, cap, "rank %d is gone (rank %d lost its connection to it)", dead, by);
+        return 1;
+    }
+    return 0;
+}
+
+/*
+ * The connection to peer broke in a transfer.  A rank that fails says so
+ * on the side channel before it exits, and rank 0 passes on what it sees,
+ * so wait a moment for that word: the message then names the rank where
+ * the failure began, not the neighbour that passed it on.  Without word,
+ * peer is the one gone: say so.
+ */
+static int peer_lost(int peer, int e)
+{
+    if (comm_on_worker) {   /* the side channel is the main thread's: tcp_abort tells */
+        atomic_store(&W.lost_peer, peer);
+        return lost(peer, e);
+    }
+    int from = W.rank ? 0 : peer;
+    if (!(W.rank && peer == 0) && W.ctl[from] >= 0 && !wait_ready(W.ctl[from], POLLIN, now() + NOTICE_WAIT)) {
+        int rc = note_read(from);
+        if (rc) return rc;
+    }
+    if (!W.told) note_tell(NOTE_GONE, peer, W.rank);
+    return lost(peer, e);
+}
+
 /* Progress o without blocking: 1 when complete, 0 when it would block, -1 on failure. */
 static int op_step(struct xop *o)
 {
@@ -461,10 +596,18 @@ static int op_step(struct xop *o)
         }
         if (m < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
         if (m < 0 && errno == EINTR) continue;
-        if (m <= 0) return lost(o->peer, m < 0 ? errno : ECONNRESET);
+        if (m <= 0) return peer_lost(o->peer, m < 0 ? errno : ECONNRESET);
         o->done += (size_t)m;
     }
     return 1;
+}
+
+/* The rank whose side channel fd is. */
+static int ctl_owner(int fd)
+{
+    int r = 0;
+    while (r < W.size - 1 && W.ctl[r] != fd) r++;
+    return r;
 }
 
 /* Check a received header against what this receive expects. */
@@ -487,9 +630,10 @@ static int check_header(const struct xop *o, const unsigned char *want)
  */
 static int xfer(struct xop *ops, int n)
 {
-    struct pollfd stackpf[16];
+    struct pollfd stackpf[32];
     unsigned char stackwant[16][HDR];
-    struct pollfd *pf = n <= 16 ? stackpf : malloc((size_t)n * sizeof *pf);
+    size_t npf = (size_t)n + (size_t)W.size;   /* the transfers', then the side channels' */
+    struct pollfd *pf = npf <= 32 ? stackpf : malloc(npf * sizeof *pf);
     unsigned char (*want)[HDR] = n <= 16 ? stackwant : malloc((size_t)n * sizeof *want);
     int rc = 0;
     if (!pf || !want) {
@@ -534,11 +678,17 @@ static int xfer(struct xop *ops, int n)
             }
         }
         if (!np) break;
-        int k = poll(pf, (nfds_t)np, -1);
+        /* while waiting, listen for word of a failure elsewhere in the job */
+        int nx = np;
+        for (int r = 0; !comm_on_worker && r < (W.rank ? 1 : W.size); r++)
+            if (W.ctl[r] >= 0) pf[nx++] = (struct pollfd){W.ctl[r], POLLIN, 0};
+        int k = poll(pf, (nfds_t)nx, -1);
         if (k < 0 && errno != EINTR) {
             rc = comm_fail("poll failed: %s", strerror(errno));
             goto cleanup;
         }
+        for (int i = np; k > 0 && i < nx; i++)
+            if (pf[i].revents && (rc = note_read(ctl_owner(pf[i].fd))) < 0) goto cleanup;
     }
 cleanup:
     if (pf != stackpf) free(pf);
@@ -723,13 +873,37 @@ static int tcp_split(mds_comm *c, int color, int key, mds_comm *out)
     return 0;
 }
 
-static void tcp_finalize(void) { world_close(); }
+/* A farewell on the side channel, so that rank 0 (or every rank, from rank
+ * 0) knows the closing connections are no failure. */
+static void tcp_finalize(void)
+{
+    if (W.ctl) note_tell(NOTE_BYE, W.rank, W.rank);
+    world_close();
+}
+
+/* A rank failing says so before it exits: "failed" for its own reason,
+ * "gone" when a worker thread lost a peer (comm_on_worker keeps the side
+ * channel out of its hands).  comm_abort, and comm.c's watchdog
+ * (comm_tell_failure), from its own thread. */
+static void tell_failure(void)
+{
+    if (!W.ctl || W.told) return;
+    int peer = atomic_load(&W.lost_peer);
+    if (peer >= 0) note_tell(NOTE_GONE, peer, W.rank);
+    else note_tell(NOTE_FAILED, W.rank, W.rank);
+}
+
+static void tcp_abort(int code)
+{
+    (void)code;
+    tell_failure();
+}
 
 static const char *tcp_name(void) { return W.name; }
 
 static const struct comm_ops tcp_ops = {
     tcp_split, tcp_release, tcp_alltoall, tcp_allgather, tcp_max, tcp_broadcast, tcp_barrier, tcp_sendrecv,
-    tcp_finalize, NULL, tcp_name,
+    tcp_finalize, tcp_abort, tcp_name,
 };
 
 int comm_tcp_init(int rank, int size, const char *master, int port, double timeout_s, mds_comm **world)
@@ -741,13 +915,15 @@ int comm_tcp_init(int rank, int size, const char *master, int port, double timeo
     snprintf(W.master, sizeof W.master, strchr(master, ':') ? "[%s]:%d" : "%s:%d", master, port);
     snprintf(W.name, sizeof W.name, "TCP (%s)", W.master);
     W.fd = malloc((size_t)size * sizeof *W.fd);
+    W.ctl = malloc((size_t)size * sizeof *W.ctl);
     W.host = calloc((size_t)size, sizeof *W.host);
     W.port = calloc((size_t)size, sizeof *W.port);
-    if (!W.fd || !W.host || !W.port) {
+    if (!W.fd || !W.ctl || !W.host || !W.port) {
         world_close();
         return comm_fail("out of memory");
     }
-    for (int r = 0; r < size; r++) W.fd[r] = -1;
+    for (int r = 0; r < size; r++) W.fd[r] = W.ctl[r] = -1;
+    atomic_store(&W.lost_peer, -1);
     double deadline = now() + timeout_s;
     /* listen in the family of the master's address */
     struct addrinfo *res;
@@ -767,6 +943,7 @@ int comm_tcp_init(int rank, int size, const char *master, int port, double timeo
     if (rank == 0) {
         W.token = random_token();
         rc = master_gather(lfd, deadline, timeout_s);
+        if (!rc) rc = accept_mesh(lfd, deadline, timeout_s);
     } else {
         rc = join(master, port, lfd, lport, deadline, timeout_s);
     }
@@ -782,6 +959,8 @@ int comm_tcp_init(int rank, int size, const char *master, int port, double timeo
     }
     for (int r = 0; r < size; r++) g->ranks[r] = r;
     *world = comm_new(rank, size, &tcp_ops, g);
+    comm_peer_check = tcp_peer_check;
+    comm_tell_failure = tell_failure;
     if (!*world) {
         free(g->ranks); free(g->sseq); free(g->rseq); free(g);
         world_close();

@@ -1150,6 +1150,7 @@ void gpt_backward(gpt_model *m, float scale)
             for (int j = l / m->rc_chunk * m->rc_chunk; j <= l; j++)
                 layer_forward(m, j);   /* recompute the chunk */
         layer_backward(m, l);
+        if (m->layer_grads_done) m->layer_grads_done(m->layer_grads_ctx, l);
     }
     /* dresidual is now d(stage input): sent back by the caller on later
        stages, the embedding's gradient on the first.  Tied embeddings under

@@ -336,6 +336,12 @@ typedef struct gpt_model {
     float *ln1p_memory;           /* (2, C) with apply_layernorm_1p: ones, then the current norm's 1 + w */
     int first_stage, last_stage;
     const gpt_tp_ops *tp;         /* the TP collectives; must be set when tp_size > 1 */
+    /* when set, gpt_backward calls it after local layer l's backward: the
+       layer's slices of the tensors GPT_LN1W..GPT_FCPROJB are final for
+       this micro-batch (the trainer's --overlap-grad-reduce reduces them
+       while the layers below compute) */
+    void (*layer_grads_done)(void *ctx, int l);
+    void *layer_grads_ctx;
     /* parameters, gradients, optimizer state: one allocation each */
     size_t param_sizes[GPT_NUM_PARAMS];   /* elements */
     int param_dtype[GPT_NUM_PARAMS];      /* working dtype of each tensor (enum mds_dtype) */

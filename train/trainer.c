@@ -358,6 +358,16 @@ int trainer_init(trainer *t, gpt_model *m, const train_layout *P, const ds_pipel
         if (gpt_set_optimizer_shard(m, t->lo, t->hi, err, sizeof err) != 0)
             return fail(t, "%s", err);
     }
+    if (cfg->overlap_grad_reduce && !cfg->dist_opt && P->dp_size > 1) {
+        size_t most = (size_t)m->Ll * (GPT_FCPROJB - GPT_LN1W + 1);
+        void *b;
+        t->slice_off = malloc(most * sizeof *t->slice_off);
+        t->slice_len = malloc(most * sizeof *t->slice_len);
+        if (!t->slice_off || !t->slice_len) return fail(t, "out of memory");
+        if (m->be->alloc(&b, (m->num_params ? m->num_params : 1) * sizeof(float)) != 0)
+            return fail(t, "gradient buckets (%zu parameters): %s", m->num_params, m->be->error());
+        t->bucket = b;
+    }
     return 0;
 }
 
@@ -369,10 +379,14 @@ void trainer_release(trainer *t)
     free(t->tok);
     free(t->lab);
     free(t->lm);
+    free(t->slice_off);
+    free(t->slice_len);
     if (t->m) {
         t->m->be->free(t->pad);
         t->m->be->free(t->gshard);
+        t->m->be->free(t->bucket);
         t->m->tp = NULL;
+        t->m->layer_grads_done = NULL;
     }
     memset(t, 0, sizeof *t);
 }
@@ -448,14 +462,82 @@ static int step_forward(struct step *st, uint64_t j)
     return 0;
 }
 
+/* ---- --overlap-grad-reduce ------------------------------------------------------ */
+
+/* Start the all-reduce of the bucket packed so far. */
+static void start_bucket(trainer *t)
+{
+    if (t->bfill == t->bstart || t->overlap_err[0]) return;
+    if (comm_allreduce_start(t->P->dp, t->bucket + t->bstart, t->bfill - t->bstart, COMM_F32, COMM_SUM) < 0)
+        snprintf(t->overlap_err, sizeof t->overlap_err, "%s", comm_error());
+    t->bstart = t->bfill;
+}
+
+/*
+ * The model's hook after layer l's backward of the last micro-batch: pack
+ * the layer's gradient slices behind the others and start the bucket once
+ * it holds bucket_size elements (Megatron's --ddp-bucket-size: a bucket
+ * closes when it reaches the size).  Each element is summed over dp in
+ * rank order wherever it sits in a bucket, so the sums are bitwise those
+ * of the one all-reduce after the backward.  fp16 main gradients are
+ * rounded here, as gpt_backward's end would round them.
+ */
+static void layer_grads_done(void *ctx, int l)
+{
+    trainer *t = ctx;
+    gpt_model *m = t->m;
+    size_t off = 0;
+    for (int i = 0; i < GPT_LN1W; i++) off += m->param_sizes[i];
+    for (int i = GPT_LN1W; i <= GPT_FCPROJB; off += m->param_sizes[i], i++) {
+        size_t per = m->param_sizes[i] / (size_t)m->Ll, at = off + (size_t)l * per;
+        if (!per) continue;
+        if (m->cfg.grad_dtype != MDS_F32) m->be->ops.round_to(m->grads_memory + at, per, m->cfg.grad_dtype);
+        m->be->copy(t->bucket + t->bfill, m->grads_memory + at, per * sizeof(float));
+        t->slice_off[t->nslices] = at;
+        t->slice_len[t->nslices++] = per;
+        t->bfill += per;
+    }
+    if (t->bfill - t->bstart >= t->cfg.bucket_size) start_bucket(t);
+}
+
+/* After the backward: the last bucket, the wait, the sums back in place;
+ * then the tensors outside the layers (embeddings, final norm, output
+ * layer), which the backward finishes last, in one all-reduce. */
+static int finish_overlapped_reduce(trainer *t)
+{
+    gpt_model *m = t->m;
+    start_bucket(t);
+    int rc = comm_wait(t->P->dp);
+    if (t->overlap_err[0]) return fail(t, "data-parallel gradient all-reduce (overlapped): %s", t->overlap_err);
+    COMM(t, rc, "data-parallel gradient all-reduce (overlapped)");
+    for (size_t i = 0, at = 0; i < t->nslices; at += t->slice_len[i], i++)
+        m->be->copy(m->grads_memory + t->slice_off[i], t->bucket + at, t->slice_len[i] * sizeof(float));
+    size_t lo = 0, hi = 0;
+    for (int i = 0; i < GPT_LN1W; i++) lo += m->param_sizes[i];
+    for (int i = 0; i <= GPT_FCPROJB; i++) hi += m->param_sizes[i];
+    COMM(t, comm_allreduce(t->P->dp, m->grads_memory, lo, COMM_F32, COMM_SUM), "data-parallel gradient all-reduce");
+    COMM(t, comm_allreduce(t->P->dp, m->grads_memory + hi, m->num_params - hi, COMM_F32, COMM_SUM),
+         "data-parallel gradient all-reduce");
+    return 0;
+}
+
 static void step_backward(struct step *st, uint64_t j)
 {
-    gpt_model *m = st->t->m;
+    trainer *t = st->t;
+    gpt_model *m = t->m;
+    /* the last micro-batch's backward finishes the gradients: reduce them as it goes */
+    if (t->bucket && j + 1 == t->nmicro) {
+        t->bfill = t->bstart = t->nslices = 0;
+        t->overlap_err[0] = 0;
+        m->layer_grads_done = layer_grads_done;
+        m->layer_grads_ctx = t;
+    }
     use_slot(m, j);
     /* per-token loss: the seed of the micro-batch's token sum, not its mean
        (gpt_backward divides by the mask sum; a power-of-two loss scale times
        a token count below 2^24 makes that division exact) */
-    gpt_backward(m, st->t->cfg.per_token_loss ? st->scale * m->num_tokens : st->scale);
+    gpt_backward(m, t->cfg.per_token_loss ? st->scale * m->num_tokens : st->scale);
+    m->layer_grads_done = NULL;
 }
 
 /* Point-to-point between neighbouring stages of gpt_stage_elems() floats
@@ -562,7 +644,9 @@ static int reduce_grads(trainer *t, double *norm)
     /* the gradients this rank reduces (all, or its shard) */
     float *g = m->grads_memory;
     size_t lo = 0, hi = m->num_params;
-    if (!t->cfg.dist_opt) {
+    if (t->bucket) {
+        TRY(finish_overlapped_reduce(t));
+    } else if (!t->cfg.dist_opt) {
         COMM(t, comm_allreduce(P->dp, m->grads_memory, m->num_params, COMM_F32, COMM_SUM),
              "data-parallel gradient all-reduce");
     } else {

@@ -211,6 +211,8 @@ typedef struct trainer_config {
     uint64_t global_batch_size;       /* G: samples per iteration, all ranks together */
     int vocab_size;                   /* token ids must be below it */
     int dist_opt;                     /* --use-distributed-optimizer */
+    int overlap_grad_reduce;          /* --overlap-grad-reduce (all-reduce path; see reduce_grads) */
+    size_t bucket_size;               /* --ddp-bucket-size: elements per bucket, at least */
     int per_token_loss;               /* --calculate-per-token-loss: gradients of the token sum / all tokens */
     float beta1, beta2, eps, weight_decay, clip_grad;
     double weight_decay_arg;          /* --weight-decay as given, which torch_dist checkpoints record
@@ -235,6 +237,14 @@ typedef struct trainer {
        parameters, padded to dp_size * shard elements (backend memory) */
     size_t shard, lo, hi;
     float *pad, *gshard;
+    /* --overlap-grad-reduce: the layers' gradient slices, packed in the
+       order the backward finishes them, all-reduced over dp bucket by
+       bucket while the backward goes on (backend memory, num_params) */
+    float *bucket;
+    size_t bfill, bstart;             /* elements packed; start of the bucket not yet started */
+    size_t *slice_off, nslices;       /* where packed slice i came from (its size: slice_len[i]) */
+    size_t *slice_len;
+    char overlap_err[512];            /* a start that failed in the backward's hook; "" none */
     double ls, nt;                    /* the last schedule's loss and mask sums (last stage) */
     train_loss_scaler scaler;         /* the live loss scale */
     int found_inf;                    /* the last backward pass overflowed (fp16): skip its update */

@@ -131,6 +131,25 @@ static void cu_mem_held(size_t *now_bytes, size_t *peak_bytes)
 
 static const char *cu_error(void) { return cu_err; }
 
+/* Page-locked host memory: cudaMemcpy to and from it runs at the bus's
+ * speed without a bounce through a driver buffer (host staging's copies). */
+static int cu_host_alloc(void **ptr, size_t bytes)
+{
+    cudaError_t e = cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocDefault);
+    if (e == cudaSuccess)
+        return 0;
+    *ptr = NULL;
+    cudaGetLastError();
+    snprintf(cu_err, sizeof cu_err, "cudaHostAlloc of %zu bytes: %s", bytes, cudaGetErrorString(e));
+    return -1;
+}
+
+static void cu_host_free(void *ptr)
+{
+    if (ptr)
+        mds_cuda_note(cudaFreeHost(ptr), "cudaFreeHost");
+}
+
 static char cu_device[300];
 
 static mds_backend cu = {
@@ -176,6 +195,8 @@ static mds_backend cu = {
         adamw_update_cuda,
         global_norm_squared_cuda,
     },
+    cu_host_alloc,
+    cu_host_free,
 };
 
 /*

@@ -22,15 +22,15 @@ if ! "$MDSTRAIN" --version | grep -q 'MPI ('; then
 fi
 
 # the communicator alone (rank-ordered sums, groups, send/receive) on 3 and 4 ranks
-# test_comm has 20 cases: 12 (among them comm.c's dispatch to a device transport,
+# test_comm has 22 cases: 13 (among them comm.c's dispatch to a device transport,
 # comm_nccl_init returning on every rank with its reason where there is no GPU or
 # no NCCL, comm_place over injected GPU counts, host staging's copies), then the
-# 8 collective ones again with every buffer host-staged; every one must pass on
+# 9 collective ones again with every buffer host-staged; every one must pass on
 # every rank count
 for np in 3 4; do
     timeout 60 "$MPIRUN" -np $np "$BUILD/tests/test_comm" >"$T/comm" 2>&1
     rc=$?
-    if [ "$rc" -eq 0 ] && [ "$(grep -c '^ok ' "$T/comm")" -eq 20 ]; then ok "comm_np$np"
+    if [ "$rc" -eq 0 ] && [ "$(grep -c '^ok ' "$T/comm")" -eq 22 ]; then ok "comm_np$np"
     else fail "comm_np$np (exit $rc)"; cat "$T/comm" >&2; fi
 done
 
@@ -189,6 +189,35 @@ check failing_rank_exit_nonzero test "$rc" -ne 0 -a "$rc" -ne 124
 check failing_rank_message grep -q "rank [0-9]: cannot load the checkpoint: .*mp_rank_01_001/model_optim_rng.bin': weights checksum mismatch" "$T/err"
 check failing_rank_fast test $((t1 - t0)) -lt 30
 check failing_rank_no_training test "$(grep -c '] iteration ' "$T/d")" -eq 0
+
+# A rank killed with SIGKILL mid-training under mpirun: Open MPI's launcher
+# ends every other rank within seconds and names the dead rank in one line
+# (the ranks themselves are killed, so they print nothing; over TCP each
+# rank names it: test_parallel_tcp.sh).
+# shellcheck disable=SC2086
+timeout -s KILL 120 "$MPIRUN" -np 4 "$MDSTRAIN" $TINY --train-iters 1000000 --log-interval 100 \
+    --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 >"$T/k" 2>"$T/kerr" &
+kp=$!
+n=0
+while [ "$n" -lt 300 ] && ! grep -q '] iteration ' "$T/k" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
+# rank 1: the child of this mpirun (the child of timeout(1)) whose
+# environment has Open MPI's rank 1
+children() { for s in /proc/[0-9]*/stat; do awk -v p="$1" '$4 == p { print $1 }' "$s" 2>/dev/null; done; }
+victim=
+for mp in $(children "$kp"); do
+    for c in $(children "$mp"); do
+        tr '\0' '\n' <"/proc/$c/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=$c
+    done
+done
+check mpi_kill_found_rank1 test -n "$victim"
+t0=$(date +%s)
+[ -n "$victim" ] && kill -9 "$victim"
+wait "$kp"
+rc=$?
+t1=$(date +%s)
+check mpi_kill_job_fails test "$rc" -ne 0   # 137: mpirun passes on the signal's status
+check mpi_kill_fast test $((t1 - t0)) -lt 60
+check mpi_kill_names_rank grep -q 'process rank 1 with PID .* exited on signal 9' "$T/kerr"
 
 # layouts that do not fit: one message (from rank 0), exit 2
 timeout 60 "$MPIRUN" -np 3 "$MDSTRAIN" $TINY --tensor-model-parallel-size 2 >"$T/out" 2>"$T/err"

@@ -7,11 +7,13 @@
 # The losses and norms printed by -v -v are bitwise those of mpirun with the
 # same layout (both transports run the same rank-ordered sums) and within
 # test_parallel.sh's tolerance of one process, and host-staged
-# (--device-comm host-staged) bitwise the same; a rank killed with SIGKILL
-# ends the others within seconds; a wrong task count, an unreachable master
-# and a Slurm node list without MASTER_ADDR give one clear line and exit 1
-# within MDS_RENDEZVOUS_TIMEOUT.  Every process is waited for (each runs
-# under timeout(1)); none is left behind.  About 30 s.
+# (--device-comm host-staged) and with --overlap-grad-reduce bitwise the
+# same; a rank killed with SIGKILL (or failing for its own reason) ends the
+# others within seconds, each naming it, while a rank stopped for a while
+# is waited for; a wrong task count, an unreachable master and a Slurm node
+# list without MASTER_ADDR give one clear line and exit 1 within
+# MDS_RENDEZVOUS_TIMEOUT.  Every process is waited for (each runs under
+# timeout(1)); none is left behind.  About 90 s.
 . tests/cli/lib.sh
 . tests/cli/parallel_lib.sh
 # nothing of an outer launcher may leak into the ranks started here
@@ -64,6 +66,55 @@ staged tp2_pp2_dp2 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-si
 check staged_table_row grep -q "| communication  *| TCP (127.0.0.1:$PORT), host-staged " "$T/tp2_pp2_dp2_staged.0.err"
 check unstaged_no_copies sh -c "! grep -q 'host-staged' '$T/tp2_pp2_dp2.0.err'"
 
+# --overlap-grad-reduce: the last micro-batch's backward hands each layer's
+# gradients to a communication thread, which all-reduces them over dp in
+# buckets (--ddp-bucket-size 1000: about one per layer) while the layers
+# below compute; the rank-ordered sums do not depend on the bucketing, so
+# the losses and norms are bitwise those of the one all-reduce after the
+# backward, at DP2 (fp32 and fp16 main gradients), DP2 x PP2 and
+# TP2 x PP2 x DP2 (and host-staged).  With
+# the distributed optimizer the reduce-scatter stays after the backward
+# (the table says so), bitwise the same too.
+OVL="--overlap-grad-reduce --ddp-bucket-size 1000"
+overlap() {   # NAME NP BASE FLAGS...: BASE is the run without overlap
+    on=$1 np=$2 base=$3; shift 3
+    # shellcheck disable=SC2086
+    tcp "${on}_ovl" "$np" slurm $TINY "$@" $OVL
+    exact "$T/${on}_ovl".*.log >"$T/${on}_ovl"
+    if [ "$rc" -eq 0 ] && cmp -s "$T/${on}_ovl" "$T/$base"; then ok "overlap_${on}_bitwise"
+    else fail "overlap_${on}_bitwise (exit $rc)"; tail -n 3 "$T/${on}_ovl".*.err >&2; fi
+}
+# shellcheck disable=SC2086
+tcp dp2 2 slurm $TINY
+exact "$T"/dp2.*.log >"$T/dp2"
+overlap dp2 2 dp2
+check overlap_dp2_row grep -q '^| gradient reduce  *| overlapped, buckets of 1000 elements ' "$T/dp2_ovl.0.err"
+# 4 layers: 4 buckets, the tensors outside the layers (2 calls), the loss: 7 all-reduces, not 2
+check overlap_dp2_buckets grep -q '^\[rank 0\] (t 0, d 0, p 0) .* dp all-reduce 7.0 calls ' "$T/dp2_ovl.0.err"
+check overlap_dp2_one_reduce grep -q '^\[rank 0\] (t 0, d 0, p 0) .* dp all-reduce 2.0 calls ' "$T/dp2.0.err"
+overlap dp2_pp2 4 dp2_pp2 --pipeline-model-parallel-size 2
+# fp16 main gradients: the hook rounds each slice as the backward's end would
+# shellcheck disable=SC2086
+tcp dp2_fp16 2 slurm $TINY --fp16
+exact "$T"/dp2_fp16.*.log >"$T/dp2_fp16"
+check dp2_fp16_fp16_grads grep -q '^| precision  *| fp16, main grads fp16 ' "$T/dp2_fp16.0.err"
+overlap dp2_fp16 2 dp2_fp16 --fp16
+# shellcheck disable=SC2086
+tcp tp2_pp2_dp2_ar 8 slurm $TINY --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+exact "$T"/tp2_pp2_dp2_ar.*.log >"$T/tp2_pp2_dp2_ar"
+check tp2_pp2_dp2_allreduce_close close "$T/tp2_pp2_dp2_ar"
+overlap tp2_pp2_dp2 8 tp2_pp2_dp2_ar --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+overlap dp2_pp2_staged 4 dp2_pp2 --pipeline-model-parallel-size 2 --device-comm host-staged
+overlap dp4_distopt 4 dp4_distopt --use-distributed-optimizer
+check overlap_distopt_row grep -q '^| gradient reduce  *| reduce-scatter after the backward ' "$T/dp4_distopt_ovl.0.err"
+if [ "$have_mpi" -eq 1 ]; then   # the worker thread under MPI (MPI_THREAD_MULTIPLE)
+    # shellcheck disable=SC2086
+    timeout -s KILL 120 "$MPIRUN" -np 2 "$MDSTRAIN" $TINY $OVL >"$T/ovl.mpi" 2>"$T/ovl.mpierr"
+    check overlap_mpi_exit0 test $? -eq 0
+    exact "$T/ovl.mpi" >"$T/ovl.m"
+    check overlap_mpi_bitwise_as_tcp cmp -s "$T/ovl.m" "$T/dp2"
+fi
+
 # GPU ranks' start-up decision with an injected GPU count (MDS_TEST_GPU_COUNT;
 # comm_place's own cases are in tests/mpi/test_comm.c): two ranks on one
 # host with one GPU are refused by one line from rank 0 naming the way out,
@@ -103,23 +154,90 @@ if "$MDSTRAIN" --version | grep -q 'Open MPI'; then
 fi
 
 # A rank killed with SIGKILL in the middle of training ends the others
-# within seconds: they see the connection close and exit 1 with a message.
+# within seconds, each with one line naming the dead rank and the collective
+# it was in: the ranks connected to it see the connection close, and rank 0
+# tells the others over the side channel, so a rank that only hears of it
+# from a neighbour (TP2 x PP2: rank 2 waits on rank 0, rank 3 on rank 1)
+# names the dead rank, not the neighbour.  Victims: rank 1, then rank 0.
+for v in 1 0; do
+    next_port
+    # shellcheck disable=SC2086
+    launch kill 4 slurm $TINY --train-iters 1000000 --log-interval 100 --tensor-model-parallel-size 2 \
+        --pipeline-model-parallel-size 2
+    n=0
+    while [ "$n" -lt 300 ] && ! grep -q '] iteration ' "$T/kill.3.log" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
+    check "tcp_kill${v}_training_started" grep -q '] iteration ' "$T/kill.3.log"
+    victim=$(echo "$pids" | awk -v k=$((v + 1)) '{print $k}')   # timeout(1) of rank v, and its mdstrain:
+    child=$(for s in /proc/[0-9]*/stat; do awk -v p="$victim" '$4 == p { print $1 }' "$s" 2>/dev/null; done | head -n 1)
+    kill -9 "${child:-$victim}" 2>/dev/null
+    t0=$(date +%s)
+    reap
+    t1=$(date +%s)
+    check "tcp_kill${v}_others_fail" test "$rc" -ne 0
+    check "tcp_kill${v}_fast" test $((t1 - t0)) -lt 15
+    for r in 0 1 2 3; do
+        [ "$r" -eq "$v" ] && continue
+        check "tcp_kill${v}_rank${r}_one_line" test "$(grep -c '^mdstrain: ' "$T/kill.$r.err")" -eq 1
+        check "tcp_kill${v}_rank${r}_names_rank$v" grep -q "^mdstrain: rank $r: [a-z][^:]*: \(lost the connection to rank $v (127.0.0.1): \(connection closed\|Connection reset by peer\)\|rank $v is gone (rank 0 lost its connection to it)\)\$" "$T/kill.$r.err"
+    done
+done
+
+# A rank that is only slow is no failure: rank 1 stopped (SIGSTOP) for 3 s
+# in the middle of training, then continued; the job finishes normally.
 next_port
 # shellcheck disable=SC2086
-launch kill 4 slurm $TINY --train-iters 1000000 --log-interval 100
+launch slow 4 slurm $TINY --train-iters 60 --log-interval 10 --tensor-model-parallel-size 2 \
+    --pipeline-model-parallel-size 2
 n=0
-while [ "$n" -lt 300 ] && ! grep -q '] iteration ' "$T/kill.3.log" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
-check tcp_kill_training_started grep -q '] iteration ' "$T/kill.3.log"
-victim=$(echo "$pids" | awk '{print $2}')   # timeout(1) of rank 1, and its mdstrain:
+while [ "$n" -lt 300 ] && ! grep -q '] iteration ' "$T/slow.3.log" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
+victim=$(echo "$pids" | awk '{print $2}')
 child=$(for s in /proc/[0-9]*/stat; do awk -v p="$victim" '$4 == p { print $1 }' "$s" 2>/dev/null; done | head -n 1)
-kill -9 "${child:-$victim}" 2>/dev/null
-t0=$(date +%s)
+check tcp_slow_rank_stopped kill -STOP "${child:-$victim}"
+sleep 3
+kill -CONT "${child:-$victim}" 2>/dev/null
 reap
+check tcp_slow_rank_exit0 test "$rc" -eq 0
+check tcp_slow_rank_finished grep -q '] iteration  *60/' "$T/slow.3.log"
+
+# A rank stopped for good (SIGSTOP) under --distributed-timeout-minutes
+# 0.05 (3 s): its neighbours give up after the timeout and say so, and
+# every other rank ends with one line too — its own timeout, or the word
+# that a rank failed (the timed-out rank tells before it exits).
+next_port
+# shellcheck disable=SC2086
+launch stuck 4 slurm $TINY --train-iters 1000000 --log-interval 100 --tensor-model-parallel-size 2 \
+    --pipeline-model-parallel-size 2 --distributed-timeout-minutes 0.05
+n=0
+while [ "$n" -lt 300 ] && ! grep -q '] iteration ' "$T/stuck.3.log" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
+victim=$(echo "$pids" | awk '{print $4}')   # rank 3
+child=$(for s in /proc/[0-9]*/stat; do awk -v p="$victim" '$4 == p { print $1 }' "$s" 2>/dev/null; done | head -n 1)
+kill -STOP "${child:-$victim}"
+t0=$(date +%s)
+for p in $(echo "$pids" | awk '{print $1, $2, $3}'); do wait "$p"; done
 t1=$(date +%s)
-check tcp_kill_others_fail test "$rc" -ne 0
-check tcp_kill_fast test $((t1 - t0)) -lt 15
-check tcp_kill_message grep -q 'rank [023]: .*: lost the connection to rank [0-9] (127.0.0.1): \(connection closed\|Connection reset by peer\)$' \
-    "$T/kill.0.err" "$T/kill.2.err" "$T/kill.3.err"
+kill -KILL "${child:-$victim}" 2>/dev/null
+reap
+check tcp_timeout_others_end test $((t1 - t0)) -lt 30
+for r in 0 1 2; do
+    check "tcp_timeout_rank${r}_one_line" test "$(grep -c '^mdstrain: ' "$T/stuck.$r.err")" -eq 1
+    check "tcp_timeout_rank${r}_says_why" grep -Eq "^mdstrain: rank $r: (waited [0-9.]+ s in a collective, more than --distributed-timeout-minutes 0.05; ending the job|[a-z][^:]*: rank [0-9] failed \(its own message says why\))\$" "$T/stuck.$r.err"
+done
+check tcp_timeout_someone_timed_out grep -q 'waited [0-9.]* s in a collective' "$T/stuck.0.err" "$T/stuck.1.err" "$T/stuck.2.err"
+
+# A rank that fails for its own reason (a damaged checkpoint file of rank
+# (t 1, p 1), world rank 3) says so before it exits: the others name it.
+CK="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --train-iters 3"
+# shellcheck disable=SC2086
+tcp ck 4 slurm $TINY $CK --save "$T/ck" --save-interval 3
+check tcp_ckpt_saved test "$rc" -eq 0
+printf 'x' | dd of="$T/ck/iter_0000003/mp_rank_01_001/model_optim_rng.bin" bs=1 seek=5000 conv=notrunc 2>/dev/null
+# shellcheck disable=SC2086
+tcp bad 4 slurm $TINY $CK --train-iters 6 --load "$T/ck"
+check tcp_failing_rank_exit1 test "$rc" -eq 1
+check tcp_failing_rank_message grep -q "^mdstrain: rank 3: cannot load the checkpoint: .*mp_rank_01_001/model_optim_rng.bin': weights checksum mismatch" "$T/bad.3.err"
+for r in 0 1 2; do
+    check "tcp_failing_rank_named_by_rank$r" grep -q "^mdstrain: rank $r: [a-z][^:]*: rank 3 failed (its own message says why)\$" "$T/bad.$r.err"
+done
 
 # A task count that does not match the tasks started: rank 0 gives up after
 # MDS_RENDEZVOUS_TIMEOUT naming the address; every rank exits 1.

@@ -64,6 +64,41 @@ static void test_allreduce_rank_order(void)
     CHECK(d[0] == size * (size - 1) / 2.0 + 0.25 * size && d[1] == -size * (size - 1) / 2.0 && d[2] == size);
 }
 
+/* comm_allreduce_start: several all-reduces queued on a group's worker
+ * thread while this thread goes on, then comm_wait: the same rank-ordered
+ * sums as comm_allreduce; the counters count them; the group can start
+ * again after the wait, and comm_free ends the thread. */
+static void test_allreduce_start(void)
+{
+    mds_comm *g = NULL;
+    CHECK(comm_split(world, 0, rank, &g) == 0);
+    if (!g) return;
+    CHECK(comm_async_ok());
+    size_t sizes[] = {1, 1000, 4099};
+    float *x[3];
+    for (int round = 0; round < 2; round++) {
+        for (int k = 0; k < 3; k++) {
+            x[k] = malloc(sizes[k] * sizeof *x[k]);
+            for (size_t i = 0; i < sizes[k]; i++) x[k][i] = contrib(rank, i + (size_t)k);
+            CHECK(comm_allreduce_start(g, x[k], sizes[k], COMM_F32, COMM_SUM) == 0);
+        }
+        CHECK(comm_wait(g) == 0);
+        for (int k = 0; k < 3; k++) {
+            for (size_t i = 0; i < sizes[k]; i++) {
+                float want = contrib(0, i + (size_t)k);
+                for (int r = 1; r < size; r++) want += contrib(r, i + (size_t)k);
+                if (x[k][i] != want) { CHECK(x[k][i] == want); break; }
+            }
+            free(x[k]);
+        }
+    }
+    comm_stats st;
+    comm_get_stats(g, &st);
+    CHECK(st.calls[COMM_K_ALLREDUCE] == (size > 1 ? 6u : 0u));
+    CHECK(comm_wait(g) == 0);   /* nothing outstanding */
+    comm_free(g);
+}
+
 static void test_allreduce_max(void)
 {
     float x[4] = {(float)rank, -(float)rank, rank == size - 1 ? INFINITY : 0.0f, 3.0f};
@@ -210,7 +245,7 @@ static int fake_barrier(mds_comm *c) { (void)c; return fake_calls++, 0; }
 static void test_device_dispatch(void)
 {
     static const struct comm_dev_ops fake = {fake_is_device, fake_allreduce, fake_rs, fake_rs, fake_bcast,
-                                             fake_p2p, fake_barrier};
+                                             fake_p2p, fake_barrier, NULL, NULL};
     mds_comm *g = NULL;
     CHECK(comm_split(world, 0, rank, &g) == 0);
     if (!g) return;
@@ -254,7 +289,20 @@ static void count_copy(void *d, const void *s, size_t n)
 }
 static int fake_sync(void) { return sync_fails ? -1 : 0; }
 static const char *fake_error(void) { return "the fake device failed"; }
-static const comm_copy_ops counting = {count_copy, fake_sync, fake_error};
+/* the staging area's allocator (the CUDA backend's is page-locked): counted */
+static int host_allocs, host_frees;
+static int fake_host_alloc(void **p, size_t n)
+{
+    host_allocs++;
+    *p = malloc(n);
+    return *p ? 0 : -1;
+}
+static void fake_host_free(void *p)
+{
+    if (p) host_frees++;
+    free(p);
+}
+static const comm_copy_ops counting = {count_copy, fake_sync, fake_error, fake_host_alloc, fake_host_free};
 
 /* Staging copies both ways, counts them, and a device failure is the
  * collective's failure (the other ranks are not left waiting: every rank
@@ -267,6 +315,7 @@ static void test_staging_counts(void)
     CHECK(world->stage == NULL || g->stage == world->stage);   /* inherited */
     comm_set_staging(g, &counting);
     staged_copies = staged_bytes = 0;
+    int allocs0 = host_allocs, frees0 = host_frees;
     float x[10];
     for (int i = 0; i < 10; i++) x[i] = (float)rank;
     CHECK(comm_allreduce(g, x, 10, COMM_F32, COMM_SUM) == 0);
@@ -283,7 +332,10 @@ static void test_staging_counts(void)
     else
         CHECK(comm_sendrecv(g, x, 4, 0, x + 1, 4, 0) == -1);   /* to itself, staged too */
     sync_fails = 0;
+    /* the area came from the staging ops' allocator and goes back to it */
+    CHECK(host_allocs - allocs0 == 1 && host_frees == frees0);   /* grown once, for 40 bytes or 4 */
     comm_free(g);
+    CHECK(host_frees - frees0 == host_allocs - allocs0);
 }
 
 /* comm_place over injected GPU counts (no GPU needed). */
@@ -377,6 +429,7 @@ static void test_nccl_init(void)
 static void collectives(void)
 {
     TEST(test_allreduce_rank_order);
+    TEST(test_allreduce_start);
     TEST(test_allreduce_max);
     TEST(test_allreduce_half);
     TEST(test_reduce_scatter_allgather);
