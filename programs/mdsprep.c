@@ -29,6 +29,7 @@
 #include "json.h"
 #include "pretok.h"
 #include "tokenizer.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <glob.h>
@@ -514,14 +515,6 @@ struct worker {
     json_doc doc;
 };
 
-/* Characters in a UTF-8 line as Python counts them (code points). */
-static uint64_t count_chars(const char *s, size_t n)
-{
-    uint64_t cont = 0;
-    for (size_t i = 0; i < n; i++) cont += ((unsigned char)s[i] & 0xC0) == 0x80;
-    return n - cont;
-}
-
 /* Processes one line; returns 0 or -1 with msg set (the line is then not
  * recorded and every key's buffers are rolled back). */
 static int process_line(struct worker *w, struct chunk *c, const char *line, size_t len, char *msg, size_t msgcap)
@@ -633,7 +626,7 @@ static void process_chunk(struct worker *w, struct chunk *c)
                     c->nnotes++;
                 }
             } else {
-                chars += count_chars(s, len) + (uint64_t)terminated;
+                chars += utf8_count((const unsigned char *)s, len) + (uint64_t)terminated;   /* Python's len(line) */
                 GROW(c->doc_chars, c->doc_chars_cap, c->ndocs + 1);
                 c->doc_chars[c->ndocs] = chars;
                 c->ndocs++;
