@@ -637,12 +637,12 @@ static void process_chunk(struct worker *w, struct chunk *c)
 }
 
 /* The workers run at a lower priority (nice +3 over the process) than the
- * reader, the writer and the input's decoder thread (liblzma's, for .xz
- * with --workers > 1).  Those are one thread each; a single-block .xz is one
- * thread's serial decoding, and with as many workers as CPUs the scheduler
- * shared the CPUs equally: the decoder, the critical path, sat runnable
- * but preempted by the workers for 120-160 ms of a 0.8 s run (perf sched,
- * docs/benchmarks.md).  Nice +3 weighs about half a nice-0 thread, so two
+ * reader (which decodes a single-block .xz itself), the writer and
+ * liblzma's decoder threads (a multi-block .xz with --workers > 1).  Those
+ * are one thread each; a single-block .xz is one thread's serial decoding,
+ * and with as many workers as CPUs the scheduler shared the CPUs equally:
+ * the decoder, the critical path, sat runnable but preempted by the workers
+ * for 120-160 ms of a 0.8 s run (perf sched, docs/benchmarks.md).  Nice +3 weighs about half a nice-0 thread, so two
  * workers together weigh as much as the decoder and the balancer leaves it
  * a CPU of its own; when the decoder waits or is done, the workers have
  * the CPUs to themselves as before.  Linux keeps the nice value per thread
