@@ -605,6 +605,26 @@ static int sink_open(ds_sink *s, char *errbuf)
     return 0;
 }
 
+/* The .bin is fsync'ed before it is renamed into place; started every
+   DS_WRITEBACK_STEP bytes, the writeback of what is already written runs
+   during the run instead of all in that final fsync (15-20 ms of a 0.6 s
+   mdsprep run on the dev corpus, docs/benchmarks.md).  SYNC_FILE_RANGE_WRITE
+   only starts it and does not wait; a file system that refuses it leaves
+   the whole job to the fsync, as before. */
+#define DS_WRITEBACK_STEP ((uint64_t)8 << 20)
+
+static void sink_start_writeback(ds_sink *s)
+{
+#ifdef SYNC_FILE_RANGE_WRITE
+    if (!s->writeback || s->flushed - s->synced < DS_WRITEBACK_STEP)
+        return;
+    (void)sync_file_range(s->fd, (off_t)s->synced, (off_t)(s->flushed - s->synced), SYNC_FILE_RANGE_WRITE);
+    s->synced = s->flushed;
+#else
+    (void)s;
+#endif
+}
+
 static int sink_flush(ds_sink *s, char *errbuf)
 {
     if (s->len == 0)
@@ -613,6 +633,7 @@ static int sink_flush(ds_sink *s, char *errbuf)
     FORWARD_IF_ERROR(write_all(s->fd, s->buf, s->len, s->path, errbuf));
     s->flushed += s->len;
     s->len = 0;
+    sink_start_writeback(s);
     return 0;
 }
 
@@ -632,6 +653,7 @@ static int sink_write(ds_sink *s, const void *p, size_t n, char *errbuf)
         FORWARD_IF_ERROR(sink_open(s, errbuf));
         FORWARD_IF_ERROR(write_all(s->fd, b, n, s->path, errbuf));
         s->flushed += n;
+        sink_start_writeback(s);
         return 0;
     }
     while (n > 0) {
@@ -798,6 +820,7 @@ static int writer_init(ds_writer *w, const char *prefix, int dtype)
     }
     w->idx.path = w->tmp_paths[DS_TMP_IDX];
 
+    w->bin.writeback = 1;
     w->bin.fd = open(w->bin.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     RETURN_ERROR_IF(w->bin.fd < 0, DS_ERR_IO, "cannot create '%s': %s", w->bin.path, strerror(errno));
     return sink_put_le64(&w->docs, 0, errbuf);   /* document_indices[0] */

@@ -63,6 +63,8 @@ typedef struct ds_sink {
     uint8_t *buf;        /* (cap) */
     size_t len, cap;     /* bytes buffered, buffer size */
     uint64_t flushed;    /* bytes already written to fd */
+    int writeback;       /* the .bin: start writing flushed bytes to disk early */
+    uint64_t synced;     /* bytes whose writeback was started */
 } ds_sink;
 
 /* Indices into ds_writer.tmp_paths. */

@@ -69,8 +69,10 @@ enum mds_input_error_code {
  *  `threads` is the number of xz decoder threads.  With threads > 1 the xz
  *  input goes through lzma_stream_decoder_mt (memlimit_threading =
  *  lzma_physmem() / 4), which decodes the blocks of a multi-block .xz (as
- *  written by `xz -T`) in parallel; a single-block file is decoded in one
- *  thread either way.  threads <= 1 uses the plain single-threaded decoder.
+ *  written by `xz -T`) in parallel.  A regular file whose index (read first,
+ *  from the end) shows one stream of one block, which the threaded decoder
+ *  would decode in one thread anyway, and threads <= 1 use the plain
+ *  single-threaded decoder in the calling thread.
  *  Other formats ignore `threads`.
  *  @return : 0, or MDS_INPUT_ERR_NOMEM / _OPEN / _IO / _UNSUPPORTED / _ARG.
  *            _UNSUPPORTED also when the input is compressed in a format this

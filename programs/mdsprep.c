@@ -7,9 +7,11 @@
  *
  * Pipeline (docs/architecture.md):
  *   reader thread   decompresses the inputs in order and cuts them into chunks
- *                   of whole lines (about 1 MiB each);
+ *                   of whole lines (about 1 MiB each); it starts before the
+ *                   tokenizer is loaded;
  *   N workers       parse the JSON of each line, pull the --json-keys fields,
- *                   tokenize them (tok_encode) into per-chunk buffers;
+ *                   tokenize them (tok_encode) into per-chunk buffers; they
+ *                   run at nice +3, below the reader and the decoder;
  *   main thread     takes the finished chunks in input order and appends
  *                   every document to one ds_writer per key, prints
  *                   progress, and reports the first bad line in file order.
@@ -27,6 +29,7 @@
 #include "json.h"
 #include "pretok.h"
 #include "tokenizer.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <glob.h>
@@ -41,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -511,14 +515,6 @@ struct worker {
     json_doc doc;
 };
 
-/* Characters in a UTF-8 line as Python counts them (code points). */
-static uint64_t count_chars(const char *s, size_t n)
-{
-    uint64_t cont = 0;
-    for (size_t i = 0; i < n; i++) cont += ((unsigned char)s[i] & 0xC0) == 0x80;
-    return n - cont;
-}
-
 /* Processes one line; returns 0 or -1 with msg set (the line is then not
  * recorded and every key's buffers are rolled back). */
 static int process_line(struct worker *w, struct chunk *c, const char *line, size_t len, char *msg, size_t msgcap)
@@ -630,7 +626,7 @@ static void process_chunk(struct worker *w, struct chunk *c)
                     c->nnotes++;
                 }
             } else {
-                chars += count_chars(s, len) + (uint64_t)terminated;
+                chars += utf8_count((const unsigned char *)s, len) + (uint64_t)terminated;   /* Python's len(line) */
                 GROW(c->doc_chars, c->doc_chars_cap, c->ndocs + 1);
                 c->doc_chars[c->ndocs] = chars;
                 c->ndocs++;
@@ -640,10 +636,36 @@ static void process_chunk(struct worker *w, struct chunk *c)
     }
 }
 
+/* The workers run at a lower priority (nice +3 over the process) than the
+ * reader (which decodes a single-block .xz itself), the writer and
+ * liblzma's decoder threads (a multi-block .xz with --workers > 1).  Those
+ * are one thread each; a single-block .xz is one thread's serial decoding,
+ * and with as many workers as CPUs the scheduler shared the CPUs equally:
+ * the decoder, the critical path, sat runnable but preempted by the workers
+ * for 120-160 ms of a 0.8 s run (perf sched, docs/benchmarks.md).  Nice +3 weighs about half a nice-0 thread, so two
+ * workers together weigh as much as the decoder and the balancer leaves it
+ * a CPU of its own; when the decoder waits or is done, the workers have
+ * the CPUs to themselves as before.  Linux keeps the nice value per thread
+ * (PRIO_PROCESS 0 is the calling thread there; elsewhere it would be the
+ * process, so it is left alone).  A failure is harmless: it only leaves
+ * the equal shares. */
+#define WORKER_NICE 3
+
+static void worker_yield_to_input(void)
+{
+#ifdef __linux__
+    errno = 0;
+    int cur = getpriority(PRIO_PROCESS, 0);
+    if (cur == -1 && errno != 0) return;
+    (void)setpriority(PRIO_PROCESS, 0, cur + WORKER_NICE);
+#endif
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     struct pipeline *p = w->p;
+    worker_yield_to_input();
     for (;;) {
         pthread_mutex_lock(&p->mu);
         struct chunk *c;
@@ -739,6 +761,22 @@ int main(int argc, char **argv)
     expand_inputs(&cfg);
 
     double t0 = cli_now();
+    /* The reader starts first: decoding the input (a single-block .xz is
+     * one thread's serial work, the critical path) overlaps the loading of
+     * the tokenizer instead of waiting for it.  The workers start once the
+     * tokenizer is there; until then the reader fills at most the ring. */
+    static struct pipeline p;     /* static: a detached reader may outlive main's frame */
+    p.cfg = &cfg;
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv_reader, NULL);
+    pthread_cond_init(&p.cv_worker, NULL);
+    pthread_cond_init(&p.cv_writer, NULL);
+    p.nslots = (size_t)cfg.workers * 2 + 2;
+    p.slots = calloc(p.nslots, sizeof *p.slots);
+    if (!p.slots) cli_die(1, "out of memory");
+    pthread_t rt;
+    if (pthread_create(&rt, NULL, reader_main, &p) != 0) cli_die(1, "cannot start the reader thread");
+
     char *vocab = NULL, *merges = NULL;
     if (cfg.tokenizer_type == TOK_GPT2BPE) cli_gpt2_files(cfg.vocab_file, cfg.merge_file, 1, &vocab, &merges);
     tok *tk = NULL;
@@ -782,17 +820,8 @@ int main(int argc, char **argv)
                 cfg.workers_given ? "" : " (the CPUs this process may use; --workers N sets them)");
     }
 
-    static struct pipeline p;     /* static: a detached reader may outlive main's frame */
-    p.cfg = &cfg;
     p.tok = tk;
     p.eod = eod < 0 ? 0 : (uint32_t)eod;
-    pthread_mutex_init(&p.mu, NULL);
-    pthread_cond_init(&p.cv_reader, NULL);
-    pthread_cond_init(&p.cv_worker, NULL);
-    pthread_cond_init(&p.cv_writer, NULL);
-    p.nslots = (size_t)cfg.workers * 2 + 2;
-    p.slots = calloc(p.nslots, sizeof *p.slots);
-    if (!p.slots) cli_die(1, "out of memory");
 
     int nw = cfg.workers;
     struct worker *ws = calloc((size_t)nw, sizeof *ws);
@@ -807,8 +836,6 @@ int main(int argc, char **argv)
     pg.start = cli_now();
     cli_bar_init(&pg.bar, 1, 0.0);
 
-    pthread_t rt;
-    if (pthread_create(&rt, NULL, reader_main, &p) != 0) cli_die(1, "cannot start the reader thread");
     for (int i = 0; i < nw; i++)
         if (pthread_create(&tids[i], NULL, worker_main, &ws[i]) != 0) cli_die(1, "cannot start worker threads");
 

@@ -18,6 +18,7 @@
 #include "readfile.h"
 #include "input.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -226,7 +227,8 @@ static void setup(void)
     CHECK(sh("cd %s && xz -q -1 -c p > p.xz && xz -q -1 -T2 --block-size=262144 -c p > pm.xz"
              " && zstd -q -c p > p.zst && gzip -c p > p.gz && gzip -1 -c p > p1.gz"
              " && cat p.gz p1.gz > cc.gz && cat p.xz pm.xz > cc.xz && zstd -q -12 -c p > p12.zst"
-             " && cat p.zst p12.zst > cc.zst && xz -q -0 --format=lzma -c p > p.lzma", tmpdir) == 0);
+             " && cat p.zst p12.zst > cc.zst && xz -q -0 --format=lzma -c p > p.lzma"
+             " && xz -q -1 -T2 --block-size=8388608 -c p > ps.xz && cat ps.xz ps.xz > ps2.xz", tmpdir) == 0);
 }
 
 static void test_plain(void)
@@ -238,6 +240,44 @@ static void test_gzip(void)
 {
     check_round_trip("p.gz", MDS_INPUT_GZIP, 1, 1);
     check_round_trip("cc.gz", MDS_INPUT_GZIP, 1, 2);
+}
+
+/* Threads of this process (Linux: the entries of /proc/self/task). */
+static int thread_count(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* With threads > 1, liblzma's threaded decoder starts a thread for each
+ * block whose header records its sizes (`xz -T` writes them; ps.xz is one
+ * such block, pm.xz several).  input.c reads the index first and decodes a
+ * file of one such block in the calling thread instead; two streams of one
+ * block each (ps2.xz) still take the threaded decoder. */
+static void check_decoder_threads(const char *name, int want_extra)
+{
+    mds_input *in = NULL;
+    unsigned char buf[4096];
+    int before = thread_count();
+    CHECK(mds_input_open(path_of(name), 2, &in) == 0);
+    CHECK(mds_input_read(in, buf, sizeof buf) > 0);
+    int during = thread_count();
+    CHECK(before > 0 && (during > before) == want_extra);
+    mds_input_close(in);
+}
+
+static void test_xz_single_block(void)
+{
+    check_decoder_threads("ps.xz", 0);
+    check_decoder_threads("pm.xz", 1);
+    check_decoder_threads("ps2.xz", 1);
+    check_round_trip("ps.xz", MDS_INPUT_XZ, 2, 1);
+    check_round_trip("ps2.xz", MDS_INPUT_XZ, 2, 2);
 }
 
 static void test_xz(void)
@@ -584,6 +624,7 @@ int main(void)
     RUN(test_plain);
     RUN_IF(built("gzip"), test_gzip, "zlib not built in");
     RUN_IF(built("xz"), test_xz, "liblzma not built in");
+    RUN_IF(built("xz"), test_xz_single_block, "liblzma not built in");
     RUN_IF(built("zstd"), test_zstd, "libzstd not built in");
     RUN_IF(built("xz") || built("gzip"), test_padding, "neither liblzma nor zlib built in");
     RUN_IF(built_any(), test_truncated, "no decompression library built in");

@@ -319,6 +319,30 @@ static int tekken_contexts(pretok_regex *re, pretok_match *m, uint32_t cp)
     return 1;
 }
 
+/* utf8_count against the byte-by-byte definition: random bytes (every
+ * lead, continuation and ASCII pattern at every offset of the eight-byte
+ * words) and random characters, lengths 0 to 40 at every start offset. */
+static void test_utf8_count(void)
+{
+    srand(seed_arg + 3);
+    unsigned char buf[64];
+    for (int round = 0; round < 20000; round++) {
+        size_t n = (size_t)(rand() % 41), off = (size_t)(rand() % 8), len = 0;
+        if (round % 2) {
+            for (size_t i = 0; i < n; i++) buf[off + i] = (unsigned char)rand();
+            len = n;
+        } else {
+            while (len + 4 <= n) len += utf8_put(buf + off + len, (uint32_t)rand() % 0x110000);
+        }
+        size_t want = 0;
+        for (size_t i = 0; i < len; i++) want += (buf[off + i] & 0xC0) != 0x80;
+        if (utf8_count(buf + off, len) != want) {
+            CHECK(utf8_count(buf + off, len) == want);
+            return;
+        }
+    }
+}
+
 static void test_tekken_code_points(void)
 {
     pretok_regex *re;
@@ -801,6 +825,7 @@ int main(int argc, char **argv)
     if (system(cmd) != 0) return 1;
     int pcre = pretok_have_pcre2();
     RUN(test_nfc);
+    RUN(test_utf8_count);
     RUN(test_scanners);
     RUN_IF(pcre, test_regex_engine, "PCRE2 not built in");
     RUN_IF(pcre, test_random_scanners, "PCRE2 not built in");
