@@ -21,6 +21,12 @@
  *  - warp shuffles are CUDA's 32 lanes (HIP-CPU's own are 64 wide and
  *    mis-handle a width below 64), implemented with a block-wide exchange,
  *    so like every CUDA use here they must be called by the whole block;
+ *  - every launch and memset waits for the kernel: HIP-CPU's null stream
+ *    can run two batches of queued work at once (its wait_all_streams_
+ *    drains the null stream in a std::async and again in its for_each over
+ *    streams_, which holds the null stream too), so kernels queued behind
+ *    each other ran out of order now and then; in order, as CUDA's legacy
+ *    stream runs them, the results are the same run to run;
  *  - cublasGemmEx is a reference GEMM launched as a kernel on the stream
  *    (column-major, cuBLAS's transposes, leading-dimension checks and
  *    beta = 0 semantics), fp32 products summed in order.
@@ -123,11 +129,13 @@ inline cudaError_t cudaMemset(void *p, int v, std::size_t n)
     return hipMemset(p, v, n);
 }
 
+/* Synchronous, as every launch here (the file comment says why); the
+ * legacy default stream is the only one the backend uses. */
 inline cudaError_t cudaMemsetAsync(void *p, int v, std::size_t n, cudaStream_t s)
 {
-    if (n && !mds_cucpu_is_device(p))
+    if (s)
         return cudaErrorInvalidValue;
-    return hipMemsetAsync(p, v, n, s);
+    return cudaMemset(p, v, n);
 }
 
 inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { return hipStreamSynchronize(s); }
@@ -271,6 +279,7 @@ struct mds_cucpu_launcher {
         }
         K *k = kernel;
         hipLaunchKernelGGL(k, grid, block, (std::uint32_t)smem, nullptr, args...);
+        hipDeviceSynchronize();   /* one kernel in flight: see the file comment */
     }
 };
 
