@@ -187,6 +187,23 @@ inline cudaError_t cudaFuncSetAttribute(const void *k, cudaFuncAttribute a, int 
     return cudaSuccess;
 }
 
+/* Static shared memory is a thread_local here, not counted: 0 bytes, and
+ * the dynamic limit is 48 KiB or what the kernel opted into. */
+struct cudaFuncAttributes {
+    std::size_t sharedSizeBytes;
+    int maxDynamicSharedSizeBytes;
+};
+
+inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *fa, const void *k)
+{
+    std::lock_guard<std::mutex> g(mds_cucpu_blocks_lock);
+    auto it = mds_cucpu_smem_optin.find(k);
+    fa->sharedSizeBytes = 0;
+    fa->maxDynamicSharedSizeBytes = it != mds_cucpu_smem_optin.end() && it->second > MDS_CUCPU_SMEM_DEFAULT
+                                        ? it->second : MDS_CUCPU_SMEM_DEFAULT;
+    return cudaSuccess;
+}
+
 /* ---- warp shuffles: 32 lanes of the linear thread index --------------------------------- */
 
 /* Every thread of the block writes its value, waits, reads its source lane's
@@ -252,14 +269,9 @@ struct mds_cucpu_launcher {
         if (!grid.x || !grid.y || !grid.z || !threads || threads > 1024 || block.z > 64 || grid.x > 0x7fffffffu ||
             grid.y > 65535 || grid.z > 65535)
             return cudaErrorInvalidConfiguration;
-        std::size_t limit = MDS_CUCPU_SMEM_DEFAULT;
-        {
-            std::lock_guard<std::mutex> g(mds_cucpu_blocks_lock);
-            auto it = mds_cucpu_smem_optin.find((const void *)kernel);
-            if (it != mds_cucpu_smem_optin.end() && (std::size_t)it->second > limit)
-                limit = (std::size_t)it->second;
-        }
-        if (smem > limit)
+        cudaFuncAttributes fa;
+        cudaFuncGetAttributes(&fa, (const void *)kernel);
+        if (smem > (std::size_t)fa.maxDynamicSharedSizeBytes)
             return cudaErrorInvalidValue;
         return cudaSuccess;
     }
