@@ -296,7 +296,7 @@ test-gpu: deps
 	@$(MAKE) --no-print-directory WERROR=1 $(PROGS) $(BUILD)/tests/test_backend_ops
 	@BUILD=$(BUILD) sh tests/gpu/run.sh test-gpu
 
-## check-cuda-cpu: run the CUDA kernels on the CPU under ROCm's HIP-CPU (HIPCPU=its checkout; libtbb-dev): every op on "cuda" against the CPU, small mdstrain runs --device cuda against cpu (about 15 min)
+## check-cuda-cpu: run the CUDA kernels on the CPU under ROCm's HIP-CPU (HIPCPU=its checkout; libtbb-dev): every op on "cuda" against the CPU, small mdstrain runs --device cuda against cpu (a few minutes)
 # Not part of `make test` (HIP-CPU is third-party code this repo does not
 # carry).  The kernels/cuda/ files are compiled unchanged by g++ through
 # tests/cudacpu/hipcc.sh (as NVCC) and tests/cudacpu/cuda_shim.h, into a
