@@ -303,15 +303,9 @@ test-run: $(PROGS) $(TEST_BINS) $(FUZZ_BINS)
 test-gpu: deps
 	@if [ "$(HAVE_CUDA)" != 1 ]; then echo "test-gpu: this build has no CUDA (nvcc not found; HAVE_CUDA=1 NVCC=...)" >&2; exit 1; fi
 	@$(MAKE) --no-print-directory WERROR=1 $(PROGS) $(BUILD)/tests/test_backend_ops
-	@passed=0; failed=0; \
-	for t in "$(BUILD)/tests/test_backend_ops -b cuda" "sh tests/gpu/test_train_gpu.sh"; do \
-	    BUILD=$(BUILD) $$t >$(BUILD)/test-gpu.log 2>&1; rc=$$?; cat $(BUILD)/test-gpu.log; \
-	    p=$$(grep -c '^ok ' $(BUILD)/test-gpu.log); f=$$(grep -c '^FAIL ' $(BUILD)/test-gpu.log); \
-	    if [ $$rc -ne 0 ] && [ $$f -eq 0 ]; then f=1; fi; \
-	    passed=$$((passed + p)); failed=$$((failed + f)); \
-	done; echo "test-gpu: $$passed passed, $$failed failed"; [ $$failed -eq 0 ]
+	@BUILD=$(BUILD) sh tests/gpu/run.sh test-gpu
 
-## check-cuda-cpu: run the CUDA kernels on the CPU under ROCm's HIP-CPU (HIPCPU=its checkout; libtbb-dev): every op on "cuda" against the CPU, small mdstrain runs --device cuda against cpu
+## check-cuda-cpu: run the CUDA kernels on the CPU under ROCm's HIP-CPU (HIPCPU=its checkout; libtbb-dev): every op on "cuda" against the CPU, small mdstrain runs --device cuda against cpu (a few minutes)
 # Not part of `make test` (HIP-CPU is third-party code this repo does not
 # carry).  The kernels/cuda/ files are compiled unchanged by g++ through
 # tests/cudacpu/hipcc.sh (as NVCC) and tests/cudacpu/cuda_shim.h, into a
@@ -326,7 +320,7 @@ check-cuda-cpu:
 	@$(MAKE) --no-print-directory BUILD=$(CUDACPU_BUILD) HAVE_CUDA=1 HAVE_NCCL=0 HIPCPU=$(abspath $(HIPCPU)) \
 	    NVCC=tests/cudacpu/hipcc.sh NVCCFLAGS='-O2 -g -ffp-contract=off -Wall -Wextra -Wno-unused-function -MMD -MP' \
 	    CUDA_LDLIBS='-ltbb -lstdc++' $(CUDACPU_BUILD)/mdstrain $(CUDACPU_BUILD)/tests/test_backend_ops
-	@BUILD=$(CUDACPU_BUILD) sh tests/cudacpu/check.sh
+	@BUILD=$(CUDACPU_BUILD) MDS_GPU_ONE_PROCESS=1 sh tests/gpu/run.sh check-cuda-cpu
 
 ## test-slurm: install Slurm and munge (Debian), start a one-host cluster, run the examples and mdstrain through sbatch/srun (about 2 min, root)
 # Not part of `make test`: it needs root, two daemons and free ports, and

@@ -41,19 +41,28 @@
 
 #include "common.cuh"
 
-/* Opts kernel k into `bytes` of dynamic shared memory when above the
- * default 48 KiB; 0, or -1 with the error noted when the device has less. */
+/* Opts kernel k into `bytes` of dynamic shared memory when that is more
+ * than the kernel may use by default: 48 KiB less its static shared memory,
+ * which counts against the same limit, as it does against the device's
+ * opt-in maximum (cudaFuncGetAttributes says how much the kernel has); 0, or
+ * -1 with the error noted when the device has less. */
 static int att_smem(const void *k, size_t bytes, const char *what)
 {
-    if (bytes <= 48 * 1024)
+    cudaFuncAttributes fa;
+    cudaError_t e = cudaFuncGetAttributes(&fa, k);
+    if (e != cudaSuccess) {
+        mds_cuda_note(e, what);
+        return -1;
+    }
+    if (bytes <= (size_t)fa.maxDynamicSharedSizeBytes)
         return 0;
     int dev = 0, optin = 0;
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (bytes > (size_t)optin) {
-        static char msg[160];
-        snprintf(msg, sizeof msg, "%s needs %zu bytes of shared memory per block, the device allows %d", what, bytes,
-                 optin);
+    if (bytes + fa.sharedSizeBytes > (size_t)optin) {
+        static char msg[192];
+        snprintf(msg, sizeof msg, "%s needs %zu bytes of shared memory per block (and %zu static), the "
+                 "device allows %d", what, bytes, fa.sharedSizeBytes, optin);
         mds_cuda_note(cudaErrorInvalidValue, msg);
         return -1;
     }

@@ -21,6 +21,12 @@
  *  - warp shuffles are CUDA's 32 lanes (HIP-CPU's own are 64 wide and
  *    mis-handle a width below 64), implemented with a block-wide exchange,
  *    so like every CUDA use here they must be called by the whole block;
+ *  - every launch and memset waits for the kernel: HIP-CPU's null stream
+ *    can run two batches of queued work at once (its wait_all_streams_
+ *    drains the null stream in a std::async and again in its for_each over
+ *    streams_, which holds the null stream too), so kernels queued behind
+ *    each other ran out of order now and then; in order, as CUDA's legacy
+ *    stream runs them, the results are the same run to run;
  *  - cublasGemmEx is a reference GEMM launched as a kernel on the stream
  *    (column-major, cuBLAS's transposes, leading-dimension checks and
  *    beta = 0 semantics), fp32 products summed in order.
@@ -107,6 +113,20 @@ inline cudaError_t cudaFree(void *p)
     return hipFree(p);
 }
 
+/* Page-locked host memory (the host-staged transport's staging buffers):
+ * plain host memory here, which kernels may not take as an argument, as on
+ * a GPU without mapped memory. */
+#define cudaHostAllocDefault 0u
+inline cudaError_t cudaHostAlloc(void **p, std::size_t bytes, unsigned)
+{
+    return hipHostMalloc(p, bytes, hipHostMallocDefault);
+}
+
+inline cudaError_t cudaFreeHost(void *p)
+{
+    return hipHostFree(p);
+}
+
 typedef hipMemcpyKind cudaMemcpyKind;
 #define cudaMemcpyDefault hipMemcpyDefault
 typedef hipStream_t cudaStream_t;
@@ -123,11 +143,13 @@ inline cudaError_t cudaMemset(void *p, int v, std::size_t n)
     return hipMemset(p, v, n);
 }
 
+/* Synchronous, as every launch here (the file comment says why); the
+ * legacy default stream is the only one the backend uses. */
 inline cudaError_t cudaMemsetAsync(void *p, int v, std::size_t n, cudaStream_t s)
 {
-    if (n && !mds_cucpu_is_device(p))
+    if (s)
         return cudaErrorInvalidValue;
-    return hipMemsetAsync(p, v, n, s);
+    return cudaMemset(p, v, n);
 }
 
 inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { return hipStreamSynchronize(s); }
@@ -176,6 +198,23 @@ inline cudaError_t cudaFuncSetAttribute(const void *k, cudaFuncAttribute a, int 
         return cudaErrorInvalidValue;
     std::lock_guard<std::mutex> g(mds_cucpu_blocks_lock);
     mds_cucpu_smem_optin[k] = v;
+    return cudaSuccess;
+}
+
+/* Static shared memory is a thread_local here, not counted: 0 bytes, and
+ * the dynamic limit is 48 KiB or what the kernel opted into. */
+struct cudaFuncAttributes {
+    std::size_t sharedSizeBytes;
+    int maxDynamicSharedSizeBytes;
+};
+
+inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *fa, const void *k)
+{
+    std::lock_guard<std::mutex> g(mds_cucpu_blocks_lock);
+    auto it = mds_cucpu_smem_optin.find(k);
+    fa->sharedSizeBytes = 0;
+    fa->maxDynamicSharedSizeBytes = it != mds_cucpu_smem_optin.end() && it->second > MDS_CUCPU_SMEM_DEFAULT
+                                        ? it->second : MDS_CUCPU_SMEM_DEFAULT;
     return cudaSuccess;
 }
 
@@ -244,14 +283,9 @@ struct mds_cucpu_launcher {
         if (!grid.x || !grid.y || !grid.z || !threads || threads > 1024 || block.z > 64 || grid.x > 0x7fffffffu ||
             grid.y > 65535 || grid.z > 65535)
             return cudaErrorInvalidConfiguration;
-        std::size_t limit = MDS_CUCPU_SMEM_DEFAULT;
-        {
-            std::lock_guard<std::mutex> g(mds_cucpu_blocks_lock);
-            auto it = mds_cucpu_smem_optin.find((const void *)kernel);
-            if (it != mds_cucpu_smem_optin.end() && (std::size_t)it->second > limit)
-                limit = (std::size_t)it->second;
-        }
-        if (smem > limit)
+        cudaFuncAttributes fa;
+        cudaFuncGetAttributes(&fa, (const void *)kernel);
+        if (smem > (std::size_t)fa.maxDynamicSharedSizeBytes)
             return cudaErrorInvalidValue;
         return cudaSuccess;
     }
@@ -271,6 +305,7 @@ struct mds_cucpu_launcher {
         }
         K *k = kernel;
         hipLaunchKernelGGL(k, grid, block, (std::uint32_t)smem, nullptr, args...);
+        hipDeviceSynchronize();   /* one kernel in flight: see the file comment */
     }
 };
 
