@@ -41,7 +41,10 @@ stage holding Ll = L / PP layers:
       gradients sent back by every stage but the first, once per micro-batch;
   emb: tied embeddings with PP > 1: one all-reduce of the first and last
       stages' (V/TP) h word-embedding gradients, over those two;
-  dp: the gradients of the stage's N parameters: one all-reduce, or with the
+  dp: the gradients of the stage's N parameters: one all-reduce (with
+      --overlap-grad-reduce one per bucket of layers, --ddp-bucket-size
+      elements or more, then one of the embeddings and one of the final
+      norm and output layer), or with the
       distributed optimizer a reduce-scatter of ceil(N/DP) per rank and
       an all-gather of the updated parameters; the last stage all-reduces
       its 2 fp64 loss sums (and every rank 1 fp64 token count with
@@ -159,6 +162,30 @@ class Model:
             n += Vl * C if not self.tied else 0                            # output layer
         return n
 
+    def overlap_calls(self, stage):
+        """The element counts of --overlap-grad-reduce's all-reduces (trainer.c,
+        layer_grads_done and finish_overlapped_reduce): the layers' gradients
+        packed as the backward finishes them, a bucket started once it holds
+        --ddp-bucket-size elements (default max(40M, 1M x DP)), the last one
+        after the backward; then the tensors before the layers (word and
+        position embeddings) and after them (final norm, output layer)."""
+        first, last = stage == 0, stage == self.pp - 1
+        C = self.C
+        pre = self.Vl * C if first or (last and self.tied) else 0
+        pre += self.maxT * C if first and self.learned else 0
+        post = (C * (2 if self.lnb else 1) + (self.Vl * C if not self.tied else 0)) if last else 0
+        layer = (self.num_params(stage) - pre - post) // self.Ll
+        size = self.a.ddp_bucket_size or max(40000000, 1000000 * self.dp)
+        calls, fill, start = [], 0, 0
+        for _ in range(self.Ll):
+            fill += layer
+            if fill - start >= size:
+                calls.append(fill - start)
+                start = fill
+        if fill > start:
+            calls.append(fill - start)
+        return calls + [pre, post]
+
     def bubble(self):
         return (self.pp - 1) / (self.m + self.pp - 1)
 
@@ -202,6 +229,9 @@ class Model:
             shard = cdiv(N, self.dp)
             add("dp", "reduce-scatter", scatter_gather(shard, self.dp, grad))
             add("dp", "all-gather", scatter_gather(shard, self.dp, param))
+        elif a.overlap_grad_reduce:
+            for n in self.overlap_calls(stage):
+                add("dp", "all-reduce", allreduce_sum(n, self.dp, grad))
         else:
             add("dp", "all-reduce", allreduce_sum(N, self.dp, grad))
         if a.calculate_per_token_loss:
@@ -238,6 +268,8 @@ def parser():
     i("--pipeline-model-parallel-size", type=int, default=1)
     i("--world-size", type=int, default=1, help="ranks in all (the launcher's, not an mdstrain flag)")
     i("--use-distributed-optimizer", action="store_true")
+    i("--overlap-grad-reduce", action="store_true")
+    i("--ddp-bucket-size", type=int, default=0)
     i("--swiglu", action="store_true")
     i("--untie-embeddings-and-output-weights", action="store_true")
     i("--disable-bias-linear", action="store_true")

@@ -5,7 +5,7 @@
 # collectives sent per iteration, compared exactly with the plan the script
 # computes from the same flags (and the parameter counts per (tensor,
 # pipeline) rank).  TP2, PP2 (tied embeddings), DP2 with and without the
-# distributed optimizer, TP2 x PP2 x DP2 with it, and a Llama-shaped TP2 x
+# distributed optimizer, DP2 and PP2 x DP2 with --overlap-grad-reduce, TP2 x PP2 x DP2 with it, and a Llama-shaped TP2 x
 # PP2 (untied, SwiGLU, GQA, RoPE, RMSNorm, no biases, full recomputation,
 # per-token loss, bf16).  A plan made for other flags must not match.
 # Needs python3 (standard library only); skipped without it.  About 40 s.
@@ -32,6 +32,10 @@ plan tp2 2 --tensor-model-parallel-size 2
 plan pp2_tied 2 --pipeline-model-parallel-size 2
 plan dp2 2
 plan dp2_distopt 2 --use-distributed-optimizer
+# --overlap-grad-reduce: buckets of a layer or two (whatever the bucket size
+# cuts), then the embeddings and the final norm apart, at DP2 and PP2 x DP2
+plan dp2_overlap 2 --overlap-grad-reduce --ddp-bucket-size 20000
+plan pp2_dp2_overlap 4 --pipeline-model-parallel-size 2 --overlap-grad-reduce --ddp-bucket-size 1
 plan tp2_pp2_dp2_distopt 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --use-distributed-optimizer
 LLAMA="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --untie-embeddings-and-output-weights
        --swiglu --group-query-attention --num-query-groups 2 --position-embedding-type rope --normalization RMSNorm
@@ -46,6 +50,8 @@ run_expect plan_wrong_layout 1 "" $PLAN $TINY --pipeline-model-parallel-size 2 -
 check plan_wrong_layout_names_bytes grep -q "^rank 0 (stage 0): tp all-reduce measured .* plan nothing" "$T/out"
 # shellcheck disable=SC2086
 run_expect plan_wrong_distopt 1 "" $PLAN $TINY --use-distributed-optimizer --world-size 2 --check "$T"/dp2.*.err
+# shellcheck disable=SC2086
+run_expect plan_wrong_buckets 1 "" $PLAN $TINY --overlap-grad-reduce --world-size 2 --check "$T"/dp2_overlap.*.err
 # shellcheck disable=SC2086
 run_expect plan_missing_rank 1 "" $PLAN $TINY --tensor-model-parallel-size 2 --world-size 2 --check "$T/tp2.0.err"
 check plan_missing_rank_named grep -q "^no -v -v report from rank 1$" "$T/out"
