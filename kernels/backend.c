@@ -11,6 +11,7 @@
 #include "grow.h"
 #include "kernels.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,25 +20,46 @@
 #include <omp.h>
 #endif
 
+/* The ledgers are process-wide while threads may each drive a model of
+ * their own on one backend (test_model's tensor-parallel ranks are threads;
+ * mdstrain's communication thread frees nothing, but may one day): one lock
+ * for every ledger, held for a few instructions per alloc and free. */
+static pthread_mutex_t ledger_mu = PTHREAD_MUTEX_INITIALIZER;
+
 int mds_mem_ledger_add(mds_mem_ledger *l, void *ptr, size_t bytes)
 {
-    if (mds_grow((void **)&l->blocks, &l->cap, l->n + 1, sizeof *l->blocks) != 0)
-        return -1;
-    l->blocks[l->n++] = (mds_mem_block){ptr, bytes};
-    l->now += bytes;
-    if (l->now > l->peak)
-        l->peak = l->now;
-    return 0;
+    int rc = 0;
+    pthread_mutex_lock(&ledger_mu);
+    if (mds_grow((void **)&l->blocks, &l->cap, l->n + 1, sizeof *l->blocks) != 0) {
+        rc = -1;
+    } else {
+        l->blocks[l->n++] = (mds_mem_block){ptr, bytes};
+        l->now += bytes;
+        if (l->now > l->peak)
+            l->peak = l->now;
+    }
+    pthread_mutex_unlock(&ledger_mu);
+    return rc;
 }
 
 void mds_mem_ledger_remove(mds_mem_ledger *l, void *ptr)
 {
+    pthread_mutex_lock(&ledger_mu);
     for (size_t i = l->n; ptr && i-- > 0;)   /* the newest first: scratch is replaced, tensors live long */
         if (l->blocks[i].ptr == ptr) {
             l->now -= l->blocks[i].bytes;
             l->blocks[i] = l->blocks[--l->n];
-            return;
+            break;
         }
+    pthread_mutex_unlock(&ledger_mu);
+}
+
+void mds_mem_ledger_read(mds_mem_ledger *l, size_t *now_bytes, size_t *peak_bytes)
+{
+    pthread_mutex_lock(&ledger_mu);
+    *now_bytes = l->now;
+    *peak_bytes = l->peak;
+    pthread_mutex_unlock(&ledger_mu);
 }
 
 static char cpu_err[160];
@@ -62,8 +84,7 @@ static void cpu_free(void *ptr)
 
 static void cpu_mem_held(size_t *now_bytes, size_t *peak_bytes)
 {
-    *now_bytes = cpu_ledger.now;
-    *peak_bytes = cpu_ledger.peak;
+    mds_mem_ledger_read(&cpu_ledger, now_bytes, peak_bytes);
 }
 static void cpu_zero(void *ptr, size_t bytes) { if (bytes) memset(ptr, 0, bytes); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) { if (bytes && dst != src) memmove(dst, src, bytes); }

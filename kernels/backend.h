@@ -124,6 +124,8 @@ typedef struct mds_mem_ledger {
 int mds_mem_ledger_add(mds_mem_ledger *l, void *ptr, size_t bytes);
 /* Forget the block at ptr (NULL, or a pointer not recorded: nothing). */
 void mds_mem_ledger_remove(mds_mem_ledger *l, void *ptr);
+/* The bytes held now and at peak.  The three are safe from any thread. */
+void mds_mem_ledger_read(mds_mem_ledger *l, size_t *now_bytes, size_t *peak_bytes);
 
 /* The CPU reference backend (always present). */
 const mds_backend *mds_backend_cpu(void);

@@ -125,8 +125,7 @@ static int cu_mem_info(size_t *free_bytes, size_t *total_bytes)
 
 static void cu_mem_held(size_t *now_bytes, size_t *peak_bytes)
 {
-    *now_bytes = cu_ledger.now;
-    *peak_bytes = cu_ledger.peak;
+    mds_mem_ledger_read(&cu_ledger, now_bytes, peak_bytes);
 }
 
 static const char *cu_error(void) { return cu_err; }
