@@ -16,6 +16,7 @@
  */
 #include "comm_internal.h"
 #include "dtype.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -436,7 +437,6 @@ static int half_max(mds_comm *c, unsigned char *buf, size_t n, enum comm_dtype d
 
 /* ---- host staging: the host path on copies of the buffers -------------------- */
 
-/* c's host area of at least bytes (NULL when out of memory). */
 /* Free c's staging area with the allocator that made it. */
 static void staged_free(mds_comm *c)
 {
@@ -446,6 +446,8 @@ static void staged_free(mds_comm *c)
     c->staged_cap = 0;
 }
 
+/* c's host area of at least bytes (NULL when out of memory): page-locked
+ * when the staging backend offers host_alloc. */
 static unsigned char *staged_area(mds_comm *c, size_t bytes)
 {
     if (bytes > c->staged_cap) {
@@ -776,15 +778,9 @@ int comm_allreduce_start(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, e
     if (!c->async && async_start(c)) return -1;
     struct comm_async *a = c->async;
     pthread_mutex_lock(&a->mu);
-    if (a->queued == a->cap) {
-        size_t cap = a->cap ? 2 * a->cap : 16;
-        struct async_req *q = realloc(a->q, cap * sizeof *q);
-        if (!q) {
-            pthread_mutex_unlock(&a->mu);
-            return comm_fail("out of memory");
-        }
-        a->q = q;
-        a->cap = cap;
+    if (mds_grow((void **)&a->q, &a->cap, a->queued + 1, sizeof *a->q) != 0) {
+        pthread_mutex_unlock(&a->mu);
+        return comm_fail("out of memory");
     }
     a->q[a->queued++] = (struct async_req){buf, n, dt, op};
     pthread_cond_broadcast(&a->cv);
