@@ -464,6 +464,14 @@ static int step_forward(struct step *st, uint64_t j)
 
 /* ---- --overlap-grad-reduce ------------------------------------------------------ */
 
+/* The flat offset of tensor k in params_memory and grads_memory. */
+static size_t param_offset(const gpt_model *m, int k)
+{
+    size_t off = 0;
+    for (int i = 0; i < k; i++) off += m->param_sizes[i];
+    return off;
+}
+
 /* Start the all-reduce of the bucket packed so far. */
 static void start_bucket(trainer *t)
 {
@@ -486,8 +494,7 @@ static void layer_grads_done(void *ctx, int l)
 {
     trainer *t = ctx;
     gpt_model *m = t->m;
-    size_t off = 0;
-    for (int i = 0; i < GPT_LN1W; i++) off += m->param_sizes[i];
+    size_t off = param_offset(m, GPT_LN1W);
     for (int i = GPT_LN1W; i <= GPT_FCPROJB; off += m->param_sizes[i], i++) {
         size_t per = m->param_sizes[i] / (size_t)m->Ll, at = off + (size_t)l * per;
         if (!per) continue;
@@ -512,9 +519,7 @@ static int finish_overlapped_reduce(trainer *t)
     COMM(t, rc, "data-parallel gradient all-reduce (overlapped)");
     for (size_t i = 0, at = 0; i < t->nslices; at += t->slice_len[i], i++)
         m->be->copy(m->grads_memory + t->slice_off[i], t->bucket + at, t->slice_len[i] * sizeof(float));
-    size_t lo = 0, hi = 0;
-    for (int i = 0; i < GPT_LN1W; i++) lo += m->param_sizes[i];
-    for (int i = 0; i <= GPT_FCPROJB; i++) hi += m->param_sizes[i];
+    size_t lo = param_offset(m, GPT_LN1W), hi = param_offset(m, GPT_FCPROJB + 1);
     COMM(t, comm_allreduce(t->P->dp, m->grads_memory, lo, COMM_F32, COMM_SUM), "data-parallel gradient all-reduce");
     COMM(t, comm_allreduce(t->P->dp, m->grads_memory + hi, m->num_params - hi, COMM_F32, COMM_SUM),
          "data-parallel gradient all-reduce");
