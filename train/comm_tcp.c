@@ -494,6 +494,13 @@ static void note_tell(uint32_t kind, int rank, int by)
         if (r != by) note_send(W.ctl[r], kind, rank, by);
 }
 
+/* What a notice of failure says: the rank where the failure began. */
+static void note_text(char *msg, size_t cap, uint32_t kind, int rank, int by)
+{
+    if (kind == NOTE_FAILED) snprintf(msg, cap, "rank %d failed (its own message says why)", rank);
+    else snprintf(msg, cap, "rank %d is gone (rank %d lost its connection to it)", rank, by);
+}
+
 /*
  * Read the notice waiting on the side channel of rank `from` (0 on ranks
  * above 0): 0 for a farewell (the channel is closed), else -1 with the
@@ -519,8 +526,9 @@ static int note_read(int from)
     }
     if (W.rank == 0) note_tell(kind, r, by);
     W.told = 1;
-    if (kind == NOTE_FAILED) return comm_fail("rank %d failed (its own message says why)", r);
-    return comm_fail("rank %d is gone (rank %d lost its connection to it)", r, by);
+    char msg[96];
+    note_text(msg, sizeof msg, kind, r, by);
+    return comm_fail("%s", msg);
 }
 
 /*
@@ -543,8 +551,7 @@ static int tcp_peer_check(char *msg, size_t cap)
         if (m < NOTE || le_get32(n) != NOTE_MAGIC || le_get32(n + 4) == NOTE_BYE) continue;
         int dead = (int)le_get32(n + 8), by = (int)le_get32(n + 12);
         if (W.rank == 0) note_tell(le_get32(n + 4), dead, by);
-        if (le_get32(n + 4) == NOTE_FAILED) snprintf(msg, cap, "rank %d failed (its own message says why)", dead);
-        else snprintf(msg, cap, "rank %d is gone (rank %d lost its connection to it)", dead, by);
+        note_text(msg, cap, le_get32(n + 4), dead, by);
         return 1;
     }
     return 0;
