@@ -38,6 +38,7 @@
  */
 #include "tokenizer_internal.h"
 #include "readfile.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <float.h>
@@ -1094,26 +1095,13 @@ static inline size_t one_char_len(unsigned char c)
     return "\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[c >> 4];
 }
 
-/* Length of the valid UTF-8 character at s (sentencepiece's DecodeUTF8), 0 if invalid. */
+/* Length of the valid UTF-8 character at s (sentencepiece's DecodeUTF8:
+ * shortest form, no surrogates, at most U+10FFFF, as utf8_decode checks), 0
+ * if invalid. */
 static size_t valid_char(const unsigned char *s, size_t n)
 {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
     uint32_t cp;
-    if (n >= 2 && (c & 0xE0) == 0xC0) {
-        cp = (c & 0x1Fu) << 6 | (s[1] & 0x3Fu);
-        return (s[1] & 0xC0) == 0x80 && cp >= 0x80 ? 2 : 0;
-    }
-    if (n >= 3 && (c & 0xF0) == 0xE0) {
-        cp = (c & 0x0Fu) << 12 | (s[1] & 0x3Fu) << 6 | (s[2] & 0x3Fu);
-        return (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80 && cp >= 0x800 && !(cp >= 0xD800 && cp < 0xE000) ? 3 : 0;
-    }
-    if (n >= 4 && (c & 0xF8) == 0xF0) {
-        cp = (c & 0x07u) << 18 | (s[1] & 0x3Fu) << 12 | (s[2] & 0x3Fu) << 6 | (s[3] & 0x3Fu);
-        return (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80 && (s[3] & 0xC0) == 0x80 && cp >= 0x10000 &&
-               cp <= 0x10FFFF ? 4 : 0;
-    }
-    return 0;
+    return utf8_decode(s, s + n, &cp);
 }
 
 /* The longest user-defined symbol at s, or 0. */
