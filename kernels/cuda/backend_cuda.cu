@@ -22,7 +22,7 @@
 
 static char cu_err[256];
 static int cu_failed;
-static cublasHandle_t cu_blas;
+static cublasHandle_t cu_blas, cu_blas_tc;   /* pedantic fp32; default math (16-bit operands) */
 static void *cu_scratch;
 static size_t cu_scratch_bytes;
 static mds_mem_ledger cu_ledger;   /* alloc() and the scratch: mem_held() */
@@ -61,6 +61,7 @@ void *mds_cuda_scratch(size_t bytes)
 }
 
 struct cublasContext *mds_cuda_cublas(void) { return cu_blas; }
+struct cublasContext *mds_cuda_cublas_tc(void) { return cu_blas_tc; }
 
 static int cu_alloc(void **ptr, size_t bytes)
 {
@@ -196,15 +197,17 @@ static mds_backend cu = {
     },
     cu_host_alloc,
     cu_host_free,
+    matmul_set_dtype_cuda,
 };
 
 /*
  * The first call probes: no device (or no driver) gives NULL for good, and
  * then nothing else of CUDA is touched, so a CUDA build behaves on a
- * machine without a GPU exactly as a CPU build.  cuBLAS runs in fp32 with
- * TF32 off (CUBLAS_PEDANTIC_MATH; matmul.cu asks for
- * CUBLAS_COMPUTE_32F_PEDANTIC too), so products stay within fp32 rounding
- * of the CPU's.
+ * machine without a GPU exactly as a CPU build.  cuBLAS runs fp32 products
+ * with TF32 off (CUBLAS_PEDANTIC_MATH; matmul.cu asks for
+ * CUBLAS_COMPUTE_32F_PEDANTIC too), so they stay within fp32 rounding of
+ * the CPU's; a second handle in the default math mode multiplies the
+ * 16-bit copies of --bf16 / --fp16 operands on the tensor cores.
  */
 extern "C" int mds_backend_cuda_count(void)
 {
@@ -234,10 +237,11 @@ extern "C" const mds_backend *mds_backend_cuda_probe(int device)
         return NULL;
     }
     bound = device;
-    if (cublasCreate(&cu_blas) != CUBLAS_STATUS_SUCCESS)
+    if (cublasCreate(&cu_blas) != CUBLAS_STATUS_SUCCESS || cublasCreate(&cu_blas_tc) != CUBLAS_STATUS_SUCCESS)
         return NULL;
     cublasSetMathMode(cu_blas, CUBLAS_PEDANTIC_MATH);
     cublasSetStream(cu_blas, 0);
+    cublasSetStream(cu_blas_tc, 0);
     snprintf(cu_device, sizeof cu_device, "GPU %d: %s, sm_%d%d, %.1f GiB", device, prop.name, prop.major, prop.minor,
              (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
     state = 1;

@@ -73,22 +73,17 @@ __global__ static void layernorm_backward_dinp_kernel(float *dinp, const float *
     }
 }
 
-__global__ static void layernorm_backward_weight_kernel(float *dweight, float *dbias, const float *dout,
-                                                        const float *inp, const float *mean, const float *rstd,
-                                                        long N, int C)
-{
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C)
-        return;
-    double dw = 0.0, db = 0.0;
-    for (long bt = 0; bt < N; bt++) {
+/* the weight gradients' terms, as the CPU forms them: d * ((x - mean) * rstd), d */
+struct ln_weight_terms {
+    const float *dout, *inp, *mean, *rstd;
+    int C;
+    __device__ void operator()(long bt, int c, double *s) const
+    {
         float d = dout[(size_t)bt * C + c];
-        dw += (double)d * ((inp[(size_t)bt * C + c] - mean[bt]) * rstd[bt]);
-        db += d;
+        s[0] += (double)d * ((inp[(size_t)bt * C + c] - mean[bt]) * rstd[bt]);
+        s[1] += d;
     }
-    dweight[c] += (float)dw;
-    dbias[c] += (float)db;
-}
+};
 
 void layernorm_backward_cuda(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                              const float *weight, const float *mean, const float *rstd, int B, int T, int C)
@@ -97,7 +92,5 @@ void layernorm_backward_cuda(float *dinp, float *dweight, float *dbias, const fl
     if (!N) return;
     layernorm_backward_dinp_kernel<<<(unsigned)N, MDS_CU_THREADS>>>(dinp, dout, inp, weight, mean, rstd, C);
     MDS_CU_LAUNCHED("layernorm_backward");
-    layernorm_backward_weight_kernel<<<mds_cu_blocks((size_t)C, 128), 128>>>(dweight, dbias, dout, inp, mean, rstd,
-                                                                             N, C);
-    MDS_CU_LAUNCHED("layernorm_backward (weights)");
+    mds_cu_colsum<2>(dweight, dbias, ln_weight_terms{dout, inp, mean, rstd, C}, N, C, "layernorm_backward (weights)");
 }

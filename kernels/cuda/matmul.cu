@@ -1,23 +1,39 @@
 /*
  * matmul.cu - CUDA linear layer (out = inp @ weight^T + bias) and its
- * backward, through cuBLAS in fp32: cublasGemmEx with
+ * backward, through cuBLAS.
+ *
+ * fp32 (the default, and the CPU parity runs): cublasGemmEx with
  * CUBLAS_COMPUTE_32F_PEDANTIC on a handle in CUBLAS_PEDANTIC_MATH, so no
  * TF32 and no reduced-precision reduction; the results sit within fp32
  * rounding of the CPU's (cuBLAS sums in its own order, so not its bits).
- * cuBLAS is deterministic run to run on one GPU model and toolkit.
+ *
+ * bf16 / fp16 (matmul_set_dtype_cuda, which the model calls with its
+ * working dtype): the operands are then values of that dtype already (the
+ * model rounds every activation, gradient and weight it keeps), so they are
+ * converted to 16-bit copies exactly and multiplied on the tensor cores
+ * with fp32 accumulation and an fp32 result, as Megatron's bf16 and fp16
+ * GEMMs accumulate: each product of two 16-bit values is exact in fp32,
+ * so this is the fp32 computation on the same values up to the order of
+ * the sums.  The copies live in the backend's scratch, the weight's once
+ * per call and the activations' in chunks of rows of at most 256 MiB (the
+ * logits' gradient of a large vocabulary would otherwise double in size);
+ * the weight gradient accumulates over the chunks in order (beta = 1).
  *
  * Row-major (M, K) x (N, K)^T is, in cuBLAS's column-major view,
  * C^T (N, M) = W (N, K as op T) x inp^T; dinp and dweight accumulate with
  * beta = 1 (+=, kernels.h's contract).  The bias is a separate kernel after
- * the product, as the CPU adds it after the sum; dbias gives each thread one
- * output channel and sums the rows in order in double (the CPU's bits).
- * Deliberately simple: no fused bias/GELU epilogue (cuBLASLt's is the fast
- * version), no bf16.
+ * the product, as the CPU adds it after the sum; dbias is a column sum of
+ * dout in double (common.cuh's mds_cu_colsum).  cuBLAS is deterministic run
+ * to run on one GPU model and toolkit.  Not yet: the bias and GELU
+ * epilogues of cuBLASLt, 16-bit storage of the tensors themselves (the
+ * conversions read fp32 and write 16-bit copies: memory traffic a 16-bit
+ * model would not have).
  */
 #include <cublas_v2.h>
 #include <stdio.h>
 
 #include "common.cuh"
+#include "dtype.h"
 
 static const char *cublas_name(cublasStatus_t s)
 {
@@ -47,6 +63,52 @@ static void gemm(const char *what, cublasOperation_t ta, cublasOperation_t tb, i
     }
 }
 
+/* The same on 16-bit operands (dt MDS_BF16 or MDS_F16) with fp32 accumulation
+ * and an fp32 C, on the tensor cores (the default-math handle). */
+static void gemm16(const char *what, int dt, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                   const uint16_t *A, int lda, const uint16_t *Bm, int ldb, float beta, float *Cm, int ldc)
+{
+    const float one = 1.0f;
+    cudaDataType t16 = dt == MDS_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    cublasStatus_t s = cublasGemmEx(mds_cuda_cublas_tc(), ta, tb, m, n, k, &one, A, t16, lda, Bm, t16, ldb, &beta, Cm,
+                                    CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        static char msg[96];
+        snprintf(msg, sizeof msg, "%s (cublasGemmEx, %s: %s)", what, mds_dtype_name(dt), cublas_name(s));
+        mds_cuda_note(cudaErrorUnknown, msg);
+    }
+}
+
+/* The working dtype of the operands (matmul_set_dtype_cuda). */
+static int mm_dtype = MDS_F32;
+
+void matmul_set_dtype_cuda(int dtype)
+{
+    mm_dtype = dtype == MDS_BF16 || dtype == MDS_F16 ? dtype : MDS_F32;
+}
+
+/* dst[i] = src[i] as dt, rounded to nearest even (exact on values of dt) */
+__global__ static void to16_kernel(uint16_t *dst, const float *src, size_t n, int dt)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = dt == MDS_BF16 ? mds_f32_to_bf16(src[i]) : mds_f32_to_f16(src[i]);
+}
+
+static void to16(uint16_t *dst, const float *src, size_t n, int dt, const char *what)
+{
+    if (!n) return;
+    size_t blocks = (n + 255) / 256;
+    to16_kernel<<<(unsigned)(blocks < 8192 ? blocks : 8192), 256>>>(dst, src, n, dt);
+    MDS_CU_LAUNCHED(what);
+}
+
+/* Rows per chunk of the 16-bit copies: `per_row` bytes each, 256 MiB at most. */
+static long chunk_rows(long rows, size_t per_row)
+{
+    long r = (long)(((size_t)256 << 20) / (per_row ? per_row : 1));
+    return r < 1 ? 1 : r < rows ? r : rows;
+}
+
 __global__ static void add_bias_kernel(float *out, const float *bias, size_t rows, int OC)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -61,6 +123,18 @@ void matmul_forward_cuda(float *out, const float *inp, const float *weight, cons
     if (!rows || !OC) return;
     if (C == 0) {
         mds_cuda_note(cudaMemsetAsync(out, 0, rows * OC * sizeof(float), 0), "matmul_forward");
+    } else if (mm_dtype != MDS_F32) {
+        long R = chunk_rows((long)rows, (size_t)C * 2);
+        uint16_t *w16 = (uint16_t *)mds_cuda_scratch(((size_t)OC + (size_t)R) * C * 2);
+        if (!w16) return;
+        uint16_t *x16 = w16 + (size_t)OC * C;
+        to16(w16, weight, (size_t)OC * C, mm_dtype, "matmul_forward (weight to 16 bits)");
+        for (long r0 = 0; r0 < (long)rows; r0 += R) {
+            long n = (long)rows - r0 < R ? (long)rows - r0 : R;
+            to16(x16, inp + (size_t)r0 * C, (size_t)n * C, mm_dtype, "matmul_forward (input to 16 bits)");
+            gemm16("matmul_forward", mm_dtype, CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)n, C, w16, C, x16, C, 0.0f,
+                   out + (size_t)r0 * OC, OC);
+        }
     } else {
         gemm("matmul_forward", CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)rows, C, weight, C, inp, C, 0.0f, out, OC);
     }
@@ -70,28 +144,41 @@ void matmul_forward_cuda(float *out, const float *inp, const float *weight, cons
     }
 }
 
-__global__ static void dbias_kernel(float *dbias, const float *dout, long N, int OC)
-{
-    int o = blockIdx.x * blockDim.x + threadIdx.x;
-    if (o >= OC)
-        return;
-    double s = 0.0;
-    for (long r = 0; r < N; r++)
-        s += dout[(size_t)r * OC + o];
-    dbias[o] += (float)s;
-}
+/* dbias's term: dout itself */
+struct dbias_term {
+    const float *dout;
+    int OC;
+    __device__ void operator()(long r, int o, double *s) const { s[0] += dout[(size_t)r * OC + o]; }
+};
 
 void matmul_backward_cuda(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                           const float *weight, int B, int T, int C, int OC)
 {
     long N = (long)B * T;
     if (!N || !OC || !C) return;
+    if (dbias)   /* first: its partial sums and the 16-bit copies share the scratch */
+        mds_cu_colsum<1>(dbias, NULL, dbias_term{dout, OC}, N, OC, "matmul_backward (dbias)");
+    if (mm_dtype != MDS_F32) {
+        long R = chunk_rows(N, ((size_t)C + (size_t)OC) * 2);
+        uint16_t *w16 = (uint16_t *)mds_cuda_scratch(((size_t)OC * C + (size_t)R * ((size_t)C + OC)) * 2);
+        if (!w16) return;
+        uint16_t *d16 = w16 + (size_t)OC * C, *x16 = d16 + (size_t)R * OC;
+        to16(w16, weight, (size_t)OC * C, mm_dtype, "matmul_backward (weight to 16 bits)");
+        for (long r0 = 0; r0 < N; r0 += R) {
+            long n = N - r0 < R ? N - r0 : R;
+            to16(d16, dout + (size_t)r0 * OC, (size_t)n * OC, mm_dtype, "matmul_backward (dout to 16 bits)");
+            to16(x16, inp + (size_t)r0 * C, (size_t)n * C, mm_dtype, "matmul_backward (input to 16 bits)");
+            /* dinp rows (n, C) += dout rows (n, OC) @ weight (OC, C) */
+            gemm16("matmul_backward (dinp)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, OC, w16, C, d16, OC, 1.0f,
+                   dinp + (size_t)r0 * C, C);
+            /* dweight (OC, C) += dout rows^T (OC, n) @ inp rows (n, C) */
+            gemm16("matmul_backward (dweight)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, (int)n, x16, C, d16, OC,
+                   1.0f, dweight, C);
+        }
+        return;
+    }
     /* dinp (N, C) += dout (N, OC) @ weight (OC, C) */
     gemm("matmul_backward (dinp)", CUBLAS_OP_N, CUBLAS_OP_N, C, (int)N, OC, weight, C, dout, OC, 1.0f, dinp, C);
     /* dweight (OC, C) += dout^T (OC, N) @ inp (N, C) */
     gemm("matmul_backward (dweight)", CUBLAS_OP_N, CUBLAS_OP_T, C, OC, (int)N, inp, C, dout, OC, 1.0f, dweight, C);
-    if (dbias) {
-        dbias_kernel<<<mds_cu_blocks((size_t)OC, 128), 128>>>(dbias, dout, N, OC);
-        MDS_CU_LAUNCHED("matmul_backward (dbias)");
-    }
 }

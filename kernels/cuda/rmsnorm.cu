@@ -1,8 +1,8 @@
 /*
  * rmsnorm.cu - CUDA RMSNorm over the last dimension, forward (saving rstd)
  * and backward; the structure of layernorm.cu (block per row with
- * fixed-order double sums; dweight one thread per channel over the rows in
- * order, the CPU's bits).  No bias, no zero-centred weights.
+ * fixed-order double sums; dweight a column sum in double over fixed
+ * chunks of rows, common.cuh's mds_cu_colsum).  No bias, no zero-centred weights.
  */
 #include <math.h>
 
@@ -52,17 +52,15 @@ __global__ static void rmsnorm_backward_dinp_kernel(float *dinp, const float *do
     }
 }
 
-__global__ static void rmsnorm_backward_weight_kernel(float *dweight, const float *dout, const float *inp,
-                                                      const float *rstd, long N, int C)
-{
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C)
-        return;
-    double dw = 0.0;
-    for (long bt = 0; bt < N; bt++)
-        dw += (double)dout[(size_t)bt * C + c] * (inp[(size_t)bt * C + c] * rstd[bt]);
-    dweight[c] += (float)dw;
-}
+/* the weight gradient's term, as the CPU forms it: d * (x * rstd) */
+struct rms_weight_term {
+    const float *dout, *inp, *rstd;
+    int C;
+    __device__ void operator()(long bt, int c, double *s) const
+    {
+        s[0] += (double)dout[(size_t)bt * C + c] * (inp[(size_t)bt * C + c] * rstd[bt]);
+    }
+};
 
 void rmsnorm_backward_cuda(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                            const float *rstd, int B, int T, int C)
@@ -71,6 +69,5 @@ void rmsnorm_backward_cuda(float *dinp, float *dweight, const float *dout, const
     if (!N) return;
     rmsnorm_backward_dinp_kernel<<<(unsigned)N, MDS_CU_THREADS>>>(dinp, dout, inp, weight, rstd, C);
     MDS_CU_LAUNCHED("rmsnorm_backward");
-    rmsnorm_backward_weight_kernel<<<mds_cu_blocks((size_t)C, 128), 128>>>(dweight, dout, inp, rstd, N, C);
-    MDS_CU_LAUNCHED("rmsnorm_backward (weights)");
+    mds_cu_colsum<1>(dweight, NULL, rms_weight_term{dout, inp, rstd, C}, N, C, "rmsnorm_backward (weights)");
 }

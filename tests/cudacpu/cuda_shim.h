@@ -43,6 +43,7 @@
 #include <map>
 #include <mutex>
 #include <type_traits>
+#include "dtype.h"   /* kernels/: the 16-bit operands of cublasGemmEx, widened as the kernels do */
 
 /* Plain functions: HIP-CPU's GCC attributes (simd clones) buy nothing here. */
 #undef __device__
@@ -332,7 +333,7 @@ typedef enum {
 } cublasStatus_t;
 typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
 typedef enum { CUBLAS_DEFAULT_MATH = 0, CUBLAS_PEDANTIC_MATH = 2 } cublasMath_t;
-typedef enum { CUDA_R_32F = 0 } cudaDataType;
+typedef enum { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 } cudaDataType;
 typedef enum { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_PEDANTIC = 69 } cublasComputeType_t;
 typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
 
@@ -356,11 +357,22 @@ inline cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
     return !h ? CUBLAS_STATUS_NOT_INITIALIZED : s ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS;
 }
 
+/* Element i of a cuBLAS operand of type t (fp32, or 16-bit bits widened
+ * exactly as kernels/dtype.h does). */
+inline float mds_cucpu_elem(const void *p, int t, std::size_t i)
+{
+    if (t == CUDA_R_32F)
+        return ((const float *)p)[i];
+    std::uint16_t h = ((const std::uint16_t *)p)[i];
+    return t == CUDA_R_16BF ? mds_bf16_to_f32(h) : mds_f16_to_f32(h);
+}
+
 /* One thread per element of C (m, n), column-major: C = alpha op(A) op(B)
  * + beta C, C not read when beta is 0 (cuBLAS's rule: NaN there is
- * overwritten). */
-inline void mds_cucpu_gemm_kernel(int ta, int tb, int m, int n, int k, float alpha, const float *A, int lda,
-                                  const float *Bm, int ldb, float beta, float *Cm, int ldc)
+ * overwritten).  A and B fp32, or both 16-bit (each product then exact, as
+ * on the tensor cores); C fp32. */
+inline void mds_cucpu_gemm_kernel(int ta, int tb, int m, int n, int k, float alpha, const void *A, int at, int lda,
+                                  const void *Bm, int bt, int ldb, float beta, float *Cm, int ldc)
 {
     long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (long)m * n)
@@ -368,14 +380,17 @@ inline void mds_cucpu_gemm_kernel(int ta, int tb, int m, int n, int k, float alp
     int i = (int)(idx % m), j = (int)(idx / m);
     float s = 0.0f;
     for (int p = 0; p < k; p++) {
-        float a = ta ? A[(std::size_t)i * lda + p] : A[(std::size_t)p * lda + i];
-        float b = tb ? Bm[(std::size_t)p * ldb + j] : Bm[(std::size_t)j * ldb + p];
+        float a = ta ? mds_cucpu_elem(A, at, (std::size_t)i * lda + p) : mds_cucpu_elem(A, at, (std::size_t)p * lda + i);
+        float b = tb ? mds_cucpu_elem(Bm, bt, (std::size_t)p * ldb + j) : mds_cucpu_elem(Bm, bt, (std::size_t)j * ldb + p);
         s = s + a * b;
     }
     float *c = Cm + (std::size_t)j * ldc + i;
     *c = beta == 0.0f ? alpha * s : alpha * s + beta * *c;
 }
 
+/* cuBLAS's combinations that mds uses: fp32 operands with (pedantic) fp32
+ * compute, or two 16-bit operands of one type with fp32 compute (not
+ * pedantic: the tensor cores); C fp32. */
 inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                    int k, const void *alpha, const void *A, cudaDataType at, int lda, const void *Bm,
                                    cudaDataType bt, int ldb, const void *beta, void *Cm, cudaDataType ct, int ldc,
@@ -383,8 +398,10 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cubla
 {
     if (!h)
         return CUBLAS_STATUS_NOT_INITIALIZED;
-    if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F ||
-        (comp != CUBLAS_COMPUTE_32F && comp != CUBLAS_COMPUTE_32F_PEDANTIC))
+    int f32 = at == CUDA_R_32F && bt == CUDA_R_32F &&
+              (comp == CUBLAS_COMPUTE_32F || comp == CUBLAS_COMPUTE_32F_PEDANTIC);
+    int h16 = at == bt && (at == CUDA_R_16BF || at == CUDA_R_16F) && comp == CUBLAS_COMPUTE_32F;
+    if (ct != CUDA_R_32F || (!f32 && !h16))
         return CUBLAS_STATUS_NOT_SUPPORTED;
     int rows_a = ta == CUBLAS_OP_N ? m : k, rows_b = tb == CUBLAS_OP_N ? k : n;
     if (m < 0 || n < 0 || k < 0 || lda < (rows_a > 1 ? rows_a : 1) || ldb < (rows_b > 1 ? rows_b : 1) ||
@@ -394,8 +411,8 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cubla
         return CUBLAS_STATUS_SUCCESS;
     std::size_t cells = (std::size_t)m * n;
     mds_cucpu_launch(mds_cucpu_gemm_kernel, dim3((unsigned)((cells + 255) / 256)), dim3(256))(
-        (int)ta, (int)tb, m, n, k, *(const float *)alpha, (const float *)A, lda, (const float *)Bm, ldb,
-        *(const float *)beta, (float *)Cm, ldc);
+        (int)ta, (int)tb, m, n, k, *(const float *)alpha, A, (int)at, lda, Bm, (int)bt, ldb, *(const float *)beta,
+        (float *)Cm, ldc);
     return mds_cucpu_launch_error == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 

@@ -302,32 +302,64 @@ static void t_layernorm_backward(const struct shape *s)
     tf_free(&rstd);
 }
 
+/* t's values rounded to dt (host and device copies): what the model keeps */
+static void tf_round(tf *t, int dt)
+{
+    for (size_t i = 0; i < t->n; i++)
+        t->ref[i] = mds_round_to(dt, t->ref[i]);
+    be->copy(t->dev, t->ref, t->n * sizeof(float));
+}
+
+/* The matmuls in fp32, then with bf16 and fp16 operands (set_matmul_dtype:
+ * inputs rounded to the type, as the model's are; the CPU's fp32 products
+ * of such values are exact, so the tolerance is fp32's). */
+static void set_mm(int dt)
+{
+    if (be->set_matmul_dtype)
+        be->set_matmul_dtype(dt);
+}
+
+static const char *const mm_names[MDS_NUM_DTYPES][3] = {
+    {"out", "out (bias)", "dinp"}, {"out bf16", "out (bias) bf16", "dinp bf16"}, {"out fp16", "out (bias) fp16", "dinp fp16"},
+};
+
 static void t_matmul_forward(const struct shape *s)
 {
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, OC = (size_t)s->OC;
-    for (int bias = 0; bias < 2; bias++) {
-        tf out = tf_rand(BT * OC, 1), inp = tf_rand(BT * C, 1), w = tf_rand(OC * C, 1), b = tf_rand(OC, 1);
-        matmul_forward_cpu(out.ref, inp.ref, w.ref, bias ? b.ref : NULL, s->B, s->T, s->C, s->OC);
-        be->ops.matmul_forward(out.dev, inp.dev, w.dev, bias ? b.dev : NULL, s->B, s->T, s->C, s->OC);
-        check_f(bias ? "out (bias)" : "out", &out, ATOL, RTOL);
-        tf_free(&out); tf_free(&inp); tf_free(&w); tf_free(&b);
-    }
+    for (int dt = MDS_F32; dt < MDS_NUM_DTYPES; dt++)
+        for (int bias = 0; bias < 2; bias++) {
+            tf out = tf_rand(BT * OC, 1), inp = tf_rand(BT * C, 1), w = tf_rand(OC * C, 1), b = tf_rand(OC, 1);
+            tf_round(&inp, dt); tf_round(&w, dt);
+            set_mm(dt);
+            matmul_forward_cpu(out.ref, inp.ref, w.ref, bias ? b.ref : NULL, s->B, s->T, s->C, s->OC);
+            be->ops.matmul_forward(out.dev, inp.dev, w.dev, bias ? b.dev : NULL, s->B, s->T, s->C, s->OC);
+            check_f(mm_names[dt][bias], &out, ATOL, RTOL);
+            set_mm(MDS_F32);
+            tf_free(&out); tf_free(&inp); tf_free(&w); tf_free(&b);
+        }
 }
 
 static void t_matmul_backward(const struct shape *s)
 {
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, OC = (size_t)s->OC;
-    for (int bias = 0; bias < 2; bias++) {
-        tf dinp = tf_rand(BT * C, 1), dw = tf_rand(OC * C, 1), db = tf_rand(OC, 1), dout = tf_rand(BT * OC, 1);
-        tf inp = tf_rand(BT * C, 1), w = tf_rand(OC * C, 1);
-        matmul_backward_cpu(dinp.ref, dw.ref, bias ? db.ref : NULL, dout.ref, inp.ref, w.ref, s->B, s->T, s->C, s->OC);
-        be->ops.matmul_backward(dinp.dev, dw.dev, bias ? db.dev : NULL, dout.dev, inp.dev, w.dev, s->B, s->T, s->C,
+    static const char *const dw_names[] = {"dweight", "dweight bf16", "dweight fp16"};
+    static const char *const db_names[] = {"dbias", "dbias bf16", "dbias fp16"};
+    for (int dt = MDS_F32; dt < MDS_NUM_DTYPES; dt++)
+        for (int bias = 0; bias < 2; bias++) {
+            tf dinp = tf_rand(BT * C, 1), dw = tf_rand(OC * C, 1), db = tf_rand(OC, 1), dout = tf_rand(BT * OC, 1);
+            tf inp = tf_rand(BT * C, 1), w = tf_rand(OC * C, 1);
+            tf_round(&dout, dt); tf_round(&inp, dt); tf_round(&w, dt);
+            set_mm(dt);
+            matmul_backward_cpu(dinp.ref, dw.ref, bias ? db.ref : NULL, dout.ref, inp.ref, w.ref, s->B, s->T, s->C,
                                 s->OC);
-        check_f("dinp", &dinp, ATOL, RTOL);
-        check_f("dweight", &dw, ATOL, RTOL);
-        check_f("dbias", &db, ATOL, RTOL);
-        tf_free(&dinp); tf_free(&dw); tf_free(&db); tf_free(&dout); tf_free(&inp); tf_free(&w);
-    }
+            be->ops.matmul_backward(dinp.dev, dw.dev, bias ? db.dev : NULL, dout.dev, inp.dev, w.dev, s->B, s->T,
+                                    s->C, s->OC);
+            check_f(mm_names[dt][2], &dinp, ATOL, RTOL);
+            check_f(dw_names[dt], &dw, ATOL, RTOL);
+            check_f(db_names[dt], &db, ATOL, RTOL);
+            set_mm(MDS_F32);
+            tf_free(&dinp); tf_free(&dw); tf_free(&db); tf_free(&dout); tf_free(&inp); tf_free(&w);
+        }
 }
 
 static size_t flat(const struct shape *s) { return (size_t)s->B * s->T * s->C; }
