@@ -223,10 +223,10 @@ def main():
     if a.compile:   # regional: each block (one compilation serves them all), the rest eager
         for blk in model.blocks:
             blk.compile()
-    attn = contextlib.nullcontext()
+    attn = contextlib.nullcontext   # a fresh context each iteration: sdpa_kernel's is single-use
     if a.sdpa and a.device == "cuda":   # flash only: a fallback would time another kernel
         from torch.nn.attention import SDPBackend, sdpa_kernel
-        attn = sdpa_kernel(SDPBackend.FLASH_ATTENTION)
+        attn = lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)
     cast = torch.autocast(a.device, dtype=torch.bfloat16) if a.bf16 else contextlib.nullcontext()
     sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
     times = []
@@ -235,7 +235,7 @@ def main():
         sync()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=False)
-        with attn, cast:
+        with attn(), cast:
             loss = model(idx[:, :-1], idx[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
