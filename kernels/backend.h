@@ -105,13 +105,15 @@ typedef struct mds_backend {
        cudaHostAlloc; the CPU: malloc), for comm.h's host staging */
     int (*host_alloc)(void **ptr, size_t bytes);         /* 0, or -1 with error() */
     void (*host_free)(void *ptr);
-    /* The operands of the matmuls that follow are values of dtype (enum
-       mds_dtype; the caller rounded them: the model's --bf16 / --fp16), so a
-       backend may multiply them in that type with fp32 accumulation and an
-       fp32 result (CUDA: the tensor cores).  A product of two such values
-       is exact in fp32, so this changes only the order of the sums.  NULL
-       (the CPU): fp32 products, which compute the same values. */
-    void (*set_matmul_dtype)(int dtype);
+    /* The inputs of the matmuls and attentions that follow are values of
+       dtype (enum mds_dtype; the caller rounded them: the model's --bf16 /
+       --fp16), so a backend may multiply in that type with fp32
+       accumulation and fp32 results (CUDA: the tensor cores).  A product
+       of two such values is exact in fp32, so the matmuls change only the
+       order of their sums; attention also rounds its probabilities and
+       score gradients to dtype before their products, as flash attention
+       does (docs/architecture.md).  NULL (the CPU): fp32 throughout. */
+    void (*set_compute_dtype)(int dtype);
 } mds_backend;
 
 /* The bookkeeping behind mem_held(), one for each backend: every block

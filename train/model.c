@@ -1048,12 +1048,13 @@ static void embed_backward(gpt_model *m)
     ops->encoder_backward(g->wte, NULL, dwords, a->inputs, B, T, C, m->Vl, m->v_start);
 }
 
-/* Every matmul operand the model keeps is a value of its working dtype
- * (keep() and the rounded weights): the backend may multiply in it. */
-static void set_matmul_dtype(const gpt_model *m)
+/* Every matmul and attention input the model keeps is a value of its
+ * working dtype (keep() and the rounded weights): the backend may multiply
+ * in it. */
+static void set_compute_dtype(const gpt_model *m)
 {
-    if (m->be->set_matmul_dtype)
-        m->be->set_matmul_dtype(m->act_dtype);
+    if (m->be->set_compute_dtype)
+        m->be->set_compute_dtype(m->act_dtype);
 }
 
 int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float *mask,
@@ -1066,7 +1067,7 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
     const mds_ops *ops = &m->be->ops;
     if (m->cfg.tp_size > 1 && !m->tp)
         return GPT_ERR_ARG;
-    set_matmul_dtype(m);
+    set_compute_dtype(m);
     for (size_t i = 0; m->first_stage && i < BT; i++)
         if (inputs[i] < 0 || inputs[i] >= m->cfg.vocab_size)
             return GPT_ERR_ARG;
@@ -1131,7 +1132,7 @@ void gpt_backward(gpt_model *m, float scale)
     gpt_params *p = &m->params, *g = &m->grads;
     gpt_acts *a = &m->acts;
     const mds_ops *ops = &m->be->ops;
-    set_matmul_dtype(m);
+    set_compute_dtype(m);
     if (m->last_stage) {
         float inv = m->num_tokens > 0.0f ? scale / m->num_tokens : 0.0f;
         ops->loss_grad(a->dlosses, a->mask, inv, BT);

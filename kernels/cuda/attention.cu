@@ -5,7 +5,8 @@
  * from kernels/dropout.h's counter-based masks (the CPU's masks), tiled in
  * the manner of flash attention 2.
  *
- * fp32 on CUDA cores (no tensor cores), head sizes up to 256:
+ * Two sets of kernels.  fp32 on CUDA cores, head sizes up to 256 (the
+ * fp32 runs, and attention dropout at any dtype):
  *  - forward: a block per tile of queries (64; 32 for heads over 128) of
  *    one head and row, the last tiles first; Q stays in shared memory, K
  *    and V tiles stream through it up to the diagonal (tiles above it are
@@ -25,14 +26,11 @@
  *  - heads are padded to 64, 128 or 256 in shared memory (dot products
  *    stop at hs); nothing is O(T), so T is bounded only by int positions.
  *
- * Tensor cores: every product is one of two tile products on shared
- * tiles, fa_dots (A B^T over the head dimension: S, dP) and fa_axpy (W X
- * over a tile's rows: O, dq, dk, dv).  A bf16 variant stores the tiles as
- * bf16, replaces these two with warp-level mma.sync (m16n8k16, fp32
- * accumulators in the C-fragment layout) and the row max and sum exchange
- * (rmax, rsum) with shuffles among the four threads of an mma row; the
- * online softmax, masks, tile loops and launches stay.  It will not keep
- * the CPU's bits.
+ * And on the tensor cores (the "am_" kernels below, taken when the
+ * backend's compute dtype is bf16 or fp16, there is no attention dropout
+ * and heads are at most 128 wide): the same tiling with mma.sync on
+ * 16-bit tiles, P and dS rounded to the 16-bit type; their own comment
+ * says what differs.  First run on an H200 on 2026-11-27 (docs/benchmarks.md).
  */
 
 #include <math.h>
@@ -40,6 +38,7 @@
 #include <string.h>
 
 #include "common.cuh"
+#include "dtype.h"
 
 /* Opts kernel k into `bytes` of dynamic shared memory when that is more
  * than the kernel may use by default: 48 KiB less its static shared memory,
@@ -132,7 +131,7 @@ __device__ static void fa_load(float *dst, const float *x, size_t stride, int ro
  * a[m][n] = A_r . B_j (r = ty + 16 m, j = tx + 8 n), summed over the head
  * dimension in order from 0: the CPU's order for a score or a dO . v, so
  * these products are the CPU's bits.  One of the two tile products of the
- * kernels (the other is fa_axpy): a bf16 mma variant replaces these two.
+ * kernels (the other is fa_axpy); the am_ kernels below do both with mma.
  */
 template <int D, int RM, int SN>
 __device__ static void fa_dots(float (&a)[RM][SN], const float *A, const float *B, int hs)
@@ -475,6 +474,496 @@ __global__ __launch_bounds__(FA_THREADS) static void fa_dkv_kernel(fa_args a)
     fa_move<false, RM, CN>(av, dv, row, nk, hs);
 }
 
+/* ======================================================================
+ * The tensor-core kernels (16-bit compute dtype, no attention dropout,
+ * head sizes up to 128): the same tiling and order of work as the fp32
+ * kernels above (forward per query tile with online softmax; dq per query
+ * tile; dk, dv per key tile over the group's heads), with every tile
+ * product a warp-level mma.sync.m16n8k16 on bf16 or fp16 operands with
+ * fp32 accumulators.  A block is 4 warps; each warp owns 16 rows of the
+ * block's 64 (queries, or keys in the dk/dv kernel), tiles are 64 rows of
+ * the head width D (64 or 128, zero-padded past hs), converted from the
+ * fp32 tensors as they are loaded into shared memory (row stride D + 8
+ * halves: a warp's fragment loads fall in 32 distinct banks), and where a
+ * product needs a tile with its rows along the reduced dimension, its
+ * transpose is stored too (V in the forward, K for dq, Q and dO for dk and
+ * dv).  Scores and dP are exact products of 16-bit values summed in fp32;
+ * the softmax runs in fp32 in base 2 (exp2 of s scale log2 e); the
+ * probabilities P and the score gradients dS are rounded to the 16-bit
+ * type for their products with V, dO, K and Q, as flash attention does:
+ * the one rounding the fp32 kernels do not have (test_backend_ops holds
+ * these to the CPU at 8 units of that type's rounding).  Row max and row
+ * sum are exchanged among the four threads of an mma row (shuffles); each
+ * thread keeps its partial row sums, combined once at the end.  Fixed
+ * order throughout and no atomics: deterministic, but not the CPU's bits.
+ * Under tests/cudacpu the mma is emulated by shuffles with the PTX
+ * fragment layouts (am_mma), which checks the indexing here, not the
+ * tensor cores.
+ * ====================================================================== */
+
+#define AM_THREADS 128
+#define AM_ROWS 64     /* rows of a block's own tile, and of every streamed tile */
+#define AM_LT (AM_ROWS + 8)   /* row stride of a transposed tile (D rows of 64 positions) */
+
+typedef uint32_t am_u32;
+typedef uint16_t am_u16;
+
+/* Two floats as the 16-bit type DT, the first in the low half (an mma
+ * register's element order); round to nearest even, as kernels/dtype.h. */
+template <int DT>
+__device__ static inline am_u32 am_pack(float lo, float hi)
+{
+    am_u16 a = DT == MDS_BF16 ? mds_f32_to_bf16(lo) : mds_f32_to_f16(lo);
+    am_u16 b = DT == MDS_BF16 ? mds_f32_to_bf16(hi) : mds_f32_to_f16(hi);
+    return (am_u32)a | ((am_u32)b << 16);
+}
+
+/* c (16 x 8, fp32) += A (16 x 16, row-major) B (16 x 8, column-major): the
+ * PTX fragment layouts, with g = lane / 4 and t = lane % 4: a[0] holds A
+ * (g, 2t..2t+1), a[1] (g+8, 2t..), a[2] (g, 2t+8..), a[3] (g+8, 2t+8..);
+ * b0 holds B (2t..2t+1, g), b1 (2t+8.., g); c[0..1] is C (g, 2t..2t+1),
+ * c[2..3] (g+8, 2t..). */
+template <int DT>
+__device__ static inline void am_mma(float (&c)[4], const am_u32 (&a)[4], am_u32 b0, am_u32 b1)
+{
+#ifdef MDS_TESTS_CUDACPU_CUDA_SHIM_H
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    float r[4];
+    for (int i = 0; i < 4; i++) {
+        int hi = i >> 1, n = t * 2 + (i & 1);
+        float acc = 0.0f;
+        for (int k = 0; k < 16; k++) {
+            am_u32 av = __shfl_sync(0xffffffffu, a[hi + 2 * (k >> 3)], g * 4 + (k & 7) / 2);
+            am_u32 bv = __shfl_sync(0xffffffffu, (k >> 3) ? b1 : b0, n * 4 + (k & 7) / 2);
+            am_u16 ah = (am_u16)((k & 1) ? av >> 16 : av), bh = (am_u16)((k & 1) ? bv >> 16 : bv);
+            float x = DT == MDS_BF16 ? mds_bf16_to_f32(ah) : mds_f16_to_f32(ah);
+            float y = DT == MDS_BF16 ? mds_bf16_to_f32(bh) : mds_f16_to_f32(bh);
+            acc = acc + x * y;
+        }
+        r[i] = acc;
+    }
+    for (int i = 0; i < 4; i++)
+        c[i] = c[i] + r[i];
+#else
+    if (DT == MDS_BF16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+/* The A fragment at (row0, k0) of a row-major shared tile (stride ld). */
+__device__ static inline void am_afrag(am_u32 (&a)[4], const am_u16 *tile, int ld, int row0, int k0)
+{
+    int lane = threadIdx.x & 31;
+    const am_u16 *p = tile + (row0 + (lane >> 2)) * ld + k0 + (lane & 3) * 2;
+    a[0] = *(const am_u32 *)p;
+    a[1] = *(const am_u32 *)(p + 8 * ld);
+    a[2] = *(const am_u32 *)(p + 8);
+    a[3] = *(const am_u32 *)(p + 8 * ld + 8);
+}
+
+/* The B fragment of B (k, n) = M (n0 + n, k0 + k) for a row-major shared
+ * tile M (stride ld) whose rows are B's columns. */
+__device__ static inline void am_bfrag(am_u32 &b0, am_u32 &b1, const am_u16 *tile, int ld, int n0, int k0)
+{
+    int lane = threadIdx.x & 31;
+    const am_u16 *p = tile + (n0 + (lane >> 2)) * ld + k0 + (lane & 3) * 2;
+    b0 = *(const am_u32 *)p;
+    b1 = *(const am_u32 *)(p + 8);
+}
+
+/* Two C fragments (columns 16 kk .. 16 kk + 15 of a 16-row result) as the
+ * A fragment of the next product over those columns. */
+template <int DT>
+__device__ static inline void am_ctoa(am_u32 (&a)[4], const float (&c0)[4], const float (&c1)[4])
+{
+    a[0] = am_pack<DT>(c0[0], c0[1]);
+    a[1] = am_pack<DT>(c0[2], c0[3]);
+    a[2] = am_pack<DT>(c1[0], c1[1]);
+    a[3] = am_pack<DT>(c1[2], c1[3]);
+}
+
+/* A 64-row tile from rows of x (row r at x + r * stride, hs floats), as DT:
+ * zeros past the n valid rows and past hs; into `rows` (row stride D + 8)
+ * and/or its transpose `tr` (D rows of stride AM_LT) when not NULL. */
+template <int DT, int D>
+__device__ static void am_load(am_u16 *rows, am_u16 *tr, const float *x, size_t stride, int n, int hs)
+{
+    for (int e = threadIdx.x; e < AM_ROWS * (D / 2); e += AM_THREADS) {
+        int r = e / (D / 2), c = e % (D / 2) * 2;
+        float v0 = 0.0f, v1 = 0.0f;
+        if (r < n) {
+            const float *p = x + (size_t)r * stride + c;
+            if (c < hs) v0 = p[0];
+            if (c + 1 < hs) v1 = p[1];
+        }
+        am_u32 w = am_pack<DT>(v0, v1);
+        if (rows)
+            *(am_u32 *)&rows[r * (D + 8) + c] = w;
+        if (tr) {
+            tr[c * AM_LT + r] = (am_u16)w;
+            tr[(c + 1) * AM_LT + r] = (am_u16)(w >> 16);
+        }
+    }
+}
+
+/* Quad (the four threads of an mma row) max and sum. */
+__device__ static inline float am_qmax(float v)
+{
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ static inline float am_qsum(float v)
+{
+    v = v + __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+#define AM_LOG2E 1.4426950408889634f
+#define AM_LN2 0.6931471805599453f
+
+/*
+ * Forward of the 64 queries from q0 of head h, row b (the last tile
+ * first): Q's fragments stay in registers; per key tile up to the
+ * diagonal, S = Q K^T, masked and scaled into base 2, the running max, P =
+ * exp2(S - m) (rounded to DT for the product), O = O 2^(m - m') + P V.
+ */
+template <int DT, int D>
+__global__ __launch_bounds__(AM_THREADS) static void am_forward_kernel(fa_args a)
+{
+    constexpr int LD = D + 8, NB = AM_ROWS / 8, KD = D / 16, ND = D / 8;
+    extern __shared__ am_u32 am_sm[];
+    am_u16 *Qs = (am_u16 *)am_sm, *Ks = Qs + AM_ROWS * LD, *Vt = Ks + AM_ROWS * LD;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int h = blockIdx.y, b = blockIdx.z, q0 = (int)(gridDim.x - 1 - blockIdx.x) * AM_ROWS;
+    int T = a.T, hs = a.hs, grp = h / (a.NH / a.NKV), nq = fa_min(AM_ROWS, T - q0);
+    size_t row = a.row;
+    const float *base = a.qkv + (size_t)b * T * row;
+    am_load<DT, D>(Qs, NULL, base + (size_t)q0 * row + (size_t)h * hs, row, nq, hs);
+    __syncthreads();
+    am_u32 qa[KD][4];
+FA_UNROLL
+    for (int kk = 0; kk < KD; kk++)
+        am_afrag(qa[kk], Qs, LD, warp * 16, kk * 16);
+    float o[ND][4];
+FA_UNROLL
+    for (int nd = 0; nd < ND; nd++)
+        o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    int r[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    float sl2 = a.scale * AM_LOG2E;
+    for (int k0 = 0; k0 < q0 + nq; k0 += AM_ROWS) {
+        int nk = fa_min(AM_ROWS, T - k0);
+        __syncthreads();   /* the previous tile's K and V are no longer read */
+        am_load<DT, D>(Ks, NULL, base + (size_t)k0 * row + a.C + (size_t)grp * hs, row, nk, hs);
+        am_load<DT, D>(NULL, Vt, base + (size_t)k0 * row + a.C + ((size_t)a.NKV + grp) * hs, row, nk, hs);
+        __syncthreads();
+        float s[NB][4];
+FA_UNROLL
+        for (int nb = 0; nb < NB; nb++) {
+            s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+FA_UNROLL
+            for (int kk = 0; kk < KD; kk++) {
+                am_u32 b0, b1;
+                am_bfrag(b0, b1, Ks, LD, nb * 8, kk * 16);
+                am_mma<DT>(s[nb], qa[kk], b0, b1);
+            }
+        }
+        float mx[2] = {-INFINITY, -INFINITY};
+FA_UNROLL
+        for (int nb = 0; nb < NB; nb++)
+FA_UNROLL
+            for (int i = 0; i < 4; i++) {
+                int j = k0 + nb * 8 + t * 2 + (i & 1), hi = i >> 1;
+                float x = j <= r[hi] && j < T ? s[nb][i] * sl2 : -INFINITY;
+                s[nb][i] = x;
+                mx[hi] = fmaxf(mx[hi], x);
+            }
+        float alpha[2];
+FA_UNROLL
+        for (int hi = 0; hi < 2; hi++) {
+            /* finite: key k0 is in every row's tile (tiles of the same 64) */
+            float mn = fmaxf(m[hi], am_qmax(mx[hi]));
+            alpha[hi] = m[hi] == -INFINITY ? 0.0f : exp2f(m[hi] - mn);
+            m[hi] = mn;
+            l[hi] = l[hi] * alpha[hi];
+        }
+FA_UNROLL
+        for (int nb = 0; nb < NB; nb++)
+FA_UNROLL
+            for (int i = 0; i < 4; i++) {
+                float p = s[nb][i] == -INFINITY ? 0.0f : exp2f(s[nb][i] - m[i >> 1]);
+                s[nb][i] = p;
+                l[i >> 1] = l[i >> 1] + p;
+            }
+FA_UNROLL
+        for (int nd = 0; nd < ND; nd++)
+FA_UNROLL
+            for (int i = 0; i < 4; i++)
+                o[nd][i] = o[nd][i] * alpha[i >> 1];
+FA_UNROLL
+        for (int kk = 0; kk < NB / 2; kk++) {
+            am_u32 pa[4];
+            am_ctoa<DT>(pa, s[2 * kk], s[2 * kk + 1]);
+FA_UNROLL
+            for (int nd = 0; nd < ND; nd++) {
+                am_u32 b0, b1;
+                am_bfrag(b0, b1, Vt, AM_LT, nd * 8, kk * 16);
+                am_mma<DT>(o[nd], pa, b0, b1);
+            }
+        }
+    }
+FA_UNROLL
+    for (int hi = 0; hi < 2; hi++)
+        l[hi] = am_qsum(l[hi]);
+    float *out = a.out + (size_t)b * T * a.C + (size_t)h * hs;
+FA_UNROLL
+    for (int nd = 0; nd < ND; nd++)
+FA_UNROLL
+        for (int i = 0; i < 4; i++) {
+            int rr = r[i >> 1], d = nd * 8 + t * 2 + (i & 1);
+            if (rr < T && d < hs)
+                out[(size_t)rr * a.C + d] = o[nd][i] / l[i >> 1];
+        }
+    if (t == 0)
+FA_UNROLL
+        for (int hi = 0; hi < 2; hi++)
+            if (r[hi] < T)
+                a.lse[((size_t)b * a.NH + h) * T + r[hi]] = (m[hi] + log2f(l[hi])) * AM_LN2;
+}
+
+/* The query-side tiles of the backward: q and dO of the 64 queries from q0
+ * of head h (rows and/or transposes), lse in base 2 and D. */
+template <int DT, int D>
+__device__ static void am_load_queries(am_u16 *Qs, am_u16 *Qt, am_u16 *dOs, am_u16 *dOt, float *Ls, float *Ds,
+                                       const fa_args &a, int b, int h, int q0, int n)
+{
+    size_t at = ((size_t)b * a.NH + h) * a.T + q0;
+    am_load<DT, D>(Qs, Qt, a.qkv + ((size_t)b * a.T + q0) * a.row + (size_t)h * a.hs, a.row, n, a.hs);
+    am_load<DT, D>(dOs, dOt, a.dout + ((size_t)b * a.T + q0) * a.C + (size_t)h * a.hs, a.C, n, a.hs);
+    for (int i = threadIdx.x; i < AM_ROWS; i += AM_THREADS) {
+        Ls[i] = i < n ? a.lse[at + i] * AM_LOG2E : 0.0f;
+        Ds[i] = i < n ? a.Dg[at + i] : 0.0f;
+    }
+}
+
+/* s (rows x 64 columns, C fragments) = A B^T over the head dimension, A's
+ * 16 rows from row0 of shared tile At, B's 64 rows from Bt (both stride LD). */
+template <int DT, int D>
+__device__ static inline void am_scores(float (&s)[AM_ROWS / 8][4], const am_u16 *At, int row0, const am_u16 *Bt)
+{
+    constexpr int LD = D + 8;
+FA_UNROLL
+    for (int nb = 0; nb < AM_ROWS / 8; nb++)
+        s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+FA_UNROLL
+    for (int kk = 0; kk < D / 16; kk++) {
+        am_u32 fa[4];
+        am_afrag(fa, At, LD, row0, kk * 16);
+FA_UNROLL
+        for (int nb = 0; nb < AM_ROWS / 8; nb++) {
+            am_u32 b0, b1;
+            am_bfrag(b0, b1, Bt, LD, nb * 8, kk * 16);
+            am_mma<DT>(s[nb], fa, b0, b1);
+        }
+    }
+}
+
+/* acc (16 x D) += W (16 x 64, C fragments, rounded to DT) X (64 x D), X
+ * given transposed (Xt: D rows of stride AM_LT). */
+template <int DT, int D>
+__device__ static inline void am_accum(float (&acc)[D / 8][4], const float (&w)[AM_ROWS / 8][4], const am_u16 *Xt)
+{
+FA_UNROLL
+    for (int kk = 0; kk < AM_ROWS / 16; kk++) {
+        am_u32 wa[4];
+        am_ctoa<DT>(wa, w[2 * kk], w[2 * kk + 1]);
+FA_UNROLL
+        for (int nd = 0; nd < D / 8; nd++) {
+            am_u32 b0, b1;
+            am_bfrag(b0, b1, Xt, AM_LT, nd * 8, kk * 16);
+            am_mma<DT>(acc[nd], wa, b0, b1);
+        }
+    }
+}
+
+/* acc's rows (rbase + 16-row fragment layout) added into rows of x (row
+ * stride `stride`): rows below T, columns below hs. */
+template <int D>
+__device__ static inline void am_add_out(float *x, size_t stride, const float (&acc)[D / 8][4], int rbase, int T,
+                                         int hs)
+{
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+FA_UNROLL
+    for (int nd = 0; nd < D / 8; nd++)
+FA_UNROLL
+        for (int i = 0; i < 4; i++) {
+            int rr = rbase + g + 8 * (i >> 1), d = nd * 8 + t * 2 + (i & 1);
+            if (rr < T && d < hs)
+                x[(size_t)rr * stride + d] += acc[nd][i];
+        }
+}
+
+/* dq of the 64 queries from q0 of head h, row b: per key tile up to the
+ * diagonal, S = Q K^T and dP = dO V^T, P = exp2(S scale log2 e - lse
+ * log2 e), dS = P (dP - D) scale, dq += dS K. */
+template <int DT, int D>
+__global__ __launch_bounds__(AM_THREADS) static void am_dq_kernel(fa_args a)
+{
+    constexpr int LD = D + 8, NB = AM_ROWS / 8;
+    extern __shared__ am_u32 am_sm[];
+    am_u16 *Qs = (am_u16 *)am_sm, *dOs = Qs + AM_ROWS * LD, *Ks = dOs + AM_ROWS * LD, *Vs = Ks + AM_ROWS * LD;
+    am_u16 *Kt = Vs + AM_ROWS * LD;
+    float *Ls = (float *)(Kt + D * AM_LT), *Ds = Ls + AM_ROWS;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int h = blockIdx.y, b = blockIdx.z, q0 = (int)(gridDim.x - 1 - blockIdx.x) * AM_ROWS;
+    int T = a.T, hs = a.hs, grp = h / (a.NH / a.NKV), nq = fa_min(AM_ROWS, T - q0);
+    size_t row = a.row;
+    const float *base = a.qkv + (size_t)b * T * row;
+    am_load_queries<DT, D>(Qs, NULL, dOs, NULL, Ls, Ds, a, b, h, q0, nq);
+    float acc[D / 8][4];
+FA_UNROLL
+    for (int nd = 0; nd < D / 8; nd++)
+        acc[nd][0] = acc[nd][1] = acc[nd][2] = acc[nd][3] = 0.0f;
+    float sl2 = a.scale * AM_LOG2E;
+    for (int k0 = 0; k0 < q0 + nq; k0 += AM_ROWS) {
+        int nk = fa_min(AM_ROWS, T - k0);
+        __syncthreads();
+        am_load<DT, D>(Ks, Kt, base + (size_t)k0 * row + a.C + (size_t)grp * hs, row, nk, hs);
+        am_load<DT, D>(Vs, NULL, base + (size_t)k0 * row + a.C + ((size_t)a.NKV + grp) * hs, row, nk, hs);
+        __syncthreads();
+        float s[NB][4], dp[NB][4];
+        am_scores<DT, D>(s, Qs, warp * 16, Ks);
+        am_scores<DT, D>(dp, dOs, warp * 16, Vs);
+FA_UNROLL
+        for (int nb = 0; nb < NB; nb++)
+FA_UNROLL
+            for (int i = 0; i < 4; i++) {
+                int rl = warp * 16 + g + 8 * (i >> 1), tq = q0 + rl, j = k0 + nb * 8 + t * 2 + (i & 1);
+                float ds = 0.0f;
+                if (j <= tq && tq < T) {
+                    float p = exp2f(s[nb][i] * sl2 - Ls[rl]);
+                    ds = p * (dp[nb][i] - Ds[rl]) * a.scale;
+                }
+                s[nb][i] = ds;
+            }
+        am_accum<DT, D>(acc, s, Kt);
+    }
+    am_add_out<D>(a.dqkv + (size_t)b * T * row + (size_t)h * hs, row, acc, q0 + warp * 16, T, hs);
+}
+
+/* dk and dv of the 64 keys from k0 of group grp, row b: for the group's
+ * heads in order and the query tiles from the diagonal on, S^T = K Q^T,
+ * dP^T = V dO^T, P^T, dS^T, then dv += P^T dO and dk += dS^T Q. */
+template <int DT, int D>
+__global__ __launch_bounds__(AM_THREADS) static void am_dkv_kernel(fa_args a)
+{
+    constexpr int LD = D + 8, NB = AM_ROWS / 8;
+    extern __shared__ am_u32 am_sm[];
+    am_u16 *Ks = (am_u16 *)am_sm, *Vs = Ks + AM_ROWS * LD, *Qs = Vs + AM_ROWS * LD, *dOs = Qs + AM_ROWS * LD;
+    am_u16 *Qt = dOs + AM_ROWS * LD, *dOt = Qt + D * AM_LT;
+    float *Ls = (float *)(dOt + D * AM_LT), *Ds = Ls + AM_ROWS;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int k0 = blockIdx.x * AM_ROWS, grp = blockIdx.y, b = blockIdx.z;
+    int T = a.T, hs = a.hs, R = a.NH / a.NKV, nk = fa_min(AM_ROWS, T - k0);
+    size_t row = a.row, koff = (size_t)a.C + (size_t)grp * hs, voff = (size_t)a.C + ((size_t)a.NKV + grp) * hs;
+    const float *base = a.qkv + (size_t)b * T * row;
+    am_load<DT, D>(Ks, NULL, base + (size_t)k0 * row + koff, row, nk, hs);
+    am_load<DT, D>(Vs, NULL, base + (size_t)k0 * row + voff, row, nk, hs);
+    float ak[D / 8][4], av[D / 8][4];
+FA_UNROLL
+    for (int nd = 0; nd < D / 8; nd++)
+        ak[nd][0] = ak[nd][1] = ak[nd][2] = ak[nd][3] = av[nd][0] = av[nd][1] = av[nd][2] = av[nd][3] = 0.0f;
+    float sl2 = a.scale * AM_LOG2E;
+    for (int h = grp * R; h < (grp + 1) * R; h++)
+        for (int q0 = k0; q0 < T; q0 += AM_ROWS) {
+            int nq = fa_min(AM_ROWS, T - q0);
+            __syncthreads();
+            am_load_queries<DT, D>(Qs, Qt, dOs, dOt, Ls, Ds, a, b, h, q0, nq);
+            __syncthreads();
+            float s[NB][4], dp[NB][4];
+            am_scores<DT, D>(s, Ks, warp * 16, Qs);
+            am_scores<DT, D>(dp, Vs, warp * 16, dOs);
+FA_UNROLL
+            for (int nb = 0; nb < NB; nb++)
+FA_UNROLL
+                for (int i = 0; i < 4; i++) {
+                    int j = k0 + warp * 16 + g + 8 * (i >> 1), ql = nb * 8 + t * 2 + (i & 1), tq = q0 + ql;
+                    float p = 0.0f, ds = 0.0f;
+                    if (j <= tq && tq < T && j < T) {
+                        p = exp2f(s[nb][i] * sl2 - Ls[ql]);
+                        ds = p * (dp[nb][i] - Ds[ql]) * a.scale;
+                    }
+                    s[nb][i] = p;
+                    dp[nb][i] = ds;
+                }
+            am_accum<DT, D>(av, s, dOt);
+            am_accum<DT, D>(ak, dp, Qt);
+        }
+    am_add_out<D>(a.dqkv + (size_t)b * T * row + koff, row, ak, k0 + warp * 16, T, hs);
+    am_add_out<D>(a.dqkv + (size_t)b * T * row + voff, row, av, k0 + warp * 16, T, hs);
+}
+
+template <int D> static size_t am_forward_smem(void) { return 2 * ((size_t)2 * AM_ROWS * (D + 8) + (size_t)D * AM_LT); }
+template <int D> static size_t am_dq_smem(void)
+{
+    return 2 * ((size_t)4 * AM_ROWS * (D + 8) + (size_t)D * AM_LT) + 2 * AM_ROWS * sizeof(float);
+}
+template <int D> static size_t am_dkv_smem(void)
+{
+    return 2 * ((size_t)4 * AM_ROWS * (D + 8) + (size_t)2 * D * AM_LT) + 2 * AM_ROWS * sizeof(float);
+}
+
+template <int DT, int D>
+static void am_forward(const fa_args &a, int B)
+{
+    size_t smem = am_forward_smem<D>();
+    if (att_smem((const void *)am_forward_kernel<DT, D>, smem, "attention_forward")) return;
+    auto kernel = am_forward_kernel<DT, D>;
+    kernel<<<dim3((a.T + AM_ROWS - 1) / AM_ROWS, a.NH, B), AM_THREADS, smem>>>(a);
+    MDS_CU_LAUNCHED("attention_forward");
+}
+
+template <int DT, int D>
+static void am_backward(const fa_args &a, int B)
+{
+    size_t sq = am_dq_smem<D>(), skv = am_dkv_smem<D>();
+    if (att_smem((const void *)am_dq_kernel<DT, D>, sq, "attention_backward (dq)")) return;
+    if (att_smem((const void *)am_dkv_kernel<DT, D>, skv, "attention_backward (dk, dv)")) return;
+    auto dq = am_dq_kernel<DT, D>, dkv = am_dkv_kernel<DT, D>;
+    dq<<<dim3((a.T + AM_ROWS - 1) / AM_ROWS, a.NH, B), AM_THREADS, sq>>>(a);
+    MDS_CU_LAUNCHED("attention_backward (dq)");
+    dkv<<<dim3((a.T + AM_ROWS - 1) / AM_ROWS, a.NKV, B), AM_THREADS, skv>>>(a);
+    MDS_CU_LAUNCHED("attention_backward (dk, dv)");
+}
+
+/* The tensor-core kernels take this op: a 16-bit compute dtype, no
+ * attention dropout, heads up to 128 wide. */
+static int am_takes(const fa_args &a)
+{
+    return mds_cuda_compute_dtype() != MDS_F32 && !(a.drop.p > 0.0f) && a.hs <= 128;
+}
+
+/* the forward and backward on the tensor cores, by dtype and padded width */
+static void am_run(const fa_args &a, int B, int backward)
+{
+    int bf = mds_cuda_compute_dtype() == MDS_BF16, w64 = a.hs <= 64;
+    if (backward) {
+        if (bf) w64 ? am_backward<MDS_BF16, 64>(a, B) : am_backward<MDS_BF16, 128>(a, B);
+        else w64 ? am_backward<MDS_F16, 64>(a, B) : am_backward<MDS_F16, 128>(a, B);
+    } else {
+        if (bf) w64 ? am_forward<MDS_BF16, 64>(a, B) : am_forward<MDS_BF16, 128>(a, B);
+        else w64 ? am_forward<MDS_F16, 64>(a, B) : am_forward<MDS_F16, 128>(a, B);
+    }
+}
+
 /* Shared memory of each kernel, in bytes (the carve-up of its sm[]). */
 template <int D> static size_t fa_forward_smem(void)
 {
@@ -542,6 +1031,10 @@ void attention_forward_cuda(float *out, float *lse, const float *qkv, int B, int
     if (att_check(B, T, C, NH, NKV, "attention_forward")) return;
     fa_args a = fa_args_of(qkv, T, C, NH, NKV, drop);
     a.out = out, a.lse = lse;
+    if (am_takes(a)) {
+        am_run(a, B, 0);
+        return;
+    }
     switch (fa_width(a.hs)) {
     case 64: fa_forward<64>(a, B); break;
     case 128: fa_forward<128>(a, B); break;
@@ -561,6 +1054,10 @@ void attention_backward_cuda(float *dqkv, const float *dout, const float *qkv, c
     if (!a.Dg) return;
     fa_rowdot_kernel<<<mds_cu_blocks(n, MDS_CU_THREADS), MDS_CU_THREADS>>>(a, n);
     MDS_CU_LAUNCHED("attention_backward (D)");
+    if (am_takes(a)) {
+        am_run(a, B, 1);
+        return;
+    }
     switch (fa_width(a.hs)) {
     case 64: fa_backward<64>(a, B); break;
     case 128: fa_backward<128>(a, B); break;

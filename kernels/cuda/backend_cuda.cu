@@ -19,6 +19,7 @@
 
 #include "backend.h"
 #include "common.cuh"
+#include "dtype.h"
 
 static char cu_err[256];
 static int cu_failed;
@@ -62,6 +63,13 @@ void *mds_cuda_scratch(size_t bytes)
 
 struct cublasContext *mds_cuda_cublas(void) { return cu_blas; }
 struct cublasContext *mds_cuda_cublas_tc(void) { return cu_blas_tc; }
+
+static int cu_compute_dtype = MDS_F32;
+void mds_cuda_set_compute_dtype(int dtype)
+{
+    cu_compute_dtype = dtype == MDS_BF16 || dtype == MDS_F16 ? dtype : MDS_F32;
+}
+int mds_cuda_compute_dtype(void) { return cu_compute_dtype; }
 
 static int cu_alloc(void **ptr, size_t bytes)
 {
@@ -197,7 +205,7 @@ static mds_backend cu = {
     },
     cu_host_alloc,
     cu_host_free,
-    matmul_set_dtype_cuda,
+    mds_cuda_set_compute_dtype,
 };
 
 /*

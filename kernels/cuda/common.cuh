@@ -226,7 +226,10 @@ void adamw_update_cuda(float *params, float *m, float *v, const float *grads, si
                        float beta2, float eps, float weight_decay, float grad_scale);
 void global_norm_squared_cuda(double *out, const float *x, size_t N);
 
-void matmul_set_dtype_cuda(int dtype);
+/* The backend's compute dtype (backend.h's set_compute_dtype): MDS_F32,
+ * or MDS_BF16 / MDS_F16 for 16-bit products with fp32 accumulation. */
+void mds_cuda_set_compute_dtype(int dtype);
+int mds_cuda_compute_dtype(void);
 
 /* The cuBLAS handles of the backend (backend_cuda.cu): pedantic fp32 math,
  * and default math for the 16-bit products on the tensor cores. */

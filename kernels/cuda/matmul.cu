@@ -7,7 +7,7 @@
  * TF32 and no reduced-precision reduction; the results sit within fp32
  * rounding of the CPU's (cuBLAS sums in its own order, so not its bits).
  *
- * bf16 / fp16 (matmul_set_dtype_cuda, which the model calls with its
+ * bf16 / fp16 (the backend's compute dtype, which the model sets to its
  * working dtype): the operands are then values of that dtype already (the
  * model rounds every activation, gradient and weight it keeps), so they are
  * converted to 16-bit copies exactly and multiplied on the tensor cores
@@ -79,14 +79,6 @@ static void gemm16(const char *what, int dt, cublasOperation_t ta, cublasOperati
     }
 }
 
-/* The working dtype of the operands (matmul_set_dtype_cuda). */
-static int mm_dtype = MDS_F32;
-
-void matmul_set_dtype_cuda(int dtype)
-{
-    mm_dtype = dtype == MDS_BF16 || dtype == MDS_F16 ? dtype : MDS_F32;
-}
-
 /* dst[i] = src[i] as dt, rounded to nearest even (exact on values of dt) */
 __global__ static void to16_kernel(uint16_t *dst, const float *src, size_t n, int dt)
 {
@@ -121,6 +113,7 @@ void matmul_forward_cuda(float *out, const float *inp, const float *weight, cons
 {
     size_t rows = (size_t)B * T;
     if (!rows || !OC) return;
+    int mm_dtype = mds_cuda_compute_dtype();
     if (C == 0) {
         mds_cuda_note(cudaMemsetAsync(out, 0, rows * OC * sizeof(float), 0), "matmul_forward");
     } else if (mm_dtype != MDS_F32) {
@@ -156,6 +149,7 @@ void matmul_backward_cuda(float *dinp, float *dweight, float *dbias, const float
 {
     long N = (long)B * T;
     if (!N || !OC || !C) return;
+    int mm_dtype = mds_cuda_compute_dtype();
     if (dbias)   /* first: its partial sums and the 16-bit copies share the scratch */
         mds_cu_colsum<1>(dbias, NULL, dbias_term{dout, OC}, N, OC, "matmul_backward (dbias)");
     if (mm_dtype != MDS_F32) {

@@ -247,6 +247,14 @@ inline T __shfl_down_sync(unsigned, T v, unsigned delta, int width = 32)
 }
 
 template <typename T>
+inline T __shfl_sync(unsigned, T v, int src_lane, int width = 32)
+{
+    unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned lane = tid & 31u, seg = lane / (unsigned)width * (unsigned)width;
+    return mds_cucpu_shfl(v, (int)(seg + (unsigned)src_lane % (unsigned)width), true);
+}
+
+template <typename T>
 inline T __shfl_xor_sync(unsigned, T v, int mask, int width = 32)
 {
     unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);

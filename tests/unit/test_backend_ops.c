@@ -310,13 +310,13 @@ static void tf_round(tf *t, int dt)
     be->copy(t->dev, t->ref, t->n * sizeof(float));
 }
 
-/* The matmuls in fp32, then with bf16 and fp16 operands (set_matmul_dtype:
+/* The matmuls in fp32, then with bf16 and fp16 operands (set_compute_dtype:
  * inputs rounded to the type, as the model's are; the CPU's fp32 products
  * of such values are exact, so the tolerance is fp32's). */
 static void set_mm(int dt)
 {
-    if (be->set_matmul_dtype)
-        be->set_matmul_dtype(dt);
+    if (be->set_compute_dtype)
+        be->set_compute_dtype(dt);
 }
 
 static const char *const mm_names[MDS_NUM_DTYPES][3] = {
@@ -401,6 +401,8 @@ static int next_nkv(int NH, int nkv)
 /* Multi-head, and grouped-query (groups of two, and one key/value head)
  * when NH > 1; each without and with attention dropout (a rank's heads from
  * global head 3). */
+static void t_attention_16(const struct shape *s, int backward);
+
 static void t_attention_forward(const struct shape *s)
 {
     if (!attention_shape(s)) return;
@@ -418,6 +420,7 @@ static void t_attention_forward(const struct shape *s)
         tf_free(&out); tf_free(&lse); tf_free(&qkv);
         free_drops(&dd);
     }
+    t_attention_16(s, 0);
 }
 
 static void t_attention_backward(const struct shape *s)
@@ -440,6 +443,59 @@ static void t_attention_backward(const struct shape *s)
         be->ops.attention_backward(dqkv.dev, dout.dev, qkv.dev, out.dev, lse.dev, s->B, s->T, s->C, s->NH, nkv, ddrop);
         check_f(dv ? "dqkv (dropout)" : nkv == s->NH ? "dqkv" : "dqkv (gqa)", &dqkv, ATOL, RTOL);
         tf_free(&qkv); tf_free(&out); tf_free(&lse); tf_free(&dqkv); tf_free(&dout);
+        free_drops(&dd);
+    }
+    t_attention_16(s, 1);
+}
+
+/*
+ * Attention with 16-bit products (set_compute_dtype bf16 / fp16, no
+ * dropout: the CUDA backend's tensor-core kernels; the CPU computes in
+ * fp32 whatever it is told): q, k, v and dO rounded to the type as the
+ * model keeps them.  Scores and dP are then exact products summed in
+ * fp32, but the probabilities P and score gradients dS are rounded to the
+ * type before their products (as flash attention does), each by at most
+ * one unit u (2^-9 bf16, 2^-12 fp16; P <= 1 and the values here <= 1), so
+ * out, dq, dk and dv move by a few u: held at 8 u absolute and relative.
+ * lse comes from the fp32 scores: fp32's tolerance.  A wrong mask or index
+ * moves values by 1/T or more, above 8 u for the fp16 runs at these T.
+ */
+static void t_attention_16(const struct shape *s, int backward)
+{
+    if (!attention_shape(s) || s->C / s->NH > 128 || s->T > 4096) return;
+    for (int dt = MDS_BF16; dt <= MDS_F16; dt++)
+    for (int nkv = s->NH; nkv >= 1; nkv = next_nkv(s->NH, nkv)) {
+        double u = dt == MDS_BF16 ? 1.0 / 512 : 1.0 / 4096;
+        struct drops dd = make_drops(0.0f, s->B, 3);
+        int hs = s->C / s->NH;
+        size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, row = C + 2 * (size_t)nkv * hs;
+        size_t nl = (size_t)s->B * s->NH * s->T;
+        char name[48];
+        tf qkv = tf_rand(BT * row, 1), out = tf_rand(BT * C, 1), lse = tf_rand(nl, 1);
+        tf_round(&qkv, dt);
+        set_mm(dt);
+        attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, nkv, dd.host);
+        if (!backward) {
+            be->ops.attention_forward(out.dev, lse.dev, qkv.dev, s->B, s->T, s->C, s->NH, nkv, dd.dev);
+            snprintf(name, sizeof name, "out %s%s", mds_dtype_name(dt), nkv == s->NH ? "" : " (gqa)");
+            check_f(name, &out, 8 * u, 8 * u);
+            snprintf(name, sizeof name, "lse %s%s", mds_dtype_name(dt), nkv == s->NH ? "" : " (gqa)");
+            check_f(name, &lse, ATOL, RTOL);
+        } else {
+            be->copy(out.dev, out.ref, BT * C * sizeof(float));
+            be->copy(lse.dev, lse.ref, nl * sizeof(float));
+            tf dqkv = tf_rand(BT * row, 1), dout = tf_rand(BT * C, 1);
+            tf_round(&dout, dt);
+            attention_backward_cpu(dqkv.ref, dout.ref, qkv.ref, out.ref, lse.ref, s->B, s->T, s->C, s->NH, nkv,
+                                   dd.host);
+            be->ops.attention_backward(dqkv.dev, dout.dev, qkv.dev, out.dev, lse.dev, s->B, s->T, s->C, s->NH, nkv,
+                                       dd.dev);
+            snprintf(name, sizeof name, "dqkv %s%s", mds_dtype_name(dt), nkv == s->NH ? "" : " (gqa)");
+            check_f(name, &dqkv, 8 * u, 8 * u);
+            tf_free(&dqkv); tf_free(&dout);
+        }
+        set_mm(MDS_F32);
+        tf_free(&qkv); tf_free(&out); tf_free(&lse);
         free_drops(&dd);
     }
 }
