@@ -35,6 +35,8 @@
 #     bytes per iteration, and every rank's bytes checked exactly against
 #     bench/comm_plan.py.
 #
+# MDS_BENCH_GPU_SHAPES="gpt2-124m gpt2-1.3b" runs only the shapes named
+# (default: all); MDS_BENCH_GPU_STAGED=0 skips section 4 and its reserve.
 # Everything keeps to MDS_BENCH_GPU_SECONDS (default 520) of wall time: each
 # run is under timeout(1) and a section without time left says so.  The
 # report also goes to $BUILD/bench-gpu.txt, and to $OUT/bench-gpu.txt when
@@ -62,6 +64,7 @@ if [ "$DRY" = 1 ]; then
     DEV=cpu ITERS=3 SHAPE_SECONDS=20 MAX_MB=4 RESERVE=0
 else
     DEV=cuda ITERS=${MDS_BENCH_GPU_ITERS:-5} SHAPE_SECONDS=${MDS_BENCH_GPU_SHAPE_SECONDS:-30} MAX_MB=64 RESERVE=75
+    [ "${MDS_BENCH_GPU_STAGED:-1}" = 0 ] && RESERVE=0
 fi
 
 left() { echo $((END - $(date +%s))); }
@@ -89,6 +92,8 @@ nomem() { grep -qE 'cannot allocate|out of memory|cudaErrorMemoryAllocation' "$T
 # shape NAME SEQ VOCAB TORCH_FLAGS -- MDSTRAIN_FLAGS...
 shape() {
     name=$1 seq=$2 vocab=$3 tflags=$4; shift 5
+    case " ${MDS_BENCH_GPU_SHAPES:-$name} " in *" $name "*) ;; *)
+        echo "$name: not in MDS_BENCH_GPU_SHAPES" >>"$T/notes"; return ;; esac
     if [ "$(left)" -lt $((RESERVE + 30)) ]; then   # section 4 keeps its share
         echo "$name: skipped, $(left) s of the budget left" >>"$T/notes"; return
     fi
@@ -286,7 +291,7 @@ main() {
     sed 's/^/  /' "$T/llmc"
     echo
     echo "== 4. host-staged ranks on one $DEV device (issue 16): 2 ranks over TCP against 1"
-    staged
+    if [ "${MDS_BENCH_GPU_STAGED:-1}" = 0 ]; then echo "  skipped (MDS_BENCH_GPU_STAGED=0)"; else staged; fi
     if [ -s "$T/notes" ]; then echo; echo "== notes"; sed 's/^/  /' "$T/notes"; fi
     echo
     echo "== bench-gpu: $(( $(date +%s) - START )) s"
