@@ -23,8 +23,9 @@
 #     model and micro-batch, its time, the same FLOPs and
 #     torch.cuda.max_memory_allocated.
 #  2. the matmuls: $BUILD/gemm_gpu (bench/gemm_gpu.cu) times the step's
-#     linears alone at the same shapes, fp32 as mdstrain's backend issues
-#     them and bf16 through cuBLASLt: their share of each step.
+#     linears alone at the same shapes, bf16 through cuBLASLt (what a
+#     --bf16 step runs, mdstrain's and torch's) and fp32 pedantic (what an
+#     fp32 run issues): the bf16 products' share of each step.
 #  3. llm.c: with LLMC=/path/to/llm.c (a copy carried to the machine and
 #     built there by hand, docs/benchmarks.md, "First GPU session": this
 #     script neither fetches nor builds it), its train_gpt2cu trains its d12
@@ -279,12 +280,14 @@ main() {
     echo
     echo "== 2. the matmuls of one step (the linears: forward, input and weight gradients) alone, against the step"
     if awk '$10 != "?" { found = 1 } END { exit !found }' "$T/rows"; then
-        printf '  %-10s | %9s %12s %6s | %9s %12s %6s\n' model "mds ms" "cuBLAS fp32" share "torch ms" "cuBLASLt bf16" share
+        printf '  %-10s | %13s | %9s %6s | %9s %6s | %11s\n' model "cuBLASLt bf16" "mds ms" share "torch ms" share "cuBLAS fp32"
         awk '$10 != "?" {
-            printf "  %-10s | %9.1f %9.1f ms %5.0f%% |", $1, $5, $11, 100 * $11 / $5
-            if ($8 == "?") printf " %9s %9.1f ms %6s\n", "-", $10, "-"
-            else printf " %9.1f %9.1f ms %5.0f%%\n", $8, $10, 100 * $10 / $8 }' "$T/rows"
-        echo "  (fp32: cublasGemmEx pedantic, what mdstrain's CUDA backend runs; bf16: what autocast runs)"
+            printf "  %-10s | %10.1f ms | %9.1f %5.0f%% |", $1, $10, $5, 100 * $10 / $5
+            if ($8 == "?") printf " %9s %6s |", "-", "-"
+            else printf " %9.1f %5.0f%% |", $8, 100 * $10 / $8
+            printf " %8.1f ms\n", $11 }' "$T/rows"
+        echo "  (bf16: the products of a --bf16 step on the tensor cores, what mdstrain's CUDA backend and autocast"
+        echo "   both run, and their share of each step; fp32: the same products pedantic, what an fp32 run issues)"
     else echo "  skipped (no GPU run of bench/gemm_gpu)"; fi
     echo
     echo "== 3. llm.c train_gpt2cu (GPT-2 124M, seq 1024, random tokens) on the same device, beside mdstrain's 124M above"

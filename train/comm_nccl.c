@@ -2,11 +2,13 @@
  * comm_nccl.c - comm.h's NCCL transport (built when the Makefile finds CUDA
  * and NCCL: MDS_HAVE_NCCL), for the CUDA backend's device buffers.
  *
- * COMPILED, NOT YET RUN: the project's machines have no GPU, so no line of
- * this file has executed against a device (on a machine without a GPU,
- * comm_nccl_init() stops at its first check, which tests/mpi/test_comm.c
- * runs).  mdstrain selects it for --device cuda with one GPU per rank
- * (comm_place); tests/gpu/test_train_gpu.sh is its test, for a GPU machine.
+ * Run at world size 1 on an H200 (2026-11-27: tests/gpu/test_train_gpu.sh's
+ * NCCL world of one, every collective through NCCL, bitwise the plain GPU
+ * run); not yet between GPUs (the lent machines have one), so the split
+ * groups, send/receive and the watcher's abort paths have not run.  On a
+ * machine without a GPU comm_nccl_init() stops at its first check, which
+ * tests/mpi/test_comm.c runs.  mdstrain selects it for --device cuda with
+ * one GPU per rank (comm_place).
  *
  * Design.  An NCCL communicator sits beside a host one (the TCP or MPI
  * world, or the host group of the same ranks after comm_split): device
