@@ -46,7 +46,9 @@ stage holding Ll = L / PP layers:
       elements or more, then one of the embeddings and one of the final
       norm and output layer), or with the
       distributed optimizer a reduce-scatter of ceil(N/DP) per rank and
-      an all-gather of the updated parameters; the last stage all-reduces
+      an all-gather of the updated parameters (with --overlap-grad-reduce
+      one of each per bucket of layers and one for the rest, each
+      ceil(bucket/DP) per rank); the last stage all-reduces
       its 2 fp64 loss sums (and every rank 1 fp64 token count with
       --calculate-per-token-loss);
   mp / world: the squared gradient norm, 1 fp64, over TP x PP (over the
@@ -226,9 +228,16 @@ class Model:
         # dp: the gradients, the loss sums, the token count
         N = self.num_params(stage)
         if a.use_distributed_optimizer:
-            shard = cdiv(N, self.dp)
-            add("dp", "reduce-scatter", scatter_gather(shard, self.dp, grad))
-            add("dp", "all-gather", scatter_gather(shard, self.dp, param))
+            # one bucket of everything, or (--overlap-grad-reduce, DP > 1) the
+            # layers' buckets and one of the rest (trainer.c, plan_buckets):
+            # each padded to DP chunks, reduce-scattered and all-gathered
+            buckets = [N]
+            if a.overlap_grad_reduce and self.dp > 1:
+                calls = self.overlap_calls(stage)
+                buckets = [n for n in calls[:-2] + [calls[-2] + calls[-1]] if n]
+            for n in buckets:
+                add("dp", "reduce-scatter", scatter_gather(cdiv(n, self.dp), self.dp, grad))
+                add("dp", "all-gather", scatter_gather(cdiv(n, self.dp), self.dp, param))
         elif a.overlap_grad_reduce:
             for n in self.overlap_calls(stage):
                 add("dp", "all-reduce", allreduce_sum(n, self.dp, grad))
@@ -269,6 +278,7 @@ def parser():
     i("--world-size", type=int, default=1, help="ranks in all (the launcher's, not an mdstrain flag)")
     i("--use-distributed-optimizer", action="store_true")
     i("--overlap-grad-reduce", action="store_true")
+    i("--overlap-param-gather", action="store_true", help="the same all-gathers, only later (no effect on the bytes)")
     i("--ddp-bucket-size", type=int, default=0)
     i("--swiglu", action="store_true")
     i("--untie-embeddings-and-output-weights", action="store_true")

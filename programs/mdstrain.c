@@ -115,7 +115,7 @@ enum {
     /* Megatron flags naming what mds does (their values checked) */
     O_CP, O_DIST_BACKEND, O_DATA_IMPL, O_OPTIMIZER, O_DDP_IMPL, O_TRANSFORMER_IMPL,
     O_MCORE, O_NUM_WORKERS, O_DATALOADER, O_NO_ASYNC_TP, O_NO_GRAD_FUSION, O_ATTN_BACKEND, O_FLASH_ATTN,
-    O_QK_SCALING, O_NO_QK_SCALING, O_MANUAL_GC, O_SCHEDULING_ONLY, O_EMPTY_CACHE, O_TIKTOKEN_PATTERN, O_OVERRIDE_SCHED, O_USE_CKPT_SCHED, O_DIST_TIMEOUT,
+    O_QK_SCALING, O_NO_QK_SCALING, O_MANUAL_GC, O_SCHEDULING_ONLY, O_OVERLAP_PARAM, O_EMPTY_CACHE, O_TIKTOKEN_PATTERN, O_OVERRIDE_SCHED, O_USE_CKPT_SCHED, O_DIST_TIMEOUT,
     O_OVERLAP_GRAD, O_DDP_BUCKET,
     O_NO_LOAD_OPTIM, O_NO_LOAD_RNG, O_FINETUNE,
     O_KILL_SWITCH, O_EXIT_DURATION, O_NULL_EOD, O_NULL_LEGACY,
@@ -312,12 +312,13 @@ static const struct cli_option compat_options[] = {
     {"no-query-key-layer-scaling", 0, CLI_ARG_NONE, O_NO_QK_SCALING, NULL, "accepted (the default)"},
     {"manual-gc", 0, CLI_ARG_NONE, O_MANUAL_GC, NULL, "accepted: mds has no garbage collector"},
     {"overlap-grad-reduce", 0, CLI_ARG_NONE, O_OVERLAP_GRAD, NULL,
-     "all-reduce the data-parallel gradients in buckets while the backward runs (the same sums; with the "
-     "distributed optimizer the reduce-scatter stays after the backward)"},
+     "reduce the data-parallel gradients in buckets while the backward runs: all-reduce, or with the "
+     "distributed optimizer reduce-scatter (the same sums)"},
     {"ddp-bucket-size", 0, CLI_ARG_ONE, O_DDP_BUCKET, "N",
      "elements per --overlap-grad-reduce bucket, at least (default max(40M, 1M x DP), Megatron's)"},
-    {"overlap-param-gather", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL,
-     "accepted: the same parameters, gathered after the step instead of overlapped with the forward"},
+    {"overlap-param-gather", 0, CLI_ARG_NONE, O_OVERLAP_PARAM, NULL,
+     "all-gather the distributed optimizer's updated parameters bucket by bucket while the next forward runs "
+     "(with --use-distributed-optimizer and --overlap-grad-reduce, as Megatron's)"},
     {"empty-unused-memory-level", 0, CLI_ARG_ONE, O_EMPTY_CACHE, "0|1|2",
      "accepted: when PyTorch returns cached memory; mds allocates once and frees at the end"},
     {"no-create-attention-mask-in-dataloader", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL,
@@ -403,6 +404,7 @@ struct config {
     /* exits, resume, timeouts */
     double exit_duration, dist_timeout;         /* minutes; 0: none */
     int overlap_grad;                           /* --overlap-grad-reduce */
+    int overlap_param;                          /* --overlap-param-gather */
     uint64_t ddp_bucket;                        /* --ddp-bucket-size; 0: Megatron's default */
     const char *kill_switch;
     int override_sched, use_ckpt_sched;
@@ -691,6 +693,7 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_FINETUNE: c->finetune = 1; break;
     case O_DIST_TIMEOUT: c->dist_timeout = cli_opt_double(o, v, 0, 1e9); break;
     case O_OVERLAP_GRAD: c->overlap_grad = 1; break;
+    case O_OVERLAP_PARAM: c->overlap_param = 1; break;
     case O_DDP_BUCKET: c->ddp_bucket = cli_opt_u64(o, v, 1, UINT64_MAX / 8); break;
     case O_EXIT_DURATION: c->exit_duration = cli_opt_double(o, v, 0, 1e12); break;
     case O_KILL_SWITCH: c->kill_switch = v; break;
@@ -1288,10 +1291,13 @@ static void print_config(const struct config *c, const gpt_model *m, const train
     if (c->overlap_grad) {   /* --overlap-grad-reduce: what it does in this layout */
         char how[96];
         if (P->dp_size == 1) snprintf(how, sizeof how, "nothing to overlap (DP 1)");
-        else if (c->dist_opt) snprintf(how, sizeof how, "reduce-scatter after the backward");
-        else snprintf(how, sizeof how, "overlapped, buckets of %" PRIu64 " elements", bucket_size(c, P));
+        else snprintf(how, sizeof how, "overlapped: %s, buckets of %" PRIu64,
+                      c->dist_opt ? "reduce-scatter" : "all-reduce", bucket_size(c, P));
         ROW("gradient reduce", "%s", how);
     }
+    if (c->overlap_param)
+        ROW("parameter gather", "%s", P->dp_size == 1 ? "nothing to overlap (DP 1)"
+                                                       : "overlapped: all-gathers in the forward");
     ROW("backend", "%s (%s; %s)", m->be->name, m->be->device, device_how);
     ROW("GPU (rank 0)", "%s", placement_desc);
     ROW("precision", "%s, main grads %s", mds_dtype_name(m->cfg.dtype), mds_dtype_name(m->cfg.grad_dtype));
@@ -1473,11 +1479,16 @@ static int torch_dist_dir(const char *iter_dir)
 static void fresh_optimizer(trainer *t)
 {
     gpt_model *m = t->m;
-    size_t n = m->opt_hi - m->opt_lo;
-    float *z = calloc(n ? n : 1, sizeof(float));
+    size_t most = 0;
+    for (size_t k = 0; k < m->opt_npieces; k++)
+        if (m->opt_pieces[k].hi - m->opt_pieces[k].lo > most) most = m->opt_pieces[k].hi - m->opt_pieces[k].lo;
+    float *z = calloc(most ? most : 1, sizeof(float));
     if (!z) cli_die(1, "out of memory resetting the optimizer state");
-    if (gpt_state_write(m, GPT_STATE_ADAM_M, m->opt_lo, z, n) != 0 || gpt_state_write(m, GPT_STATE_ADAM_V, m->opt_lo, z, n) != 0)
-        cli_die(1, "cannot reset the optimizer state");
+    for (size_t k = 0; k < m->opt_npieces; k++) {
+        size_t lo = m->opt_pieces[k].lo, n = m->opt_pieces[k].hi - lo;
+        if (gpt_state_write(m, GPT_STATE_ADAM_M, lo, z, n) != 0 || gpt_state_write(m, GPT_STATE_ADAM_V, lo, z, n) != 0)
+            cli_die(1, "cannot reset the optimizer state");
+    }
     m->step = 0;
     free(z);
 }
@@ -1958,6 +1969,9 @@ int main(int argc, char **argv)
     mds_comm *train_world = nccl_world ? nccl_world : world;
     if (c.deepspeed) apply_ds_config(&c, dp, world_rank == 0);
     if (c.grads_bf16 && !c.bf16) cli_usage("--grad-reduce-in-bf16 goes with --bf16");
+    /* Megatron's validate_args, its words */
+    if (c.overlap_param && !c.dist_opt) cli_usage("--overlap-param-gather only supported with distributed optimizer");
+    if (c.overlap_param && !c.overlap_grad) cli_usage("Must use --overlap-param-gather with --overlap-grad-reduce");
     if (!c.have_gbs) c.gbs = c.mbs * (uint64_t)dp;   /* Megatron's default */
     if (c.gbs % (c.mbs * (uint64_t)dp))
         cli_usage("--global-batch-size %" PRIu64 " is not divisible by micro-batch size (%" PRIu64
@@ -1977,7 +1991,7 @@ int main(int argc, char **argv)
     if (train_layout_init(&P, train_world, c.tp, c.pp, err, sizeof err) != 0)
         cli_die(1, "%s", err);
     /* the same verdict on every rank (one MPI library): exit 2 together */
-    if (c.overlap_grad && !c.dist_opt && P.dp_size > 1 && !comm_async_ok())
+    if (c.overlap_grad && P.dp_size > 1 && !comm_async_ok())
         cli_usage("--overlap-grad-reduce needs a second communication thread, and this MPI (%s) does not grant "
                   "MPI_THREAD_MULTIPLE", comm_backend());
     int user_verbosity = cli.verbosity;
@@ -2000,6 +2014,7 @@ int main(int argc, char **argv)
     trainer t;
     trainer_config tc = { .global_batch_size = c.gbs, .vocab_size = ti.V, .dist_opt = c.dist_opt,
                           .per_token_loss = c.per_token_loss, .overlap_grad_reduce = c.overlap_grad,
+                          .overlap_param_gather = c.overlap_param,
                           .bucket_size = (size_t)bucket_size(&c, &P),
                           .beta1 = (float)c.beta1, .beta2 = (float)c.beta2, .eps = (float)c.eps,
                           .weight_decay = (float)c.wd, .weight_decay_arg = c.wd, .clip_grad = (float)c.clip, .fatal = fatal };
@@ -2217,6 +2232,8 @@ int main(int argc, char **argv)
         if (log_rank) print_validation(prefix, tl);
         tblog_validation(&tbl, iteration, consumed, tl, 1);
     }
+    if (trainer_params_sync(&t) != 0)   /* the last step's overlapped all-gathers */
+        cli_die(1, "%s", t.err);
     tblog_close(&tbl);
     if (user_verbosity >= 2 && P.dp_rank == 0 && iters_run)
         report_memory(model.be, world_rank, iteration);

@@ -682,16 +682,20 @@ static int host_sendrecv(mds_comm *c, const void *sbuf, size_t sbytes, int speer
     return 0;
 }
 
-/* ---- all-reduces begun now, finished later (comm_allreduce_start) -------- */
+/* ---- collectives begun now, finished later (comm_*_start) ---------------- */
+
+enum async_kind { ASYNC_ALLREDUCE, ASYNC_REDUCE_SCATTER, ASYNC_ALLGATHER };
 
 struct async_req {
-    void *buf;
-    size_t n;
+    enum async_kind kind;
+    void *buf;            /* the all-reduce's buffer; the reduce-scatter's and all-gather's out */
+    const void *in;       /* the reduce-scatter's and all-gather's in */
+    size_t n;             /* elements; their chunk */
     enum comm_dtype dt;
     enum comm_op op;
 };
 
-/* A communicator's worker: the queue [done, queued) of all-reduces, run in
+/* A communicator's worker: the queue [done, queued) of collectives, run in
  * order by one thread, so the byte streams of c keep comm.h's order. */
 struct comm_async {
     pthread_t th;
@@ -717,7 +721,10 @@ static void *async_main(void *arg)
         struct async_req r = a->q[a->done];
         int skip = a->failed;   /* after a failure the streams are out of step: run nothing more */
         pthread_mutex_unlock(&a->mu);
-        int rc = skip ? 0 : comm_allreduce(c, r.buf, r.n, r.dt, r.op);
+        int rc = skip ? 0
+                 : r.kind == ASYNC_ALLREDUCE ? comm_allreduce(c, r.buf, r.n, r.dt, r.op)
+                 : r.kind == ASYNC_REDUCE_SCATTER ? comm_reduce_scatter(c, (float *)r.buf, (const float *)r.in, r.n)
+                 : comm_allgather(c, (float *)r.buf, (const float *)r.in, r.n);
         pthread_mutex_lock(&a->mu);
         if (rc < 0) {
             a->failed = 1;
@@ -765,6 +772,23 @@ static void async_stop(mds_comm *c)
 
 int comm_async_ok(void) { return comm_threads_ok; }
 
+/* Queue r on c's worker (started on first use). */
+static int async_push(mds_comm *c, struct async_req r)
+{
+    if (!comm_threads_ok) return comm_fail("this transport (%s) cannot run collectives from a second thread", comm_transport(c));
+    if (!c->async && async_start(c)) return -1;
+    struct comm_async *a = c->async;
+    pthread_mutex_lock(&a->mu);
+    if (mds_grow((void **)&a->q, &a->cap, a->queued + 1, sizeof *a->q) != 0) {
+        pthread_mutex_unlock(&a->mu);
+        return comm_fail("out of memory");
+    }
+    a->q[a->queued++] = r;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    return 0;
+}
+
 int comm_allreduce_start(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op)
 {
     if (n == 0) return 0;
@@ -774,18 +798,50 @@ int comm_allreduce_start(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, e
     if (c->dev && c->dev->is_device(buf))
         return dev_allreduce(c, buf, n, dt, op, c->dev->allreduce_start ? c->dev->allreduce_start : c->dev->allreduce);
     if (c->size == 1) return 0;
-    if (!comm_threads_ok) return comm_fail("this transport (%s) cannot run collectives from a second thread", comm_transport(c));
-    if (!c->async && async_start(c)) return -1;
-    struct comm_async *a = c->async;
-    pthread_mutex_lock(&a->mu);
-    if (mds_grow((void **)&a->q, &a->cap, a->queued + 1, sizeof *a->q) != 0) {
-        pthread_mutex_unlock(&a->mu);
-        return comm_fail("out of memory");
+    return async_push(c, (struct async_req){ASYNC_ALLREDUCE, buf, NULL, n, dt, op});
+}
+
+/* comm_reduce_scatter_start and comm_allgather_start: a device transport's
+ * own start (or its synchronous collective), else the worker's queue. */
+static int chunked_start(mds_comm *c, enum async_kind kind, float *out, const float *in, size_t chunk)
+{
+    int rs = kind == ASYNC_REDUCE_SCATTER;
+    if (chunk == 0) return 0;
+    if (c->dev && c->dev->is_device(rs ? (const void *)in : (const void *)out)) {
+        int (*start)(mds_comm *, float *, const float *, size_t) =
+            rs ? c->dev->reduce_scatter_start : c->dev->allgather_start;
+        if (!start) return rs ? comm_reduce_scatter(c, out, in, chunk) : comm_allgather(c, out, in, chunk);
+        if (WATCH(start(c, out, in, chunk))) return -1;
+        if (c->size > 1)
+            count(c, rs ? COMM_K_REDUCE_SCATTER : COMM_K_ALLGATHER, (size_t)(c->size - 1) * chunk * sizeof(float));
+        return 0;
     }
-    a->q[a->queued++] = (struct async_req){buf, n, dt, op};
-    pthread_cond_broadcast(&a->cv);
+    /* one rank: a copy (staged where it must be) */
+    if (c->size == 1) return rs ? comm_reduce_scatter(c, out, in, chunk) : comm_allgather(c, out, in, chunk);
+    return async_push(c, (struct async_req){kind, out, in, chunk, COMM_F32, COMM_SUM});
+}
+
+int comm_reduce_scatter_start(mds_comm *c, float *out, const float *in, size_t chunk)
+{
+    return chunked_start(c, ASYNC_REDUCE_SCATTER, out, in, chunk);
+}
+
+int comm_allgather_start(mds_comm *c, float *out, const float *in, size_t chunk)
+{
+    return chunked_start(c, ASYNC_ALLGATHER, out, in, chunk);
+}
+
+int comm_wait_some(mds_comm *c, size_t n)
+{
+    if (c->dev && (c->dev->wait_some ? WATCH(c->dev->wait_some(c, n)) : c->dev->wait && WATCH(c->dev->wait(c))))
+        return -1;
+    struct comm_async *a = c->async;
+    if (!a) return 0;
+    pthread_mutex_lock(&a->mu);
+    while (a->done < n && a->done != a->queued) pthread_cond_wait(&a->cv, &a->mu);
+    int rc = a->failed ? comm_fail("%s", a->err) : 0;
     pthread_mutex_unlock(&a->mu);
-    return 0;
+    return rc;
 }
 
 int comm_wait(mds_comm *c)

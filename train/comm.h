@@ -138,7 +138,18 @@ int comm_allreduce(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum co
  *           failure of any started all-reduce (later ones are not run).
  */
 int comm_allreduce_start(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op);
+/* comm_reduce_scatter begun now, finished by comm_wait(c), under the same
+ * rules (the distributed optimizer's --overlap-grad-reduce buckets): the
+ * same rank-ordered sums, run in the order started with c's all-reduces. */
+int comm_reduce_scatter_start(mds_comm *c, float *out, const float *in, size_t chunk);
+/* comm_allgather begun now (the distributed optimizer's
+ * --overlap-param-gather), finished by comm_wait or comm_wait_some. */
+int comm_allgather_start(mds_comm *c, float *out, const float *in, size_t chunk);
 int comm_wait(mds_comm *c);
+/* Wait for the first n collectives started on c since its last comm_wait
+ * (their buffers are then the caller's again; the rest go on); comm_wait
+ * still ends the round.  A failure of any of them so far is returned. */
+int comm_wait_some(mds_comm *c, size_t n);
 /* 1 when comm_allreduce_start can run on the host transport of this job. */
 int comm_async_ok(void);
 
@@ -195,7 +206,8 @@ int comm_set_timeout(double seconds, void (*expired)(double waited_s));
  * process through comm_set_fatal's function with one line naming the rank
  * and the collective.  Collective over host.  Free the world with
  * comm_free before host.  Built only with CUDA and NCCL
- * (train/comm_nccl.c); compiled, never run on a GPU in this project's tests.
+ * (train/comm_nccl.c); run at world size 1 on an H200 (2026-11-27), not yet
+ * between GPUs.
  * @return : 0; -1 with comm_error() on the rank that failed (no GPU, a
  *           shared GPU, an NCCL failure, or "built without NCCL"); -2 on
  *           the others, which every rank learns of before any NCCL call

@@ -60,6 +60,15 @@ struct comm_dev_ops {
        stream waits for it only at wait (NULL: allreduce, waited at once) */
     int (*allreduce_start)(mds_comm *c, void *buf, size_t n, enum comm_dtype dt, enum comm_op op);
     int (*wait)(mds_comm *c);
+    /* comm_reduce_scatter_start: as reduce_scatter, waited for at wait
+       (NULL: reduce_scatter, waited at once) */
+    int (*reduce_scatter_start)(mds_comm *c, float *out, const float *in, size_t chunk);
+    /* comm_allgather_start: as allgather, waited for at wait or wait_some
+       (NULL: allgather, waited at once) */
+    int (*allgather_start)(mds_comm *c, float *out, const float *in, size_t chunk);
+    /* comm_wait_some: the compute stream waits for the first n collectives
+       started since the last wait (NULL: for all of them, as wait) */
+    int (*wait_some)(mds_comm *c, size_t n);
 };
 
 struct mds_comm {
@@ -75,7 +84,7 @@ struct mds_comm {
     unsigned char *staged;    /* host copies of staged buffers, grown on demand */
     size_t staged_cap;
     void (*staged_free)(void *);   /* what frees staged (the staging ops' host_free); NULL: free */
-    struct comm_async *async; /* comm_allreduce_start's worker; NULL until the first */
+    struct comm_async *async; /* the worker of the _start collectives; NULL until the first */
 };
 
 /* Set on comm_allreduce_start's worker threads: a transport keeps its

@@ -79,6 +79,8 @@ struct nccl_impl {
     cudaStream_t own;         /* NCCL's work on this communicator */
     cudaEvent_t ready, done;  /* compute stream -> own, own -> compute stream */
     int deferred;             /* comm_allreduce_start's work the compute stream has not yet waited for */
+    cudaEvent_t *evs;         /* one per deferred collective since the last wait, for wait_some */
+    size_t nev, evcap;
     int rank, size;
     /* for the watcher: when work was last enqueued (0: none outstanding),
        what it was, and a count that tells a newer enqueue from the one it saw done */
@@ -240,6 +242,19 @@ static int enqueue_end(mds_comm *c, const char *what, int defer)
 {
     struct nccl_impl *i = impl_of(c);
     CUDA_TRY(what, cudaEventRecord(i->done, i->own));
+    if (defer) {   /* this collective's own event, for wait_some */
+        if (i->nev == i->evcap) {
+            size_t cap = i->evcap ? 2 * i->evcap : 16;
+            cudaEvent_t *e = realloc(i->evs, cap * sizeof *e);
+            if (!e) return comm_fail("%s: out of memory", what);
+            memset(e + i->evcap, 0, (cap - i->evcap) * sizeof *e);
+            i->evs = e;
+            i->evcap = cap;
+        }
+        if (!i->evs[i->nev]) CUDA_TRY(what, cudaEventCreateWithFlags(&i->evs[i->nev], cudaEventDisableTiming));
+        CUDA_TRY(what, cudaEventRecord(i->evs[i->nev], i->own));
+        i->nev++;
+    }
     i->deferred = defer;
     if (!defer) CUDA_TRY(what, cudaStreamWaitEvent((cudaStream_t)c->stream, i->done, 0));
     atomic_store(&i->what, what);
@@ -278,22 +293,59 @@ static int dev_allreduce_start(mds_comm *c, void *buf, size_t n, enum comm_dtype
 static int dev_wait(mds_comm *c)
 {
     struct nccl_impl *i = impl_of(c);
+    i->nev = 0;
     if (!i->deferred) return 0;
     i->deferred = 0;
     CUDA_TRY("NCCL all-reduce", cudaStreamWaitEvent((cudaStream_t)c->stream, i->done, 0));
     return 0;
 }
 
+static int reduce_scatter_on_stream(mds_comm *c, float *out, const float *in, size_t chunk, int defer)
+{
+    ENQUEUE_DEFER(c, "NCCL reduce-scatter", ncclReduceScatter(in, out, chunk, ncclFloat32, ncclSum, impl_of(c)->nc,
+                                                              stream_of(c)), defer);
+}
+
 static int dev_reduce_scatter(mds_comm *c, float *out, const float *in, size_t chunk)
 {
-    ENQUEUE(c, "NCCL reduce-scatter", ncclReduceScatter(in, out, chunk, ncclFloat32, ncclSum, impl_of(c)->nc,
-                                                        stream_of(c)));
+    return reduce_scatter_on_stream(c, out, in, chunk, 0);
+}
+
+/* --overlap-grad-reduce with the distributed optimizer: a bucket's
+ * reduce-scatter beside the backward, waited for at dev_wait. */
+static int dev_reduce_scatter_start(mds_comm *c, float *out, const float *in, size_t chunk)
+{
+    return reduce_scatter_on_stream(c, out, in, chunk, 1);
+}
+
+static int allgather_on_stream(mds_comm *c, float *out, const float *in, size_t chunk, int defer)
+{
+    /* in == out + rank*chunk is NCCL's in-place all-gather */
+    ENQUEUE_DEFER(c, "NCCL all-gather", ncclAllGather(in, out, chunk, ncclFloat32, impl_of(c)->nc, stream_of(c)),
+                  defer);
 }
 
 static int dev_allgather(mds_comm *c, float *out, const float *in, size_t chunk)
 {
-    /* in == out + rank*chunk is NCCL's in-place all-gather */
-    ENQUEUE(c, "NCCL all-gather", ncclAllGather(in, out, chunk, ncclFloat32, impl_of(c)->nc, stream_of(c)));
+    return allgather_on_stream(c, out, in, chunk, 0);
+}
+
+/* --overlap-param-gather: a bucket's all-gather beside the next forward,
+ * waited for (dev_wait_some) before the bucket's first layer. */
+static int dev_allgather_start(mds_comm *c, float *out, const float *in, size_t chunk)
+{
+    return allgather_on_stream(c, out, in, chunk, 1);
+}
+
+/* The compute stream waits for the first n deferred collectives since the
+ * last dev_wait (their own events, recorded in order on c's stream). */
+static int dev_wait_some(mds_comm *c, size_t n)
+{
+    struct nccl_impl *i = impl_of(c);
+    if (!n) return 0;
+    if (n > i->nev) return dev_wait(c);
+    CUDA_TRY("NCCL all-gather", cudaStreamWaitEvent((cudaStream_t)c->stream, i->evs[n - 1], 0));
+    return 0;
 }
 
 static int dev_broadcast(mds_comm *c, void *buf, size_t bytes, int root)
@@ -342,7 +394,7 @@ static int dev_barrier(mds_comm *c)
 
 static const struct comm_dev_ops nccl_dev = {
     is_device, dev_allreduce, dev_reduce_scatter, dev_allgather, dev_broadcast, dev_sendrecv, dev_barrier,
-    dev_allreduce_start, dev_wait,
+    dev_allreduce_start, dev_wait, dev_reduce_scatter_start, dev_allgather_start, dev_wait_some,
 };
 
 /* ---- host buffers: the host group's primitives ---------------------------- */
@@ -396,6 +448,9 @@ static void nccl_release(mds_comm *c)
     if (i->nc) ncclCommDestroy(i->nc);
     if (i->ready) cudaEventDestroy(i->ready);
     if (i->done) cudaEventDestroy(i->done);
+    for (size_t k = 0; k < i->evcap; k++)
+        if (i->evs[k]) cudaEventDestroy(i->evs[k]);
+    free(i->evs);
     if (i->own) cudaStreamDestroy(i->own);
     comm_free(i->host);
     free(i);

@@ -414,8 +414,10 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
         m->num_acts > ((size_t)-1) / sizeof(float) / (size_t)(m->slots + 1) - m->num_work - m->num_sp)
         return GPT_ERR_NOMEM;
 
-    m->opt_lo = 0;
-    m->opt_hi = m->num_params;
+    m->opt_whole = (gpt_opt_piece){0, m->num_params, 0};
+    m->opt_pieces = &m->opt_whole;
+    m->opt_npieces = 1;
+    m->opt_slots = m->num_params;
     m->act_dtype = cfg->dtype;
     for (int i = 0; i < GPT_NUM_PARAMS; i++)
         m->param_dtype[i] = cfg->dtype;
@@ -562,57 +564,86 @@ void gpt_model_free(gpt_model *m)
     m->work_memory = NULL;
     m->sp_full = m->sp_full2 = m->sp_perm = m->sp_mean = m->sp_rstd = NULL;
     m->m = m->v = NULL;
+    if (m->opt_pieces != &m->opt_whole)
+        free(m->opt_pieces);
+    m->opt_pieces = NULL;
+    m->opt_npieces = 0;
     m->tokens_memory = NULL;
     m->dsum = NULL;
     m->host_mask = NULL;
     m->acts.inputs = m->acts.targets = NULL;
 }
 
-int gpt_set_optimizer_shard(gpt_model *m, size_t lo, size_t hi, char *err, size_t errlen)
+int gpt_set_optimizer_pieces(gpt_model *m, const gpt_opt_piece *pieces, size_t n, size_t slots, char *err,
+                             size_t errlen)
 {
-    if (lo > hi || hi > m->num_params)
-        FAIL("optimizer shard [%zu, %zu) is outside the %zu parameters", lo, hi, m->num_params);
+    for (size_t k = 0; k < n; k++) {
+        const gpt_opt_piece *q = &pieces[k];
+        if (q->lo > q->hi || q->hi > m->num_params || q->at > slots || q->hi - q->lo > slots - q->at)
+            FAIL("optimizer piece [%zu, %zu) at slot %zu is outside the %zu parameters or %zu slots", q->lo, q->hi,
+                 q->at, m->num_params, slots);
+    }
+    gpt_opt_piece *copy = malloc((n ? n : 1) * sizeof *copy);
+    if (!copy) {
+        if (err && errlen) snprintf(err, errlen, "out of memory for %zu optimizer pieces", n);
+        return GPT_ERR_NOMEM;
+    }
+    memcpy(copy, pieces, n * sizeof *copy);
     void *p;
-    int rc = alloc_buffer(m, &p, 2 * (hi - lo), sizeof(float), "AdamW shard", err, errlen);
-    if (rc)
+    int rc = alloc_buffer(m, &p, 2 * slots, sizeof(float), "AdamW shard", err, errlen);
+    if (rc) {
+        free(copy);
         return rc;
+    }
     m->be->free(m->opt_memory);
+    if (m->opt_pieces != &m->opt_whole)
+        free(m->opt_pieces);
     m->opt_memory = p;
-    m->opt_lo = lo;
-    m->opt_hi = hi;
+    m->opt_pieces = copy;
+    m->opt_npieces = n;
+    m->opt_slots = slots;
     m->m = m->opt_memory;
-    m->v = m->opt_memory + (hi - lo);
+    m->v = m->opt_memory + slots;
     return GPT_OK;
 }
 
-/* The backend buffer and flat range of a state section. */
-static float *state_section(const gpt_model *m, int which, size_t *lo, size_t *hi)
+int gpt_set_optimizer_shard(gpt_model *m, size_t lo, size_t hi, char *err, size_t errlen)
 {
-    switch (which) {
-    case GPT_STATE_WEIGHTS: *lo = 0; *hi = m->num_params; return m->master_memory;
-    case GPT_STATE_ADAM_M: *lo = m->opt_lo; *hi = m->opt_hi; return m->m;
-    case GPT_STATE_ADAM_V: *lo = m->opt_lo; *hi = m->opt_hi; return m->v;
-    default: return NULL;
+    gpt_opt_piece one = {lo, hi, 0};
+    return gpt_set_optimizer_pieces(m, &one, 1, hi >= lo ? hi - lo : 0, err, errlen);
+}
+
+/* Where [off, off + n) of a state section is in backend memory: the
+ * weights' flat range, or within one of the optimizer's pieces; NULL
+ * otherwise. */
+static float *state_at(const gpt_model *m, int which, size_t off, size_t n)
+{
+    if (which == GPT_STATE_WEIGHTS)
+        return off <= m->num_params && n <= m->num_params - off ? m->master_memory + off : NULL;
+    float *base = which == GPT_STATE_ADAM_M ? m->m : which == GPT_STATE_ADAM_V ? m->v : NULL;
+    for (size_t k = 0; base && k < m->opt_npieces; k++) {
+        const gpt_opt_piece *q = &m->opt_pieces[k];
+        if (off >= q->lo && off <= q->hi && n <= q->hi - off)
+            return base + q->at + (off - q->lo);
     }
+    return NULL;
 }
 
 int gpt_state_read(const gpt_model *m, int which, size_t off, float *dst, size_t n)
 {
-    size_t lo, hi;
-    float *base = state_section(m, which, &lo, &hi);
-    if (!base || off < lo || off > hi || n > hi - off)
+    float *at = state_at(m, which, off, n);
+    if (!at)
         return GPT_ERR_ARG;
-    m->be->copy(dst, base + (off - lo), n * sizeof(float));
+    m->be->copy(dst, at, n * sizeof(float));
     return m->be->sync() == 0 ? GPT_OK : GPT_ERR_ARG;
 }
 
 int gpt_state_write(gpt_model *m, int which, size_t off, const float *src, size_t n)
 {
-    size_t lo, hi;
-    float *base = state_section(m, which, &lo, &hi);
-    if (!base || off < lo || off > hi || n > hi - off)
+    float *at = state_at(m, which, off, n);
+    if (!at)
         return GPT_ERR_ARG;
-    m->be->copy(base + (off - lo), src, n * sizeof(float));
+    m->be->copy(at, src, n * sizeof(float));
     if (which == GPT_STATE_WEIGHTS && m->master_memory != m->params_memory) {   /* the working copy follows */
         m->be->copy(m->params_memory + off, src, n * sizeof(float));
         m->be->ops.round_to(m->params_memory + off, n, m->cfg.dtype);
@@ -1081,11 +1112,15 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
     if (m->last_stage)
         m->be->copy(a->targets, targets, BT * sizeof(int));
 
-    if (m->first_stage)
+    if (m->first_stage) {
+        if (m->params_needed) m->params_needed(m->params_needed_ctx, -1);
         embed_forward(m);
+    }
     /* else: the caller received `encoded` from the previous stage */
-    for (int l = 0; l < m->Ll; l++)
+    for (int l = 0; l < m->Ll; l++) {
+        if (m->params_needed) m->params_needed(m->params_needed_ctx, l);
         layer_forward(m, l);
+    }
     const float *residual = layer_output(m, m->Ll - 1);
     double sums[2];
     if (!m->last_stage) {
@@ -1096,6 +1131,7 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
         *loss_sum = 0.0;
         return GPT_OK;   /* the caller sends gpt_stage_output() on */
     }
+    if (m->params_needed) m->params_needed(m->params_needed_ctx, m->Ll);
     norm_forward(m, a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, m->cfg.layernorm_eps);
     const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
     ops->matmul_forward(a->logits, sp_whole(m, m->sp_full, a->lnf, (size_t)C), outw, NULL, B, T, C, Vl);
@@ -1220,29 +1256,49 @@ double gpt_grad_norm(const gpt_model *m)
     return sqrt(gpt_grad_sq_range(m, m->grads_memory, 0, m->num_params));
 }
 
+double gpt_grad_sq_shard(const gpt_model *m, const float *g)
+{
+    double total = 0.0;
+    for (size_t k = 0; k < m->opt_npieces; k++) {
+        const gpt_opt_piece *q = &m->opt_pieces[k];
+        total += gpt_grad_sq_range(m, g + q->at, q->lo, q->hi);
+    }
+    return total;
+}
+
+/* The AdamW step of gpt_update (g: the model's gradients, by flat index)
+ * and gpt_update_shard (g: by slot). */
+static void update_pieces(gpt_model *m, const float *g, int by_slot, float lr, float lr_embed, float beta1,
+                          float beta2, float eps, float weight_decay, float grad_scale)
+{
+    m->step++;
+    for (size_t k = 0; k < m->opt_npieces; k++) {
+        size_t lo = m->opt_pieces[k].lo, hi = m->opt_pieces[k].hi, at = m->opt_pieces[k].at, off = 0, b, e;
+        const float *gk = by_slot ? g + at : g + lo;   /* element lo's gradient */
+        for (int i = 0; i < GPT_NUM_PARAMS; off += m->param_sizes[i], i++) {
+            if (!tensor_in_range(m, i, off, lo, hi, &b, &e))
+                continue;
+            m->be->ops.adamw_update(m->master_memory + b, m->m + at + (b - lo), m->v + at + (b - lo), gk + (b - lo),
+                                    e - b, m->step, i == GPT_WTE || i == GPT_OUTW ? lr_embed : lr, beta1, beta2,
+                                    eps, gpt_param_decays(i) ? weight_decay : 0.0f, grad_scale);
+        }
+        if (m->master_memory != m->params_memory && hi > lo) {   /* the working copy: the master, rounded */
+            m->be->copy(m->params_memory + lo, m->master_memory + lo, (hi - lo) * sizeof(float));
+            m->be->ops.round_to(m->params_memory + lo, hi - lo, m->cfg.dtype);
+        }
+    }
+}
+
 void gpt_update_shard(gpt_model *m, const float *g, float lr, float lr_embed, float beta1, float beta2, float eps,
                       float weight_decay, float grad_scale)
 {
-    m->step++;
-    size_t lo = m->opt_lo, hi = m->opt_hi, off = 0, b, e;
-    for (int i = 0; i < GPT_NUM_PARAMS; off += m->param_sizes[i], i++) {
-        if (!tensor_in_range(m, i, off, lo, hi, &b, &e))
-            continue;
-        m->be->ops.adamw_update(m->master_memory + b, m->m + (b - lo), m->v + (b - lo), g + (b - lo), e - b,
-                                m->step, i == GPT_WTE || i == GPT_OUTW ? lr_embed : lr, beta1, beta2, eps,
-                                gpt_param_decays(i) ? weight_decay : 0.0f,
-                                grad_scale);
-    }
-    if (m->master_memory != m->params_memory && hi > lo) {   /* the working copy: the master, rounded */
-        m->be->copy(m->params_memory + lo, m->master_memory + lo, (hi - lo) * sizeof(float));
-        m->be->ops.round_to(m->params_memory + lo, hi - lo, m->cfg.dtype);
-    }
+    update_pieces(m, g, 1, lr, lr_embed, beta1, beta2, eps, weight_decay, grad_scale);
 }
 
 void gpt_update(gpt_model *m, float lr, float lr_embed, float beta1, float beta2, float eps,
                 float weight_decay, float grad_scale)
 {
-    gpt_update_shard(m, m->grads_memory + m->opt_lo, lr, lr_embed, beta1, beta2, eps, weight_decay, grad_scale);
+    update_pieces(m, m->grads_memory, 0, lr, lr_embed, beta1, beta2, eps, weight_decay, grad_scale);
 }
 
 double gpt_flops_per_token(const gpt_model *m)

@@ -41,8 +41,9 @@
  * without --accumulate-allreduce-grads-in-fp32, bf16 with
  * --grad-reduce-in-bf16): then the gradient buffer is rounded after each
  * micro-batch's backward.
- * The AdamW state covers the flat elements [opt_lo, opt_hi): all of them, or
- * one data-parallel shard (gpt_set_optimizer_shard, ZeRO-1).  Activations
+ * The AdamW state covers pieces of the flat elements: all of them in one
+ * piece, or a data-parallel rank's (gpt_set_optimizer_pieces, ZeRO-1: one
+ * range, or one per --overlap-grad-reduce bucket).  Activations
  * are sized for act_slots micro-batches of B sequences of T tokens (one
  * unless a pipeline keeps several in flight); gradient accumulation runs
  * micro-batches one after another into the same gradients.
@@ -323,6 +324,12 @@ typedef struct gpt_acts {
 /* Names of the parameter tensors ("wte", "wpe", "ln1w", ...), for messages. */
 extern const char *const gpt_param_names[GPT_NUM_PARAMS];
 
+/* A piece of the AdamW state: the flat elements [lo, hi), whose moments sit
+ * at slots [at, at + hi - lo) (gpt_set_optimizer_pieces). */
+typedef struct gpt_opt_piece {
+    size_t lo, hi, at;
+} gpt_opt_piece;
+
 typedef struct gpt_model {
     gpt_config cfg;
     const mds_backend *be;        /* cfg.backend, or the CPU */
@@ -342,6 +349,13 @@ typedef struct gpt_model {
        while the layers below compute) */
     void (*layer_grads_done)(void *ctx, int l);
     void *layer_grads_ctx;
+    /* when set, gpt_forward calls it before it first reads the parameters
+       of the embedding (l = -1), of local layer l, and of the final norm and
+       output layer (l = Ll): the trainer's --overlap-param-gather waits
+       there for the bucket that holds them (a recomputed layer's forward in
+       the backward does not call it) */
+    void (*params_needed)(void *ctx, int l);
+    void *params_needed_ctx;
     /* parameters, gradients, optimizer state: one allocation each */
     size_t param_sizes[GPT_NUM_PARAMS];   /* elements */
     int param_dtype[GPT_NUM_PARAMS];      /* working dtype of each tensor (enum mds_dtype) */
@@ -349,10 +363,12 @@ typedef struct gpt_model {
     float *params_memory;         /* working weights, flat, in param_sizes order */
     float *master_memory;         /* fp32 master weights (== params_memory while dtype is fp32) */
     float *grads_memory;          /* fp32 gradients, flat */
-    float *opt_memory;            /* AdamW m then v, each opt_hi - opt_lo floats */
-    size_t opt_lo, opt_hi;        /* the flat elements whose AdamW state this rank keeps */
+    float *opt_memory;            /* AdamW m then v, each opt_slots floats */
+    gpt_opt_piece *opt_pieces;    /* the flat elements whose AdamW state this rank keeps, by slot */
+    size_t opt_npieces, opt_slots;
+    gpt_opt_piece opt_whole;      /* the one piece [0, num_params) before gpt_set_optimizer_pieces */
     gpt_params params, grads;
-    float *m, *v;                 /* AdamW state of element opt_lo onwards */
+    float *m, *v;                 /* AdamW state, slot 0 onwards */
     /* activations for micro-batches of B x T */
     int B, T;
     int sp, Ts, t0;               /* sequence parallelism: on, tokens per rank, first global token */
@@ -505,30 +521,40 @@ int gpt_param_counts_in_norm(const gpt_model *m, int id);
  */
 double gpt_grad_sq_range(const gpt_model *m, const float *g, size_t lo, size_t hi);
 
+/* gpt_grad_sq_range over the optimizer's pieces, g holding each piece's
+ * gradients at its slot (a distributed optimizer's shard), piece by piece. */
+double gpt_grad_sq_shard(const gpt_model *m, const float *g);
+
 /*
- * gpt_set_optimizer_shard() - keep the AdamW state of the flat elements
- * [lo, hi) only (a distributed optimizer's shard; lo <= hi <= num_params),
- * zeroed, instead of all of them.  Collective nothing; call before training.
- * @return : 0, GPT_ERR_ARG (a bad range), GPT_ERR_NOMEM (message in err).
+ * gpt_set_optimizer_pieces() - keep the AdamW state of n pieces of the flat
+ * elements only (a distributed optimizer's shard), zeroed, instead of all of
+ * them: piece k is [lo, hi) (lo <= hi <= num_params) at slots [at, at + hi -
+ * lo) of m and v, within `slots`; pieces do not overlap.  Slots no piece
+ * covers (a bucket's padding) are kept but never used.  Collective
+ * nothing; call before training.  gpt_set_optimizer_shard is one piece [lo,
+ * hi) at slot 0.
+ * @return : 0, GPT_ERR_ARG (a bad piece), GPT_ERR_NOMEM (message in err).
  */
+int gpt_set_optimizer_pieces(gpt_model *m, const gpt_opt_piece *pieces, size_t n, size_t slots, char *err,
+                             size_t errlen);
 int gpt_set_optimizer_shard(gpt_model *m, size_t lo, size_t hi, char *err, size_t errlen);
 
 /*
- * gpt_update() - one AdamW step over the elements [opt_lo, opt_hi) of every
- * tensor they touch, weight_decay applied only to the decay group,
+ * gpt_update() - one AdamW step over the elements of the optimizer's pieces
+ * in every tensor they touch, weight_decay applied only to the decay group,
  * gradients multiplied by grad_scale (the clipping factor from
  * global_norm_clip_scale()).  The word embeddings and the untied output
  * layer step at lr_embed (Megatron's --decoupled-lr group, its
  * is_embedding_or_output_parameter; pass lr when there is none), every other
- * tensor at lr.  The gradients are the model's own (grads_memory + opt_lo).
+ * tensor at lr.  The gradients are the model's own (grads_memory).
  * Increments m->step first.
  */
 void gpt_update(gpt_model *m, float lr, float lr_embed, float beta1, float beta2, float eps,
                 float weight_decay, float grad_scale);
 
 /*
- * gpt_update_shard() - the same step with the gradients of [opt_lo, opt_hi)
- * taken from g (backend memory; a reduce-scattered shard) instead.
+ * gpt_update_shard() - the same step with each piece's gradients taken from
+ * g at the piece's slot (backend memory; a reduce-scattered shard) instead.
  */
 void gpt_update_shard(gpt_model *m, const float *g, float lr, float lr_embed, float beta1, float beta2, float eps,
                       float weight_decay, float grad_scale);
@@ -539,7 +565,7 @@ enum gpt_state { GPT_STATE_WEIGHTS, GPT_STATE_ADAM_M, GPT_STATE_ADAM_V };
 /*
  * gpt_state_read() - copy n fp32 values of a state section, from flat
  * element off, into dst (host memory): the master weights, or the AdamW
- * moments (whose range is [opt_lo, opt_hi)).  gpt_state_write() is the
+ * moments ([off, off + n) within one of the optimizer's pieces).  gpt_state_write() is the
  * reverse (writing the weights updates the master and the working copy).
  * @return : 0, or GPT_ERR_ARG when [off, off + n) is outside the section.
  */

@@ -801,7 +801,6 @@ int td_load_optimizer(gpt_model *m, const char *iter_dir, const td_state *st, ch
 {
     int rc = 0;
     struct session s;
-    size_t lo = m->opt_lo, n = m->opt_hi - m->opt_lo;
     if ((rc = session_open(&s, m, iter_dir, err, errlen)) != 0) goto cleanup;
     for (size_t i = 0; i < s.ix.n; i++)
         if (!strncmp(s.ix.k[i].key, "optimizer.distributed.", 22))
@@ -810,8 +809,8 @@ int td_load_optimizer(gpt_model *m, const char *iter_dir, const td_state *st, ch
     if (st->optim_sharding[0] && strcmp(st->optim_sharding, "fully_reshardable"))
         FAIL(TD_ERR_UNSUPPORTED, "'%s': optimizer sharding type '%s' is not read (only fully_reshardable)", s.md, st->optim_sharding);
     if (!st->has_step) FAIL(TD_ERR_FORMAT, "'%s': no Adam step in the optimizer's param_groups", s.md);
-    /* the masters first (the whole flat array; the moments only [opt_lo,
-       opt_hi)), where stored: the plain optimizer keeps fp32_param only for
+    /* the masters first (the whole flat array; the moments only the
+       optimizer's pieces), where stored: the plain optimizer keeps fp32_param only for
        16-bit weights, the others' masters are their weights */
     static const char *const masters[2] = { "optimizer.state.param.", "optimizer.state.fp32_param." };
     if (gpt_state_read(m, GPT_STATE_WEIGHTS, 0, s.flat, m->num_params) != 0)
@@ -825,8 +824,11 @@ int td_load_optimizer(gpt_model *m, const char *iter_dir, const td_state *st, ch
     for (int w = 0; w < 2; w++) {
         if ((rc = load_all(&s.r, &s.ix, m, s.items, s.nitems, moments[w], 0, s.flat, s.chunk, s.md, err, errlen)) != 0)
             goto cleanup;
-        if (gpt_state_write(m, w ? GPT_STATE_ADAM_V : GPT_STATE_ADAM_M, lo, s.flat + lo, n) != 0)
-            FAIL(TD_ERR_NOMEM, "cannot write the optimizer state of '%s'", iter_dir);
+        for (size_t k = 0; k < m->opt_npieces; k++) {
+            size_t lo = m->opt_pieces[k].lo, n = m->opt_pieces[k].hi - lo;
+            if (gpt_state_write(m, w ? GPT_STATE_ADAM_V : GPT_STATE_ADAM_M, lo, s.flat + lo, n) != 0)
+                FAIL(TD_ERR_NOMEM, "cannot write the optimizer state of '%s'", iter_dir);
+        }
     }
     m->step = (int)st->step;
 cleanup:

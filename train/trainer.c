@@ -321,6 +321,347 @@ int trainer_act_slots(const train_layout *P, uint64_t nmicro)
     return (int)(slots < nmicro ? slots : nmicro);
 }
 
+static size_t param_offset(const gpt_model *m, int k)
+{
+    size_t off = 0;
+    for (int i = 0; i < k; i++) off += m->param_sizes[i];
+    return off;
+}
+
+/* ---- Data-parallel buckets ------------------------------------------------
+ *
+ * A bucket is a list of slices of the flat parameters, packed one after
+ * another (pack, at pack_at).  The layers' buckets (--overlap-grad-reduce,
+ * DP > 1): the local layers from the last to the first (the backward's
+ * order), each layer's slices of the per-layer tensors in tensor order, a
+ * bucket closed once it holds bucket_size elements, the last one after the
+ * backward; the all-reduce path reduces the tensors outside the layers
+ * after the wait, the distributed optimizer as one more bucket (the rest,
+ * in flat order).  The distributed optimizer without overlap: one bucket,
+ * the whole flat array.  Under the distributed optimizer each bucket is
+ * padded with zeros to dp * chunk, chunk = ceil(len / dp), and rank r owns
+ * packed positions [r chunk, (r + 1) chunk) of it: those positions' flat
+ * elements are its optimizer pieces, at slots slot_at + (position - r
+ * chunk) of gshard and of the model's moments.  With one bucket of the
+ * whole array that is the contiguous shard [r chunk, (r + 1) chunk) at
+ * slot 0; with overlap, Megatron's layout (each rank a chunk of each
+ * bucket), so every bucket's reduce-scatter can start as soon as the
+ * backward has finished its layers.
+ */
+struct dp_bucket {
+    size_t s0, ns;        /* slices [s0, s0 + ns) */
+    size_t len, chunk;    /* packed elements; per-rank chunk (len without the distributed optimizer) */
+    size_t pack_at, slot_at;
+    int last_layer;       /* the local layer whose backward completes it; -1 a layers' bucket, -2 the
+                             rest, both started after the backward */
+    int started;
+    size_t ticket;        /* --overlap-param-gather: its all-gather's place among the step's */
+    int gathered;         /* ... and whether its parameters are back in place */
+};
+
+static int add_slice(trainer *t, size_t *cap, size_t off, size_t len)
+{
+    if (!len) return 0;
+    if (t->nsl == *cap) {
+        size_t c = *cap ? 2 * *cap : 64;
+        size_t *a = realloc(t->sl_off, c * sizeof *a);
+        if (!a) return -1;
+        t->sl_off = a;
+        if (!(a = realloc(t->sl_len, c * sizeof *a))) return -1;
+        t->sl_len = a;
+        if (!(a = realloc(t->sl_pack, c * sizeof *a))) return -1;
+        t->sl_pack = a;
+        *cap = c;
+    }
+    t->sl_off[t->nsl] = off;
+    t->sl_len[t->nsl++] = len;
+    return 0;
+}
+
+/* Close the bucket of the slices since the last one (none: nothing). */
+static int close_bucket(trainer *t, size_t *bcap, int last_layer)
+{
+    size_t s0 = t->nbk ? t->bk[t->nbk - 1].s0 + t->bk[t->nbk - 1].ns : 0;
+    if (s0 == t->nsl) return 0;
+    if (t->nbk == *bcap) {
+        size_t c = *bcap ? 2 * *bcap : 16;
+        struct dp_bucket *a = realloc(t->bk, c * sizeof *a);
+        if (!a) return -1;
+        t->bk = a;
+        *bcap = c;
+    }
+    t->bk[t->nbk++] = (struct dp_bucket){ .s0 = s0, .ns = t->nsl - s0, .last_layer = last_layer };
+    return 0;
+}
+
+static int plan_buckets(trainer *t)
+{
+    gpt_model *m = t->m;
+    size_t p = (size_t)t->P->dp_size, N = m->num_params, scap = 0, bcap = 0;
+    int dist = t->cfg.dist_opt;
+    t->overlap = t->cfg.overlap_grad_reduce && p > 1;
+    if (!dist && !t->overlap) return 0;
+    if (t->overlap) {
+        size_t off0 = param_offset(m, GPT_LN1W), since = 0;
+        t->layer_sl = malloc(((size_t)m->Ll + 1) * sizeof *t->layer_sl);
+        if (!t->layer_sl) return fail(t, "out of memory");
+        for (int l = m->Ll - 1; l >= 0; l--) {
+            size_t off = off0, first = t->nsl;
+            t->layer_sl[l] = first;
+            for (int i = GPT_LN1W; i <= GPT_FCPROJB; off += m->param_sizes[i], i++) {
+                size_t per = m->param_sizes[i] / (size_t)m->Ll;
+                if (add_slice(t, &scap, off + (size_t)l * per, per)) return fail(t, "out of memory");
+                since += per;
+            }
+            t->layer_nsl = t->nsl - first;
+            if (since >= t->cfg.bucket_size) {
+                if (close_bucket(t, &bcap, l)) return fail(t, "out of memory");
+                since = 0;
+            }
+        }
+        if (close_bucket(t, &bcap, -1)) return fail(t, "out of memory");
+        if (dist) {
+            size_t hi = param_offset(m, GPT_FCPROJB + 1);
+            if (add_slice(t, &scap, 0, off0) || add_slice(t, &scap, hi, N - hi) || close_bucket(t, &bcap, -2))
+                return fail(t, "out of memory");
+        }
+    } else if (add_slice(t, &scap, 0, N) || close_bucket(t, &bcap, -2)) {
+        return fail(t, "out of memory");
+    }
+    /* sizes and places */
+    size_t pack = 0, slots = 0;
+    for (size_t b = 0; b < t->nbk; b++) {
+        struct dp_bucket *k = &t->bk[b];
+        k->pack_at = pack;
+        k->slot_at = slots;
+        for (size_t s = k->s0; s < k->s0 + k->ns; s++) {
+            t->sl_pack[s] = pack + k->len;
+            k->len += t->sl_len[s];
+        }
+        k->chunk = dist ? (k->len + p - 1) / p : k->len;
+        pack += dist ? p * k->chunk : k->len;
+        slots += dist ? k->chunk : 0;
+    }
+    void *a;
+    if (m->be->alloc(&a, (pack ? pack : 1) * sizeof(float)) != 0)
+        return fail(t, "gradient buckets (%zu elements): %s", pack, m->be->error());
+    t->pack = a;
+    if (!dist) return 0;
+    /* the distributed optimizer: this rank's chunks, and their pieces */
+    if (m->be->alloc(&a, (slots ? slots : 1) * sizeof(float)) != 0)
+        return fail(t, "distributed optimizer buffers (%zu slots): %s", slots, m->be->error());
+    t->gshard = a;
+    t->slots = slots;
+    gpt_opt_piece *pc = malloc((t->nsl + 1) * sizeof *pc);
+    if (!pc) return fail(t, "out of memory");
+    size_t np = 0, r = (size_t)t->P->dp_rank;
+    for (size_t b = 0; b < t->nbk; b++) {
+        const struct dp_bucket *k = &t->bk[b];
+        size_t from = r * k->chunk, to = from + k->chunk < k->len ? from + k->chunk : k->len;
+        for (size_t s = k->s0; s < k->s0 + k->ns; s++) {
+            size_t pos = t->sl_pack[s] - k->pack_at, a0 = pos > from ? pos : from;
+            size_t a1 = pos + t->sl_len[s] < to ? pos + t->sl_len[s] : to;
+            if (a0 >= a1) continue;
+            gpt_opt_piece q = { t->sl_off[s] + (a0 - pos), t->sl_off[s] + (a1 - pos), k->slot_at + (a0 - from) };
+            if (np && pc[np - 1].hi == q.lo && pc[np - 1].at + (pc[np - 1].hi - pc[np - 1].lo) == q.at)
+                pc[np - 1].hi = q.hi;
+            else
+                pc[np++] = q;
+        }
+    }
+    char err[256];
+    int rc = gpt_set_optimizer_pieces(m, pc, np, slots, err, sizeof err);
+    free(pc);
+    if (rc) return fail(t, "%s", err);
+    /* --overlap-param-gather: which bucket each layer's parameters are in */
+    t->param_gather = t->cfg.overlap_param_gather && t->overlap;
+    for (size_t b = 0; b < t->nbk; b++) t->bk[b].gathered = 1;
+    if (t->param_gather) {
+        t->layer_bk = malloc(((size_t)m->Ll + 1) * sizeof *t->layer_bk);
+        if (!t->layer_bk) return fail(t, "out of memory");
+        for (int l = 0; l < m->Ll; l++)
+            for (size_t b = 0; b < t->nbk; b++)
+                if (t->layer_sl[l] >= t->bk[b].s0 && t->layer_sl[l] < t->bk[b].s0 + t->bk[b].ns) t->layer_bk[l] = (int)b;
+    }
+    return 0;
+}
+
+/* Bucket b's packed positions [from, to) of the flat array src into dst
+ * (backend memory; dst[0] is position from), or (unpack) the reverse. */
+static void pack_positions(trainer *t, size_t b, float *flat, float *dst, size_t from, size_t to, int unpack)
+{
+    const struct dp_bucket *k = &t->bk[b];
+    for (size_t s = k->s0; s < k->s0 + k->ns; s++) {
+        size_t pos = t->sl_pack[s] - k->pack_at, a0 = pos > from ? pos : from;
+        size_t a1 = pos + t->sl_len[s] < to ? pos + t->sl_len[s] : to;
+        if (a0 >= a1) continue;
+        float *f = flat + t->sl_off[s] + (a0 - pos), *d = dst + (a0 - from);
+        if (unpack) t->m->be->copy(f, d, (a1 - a0) * sizeof(float));
+        else t->m->be->copy(d, f, (a1 - a0) * sizeof(float));
+    }
+}
+
+/* The distributed optimizer's all-gather of a flat array (backend memory:
+ * the working weights after the step, the masters for a checkpoint):
+ * bucket by bucket, every rank's chunk of it, into every rank's array.
+ * Collective over DP. */
+static int dp_allgather_flat(trainer *t, float *flat, const char *what);
+
+/* --overlap-param-gather.  After the step, every bucket's all-gather is
+ * started at once, in the order the next forward needs them (the rest,
+ * which holds the embeddings, then the layers' buckets from layer 0's);
+ * gpt_forward's hook before the embedding, each layer and the output layer
+ * waits for the bucket it needs (comm_wait_some: the ones started before
+ * it too) and puts its parameters in place, so the later buckets' gathers
+ * run beside the forward (on a communication thread, or on NCCL's stream).
+ * An all-gather copies, so the parameters are bitwise those of the
+ * all-gather after the step.  Anything else that reads the parameters
+ * (evaluation, a checkpoint, the next step) first finishes them all
+ * (trainer_params_sync). */
+static void start_gathers(trainer *t)
+{
+    size_t p = (size_t)t->P->dp_size, r = (size_t)t->P->dp_rank, k = 0;
+    int rest = t->nbk && t->bk[t->nbk - 1].last_layer == -2 ? (int)t->nbk - 1 : -1;
+    for (int i = -1; i < (int)t->nbk; i++) {
+        int b = i < 0 ? rest : rest >= 0 ? rest - 1 - i : (int)t->nbk - 1 - i;
+        if (b < 0) continue;
+        struct dp_bucket *q = &t->bk[b];
+        float *area = t->pack + q->pack_at, *mine = area + r * q->chunk;
+        size_t from = r * q->chunk, to = from + q->chunk < q->len ? from + q->chunk : q->len;
+        t->m->be->zero(mine, q->chunk * sizeof(float));
+        pack_positions(t, (size_t)b, t->m->params_memory, mine, from, to, 0);
+        q->gathered = 0;
+        q->ticket = ++k;
+        t->gathers_left++;
+        if (p > 1 && comm_allgather_start(t->P->dp, area, mine, q->chunk) < 0 && !t->overlap_err[0])
+            snprintf(t->overlap_err, sizeof t->overlap_err, "%s", comm_error());
+    }
+}
+
+/* Bucket b's all-gather waited for and its parameters put in place. */
+static void finish_gather(trainer *t, size_t b)
+{
+    struct dp_bucket *q = &t->bk[b];
+    if (q->gathered) return;
+    if (comm_wait_some(t->P->dp, q->ticket) < 0 && !t->overlap_err[0])
+        snprintf(t->overlap_err, sizeof t->overlap_err, "%s", comm_error());
+    pack_positions(t, b, t->m->params_memory, t->pack + q->pack_at, 0, q->len, 1);
+    q->gathered = 1;
+    if (--t->gathers_left == 0 && comm_wait(t->P->dp) < 0 && !t->overlap_err[0])   /* the round ends */
+        snprintf(t->overlap_err, sizeof t->overlap_err, "%s", comm_error());
+}
+
+/* The model's hook before the forward first reads the embedding's (l =
+ * -1), local layer l's or the output layer's (l = Ll) parameters. */
+static void params_needed(void *ctx, int l)
+{
+    trainer *t = ctx;
+    if (!t->gathers_left) return;
+    int rest = t->bk[t->nbk - 1].last_layer == -2 ? (int)t->nbk - 1 : -1;
+    int b = l < 0 || l >= t->m->Ll ? rest : t->layer_bk[l];
+    if (b >= 0) finish_gather(t, (size_t)b);
+}
+
+/* Every outstanding all-gather finished, in the order started. */
+int trainer_params_sync(trainer *t)
+{
+    for (size_t k = 1; t->gathers_left && k <= t->nbk; k++)
+        for (size_t b = 0; b < t->nbk; b++)
+            if (t->bk[b].ticket == k) finish_gather(t, b);
+    if (t->overlap_err[0]) return fail(t, "data-parallel parameter all-gather (overlapped): %s", t->overlap_err);
+    return 0;
+}
+
+static int dp_allgather_flat(trainer *t, float *flat, const char *what)
+{
+    size_t p = (size_t)t->P->dp_size, r = (size_t)t->P->dp_rank;
+    for (size_t b = 0; b < t->nbk; b++) {
+        const struct dp_bucket *k = &t->bk[b];
+        float *area = t->pack + k->pack_at, *mine = area + r * k->chunk;
+        size_t from = r * k->chunk, to = from + k->chunk < k->len ? from + k->chunk : k->len;
+        if (p > 1) {
+            t->m->be->zero(mine, k->chunk * sizeof(float));   /* the padding past len: zeros */
+            pack_positions(t, b, flat, mine, from, to, 0);
+            if (comm_allgather(t->P->dp, area, mine, k->chunk) < 0) return fail(t, "%s: %s", what, comm_error());
+            pack_positions(t, b, flat, area, 0, k->len, 1);
+        }
+    }
+    return 0;
+}
+
+/* Start bucket b's reduction over dp: its all-reduce, or (distributed
+ * optimizer) its reduce-scatter into this rank's chunk of gshard, the
+ * padding zeroed first. */
+static void start_bucket(trainer *t, size_t b)
+{
+    struct dp_bucket *k = &t->bk[b];
+    if (k->started || t->overlap_err[0]) return;
+    k->started = 1;
+    int rc;
+    if (t->cfg.dist_opt) {
+        size_t p = (size_t)t->P->dp_size;
+        t->m->be->zero(t->pack + k->pack_at + k->len, (p * k->chunk - k->len) * sizeof(float));
+        rc = comm_reduce_scatter_start(t->P->dp, t->gshard + k->slot_at, t->pack + k->pack_at, k->chunk);
+    } else {
+        rc = comm_allreduce_start(t->P->dp, t->pack + k->pack_at, k->len, COMM_F32, COMM_SUM);
+    }
+    if (rc < 0) snprintf(t->overlap_err, sizeof t->overlap_err, "%s", comm_error());
+}
+
+/* Slice s of the gradients into its place in pack (fp16 main gradients
+ * rounded first, as gpt_backward's end would round them). */
+static void pack_slice(trainer *t, size_t s)
+{
+    gpt_model *m = t->m;
+    if (m->cfg.grad_dtype != MDS_F32) m->be->ops.round_to(m->grads_memory + t->sl_off[s], t->sl_len[s], m->cfg.grad_dtype);
+    m->be->copy(t->pack + t->sl_pack[s], m->grads_memory + t->sl_off[s], t->sl_len[s] * sizeof(float));
+}
+
+/*
+ * The model's hook after layer l's backward of the last micro-batch: pack
+ * the layer's gradient slices into their bucket and start the bucket when
+ * it is the one this layer completes (Megatron's --ddp-bucket-size: a
+ * bucket closes when it reaches the size).  Each element is summed over dp
+ * in rank order wherever it sits in a bucket, so the sums are bitwise those
+ * of one reduction after the backward.
+ */
+static void layer_grads_done(void *ctx, int l)
+{
+    trainer *t = ctx;
+    for (size_t s = t->layer_sl[l]; s < t->layer_sl[l] + t->layer_nsl; s++) pack_slice(t, s);
+    for (size_t b = 0; b < t->nbk; b++)
+        if (t->bk[b].last_layer == l) start_bucket(t, b);
+}
+
+/* After the backward: the rest packed and every bucket not yet started
+ * started, the wait; without the distributed optimizer the layers' sums go
+ * back in place, then the tensors outside the layers (embeddings, final
+ * norm, output layer), which the backward finishes last, in one all-reduce
+ * each side.  (The distributed optimizer's last bucket holds those.) */
+static int finish_overlapped_reduce(trainer *t)
+{
+    gpt_model *m = t->m;
+    for (size_t b = 0; b < t->nbk; b++) {
+        if (t->bk[b].last_layer >= 0) continue;
+        for (size_t s = t->bk[b].s0; s < t->bk[b].s0 + t->bk[b].ns; s++)
+            if (t->bk[b].last_layer == -2) pack_slice(t, s);   /* the rest: finished by now */
+        start_bucket(t, b);
+    }
+    int rc = comm_wait(t->P->dp);
+    const char *what = t->cfg.dist_opt ? "data-parallel gradient reduce-scatter (overlapped)"
+                                       : "data-parallel gradient all-reduce (overlapped)";
+    if (t->overlap_err[0]) return fail(t, "%s: %s", what, t->overlap_err);
+    COMM(t, rc, what);
+    if (t->cfg.dist_opt) return 0;
+    for (size_t s = 0; s < t->nsl; s++)
+        m->be->copy(m->grads_memory + t->sl_off[s], t->pack + t->sl_pack[s], t->sl_len[s] * sizeof(float));
+    size_t lo = param_offset(m, GPT_LN1W), hi = param_offset(m, GPT_FCPROJB + 1);
+    COMM(t, comm_allreduce(t->P->dp, m->grads_memory, lo, COMM_F32, COMM_SUM), "data-parallel gradient all-reduce");
+    COMM(t, comm_allreduce(t->P->dp, m->grads_memory + hi, m->num_params - hi, COMM_F32, COMM_SUM),
+         "data-parallel gradient all-reduce");
+    return 0;
+}
+
 int trainer_init(trainer *t, gpt_model *m, const train_layout *P, const ds_pipeline *data,
                  const trainer_config *cfg)
 {
@@ -342,51 +683,35 @@ int trainer_init(trainer *t, gpt_model *m, const train_layout *P, const ds_pipel
     t->lm = malloc(T * sizeof *t->lm);
     if (!t->inputs || !t->targets || !t->mask || !t->tok || !t->lab || !t->lm)
         return fail(t, "out of memory for the batch buffers");
-    if (cfg->dist_opt) {
-        /* ZeRO-1: this rank keeps the AdamW state of [lo, hi) only */
-        size_t dp = (size_t)P->dp_size;
-        t->shard = (m->num_params + dp - 1) / dp;
-        t->lo = t->shard * (size_t)P->dp_rank;
-        t->hi = t->lo + t->shard < m->num_params ? t->lo + t->shard : m->num_params;
-        if (t->lo > t->hi) t->lo = t->hi;
-        void *pad, *gshard;
-        if (m->be->alloc(&pad, t->shard * dp * sizeof(float)) != 0 || (t->pad = pad,
-            m->be->alloc(&gshard, t->shard * sizeof(float)) != 0))
-            return fail(t, "distributed optimizer buffers (%zu parameters per shard): %s", t->shard, m->be->error());
-        t->gshard = gshard;
-        char err[256];
-        if (gpt_set_optimizer_shard(m, t->lo, t->hi, err, sizeof err) != 0)
-            return fail(t, "%s", err);
-    }
-    if (cfg->overlap_grad_reduce && !cfg->dist_opt && P->dp_size > 1) {
-        size_t most = (size_t)m->Ll * (GPT_FCPROJB - GPT_LN1W + 1);
-        void *b;
-        t->slice_off = malloc(most * sizeof *t->slice_off);
-        t->slice_len = malloc(most * sizeof *t->slice_len);
-        if (!t->slice_off || !t->slice_len) return fail(t, "out of memory");
-        if (m->be->alloc(&b, (m->num_params ? m->num_params : 1) * sizeof(float)) != 0)
-            return fail(t, "gradient buckets (%zu parameters): %s", m->num_params, m->be->error());
-        t->bucket = b;
+    TRY(plan_buckets(t));
+    if (t->param_gather) {
+        m->params_needed = params_needed;
+        m->params_needed_ctx = t;
     }
     return 0;
 }
 
 void trainer_release(trainer *t)
 {
+    if (t->gathers_left) trainer_params_sync(t);   /* nothing may still write into pack */
     free(t->inputs);
     free(t->targets);
     free(t->mask);
     free(t->tok);
     free(t->lab);
     free(t->lm);
-    free(t->slice_off);
-    free(t->slice_len);
+    free(t->bk);
+    free(t->sl_off);
+    free(t->sl_len);
+    free(t->sl_pack);
+    free(t->layer_sl);
+    free(t->layer_bk);
     if (t->m) {
-        t->m->be->free(t->pad);
+        t->m->be->free(t->pack);
         t->m->be->free(t->gshard);
-        t->m->be->free(t->bucket);
         t->m->tp = NULL;
         t->m->layer_grads_done = NULL;
+        t->m->params_needed = NULL;
     }
     memset(t, 0, sizeof *t);
 }
@@ -465,75 +790,13 @@ static int step_forward(struct step *st, uint64_t j)
 /* ---- --overlap-grad-reduce ------------------------------------------------------ */
 
 /* The flat offset of tensor k in params_memory and grads_memory. */
-static size_t param_offset(const gpt_model *m, int k)
-{
-    size_t off = 0;
-    for (int i = 0; i < k; i++) off += m->param_sizes[i];
-    return off;
-}
-
-/* Start the all-reduce of the bucket packed so far. */
-static void start_bucket(trainer *t)
-{
-    if (t->bfill == t->bstart || t->overlap_err[0]) return;
-    if (comm_allreduce_start(t->P->dp, t->bucket + t->bstart, t->bfill - t->bstart, COMM_F32, COMM_SUM) < 0)
-        snprintf(t->overlap_err, sizeof t->overlap_err, "%s", comm_error());
-    t->bstart = t->bfill;
-}
-
-/*
- * The model's hook after layer l's backward of the last micro-batch: pack
- * the layer's gradient slices behind the others and start the bucket once
- * it holds bucket_size elements (Megatron's --ddp-bucket-size: a bucket
- * closes when it reaches the size).  Each element is summed over dp in
- * rank order wherever it sits in a bucket, so the sums are bitwise those
- * of the one all-reduce after the backward.  fp16 main gradients are
- * rounded here, as gpt_backward's end would round them.
- */
-static void layer_grads_done(void *ctx, int l)
-{
-    trainer *t = ctx;
-    gpt_model *m = t->m;
-    size_t off = param_offset(m, GPT_LN1W);
-    for (int i = GPT_LN1W; i <= GPT_FCPROJB; off += m->param_sizes[i], i++) {
-        size_t per = m->param_sizes[i] / (size_t)m->Ll, at = off + (size_t)l * per;
-        if (!per) continue;
-        if (m->cfg.grad_dtype != MDS_F32) m->be->ops.round_to(m->grads_memory + at, per, m->cfg.grad_dtype);
-        m->be->copy(t->bucket + t->bfill, m->grads_memory + at, per * sizeof(float));
-        t->slice_off[t->nslices] = at;
-        t->slice_len[t->nslices++] = per;
-        t->bfill += per;
-    }
-    if (t->bfill - t->bstart >= t->cfg.bucket_size) start_bucket(t);
-}
-
-/* After the backward: the last bucket, the wait, the sums back in place;
- * then the tensors outside the layers (embeddings, final norm, output
- * layer), which the backward finishes last, in one all-reduce. */
-static int finish_overlapped_reduce(trainer *t)
-{
-    gpt_model *m = t->m;
-    start_bucket(t);
-    int rc = comm_wait(t->P->dp);
-    if (t->overlap_err[0]) return fail(t, "data-parallel gradient all-reduce (overlapped): %s", t->overlap_err);
-    COMM(t, rc, "data-parallel gradient all-reduce (overlapped)");
-    for (size_t i = 0, at = 0; i < t->nslices; at += t->slice_len[i], i++)
-        m->be->copy(m->grads_memory + t->slice_off[i], t->bucket + at, t->slice_len[i] * sizeof(float));
-    size_t lo = param_offset(m, GPT_LN1W), hi = param_offset(m, GPT_FCPROJB + 1);
-    COMM(t, comm_allreduce(t->P->dp, m->grads_memory, lo, COMM_F32, COMM_SUM), "data-parallel gradient all-reduce");
-    COMM(t, comm_allreduce(t->P->dp, m->grads_memory + hi, m->num_params - hi, COMM_F32, COMM_SUM),
-         "data-parallel gradient all-reduce");
-    return 0;
-}
-
 static void step_backward(struct step *st, uint64_t j)
 {
     trainer *t = st->t;
     gpt_model *m = t->m;
     /* the last micro-batch's backward finishes the gradients: reduce them as it goes */
-    if (t->bucket && j + 1 == t->nmicro) {
-        t->bfill = t->bstart = t->nslices = 0;
-        t->overlap_err[0] = 0;
+    if (t->overlap && j + 1 == t->nmicro) {
+        for (size_t b = 0; b < t->nbk; b++) t->bk[b].started = 0;   /* (a failure is fatal: overlap_err stays) */
         m->layer_grads_done = layer_grads_done;
         m->layer_grads_ctx = t;
     }
@@ -646,31 +909,36 @@ static int reduce_grads(trainer *t, double *norm)
         COMM(t, comm_allreduce(P->emb, m->grads.wte, m->param_sizes[GPT_WTE], COMM_F32, COMM_SUM),
              "embedding gradient all-reduce");
     double sq;
-    /* the gradients this rank reduces (all, or its shard) */
+    /* the gradients this rank reduces (all, or its shard's slots) */
     float *g = m->grads_memory;
-    size_t lo = 0, hi = m->num_params;
-    if (t->bucket) {
+    size_t ng = m->num_params;
+    if (t->overlap) {
         TRY(finish_overlapped_reduce(t));
     } else if (!t->cfg.dist_opt) {
         COMM(t, comm_allreduce(P->dp, m->grads_memory, m->num_params, COMM_F32, COMM_SUM),
              "data-parallel gradient all-reduce");
-    } else {
-        m->be->copy(t->pad, m->grads_memory, m->num_params * sizeof(float));
+    } else if (t->nbk) {
+        /* one bucket, the whole array: packed, padded, reduce-scattered */
+        const struct dp_bucket *k = &t->bk[0];
+        size_t p = (size_t)P->dp_size;
+        m->be->copy(t->pack, m->grads_memory, m->num_params * sizeof(float));
+        m->be->zero(t->pack + k->len, (p * k->chunk - k->len) * sizeof(float));
         /* one data-parallel rank: the shard is the whole buffer, copied by
            the backend (the communicator's own copy would touch device
            memory from the host) */
-        if (comm_size(P->dp) == 1)
-            m->be->copy(t->gshard, t->pad, t->shard * sizeof(float));
+        if (p == 1)
+            m->be->copy(t->gshard, t->pack, k->chunk * sizeof(float));
         else
-            COMM(t, comm_reduce_scatter(P->dp, t->gshard, t->pad, t->shard), "data-parallel gradient reduce-scatter");
+            COMM(t, comm_reduce_scatter(P->dp, t->gshard, t->pack, k->chunk), "data-parallel gradient reduce-scatter");
+    }
+    if (t->cfg.dist_opt) {
         g = t->gshard;
-        lo = t->lo;
-        hi = t->hi;
+        ng = t->slots;
     }
     /* an fp16 gradient buffer's reduction: summed in fp32 in rank order and
        rounded once (what comm.h's F16 sum gives) */
     if (m->cfg.grad_dtype != MDS_F32)
-        m->be->ops.round_to(g, hi - lo, m->cfg.grad_dtype);
+        m->be->ops.round_to(g, ng, m->cfg.grad_dtype);
     /* unscale the main gradients; with a scaler, the optimizer's found_inf
        over every rank (each checked what it reduced) */
     t->found_inf = 0;
@@ -684,7 +952,7 @@ static int reduce_grads(trainer *t, double *norm)
     }
     if (t->scaler.enabled || factor != 1.0) {
         double bad = 0.0;
-        m->be->ops.unscale_check(m->dsum, g, hi - lo, (float)factor);
+        m->be->ops.unscale_check(m->dsum, g, ng, (float)factor);
         m->be->copy(&bad, m->dsum, sizeof bad);
         if (t->scaler.enabled) {
             COMM(t, comm_allreduce(P->world, &bad, 1, COMM_F64, COMM_MAX), "found-inf all-reduce");
@@ -695,7 +963,7 @@ static int reduce_grads(trainer *t, double *norm)
         *norm = NAN;
         return 0;
     }
-    sq = gpt_grad_sq_range(m, g, lo, hi);
+    sq = t->cfg.dist_opt ? gpt_grad_sq_shard(m, g) : gpt_grad_sq_range(m, g, 0, ng);
     COMM(t, comm_allreduce(t->cfg.dist_opt ? P->world : P->mp, &sq, 1, COMM_F64, COMM_SUM), "gradient norm all-reduce");
     *norm = sqrt(sq);
     return 0;
@@ -723,6 +991,7 @@ int trainer_backward_pass(trainer *t, uint64_t base, double *loss, double *grad_
                        t->cfg.per_token_loss ? (float)t->scaler.scale
                        : t->scaler.scale == 1.0 ? 1.0f / (float)n : (float)(t->scaler.scale / (double)n) };
     TRY(run_schedule(&st));
+    TRY(trainer_params_sync(t));   /* the forward's hooks finished them; a failure there is reported here */
     TRY(reduce_grads(t, grad_norm));
     TRY(backend_check(t, "forward/backward"));
     *loss = 0.0;
@@ -735,6 +1004,7 @@ int trainer_update(trainer *t, double lr, double lr_embed, double grad_norm)
 {
     gpt_model *m = t->m;
     const trainer_config *c = &t->cfg;
+    TRY(trainer_params_sync(t));
     train_loss_scaler_update(&t->scaler, t->found_inf);
     if (t->found_inf)
         return 0;   /* Megatron's skipped iteration: no step, the scale backs off */
@@ -744,17 +1014,21 @@ int trainer_update(trainer *t, double lr, double lr_embed, double grad_norm)
         return backend_check(t, "the optimizer step");
     }
     gpt_update_shard(m, t->gshard, (float)lr, (float)lr_embed, c->beta1, c->beta2, c->eps, c->weight_decay, scale);
-    /* all-gather the updated parameters (fp32 working weights = masters) */
-    float *mine = t->pad + (size_t)t->P->dp_rank * t->shard;
-    m->be->copy(mine, m->params_memory + t->lo, (t->hi - t->lo) * sizeof(float));
-    COMM(t, comm_allgather(t->P->dp, t->pad, mine, t->shard), "data-parallel parameter all-gather");
-    m->be->copy(m->params_memory, t->pad, m->num_params * sizeof(float));
+    /* all-gather the updated working weights, bucket by bucket (with
+       --overlap-param-gather beside the next forward) */
+    if (t->param_gather) {
+        start_gathers(t);
+        if (t->overlap_err[0]) return fail(t, "data-parallel parameter all-gather (overlapped): %s", t->overlap_err);
+    } else {
+        TRY(dp_allgather_flat(t, m->params_memory, "data-parallel parameter all-gather"));
+    }
     return backend_check(t, "the optimizer step");
 }
 
 int trainer_evaluate(trainer *t, int split, uint64_t *cursor, uint64_t iters, double *loss)
 {
     gpt_model *m = t->m;
+    TRY(trainer_params_sync(t));
     t->ls = t->nt = 0;
     struct step st = { t, split, 0, 0.0f };
     /* Megatron evaluates with the full global batch, ramp-up or not */
@@ -782,27 +1056,43 @@ static int gather_moments(trainer *t, float **full, const float **am, const floa
     *full = NULL;
     *am = *av = NULL;
     if (!t->cfg.dist_opt) return 0;
-    size_t n = t->shard * (size_t)P->dp_size, len = t->hi - t->lo;
-    float *all = malloc(2 * n * sizeof(float)), *mine = calloc(2 * t->shard, sizeof(float));
+    size_t N = m->num_params, p = (size_t)P->dp_size, most = 0;
+    for (size_t b = 0; b < t->nbk; b++) if (t->bk[b].chunk > most) most = t->bk[b].chunk;
+    float *all = malloc((2 * N + 1) * sizeof(float)), *area = malloc((p * most + 1) * sizeof(float));
     int rc = -1;
-    if (!all || !mine) { fail(t, "out of memory gathering the optimizer state (%zu floats)", 2 * n); goto cleanup; }
-    if (gpt_state_read(m, GPT_STATE_ADAM_M, t->lo, mine, len) != 0 ||
-        gpt_state_read(m, GPT_STATE_ADAM_V, t->lo, mine + t->shard, len) != 0) {
-        fail(t, "cannot read the optimizer shard");
-        goto cleanup;
-    }
-    if (comm_allgather(P->dp, all, mine, t->shard) < 0 || comm_allgather(P->dp, all + n, mine + t->shard, t->shard) < 0) {
-        fail(t, "optimizer state all-gather: %s", comm_error());
-        goto cleanup;
-    }
+    if (!all || !area) { fail(t, "out of memory gathering the optimizer state (%zu floats)", 2 * N); goto cleanup; }
+    /* bucket by bucket: this rank's chunk of each moment (its slots; the
+       padding zeros), all-gathered, unpacked into the flat arrays */
+    for (int w = 0; w < 2; w++)
+        for (size_t b = 0; b < t->nbk; b++) {
+            const struct dp_bucket *k = &t->bk[b];
+            float *mine = area + (size_t)P->dp_rank * k->chunk;
+            memset(mine, 0, k->chunk * sizeof(float));
+            for (size_t q = 0; q < m->opt_npieces; q++) {
+                const gpt_opt_piece *pc = &m->opt_pieces[q];
+                if (pc->at < k->slot_at || pc->at >= k->slot_at + k->chunk) continue;
+                if (gpt_state_read(m, w ? GPT_STATE_ADAM_V : GPT_STATE_ADAM_M, pc->lo, mine + (pc->at - k->slot_at),
+                                   pc->hi - pc->lo) != 0) {
+                    fail(t, "cannot read the optimizer shard");
+                    goto cleanup;
+                }
+            }
+            if (comm_allgather(P->dp, area, mine, k->chunk) < 0) {
+                fail(t, "optimizer state all-gather: %s", comm_error());
+                goto cleanup;
+            }
+            for (size_t s = k->s0; s < k->s0 + k->ns; s++)
+                memcpy(all + (size_t)w * N + t->sl_off[s], area + (t->sl_pack[s] - k->pack_at),
+                       t->sl_len[s] * sizeof(float));
+        }
     *full = all;
     *am = all;
-    *av = all + n;
+    *av = all + N;
     all = NULL;
     rc = 0;
 cleanup:
     free(all);
-    free(mine);
+    free(area);
     return rc;
 }
 
@@ -811,13 +1101,8 @@ cleanup:
 static int gather_masters(trainer *t)
 {
     gpt_model *m = t->m;
-    const train_layout *P = t->P;
     if (!t->cfg.dist_opt || m->master_memory == m->params_memory) return 0;
-    float *mine = t->pad + (size_t)P->dp_rank * t->shard;
-    m->be->copy(mine, m->master_memory + t->lo, (t->hi - t->lo) * sizeof(float));
-    if (comm_allgather(P->dp, t->pad, mine, t->shard) < 0) return fail(t, "master weight all-gather: %s", comm_error());
-    m->be->copy(m->master_memory, t->pad, m->num_params * sizeof(float));
-    return 0;
+    return dp_allgather_flat(t, m->master_memory, "master weight all-gather");
 }
 
 int trainer_save(trainer *t, const char *dir, const ckpt_state *st)
@@ -825,6 +1110,7 @@ int trainer_save(trainer *t, const char *dir, const ckpt_state *st)
     gpt_model *m = t->m;
     const train_layout *P = t->P;
     char err[4600];
+    TRY(trainer_params_sync(t));
     float *full = NULL;
     const float *am = NULL, *av = NULL;
     if (gather_moments(t, &full, &am, &av) != 0) return -1;
@@ -1035,6 +1321,7 @@ int trainer_save_torch_dist(trainer *t, const char *dir, const ckpt_state *st)
     const train_layout *P = t->P;
     char err[4600], iter[4200], id[37];
     struct td_out o = { 0 };
+    TRY(trainer_params_sync(t));
     float *moments = NULL;
     const float *am = NULL, *av = NULL;
     ts_buf blob = { 0 }, *blobs = calloc((size_t)P->size, sizeof *blobs);
@@ -1076,17 +1363,20 @@ int trainer_load(trainer *t, const char *dir, uint64_t iteration, ckpt_state *st
     gpt_model *m = t->m;
     char err[4600];
     float *full = NULL;
+    TRY(trainer_params_sync(t));
     *code = 0;
     if (t->cfg.dist_opt) {
         full = malloc(2 * m->num_params * sizeof(float));
         if (!full) return fail(t, "out of memory loading the optimizer state (%zu floats)", 2 * m->num_params);
     }
     int rc = ckpt_load_rank(dir, iteration, m, full, full ? full + m->num_params : NULL, st, err, sizeof err);
-    if (rc == 0 && full &&
-        (gpt_state_write(m, GPT_STATE_ADAM_M, t->lo, full + t->lo, t->hi - t->lo) != 0 ||
-         gpt_state_write(m, GPT_STATE_ADAM_V, t->lo, full + m->num_params + t->lo, t->hi - t->lo) != 0)) {
-        rc = CKPT_ERR_ARG;
-        snprintf(err, sizeof err, "cannot write the optimizer shard");
+    for (size_t k = 0; rc == 0 && full && k < m->opt_npieces; k++) {
+        size_t lo = m->opt_pieces[k].lo, n = m->opt_pieces[k].hi - lo;
+        if (gpt_state_write(m, GPT_STATE_ADAM_M, lo, full + lo, n) != 0 ||
+            gpt_state_write(m, GPT_STATE_ADAM_V, lo, full + m->num_params + lo, n) != 0) {
+            rc = CKPT_ERR_ARG;
+            snprintf(err, sizeof err, "cannot write the optimizer shard");
+        }
     }
     free(full);
     if (rc != 0) {
@@ -1105,12 +1395,13 @@ int trainer_optimizer_stats(trainer *t, double out[12])
     enum { CHUNK = 1 << 16 };
     float *buf = malloc(3 * CHUNK * sizeof(float));
     if (!buf) return fail(t, "out of memory for the optimizer statistics");
-    size_t lo = m->opt_lo, n = m->opt_hi - m->opt_lo;
+    for (size_t q = 0; q < m->opt_npieces; q++) {
+    size_t lo = m->opt_pieces[q].lo, n = m->opt_pieces[q].hi - lo, at = m->opt_pieces[q].at;
     for (size_t i = 0; i < n; i += CHUNK) {
         size_t k = n - i < CHUNK ? n - i : CHUNK;
         float *v = buf, *mm = buf + CHUNK, *w = buf + 2 * CHUNK;
-        m->be->copy(v, m->v + i, k * sizeof(float));
-        m->be->copy(mm, m->m + i, k * sizeof(float));
+        m->be->copy(v, m->v + at + i, k * sizeof(float));
+        m->be->copy(mm, m->m + at + i, k * sizeof(float));
         m->be->copy(w, m->master_memory + lo + i, k * sizeof(float));
         for (size_t j = 0; j < k; j++) {
             double a = v[j], r = sqrt(fabs(a)), b = mm[j], c = w[j];
@@ -1121,6 +1412,7 @@ int trainer_optimizer_stats(trainer *t, double out[12])
             if (fabs(b) > mx[2]) mx[2] = fabs(b);
             if (fabs(c) > mx[3]) mx[3] = fabs(c);
         }
+    }
     }
     free(buf);
     mds_comm *groups[3] = { t->cfg.dist_opt ? P->dp : NULL, P->tp, P->pp };

@@ -211,7 +211,8 @@ typedef struct trainer_config {
     uint64_t global_batch_size;       /* G: samples per iteration, all ranks together */
     int vocab_size;                   /* token ids must be below it */
     int dist_opt;                     /* --use-distributed-optimizer */
-    int overlap_grad_reduce;          /* --overlap-grad-reduce (all-reduce path; see reduce_grads) */
+    int overlap_grad_reduce;          /* --overlap-grad-reduce (see plan_buckets) */
+    int overlap_param_gather;         /* --overlap-param-gather (with dist_opt and overlap_grad_reduce) */
     size_t bucket_size;               /* --ddp-bucket-size: elements per bucket, at least */
     int per_token_loss;               /* --calculate-per-token-loss: gradients of the token sum / all tokens */
     float beta1, beta2, eps, weight_decay, clip_grad;
@@ -233,17 +234,26 @@ typedef struct trainer {
     float *mask;                      /* (B, T) */
     int64_t *tok, *lab;               /* (T) scratch */
     float *lm;                        /* (T) */
-    /* distributed optimizer: this rank's shard [lo, hi) of the flat
-       parameters, padded to dp_size * shard elements (backend memory) */
-    size_t shard, lo, hi;
-    float *pad, *gshard;
-    /* --overlap-grad-reduce: the layers' gradient slices, packed in the
-       order the backward finishes them, all-reduced over dp bucket by
-       bucket while the backward goes on (backend memory, num_params) */
-    float *bucket;
-    size_t bfill, bstart;             /* elements packed; start of the bucket not yet started */
-    size_t *slice_off, nslices;       /* where packed slice i came from (its size: slice_len[i]) */
-    size_t *slice_len;
+    /* The data-parallel buckets (trainer.c, "Data-parallel buckets"):
+       slices of the flat gradients packed into `pack` (backend memory)
+       bucket by bucket.  Without the distributed optimizer they exist only
+       with --overlap-grad-reduce (the layers' buckets, all-reduced while
+       the backward goes on); with it always: one bucket of everything, or
+       with --overlap-grad-reduce the layers' buckets and one of the rest,
+       each padded to dp * chunk and reduce-scattered into gshard (chunk
+       slots per bucket): this rank's shard, whose pieces are the model's
+       optimizer pieces. */
+    struct dp_bucket *bk;
+    size_t nbk;
+    size_t *sl_off, *sl_len, *sl_pack, nsl;   /* slice s: flat offset, length, place in pack */
+    size_t *layer_sl;                 /* the first slice of local layer l (overlapped buckets) */
+    size_t layer_nsl;                 /* slices per layer */
+    float *pack, *gshard;
+    size_t slots;                     /* gshard's floats: the buckets' chunks */
+    int overlap;                      /* buckets started by the backward's hook */
+    int param_gather;                 /* buckets' all-gathers waited for by the forward's hook */
+    size_t gathers_left;              /* of the last step's all-gathers, those not yet unpacked */
+    int *layer_bk;                    /* the bucket of local layer l */
     char overlap_err[512];            /* a start that failed in the backward's hook; "" none */
     double ls, nt;                    /* the last schedule's loss and mask sums (last stage) */
     train_loss_scaler scaler;         /* the live loss scale */
@@ -260,6 +270,11 @@ typedef struct trainer {
 int trainer_init(trainer *t, gpt_model *m, const train_layout *P, const ds_pipeline *data,
                  const trainer_config *cfg);
 void trainer_release(trainer *t);
+
+/* --overlap-param-gather: finish the last step's all-gathers (the forward's
+ * hooks finish them as it needs them; evaluation, checkpoints and the next
+ * step call this themselves).  0, or -1 with t->err. */
+int trainer_params_sync(trainer *t);
 
 /* The global batch of the next training iterations (a ramp-up changes it;
  * evaluation keeps cfg.global_batch_size): nmicro = G / (B DP), which the

@@ -5,7 +5,8 @@
 # collectives sent per iteration, compared exactly with the plan the script
 # computes from the same flags (and the parameter counts per (tensor,
 # pipeline) rank).  TP2, PP2 (tied embeddings), DP2 with and without the
-# distributed optimizer, DP2 and PP2 x DP2 with --overlap-grad-reduce, TP2 x PP2 x DP2 with it, and a Llama-shaped TP2 x
+# distributed optimizer, DP2 and PP2 x DP2 with --overlap-grad-reduce, TP2 x PP2 x DP2 with it, DP3 and PP2 x
+# DP2 with both, and a Llama-shaped TP2 x
 # PP2 (untied, SwiGLU, GQA, RoPE, RMSNorm, no biases, full recomputation,
 # per-token loss, bf16).  A plan made for other flags must not match.
 # Needs python3 (standard library only); skipped without it.  About 40 s.
@@ -37,6 +38,12 @@ plan dp2_distopt 2 --use-distributed-optimizer
 plan dp2_overlap 2 --overlap-grad-reduce --ddp-bucket-size 20000
 plan pp2_dp2_overlap 4 --pipeline-model-parallel-size 2 --overlap-grad-reduce --ddp-bucket-size 1
 plan tp2_pp2_dp2_distopt 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --use-distributed-optimizer
+# the distributed optimizer overlapped: a reduce-scatter and an all-gather
+# per bucket of layers and one of each for the rest, at DP3 (chunks padded)
+# and PP2 x DP2
+plan dp3_distopt_overlap 3 --use-distributed-optimizer --overlap-grad-reduce --ddp-bucket-size 20000 --global-batch-size 6
+plan pp2_dp2_distopt_overlap 4 --pipeline-model-parallel-size 2 --use-distributed-optimizer --overlap-grad-reduce \
+    --ddp-bucket-size 1 --overlap-param-gather
 LLAMA="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --untie-embeddings-and-output-weights
        --swiglu --group-query-attention --num-query-groups 2 --position-embedding-type rope --normalization RMSNorm
        --disable-bias-linear --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
@@ -52,6 +59,10 @@ check plan_wrong_layout_names_bytes grep -q "^rank 0 (stage 0): tp all-reduce me
 run_expect plan_wrong_distopt 1 "" $PLAN $TINY --use-distributed-optimizer --world-size 2 --check "$T"/dp2.*.err
 # shellcheck disable=SC2086
 run_expect plan_wrong_buckets 1 "" $PLAN $TINY --overlap-grad-reduce --world-size 2 --check "$T"/dp2_overlap.*.err
+# shellcheck disable=SC2086
+run_expect plan_wrong_distopt_buckets 1 "" $PLAN $TINY --use-distributed-optimizer --global-batch-size 6 --world-size 3 \
+    --check "$T"/dp3_distopt_overlap.*.err
+check plan_wrong_distopt_buckets_named grep -q "^rank 0 (stage 0): dp reduce-scatter measured " "$T/out"
 # shellcheck disable=SC2086
 run_expect plan_missing_rank 1 "" $PLAN $TINY --tensor-model-parallel-size 2 --world-size 2 --check "$T/tp2.0.err"
 check plan_missing_rank_named grep -q "^no -v -v report from rank 1$" "$T/out"

@@ -28,7 +28,7 @@ check reference_run test $? -eq 0
     --position-embedding-type learned_absolute --normalization LayerNorm --num-workers 2 --dataloader-type single \
     --no-async-tensor-model-parallel-allreduce --no-gradient-accumulation-fusion --attention-backend auto \
     --use-flash-attn --apply-query-key-layer-scaling --no-query-key-layer-scaling --manual-gc \
-    --overlap-grad-reduce --overlap-param-gather --empty-unused-memory-level 2 --no-create-attention-mask-in-dataloader \
+    --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --empty-unused-memory-level 2 --no-create-attention-mask-in-dataloader \
     --no-mmap-bin-files --cross-entropy-loss-fusion --tiktoken-pattern v2 \
     --distributed-timeout-minutes 10 --exit-duration-in-mins 1_000 --kill-switch-path "$T/no-switch" \
     --override-opt_param-scheduler --ds-sequence-parallel-size 1 --deepspeed_mpi --cpu-optimizer \
@@ -40,6 +40,10 @@ check accepted_flags_same_losses sh -c "losses() { sed -n 's/.*lm loss: \\([^ ]*
 {
 run_expect gloo 0 "" "$MDSTRAIN" $BASE --distributed-backend gloo
 run_expect ddp_torch 0 "" "$MDSTRAIN" $BASE --DDP-impl torch
+run_expect refuse_param_gather_alone 2 "^mdstrain: --overlap-param-gather only supported with distributed optimizer$" \
+    "$MDSTRAIN" $BASE --overlap-grad-reduce --overlap-param-gather
+run_expect refuse_param_gather_no_grad 2 "^mdstrain: Must use --overlap-param-gather with --overlap-grad-reduce$" \
+    "$MDSTRAIN" $BASE --use-distributed-optimizer --overlap-param-gather
 run_expect refuse_optimizer_sgd 2 "'--optimizer' sgd is not supported" "$MDSTRAIN" $BASE --optimizer sgd
 run_expect refuse_dataloader_external 2 "'--dataloader-type' external is not supported" "$MDSTRAIN" $BASE --dataloader-type external
 run_expect refuse_dataloader_cyclic 2 "'--dataloader-type' cyclic is not supported" "$MDSTRAIN" $BASE --dataloader-type cyclic

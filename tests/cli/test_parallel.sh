@@ -22,15 +22,15 @@ if ! "$MDSTRAIN" --version | grep -q 'MPI ('; then
 fi
 
 # the communicator alone (rank-ordered sums, groups, send/receive) on 3 and 4 ranks
-# test_comm has 22 cases: 13 (among them comm.c's dispatch to a device transport,
+# test_comm has 26 cases: 15 (among them comm.c's dispatch to a device transport,
 # comm_nccl_init returning on every rank with its reason where there is no GPU or
 # no NCCL, comm_place over injected GPU counts, host staging's copies), then the
-# 9 collective ones again with every buffer host-staged; every one must pass on
+# 11 collective ones again with every buffer host-staged; every one must pass on
 # every rank count
 for np in 3 4; do
     timeout 60 "$MPIRUN" -np $np "$BUILD/tests/test_comm" >"$T/comm" 2>&1
     rc=$?
-    if [ "$rc" -eq 0 ] && [ "$(grep -c '^ok ' "$T/comm")" -eq 22 ]; then ok "comm_np$np"
+    if [ "$rc" -eq 0 ] && [ "$(grep -c '^ok ' "$T/comm")" -eq 26 ]; then ok "comm_np$np"
     else fail "comm_np$np (exit $rc)"; cat "$T/comm" >&2; fi
 done
 

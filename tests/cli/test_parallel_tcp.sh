@@ -72,9 +72,13 @@ check unstaged_no_copies sh -c "! grep -q 'host-staged' '$T/tp2_pp2_dp2.0.err'"
 # below compute; the rank-ordered sums do not depend on the bucketing, so
 # the losses and norms are bitwise those of the one all-reduce after the
 # backward, at DP2 (fp32 and fp16 main gradients), DP2 x PP2 and
-# TP2 x PP2 x DP2 (and host-staged).  With
-# the distributed optimizer the reduce-scatter stays after the backward
-# (the table says so), bitwise the same too.
+# TP2 x PP2 x DP2 (and host-staged).  With the distributed optimizer the
+# buckets are reduce-scattered (each rank owning a chunk of each bucket, so
+# its optimizer state is in pieces): 4 layers' buckets and the rest, 5
+# reduce-scatters and 5 all-gathers where one of each ran; the losses
+# bitwise the same, the norms within 1e-13 (each rank's squared norm is
+# summed piece by piece, so the doubles are grouped otherwise: the last bit
+# moves, and the clipping factor, a float, did not in these runs).
 OVL="--overlap-grad-reduce --ddp-bucket-size 1000"
 overlap() {   # NAME NP BASE FLAGS...: BASE is the run without overlap
     on=$1 np=$2 base=$3; shift 3
@@ -88,7 +92,7 @@ overlap() {   # NAME NP BASE FLAGS...: BASE is the run without overlap
 tcp dp2 2 slurm $TINY
 exact "$T"/dp2.*.log >"$T/dp2"
 overlap dp2 2 dp2
-check overlap_dp2_row grep -q '^| gradient reduce  *| overlapped, buckets of 1000 elements ' "$T/dp2_ovl.0.err"
+check overlap_dp2_row grep -q '^| gradient reduce  *| overlapped: all-reduce, buckets of 1000 ' "$T/dp2_ovl.0.err"
 # 4 layers: 4 buckets, the tensors outside the layers (2 calls), the loss: 7 all-reduces, not 2
 check overlap_dp2_buckets grep -q '^\[rank 0\] (t 0, d 0, p 0) .* dp all-reduce 7.0 calls ' "$T/dp2_ovl.0.err"
 check overlap_dp2_one_reduce grep -q '^\[rank 0\] (t 0, d 0, p 0) .* dp all-reduce 2.0 calls ' "$T/dp2.0.err"
@@ -105,8 +109,57 @@ exact "$T"/tp2_pp2_dp2_ar.*.log >"$T/tp2_pp2_dp2_ar"
 check tp2_pp2_dp2_allreduce_close close "$T/tp2_pp2_dp2_ar"
 overlap tp2_pp2_dp2 8 tp2_pp2_dp2_ar --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
 overlap dp2_pp2_staged 4 dp2_pp2 --pipeline-model-parallel-size 2 --device-comm host-staged
-overlap dp4_distopt 4 dp4_distopt --use-distributed-optimizer
-check overlap_distopt_row grep -q '^| gradient reduce  *| reduce-scatter after the backward ' "$T/dp4_distopt_ovl.0.err"
+# shellcheck disable=SC2086
+tcp dp4_distopt_ovl 4 slurm $TINY --use-distributed-optimizer $OVL
+exact "$T"/dp4_distopt_ovl.*.log >"$T/dp4_distopt_ovl"
+cut -d' ' -f1 "$T/dp4_distopt" >"$T/dp4_distopt.losses"
+check overlap_dp4_distopt_losses_bitwise sh -c "test $rc -eq 0 && test \$(wc -l <'$T/dp4_distopt_ovl') -eq 5 &&
+    cut -d' ' -f1 '$T/dp4_distopt_ovl' | cmp -s - '$T/dp4_distopt.losses'"
+check overlap_dp4_distopt_norms_close sh -c "paste -d' ' '$T/dp4_distopt' '$T/dp4_distopt_ovl' |
+    awk '{ d = \$2 - \$4; if (d < 0) d = -d; if (d > 1e-13 * \$2) bad = 1 } END { exit bad }'"
+# --overlap-param-gather: each bucket's all-gather waited for by the next
+# forward just before the bucket's first layer (the embeddings' first): a
+# copy, so the losses and norms bitwise those of the gather after the step,
+# at DP4, PP2 x DP2 (the first stage needs the embeddings' bucket first,
+# the last the output layer's last) and host-staged; the table says so
+# shellcheck disable=SC2086
+tcp dp4_pg 4 slurm $TINY --use-distributed-optimizer $OVL --overlap-param-gather
+exact "$T"/dp4_pg.*.log >"$T/dp4_pg"
+check param_gather_dp4_bitwise sh -c "test $rc -eq 0 && test \$(wc -l <'$T/dp4_pg') -eq 5 && cmp -s '$T/dp4_pg' '$T/dp4_distopt_ovl'"
+check param_gather_row grep -q '^| parameter gather  *| overlapped: all-gathers in the forward ' "$T/dp4_pg.0.err"
+check param_gather_same_calls grep -q '^\[rank 0\] (t 0, d 0, p 0) .* dp reduce-scatter 5.0 calls .* dp all-gather 5.0 calls ' "$T/dp4_pg.0.err"
+for v in plain pg staged; do
+    case $v in plain) f="" ;; pg) f="--overlap-param-gather" ;; staged) f="--overlap-param-gather --device-comm host-staged" ;; esac
+    # shellcheck disable=SC2086
+    tcp "pp2_dp2_$v" 4 slurm $TINY --pipeline-model-parallel-size 2 --use-distributed-optimizer $OVL $f
+    eval "rc_$v=$rc"
+    exact "$T/pp2_dp2_$v".*.log >"$T/pp2_dp2_$v"
+done
+check param_gather_pp2_dp2_bitwise sh -c "test $rc_plain$rc_pg$rc_staged = 000 && test \$(wc -l <'$T/pp2_dp2_pg') -eq 5 &&
+    cmp -s '$T/pp2_dp2_pg' '$T/pp2_dp2_plain' && cmp -s '$T/pp2_dp2_staged' '$T/pp2_dp2_plain'"
+check overlap_distopt_row grep -q '^| gradient reduce  *| overlapped: reduce-scatter, buckets of 1000 ' "$T/dp4_distopt_ovl.0.err"
+check overlap_distopt_buckets grep -q '^\[rank 0\] (t 0, d 0, p 0) .* dp reduce-scatter 5.0 calls .* dp all-gather 5.0 calls ' "$T/dp4_distopt_ovl.0.err"
+check overlap_distopt_one_scatter grep -q '^\[rank 0\] (t 0, d 0, p 0) .* dp reduce-scatter 1.0 calls .* dp all-gather 1.0 calls ' "$T/dp4_distopt.0.err"
+# the distributed optimizer's pieces through a checkpoint: overlapped (a
+# chunk of each bucket per rank, the parameters gathered in the forward:
+# the save and the load finish them first), --bf16 (each rank's share of
+# the fp32 masters), 6 iterations straight (saving at 3) equal 3 + save +
+# load + 3 bit for bit, and the files of iteration 6 the same
+DOV="--use-distributed-optimizer $OVL --overlap-param-gather --bf16 --train-iters 6"
+# shellcheck disable=SC2086
+tcp dov_a 2 slurm $TINY $DOV --save "$T/dovA" --save-interval 3
+ra=$rc
+# shellcheck disable=SC2086
+tcp dov_b 2 slurm $TINY $DOV --save "$T/dovB" --exit-interval 3
+rb=$rc
+# shellcheck disable=SC2086
+tcp dov_c 2 slurm $TINY $DOV --load "$T/dovB" --save "$T/dovB"
+check distopt_overlap_ckpt_exit0 test "$ra$rb$rc" = 000
+exact "$T"/dov_a.*.log >"$T/dov_a"
+cat "$T"/dov_b.*.log "$T"/dov_c.*.log | exact /dev/stdin >"$T/dov_bc"
+check distopt_overlap_resume_bitwise sh -c "test \$(wc -l <'$T/dov_a') -eq 6 && cmp -s '$T/dov_a' '$T/dov_bc'"
+check distopt_overlap_resume_same_files cmp -s "$T/dovA/iter_0000006/mp_rank_00/model_optim_rng.bin" \
+    "$T/dovB/iter_0000006/mp_rank_00/model_optim_rng.bin"
 if [ "$have_mpi" -eq 1 ]; then   # the worker thread under MPI (MPI_THREAD_MULTIPLE)
     # shellcheck disable=SC2086
     timeout -s KILL 120 "$MPIRUN" -np 2 "$MDSTRAIN" $TINY $OVL >"$T/ovl.mpi" 2>"$T/ovl.mpierr"

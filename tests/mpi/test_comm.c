@@ -99,6 +99,77 @@ static void test_allreduce_start(void)
     comm_free(g);
 }
 
+/* comm_reduce_scatter_start queued between all-reduces on the worker, then
+ * comm_wait: each rank's chunk is the rank-ordered sum, as
+ * comm_reduce_scatter's; the counters count both kinds. */
+static void test_reduce_scatter_start(void)
+{
+    mds_comm *g = NULL;
+    CHECK(comm_split(world, 0, rank, &g) == 0);
+    if (!g) return;
+    size_t chunks[] = {1, 333, 2050};
+    float *in[3], *out[3], y[64];
+    for (int k = 0; k < 3; k++) {
+        size_t n = chunks[k] * (size_t)size;
+        in[k] = malloc(n * sizeof *in[k]);
+        out[k] = malloc(chunks[k] * sizeof *out[k]);
+        for (size_t i = 0; i < n; i++) in[k][i] = contrib(rank, i + 7 * (size_t)k);
+        CHECK(comm_reduce_scatter_start(g, out[k], in[k], chunks[k]) == 0);
+        for (int i = 0; i < 64; i++) y[i] = contrib(rank, (size_t)i);
+        if (k == 1) CHECK(comm_allreduce_start(g, y, 64, COMM_F32, COMM_SUM) == 0);
+    }
+    CHECK(comm_wait(g) == 0);
+    for (int k = 0; k < 3; k++) {
+        for (size_t i = 0; i < chunks[k]; i++) {
+            size_t at = (size_t)rank * chunks[k] + i + 7 * (size_t)k;
+            float want = contrib(0, at);
+            for (int r = 1; r < size; r++) want += contrib(r, at);
+            if (out[k][i] != want) { CHECK(out[k][i] == want); break; }
+        }
+        free(in[k]);
+        free(out[k]);
+    }
+    float want = contrib(0, 5);
+    for (int r = 1; r < size; r++) want += contrib(r, 5);
+    CHECK(y[5] == want);
+    comm_stats st;
+    comm_get_stats(g, &st);
+    CHECK(st.calls[COMM_K_REDUCE_SCATTER] == (size > 1 ? 3u : 0u) && st.calls[COMM_K_ALLREDUCE] == (size > 1 ? 1u : 0u));
+    comm_free(g);
+}
+
+/* comm_allgather_start, several, and comm_wait_some: after waiting for the
+ * first n, those n are complete (every rank's block in rank order), whatever
+ * the rest are doing; comm_wait ends the round. */
+static void test_allgather_start(void)
+{
+    mds_comm *g = NULL;
+    CHECK(comm_split(world, 0, rank, &g) == 0);
+    if (!g) return;
+    size_t chunks[] = {3, 1000, 17};
+    float *out[3];
+    for (int k = 0; k < 3; k++) {
+        out[k] = malloc(chunks[k] * (size_t)size * sizeof *out[k]);
+        float *mine = out[k] + (size_t)rank * chunks[k];
+        for (size_t i = 0; i < chunks[k]; i++) mine[i] = contrib(rank, i + (size_t)k);
+        CHECK(comm_allgather_start(g, out[k], mine, chunks[k]) == 0);   /* in place */
+    }
+    for (int k = 0; k < 3; k++) {
+        CHECK(comm_wait_some(g, (size_t)k + 1) == 0);
+        int bad = 0;
+        for (int r = 0; r < size; r++)
+            for (size_t i = 0; i < chunks[k]; i++)
+                bad += out[k][(size_t)r * chunks[k] + i] != contrib(r, i + (size_t)k);
+        CHECK(bad == 0);
+    }
+    CHECK(comm_wait(g) == 0);
+    for (int k = 0; k < 3; k++) free(out[k]);
+    comm_stats st;
+    comm_get_stats(g, &st);
+    CHECK(st.calls[COMM_K_ALLGATHER] == (size > 1 ? 3u : 0u));
+    comm_free(g);
+}
+
 static void test_allreduce_max(void)
 {
     float x[4] = {(float)rank, -(float)rank, rank == size - 1 ? INFINITY : 0.0f, 3.0f};
@@ -245,7 +316,7 @@ static int fake_barrier(mds_comm *c) { (void)c; return fake_calls++, 0; }
 static void test_device_dispatch(void)
 {
     static const struct comm_dev_ops fake = {fake_is_device, fake_allreduce, fake_rs, fake_rs, fake_bcast,
-                                             fake_p2p, fake_barrier, NULL, NULL};
+                                             fake_p2p, fake_barrier, NULL, NULL, NULL, NULL, NULL};
     mds_comm *g = NULL;
     CHECK(comm_split(world, 0, rank, &g) == 0);
     if (!g) return;
@@ -430,6 +501,8 @@ static void collectives(void)
 {
     TEST(test_allreduce_rank_order);
     TEST(test_allreduce_start);
+    TEST(test_reduce_scatter_start);
+    TEST(test_allgather_start);
     TEST(test_allreduce_max);
     TEST(test_allreduce_half);
     TEST(test_reduce_scatter_allgather);

@@ -396,7 +396,8 @@ static void test_optimizer(void)
                 memcpy(w, m.master_memory, m.num_params * sizeof(float));
                 rc = td_load_optimizer(&m, dir, &st, err, sizeof err);
                 if (rc) fprintf(stderr, "TP %d PP %d: %s\n", tp, pp, err);
-                CHECK(rc == 0 && m.step == 4 && m.opt_lo == 0 && m.opt_hi == m.num_params);
+                CHECK(rc == 0 && m.step == 4 && m.opt_npieces == 1 && m.opt_pieces[0].lo == 0 &&
+                      m.opt_pieces[0].hi == m.num_params);
                 size_t bad = 0;
                 for (size_t i = 0; rc == 0 && i < m.num_params; i++)
                     bad += m.master_memory[i] != w[i] + 1.0f || m.m[i] != w[i] * 2.0f || m.v[i] != w[i] * w[i];
