@@ -20,6 +20,8 @@
 # and TP2 x PP2 x DP2 host-staged, 6 iterations straight equal to 3, save,
 # load, 3, bit for bit.  First run on an H200 on 2026-11-27: 33 passed, 0
 # failed, nccl_tp2 skipped (one GPU); NCCL between GPUs is still to run.
+# Last, the distributed optimizer overlapped (host-staged DP2), added after
+# that run: not yet run on a GPU.
 . tests/cli/lib.sh
 MDSTRAIN=${MDSTRAIN:-$BUILD/mdstrain}
 DATA=tests/data/golden/tiny_text_document
@@ -164,4 +166,19 @@ check staged_ckpt_resume_exit0 test "$rc" -eq 0
 exact "$T"/ga.*.log | tail -n 3 >"$T/la"; exact "$T"/gb.*.log >"$T/lb"
 check staged_ckpt_resume_3_iters test "$(wc -l <"$T/lb")" -eq 3
 check staged_ckpt_resume_bitwise cmp -s "$T/la" "$T/lb"
+
+# the distributed optimizer overlapped on the GPU, host-staged DP2: each
+# bucket reduce-scattered beside the backward, all-gathered beside the next
+# forward (--overlap-param-gather), losses bitwise those of the plain
+# distributed optimizer (written after the first GPU session; on the CPU
+# backend tests/cli/test_parallel_tcp.sh checks the same)
+DO="--device cuda --device-comm host-staged --use-distributed-optimizer"
+# shellcheck disable=SC2086
+tcp gdo 2 slurm $TINY $DO
+r1=$rc
+# shellcheck disable=SC2086
+tcp gdov 2 slurm $TINY $DO --overlap-grad-reduce --ddp-bucket-size 1000 --overlap-param-gather
+exact "$T"/gdo.*.log | cut -d' ' -f1 >"$T/l1"; exact "$T"/gdov.*.log | cut -d' ' -f1 >"$T/l2"
+check staged_distopt_overlap_exit0 test "$r1$rc" = 00
+check staged_distopt_overlap_losses_bitwise sh -c "test \$(wc -l <'$T/l2') -eq 5 && cmp -s '$T/l1' '$T/l2'"
 finish
