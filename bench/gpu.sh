@@ -27,7 +27,7 @@
 #     --bf16 step runs, mdstrain's and torch's) and fp32 pedantic (what an
 #     fp32 run issues): the bf16 products' share of each step.
 #  3. llm.c: with LLMC=/path/to/llm.c (a copy carried to the machine and
-#     built there by hand, docs/benchmarks.md, "First GPU session": this
+#     built there by hand, docs/benchmarks.md, "The device call": this
 #     script neither fetches nor builds it), its train_gpt2cu trains its d12
 #     (GPT-2 124M) on random tokens; else one skip line.
 #  4. host-staged ranks (issue 16): 2 ranks on the one GPU over TCP
