@@ -562,6 +562,22 @@ int comm_reduce_scatter(mds_comm *c, float *out, const float *in, size_t chunk)
     return stage_out(c, out, h + (size_t)p * chunk, chunk * sizeof(float));
 }
 
+/* Floats per rank in one exchange of a reduce-scatter or all-gather: every
+ * block's byte count stays an int (PIECE / 4 bytes); a larger chunk goes in
+ * segments of it, each rank's part of each segment copied together first.
+ * MDS_TEST_COMM_SEGMENT (floats) makes it small, so that the tests see the
+ * segments on small buffers. */
+static size_t segment_floats(void)
+{
+    static size_t seg;
+    if (!seg) {
+        const char *e = getenv("MDS_TEST_COMM_SEGMENT");
+        long v = e ? atol(e) : 0;
+        seg = v > 0 && (size_t)v < PIECE / 4 / sizeof(float) ? (size_t)v : PIECE / 4 / sizeof(float);
+    }
+    return seg;
+}
+
 static int host_reduce_scatter(mds_comm *c, float *out, const float *in, size_t chunk)
 {
     int p = c->size;
@@ -569,11 +585,22 @@ static int host_reduce_scatter(mds_comm *c, float *out, const float *in, size_t 
         if (out != in) memmove(out, in, chunk * sizeof *out);
         return 0;
     }
-    if (chunk * sizeof(float) > PIECE / 4) return comm_fail("reduce-scatter of %zu floats per rank is too large", chunk);
-    float *rbuf = comm_scratch(c, (size_t)p * chunk * sizeof(float));
+    size_t seg = segment_floats(), per = chunk < seg ? chunk : seg;
+    float *rbuf = comm_scratch(c, (chunk > seg ? 2 : 1) * (size_t)p * per * sizeof(float));
     if (!rbuf) return comm_fail("out of memory for a reduce-scatter");
-    if (WATCH(c->ops->alltoall(c, in, rbuf, chunk * sizeof(float)))) return -1;
-    ordered_sum(out, rbuf, chunk, p, COMM_F32);
+    if (chunk <= seg) {
+        if (WATCH(c->ops->alltoall(c, in, rbuf, chunk * sizeof(float)))) return -1;
+        ordered_sum(out, rbuf, chunk, p, COMM_F32);
+    } else {
+        float *sbuf = rbuf + (size_t)p * per;
+        for (size_t o = 0; o < chunk; o += per) {
+            size_t len = chunk - o < per ? chunk - o : per;
+            for (int r = 0; r < p; r++)
+                memcpy(sbuf + (size_t)r * len, in + (size_t)r * chunk + o, len * sizeof(float));
+            if (WATCH(c->ops->alltoall(c, sbuf, rbuf, len * sizeof(float)))) return -1;
+            ordered_sum(out + o, rbuf, len, p, COMM_F32);
+        }
+    }
     count(c, COMM_K_REDUCE_SCATTER, (size_t)(p - 1) * chunk * sizeof(float));
     return 0;
 }
@@ -604,9 +631,20 @@ static int host_allgather(mds_comm *c, float *out, const float *in, size_t chunk
         if (out != in) memmove(out, in, chunk * sizeof *out);
         return 0;
     }
-    if (chunk * sizeof(float) > PIECE / 4) return comm_fail("all-gather of %zu floats per rank is too large", chunk);
-    const void *src = in == out + (size_t)c->rank * chunk ? NULL : (const void *)in;
-    if (WATCH(c->ops->allgather(c, src, out, chunk * sizeof(float)))) return -1;
+    size_t seg = segment_floats();
+    if (chunk <= seg) {
+        const void *src = in == out + (size_t)c->rank * chunk ? NULL : (const void *)in;
+        if (WATCH(c->ops->allgather(c, src, out, chunk * sizeof(float)))) return -1;
+    } else {   /* segments: each rank's part of a segment gathered, then put in its block */
+        float *rbuf = comm_scratch(c, (size_t)p * seg * sizeof(float));
+        if (!rbuf) return comm_fail("out of memory for an all-gather");
+        for (size_t o = 0; o < chunk; o += seg) {
+            size_t len = chunk - o < seg ? chunk - o : seg;
+            if (WATCH(c->ops->allgather(c, in + o, rbuf, len * sizeof(float)))) return -1;
+            for (int r = 0; r < p; r++)   /* memmove: in place, this rank's block is its source */
+                memmove(out + (size_t)r * chunk + o, rbuf + (size_t)r * len, len * sizeof(float));
+        }
+    }
     count(c, COMM_K_ALLGATHER, (size_t)(p - 1) * chunk * sizeof(float));
     return 0;
 }

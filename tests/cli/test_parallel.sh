@@ -33,6 +33,12 @@ for np in 3 4; do
     if [ "$rc" -eq 0 ] && [ "$(grep -c '^ok ' "$T/comm")" -eq 26 ]; then ok "comm_np$np"
     else fail "comm_np$np (exit $rc)"; cat "$T/comm" >&2; fi
 done
+# again with reduce-scatters and all-gathers cut into segments of 7 floats
+# per rank (a chunk over 2^26 floats goes in segments; the test's are small)
+MDS_TEST_COMM_SEGMENT=7 timeout 60 "$MPIRUN" -np 3 "$BUILD/tests/test_comm" >"$T/comm" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] && [ "$(grep -c '^ok ' "$T/comm")" -eq 26 ]; then ok "comm_np3_segments"
+else fail "comm_np3_segments (exit $rc)"; cat "$T/comm" >&2; fi
 
 # shellcheck disable=SC2086
 "$MDSTRAIN" $TINY >"$T/ref.log" 2>"$T/err"
