@@ -321,6 +321,7 @@ int trainer_act_slots(const train_layout *P, uint64_t nmicro)
     return (int)(slots < nmicro ? slots : nmicro);
 }
 
+/* The flat offset of tensor k in params_memory and grads_memory. */
 static size_t param_offset(const gpt_model *m, int k)
 {
     size_t off = 0;
@@ -394,6 +395,34 @@ static int close_bucket(trainer *t, size_t *bcap, int last_layer)
     return 0;
 }
 
+/* The part of slice s of bucket k that lies in the bucket's packed
+ * positions [from, to): [*a0, *a1), the slice starting at packed position
+ * *pos; 0 when they do not meet. */
+static int slice_part(const trainer *t, const struct dp_bucket *k, size_t s, size_t from, size_t to, size_t *pos,
+                      size_t *a0, size_t *a1)
+{
+    *pos = t->sl_pack[s] - k->pack_at;
+    *a0 = *pos > from ? *pos : from;
+    *a1 = *pos + t->sl_len[s] < to ? *pos + t->sl_len[s] : to;
+    return *a0 < *a1;
+}
+
+/* This rank's packed positions [*from, *to) of bucket k (its chunk, less
+ * the padding past len). */
+static void my_chunk(const trainer *t, const struct dp_bucket *k, size_t *from, size_t *to)
+{
+    *from = (size_t)t->P->dp_rank * k->chunk;
+    *to = *from + k->chunk < k->len ? *from + k->chunk : k->len;
+    if (*to < *from) *to = *from;
+}
+
+/* The bucket of the tensors outside the layers (the distributed optimizer
+ * with overlap: the last one), or -1. */
+static int rest_bucket(const trainer *t)
+{
+    return t->nbk && t->bk[t->nbk - 1].last_layer == -2 ? (int)t->nbk - 1 : -1;
+}
+
 static int plan_buckets(trainer *t)
 {
     gpt_model *m = t->m;
@@ -454,14 +483,13 @@ static int plan_buckets(trainer *t)
     t->slots = slots;
     gpt_opt_piece *pc = malloc((t->nsl + 1) * sizeof *pc);
     if (!pc) return fail(t, "out of memory");
-    size_t np = 0, r = (size_t)t->P->dp_rank;
+    size_t np = 0;
     for (size_t b = 0; b < t->nbk; b++) {
         const struct dp_bucket *k = &t->bk[b];
-        size_t from = r * k->chunk, to = from + k->chunk < k->len ? from + k->chunk : k->len;
+        size_t from, to, pos, a0, a1;
+        my_chunk(t, k, &from, &to);
         for (size_t s = k->s0; s < k->s0 + k->ns; s++) {
-            size_t pos = t->sl_pack[s] - k->pack_at, a0 = pos > from ? pos : from;
-            size_t a1 = pos + t->sl_len[s] < to ? pos + t->sl_len[s] : to;
-            if (a0 >= a1) continue;
+            if (!slice_part(t, k, s, from, to, &pos, &a0, &a1)) continue;
             gpt_opt_piece q = { t->sl_off[s] + (a0 - pos), t->sl_off[s] + (a1 - pos), k->slot_at + (a0 - from) };
             if (np && pc[np - 1].hi == q.lo && pc[np - 1].at + (pc[np - 1].hi - pc[np - 1].lo) == q.at)
                 pc[np - 1].hi = q.hi;
@@ -491,14 +519,27 @@ static int plan_buckets(trainer *t)
 static void pack_positions(trainer *t, size_t b, float *flat, float *dst, size_t from, size_t to, int unpack)
 {
     const struct dp_bucket *k = &t->bk[b];
+    size_t pos, a0, a1;
     for (size_t s = k->s0; s < k->s0 + k->ns; s++) {
-        size_t pos = t->sl_pack[s] - k->pack_at, a0 = pos > from ? pos : from;
-        size_t a1 = pos + t->sl_len[s] < to ? pos + t->sl_len[s] : to;
-        if (a0 >= a1) continue;
+        if (!slice_part(t, k, s, from, to, &pos, &a0, &a1)) continue;
         float *f = flat + t->sl_off[s] + (a0 - pos), *d = dst + (a0 - from);
         if (unpack) t->m->be->copy(f, d, (a1 - a0) * sizeof(float));
         else t->m->be->copy(d, f, (a1 - a0) * sizeof(float));
     }
+}
+
+/* This rank's chunk of bucket b of the flat array (backend memory) into
+ * its place in the bucket's area of pack, the padding zeroed; returns it
+ * (the all-gather's input). */
+static float *fill_my_chunk(trainer *t, size_t b, float *flat)
+{
+    const struct dp_bucket *k = &t->bk[b];
+    float *mine = t->pack + k->pack_at + (size_t)t->P->dp_rank * k->chunk;
+    size_t from, to;
+    my_chunk(t, k, &from, &to);
+    t->m->be->zero(mine, k->chunk * sizeof(float));
+    pack_positions(t, b, flat, mine, from, to, 0);
+    return mine;
 }
 
 /* The distributed optimizer's all-gather of a flat array (backend memory:
@@ -520,16 +561,13 @@ static int dp_allgather_flat(trainer *t, float *flat, const char *what);
  * (trainer_params_sync). */
 static void start_gathers(trainer *t)
 {
-    size_t p = (size_t)t->P->dp_size, r = (size_t)t->P->dp_rank, k = 0;
-    int rest = t->nbk && t->bk[t->nbk - 1].last_layer == -2 ? (int)t->nbk - 1 : -1;
+    size_t p = (size_t)t->P->dp_size, k = 0;
+    int rest = rest_bucket(t);
     for (int i = -1; i < (int)t->nbk; i++) {
         int b = i < 0 ? rest : rest >= 0 ? rest - 1 - i : (int)t->nbk - 1 - i;
         if (b < 0) continue;
         struct dp_bucket *q = &t->bk[b];
-        float *area = t->pack + q->pack_at, *mine = area + r * q->chunk;
-        size_t from = r * q->chunk, to = from + q->chunk < q->len ? from + q->chunk : q->len;
-        t->m->be->zero(mine, q->chunk * sizeof(float));
-        pack_positions(t, (size_t)b, t->m->params_memory, mine, from, to, 0);
+        float *area = t->pack + q->pack_at, *mine = fill_my_chunk(t, (size_t)b, t->m->params_memory);
         q->gathered = 0;
         q->ticket = ++k;
         t->gathers_left++;
@@ -557,8 +595,7 @@ static void params_needed(void *ctx, int l)
 {
     trainer *t = ctx;
     if (!t->gathers_left) return;
-    int rest = t->bk[t->nbk - 1].last_layer == -2 ? (int)t->nbk - 1 : -1;
-    int b = l < 0 || l >= t->m->Ll ? rest : t->layer_bk[l];
+    int b = l < 0 || l >= t->m->Ll ? rest_bucket(t) : t->layer_bk[l];
     if (b >= 0) finish_gather(t, (size_t)b);
 }
 
@@ -574,17 +611,12 @@ int trainer_params_sync(trainer *t)
 
 static int dp_allgather_flat(trainer *t, float *flat, const char *what)
 {
-    size_t p = (size_t)t->P->dp_size, r = (size_t)t->P->dp_rank;
+    if (t->P->dp_size == 1) return 0;   /* every chunk is this rank's, and in place */
     for (size_t b = 0; b < t->nbk; b++) {
         const struct dp_bucket *k = &t->bk[b];
-        float *area = t->pack + k->pack_at, *mine = area + r * k->chunk;
-        size_t from = r * k->chunk, to = from + k->chunk < k->len ? from + k->chunk : k->len;
-        if (p > 1) {
-            t->m->be->zero(mine, k->chunk * sizeof(float));   /* the padding past len: zeros */
-            pack_positions(t, b, flat, mine, from, to, 0);
-            if (comm_allgather(t->P->dp, area, mine, k->chunk) < 0) return fail(t, "%s: %s", what, comm_error());
-            pack_positions(t, b, flat, area, 0, k->len, 1);
-        }
+        float *area = t->pack + k->pack_at, *mine = fill_my_chunk(t, b, flat);
+        if (comm_allgather(t->P->dp, area, mine, k->chunk) < 0) return fail(t, "%s: %s", what, comm_error());
+        pack_positions(t, b, flat, area, 0, k->len, 1);
     }
     return 0;
 }
@@ -787,9 +819,6 @@ static int step_forward(struct step *st, uint64_t j)
     return 0;
 }
 
-/* ---- --overlap-grad-reduce ------------------------------------------------------ */
-
-/* The flat offset of tensor k in params_memory and grads_memory. */
 static void step_backward(struct step *st, uint64_t j)
 {
     trainer *t = st->t;
