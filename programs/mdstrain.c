@@ -1479,18 +1479,9 @@ static int torch_dist_dir(const char *iter_dir)
 static void fresh_optimizer(trainer *t)
 {
     gpt_model *m = t->m;
-    size_t most = 0;
-    for (size_t k = 0; k < m->opt_npieces; k++)
-        if (m->opt_pieces[k].hi - m->opt_pieces[k].lo > most) most = m->opt_pieces[k].hi - m->opt_pieces[k].lo;
-    float *z = calloc(most ? most : 1, sizeof(float));
-    if (!z) cli_die(1, "out of memory resetting the optimizer state");
-    for (size_t k = 0; k < m->opt_npieces; k++) {
-        size_t lo = m->opt_pieces[k].lo, n = m->opt_pieces[k].hi - lo;
-        if (gpt_state_write(m, GPT_STATE_ADAM_M, lo, z, n) != 0 || gpt_state_write(m, GPT_STATE_ADAM_V, lo, z, n) != 0)
-            cli_die(1, "cannot reset the optimizer state");
-    }
+    if (gpt_state_write_pieces(m, GPT_STATE_ADAM_M, NULL) != 0 || gpt_state_write_pieces(m, GPT_STATE_ADAM_V, NULL) != 0)
+        cli_die(1, "cannot reset the optimizer state");
     m->step = 0;
-    free(z);
 }
 
 /* Megatron's check_checkpoint_args for a torch_dist checkpoint's saved

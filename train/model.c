@@ -651,6 +651,22 @@ int gpt_state_write(gpt_model *m, int which, size_t off, const float *src, size_
     return m->be->sync() == 0 ? GPT_OK : GPT_ERR_ARG;
 }
 
+int gpt_state_write_pieces(gpt_model *m, int which, const float *flat)
+{
+    if (which != GPT_STATE_ADAM_M && which != GPT_STATE_ADAM_V)
+        return GPT_ERR_ARG;
+    if (!flat) {
+        m->be->zero(which == GPT_STATE_ADAM_M ? m->m : m->v, m->opt_slots * sizeof(float));
+        return m->be->sync() == 0 ? GPT_OK : GPT_ERR_ARG;
+    }
+    for (size_t k = 0; k < m->opt_npieces; k++) {
+        size_t lo = m->opt_pieces[k].lo;
+        if (gpt_state_write(m, which, lo, flat + lo, m->opt_pieces[k].hi - lo) != GPT_OK)
+            return GPT_ERR_ARG;
+    }
+    return GPT_OK;
+}
+
 void gpt_set_slot(gpt_model *m, int s)
 {
     gpt_acts *a = &m->acts;

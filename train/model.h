@@ -572,6 +572,12 @@ enum gpt_state { GPT_STATE_WEIGHTS, GPT_STATE_ADAM_M, GPT_STATE_ADAM_V };
 int gpt_state_read(const gpt_model *m, int which, size_t off, float *dst, size_t n);
 int gpt_state_write(gpt_model *m, int which, size_t off, const float *src, size_t n);
 
+/* gpt_state_write_pieces() - a moment (GPT_STATE_ADAM_M or _V) over all of
+ * the optimizer's pieces, from the whole flat array `flat` (num_params
+ * values, host memory: element i goes to the slot of flat index i), or
+ * zeros when flat is NULL.  0, or GPT_ERR_ARG. */
+int gpt_state_write_pieces(gpt_model *m, int which, const float *flat);
+
 /* Model FLOPs of one training step (forward + backward) per token, counted
  * as Megatron HEAD's num_floating_point_operations does for GELU MLP and MHA
  * with causal-halved attention: 6 * (matmul weights incl. the logit layer)

@@ -824,11 +824,8 @@ int td_load_optimizer(gpt_model *m, const char *iter_dir, const td_state *st, ch
     for (int w = 0; w < 2; w++) {
         if ((rc = load_all(&s.r, &s.ix, m, s.items, s.nitems, moments[w], 0, s.flat, s.chunk, s.md, err, errlen)) != 0)
             goto cleanup;
-        for (size_t k = 0; k < m->opt_npieces; k++) {
-            size_t lo = m->opt_pieces[k].lo, n = m->opt_pieces[k].hi - lo;
-            if (gpt_state_write(m, w ? GPT_STATE_ADAM_V : GPT_STATE_ADAM_M, lo, s.flat + lo, n) != 0)
-                FAIL(TD_ERR_NOMEM, "cannot write the optimizer state of '%s'", iter_dir);
-        }
+        if (gpt_state_write_pieces(m, w ? GPT_STATE_ADAM_V : GPT_STATE_ADAM_M, s.flat) != 0)
+            FAIL(TD_ERR_NOMEM, "cannot write the optimizer state of '%s'", iter_dir);
     }
     m->step = (int)st->step;
 cleanup:

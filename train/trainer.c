@@ -1399,13 +1399,11 @@ int trainer_load(trainer *t, const char *dir, uint64_t iteration, ckpt_state *st
         if (!full) return fail(t, "out of memory loading the optimizer state (%zu floats)", 2 * m->num_params);
     }
     int rc = ckpt_load_rank(dir, iteration, m, full, full ? full + m->num_params : NULL, st, err, sizeof err);
-    for (size_t k = 0; rc == 0 && full && k < m->opt_npieces; k++) {
-        size_t lo = m->opt_pieces[k].lo, n = m->opt_pieces[k].hi - lo;
-        if (gpt_state_write(m, GPT_STATE_ADAM_M, lo, full + lo, n) != 0 ||
-            gpt_state_write(m, GPT_STATE_ADAM_V, lo, full + m->num_params + lo, n) != 0) {
-            rc = CKPT_ERR_ARG;
-            snprintf(err, sizeof err, "cannot write the optimizer shard");
-        }
+    if (rc == 0 && full &&
+        (gpt_state_write_pieces(m, GPT_STATE_ADAM_M, full) != 0 ||
+         gpt_state_write_pieces(m, GPT_STATE_ADAM_V, full + m->num_params) != 0)) {
+        rc = CKPT_ERR_ARG;
+        snprintf(err, sizeof err, "cannot write the optimizer shard");
     }
     free(full);
     if (rc != 0) {
