@@ -48,33 +48,24 @@ static const char *cublas_name(cublasStatus_t s)
     }
 }
 
-/* C (m, n col-major, ldc) = alpha op(A) op(B) + beta C, fp32, pedantic. */
-static void gemm(const char *what, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float *A,
-                 int lda, const float *Bm, int ldb, float beta, float *Cm, int ldc)
+/* C (m, n col-major, ldc, fp32) = alpha op(A) op(B) + beta C: fp32
+ * operands (dt MDS_F32) pedantic on the pedantic handle, or 16-bit ones
+ * (MDS_BF16, MDS_F16) with fp32 accumulation on the tensor cores (the
+ * default-math handle).  A failure is noted as a runtime one: the next
+ * sync() reports it. */
+static void gemm(const char *what, int dt, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                 const void *A, int lda, const void *Bm, int ldb, float beta, float *Cm, int ldc)
 {
     const float one = 1.0f;
-    cublasStatus_t s = cublasGemmEx(mds_cuda_cublas(), ta, tb, m, n, k, &one, A, CUDA_R_32F, lda, Bm, CUDA_R_32F, ldb,
-                                    &beta, Cm, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT);
-    if (s != CUBLAS_STATUS_SUCCESS) {
-        /* noted as a runtime failure: the next sync() reports it */
-        static char msg[96];
-        snprintf(msg, sizeof msg, "%s (cublasGemmEx: %s)", what, cublas_name(s));
-        mds_cuda_note(cudaErrorUnknown, msg);
-    }
-}
-
-/* The same on 16-bit operands (dt MDS_BF16 or MDS_F16) with fp32 accumulation
- * and an fp32 C, on the tensor cores (the default-math handle). */
-static void gemm16(const char *what, int dt, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                   const uint16_t *A, int lda, const uint16_t *Bm, int ldb, float beta, float *Cm, int ldc)
-{
-    const float one = 1.0f;
-    cudaDataType t16 = dt == MDS_BF16 ? CUDA_R_16BF : CUDA_R_16F;
-    cublasStatus_t s = cublasGemmEx(mds_cuda_cublas_tc(), ta, tb, m, n, k, &one, A, t16, lda, Bm, t16, ldb, &beta, Cm,
-                                    CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    int f32 = dt == MDS_F32;
+    cudaDataType t = f32 ? CUDA_R_32F : dt == MDS_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    cublasStatus_t s = cublasGemmEx(f32 ? mds_cuda_cublas() : mds_cuda_cublas_tc(), ta, tb, m, n, k, &one, A, t, lda,
+                                    Bm, t, ldb, &beta, Cm, CUDA_R_32F, ldc,
+                                    f32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS) {
         static char msg[96];
-        snprintf(msg, sizeof msg, "%s (cublasGemmEx, %s: %s)", what, mds_dtype_name(dt), cublas_name(s));
+        snprintf(msg, sizeof msg, "%s (cublasGemmEx%s%s: %s)", what, f32 ? "" : ", ", f32 ? "" : mds_dtype_name(dt),
+                 cublas_name(s));
         mds_cuda_note(cudaErrorUnknown, msg);
     }
 }
@@ -125,11 +116,11 @@ void matmul_forward_cuda(float *out, const float *inp, const float *weight, cons
         for (long r0 = 0; r0 < (long)rows; r0 += R) {
             long n = (long)rows - r0 < R ? (long)rows - r0 : R;
             to16(x16, inp + (size_t)r0 * C, (size_t)n * C, mm_dtype, "matmul_forward (input to 16 bits)");
-            gemm16("matmul_forward", mm_dtype, CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)n, C, w16, C, x16, C, 0.0f,
+            gemm("matmul_forward", mm_dtype, CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)n, C, w16, C, x16, C, 0.0f,
                    out + (size_t)r0 * OC, OC);
         }
     } else {
-        gemm("matmul_forward", CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)rows, C, weight, C, inp, C, 0.0f, out, OC);
+        gemm("matmul_forward", MDS_F32, CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)rows, C, weight, C, inp, C, 0.0f, out, OC);
     }
     if (bias) {
         add_bias_kernel<<<mds_cu_blocks(rows * OC, 256), 256>>>(out, bias, rows, OC);
@@ -163,16 +154,18 @@ void matmul_backward_cuda(float *dinp, float *dweight, float *dbias, const float
             to16(d16, dout + (size_t)r0 * OC, (size_t)n * OC, mm_dtype, "matmul_backward (dout to 16 bits)");
             to16(x16, inp + (size_t)r0 * C, (size_t)n * C, mm_dtype, "matmul_backward (input to 16 bits)");
             /* dinp rows (n, C) += dout rows (n, OC) @ weight (OC, C) */
-            gemm16("matmul_backward (dinp)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, OC, w16, C, d16, OC, 1.0f,
+            gemm("matmul_backward (dinp)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, OC, w16, C, d16, OC, 1.0f,
                    dinp + (size_t)r0 * C, C);
             /* dweight (OC, C) += dout rows^T (OC, n) @ inp rows (n, C) */
-            gemm16("matmul_backward (dweight)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, (int)n, x16, C, d16, OC,
+            gemm("matmul_backward (dweight)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, (int)n, x16, C, d16, OC,
                    1.0f, dweight, C);
         }
         return;
     }
     /* dinp (N, C) += dout (N, OC) @ weight (OC, C) */
-    gemm("matmul_backward (dinp)", CUBLAS_OP_N, CUBLAS_OP_N, C, (int)N, OC, weight, C, dout, OC, 1.0f, dinp, C);
+    gemm("matmul_backward (dinp)", MDS_F32, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)N, OC, weight, C, dout, OC, 1.0f, dinp,
+         C);
     /* dweight (OC, C) += dout^T (OC, N) @ inp (N, C) */
-    gemm("matmul_backward (dweight)", CUBLAS_OP_N, CUBLAS_OP_T, C, OC, (int)N, inp, C, dout, OC, 1.0f, dweight, C);
+    gemm("matmul_backward (dweight)", MDS_F32, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, (int)N, inp, C, dout, OC, 1.0f,
+         dweight, C);
 }
