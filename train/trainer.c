@@ -4,6 +4,7 @@
  */
 #include "trainer.h"
 
+#include "grow.h"
 #include "kernels.h"
 #include "tdsave.h"
 #include "torchdist.h"
@@ -360,20 +361,14 @@ struct dp_bucket {
     int gathered;         /* ... and whether its parameters are back in place */
 };
 
-static int add_slice(trainer *t, size_t *cap, size_t off, size_t len)
+/* cap[3]: the capacities of sl_off, sl_len and sl_pack */
+static int add_slice(trainer *t, size_t cap[3], size_t off, size_t len)
 {
     if (!len) return 0;
-    if (t->nsl == *cap) {
-        size_t c = *cap ? 2 * *cap : 64;
-        size_t *a = realloc(t->sl_off, c * sizeof *a);
-        if (!a) return -1;
-        t->sl_off = a;
-        if (!(a = realloc(t->sl_len, c * sizeof *a))) return -1;
-        t->sl_len = a;
-        if (!(a = realloc(t->sl_pack, c * sizeof *a))) return -1;
-        t->sl_pack = a;
-        *cap = c;
-    }
+    if (mds_grow((void **)&t->sl_off, &cap[0], t->nsl + 1, sizeof *t->sl_off) ||
+        mds_grow((void **)&t->sl_len, &cap[1], t->nsl + 1, sizeof *t->sl_len) ||
+        mds_grow((void **)&t->sl_pack, &cap[2], t->nsl + 1, sizeof *t->sl_pack))
+        return -1;
     t->sl_off[t->nsl] = off;
     t->sl_len[t->nsl++] = len;
     return 0;
@@ -384,13 +379,7 @@ static int close_bucket(trainer *t, size_t *bcap, int last_layer)
 {
     size_t s0 = t->nbk ? t->bk[t->nbk - 1].s0 + t->bk[t->nbk - 1].ns : 0;
     if (s0 == t->nsl) return 0;
-    if (t->nbk == *bcap) {
-        size_t c = *bcap ? 2 * *bcap : 16;
-        struct dp_bucket *a = realloc(t->bk, c * sizeof *a);
-        if (!a) return -1;
-        t->bk = a;
-        *bcap = c;
-    }
+    if (mds_grow((void **)&t->bk, bcap, t->nbk + 1, sizeof *t->bk)) return -1;
     t->bk[t->nbk++] = (struct dp_bucket){ .s0 = s0, .ns = t->nsl - s0, .last_layer = last_layer };
     return 0;
 }
@@ -426,7 +415,7 @@ static int rest_bucket(const trainer *t)
 static int plan_buckets(trainer *t)
 {
     gpt_model *m = t->m;
-    size_t p = (size_t)t->P->dp_size, N = m->num_params, scap = 0, bcap = 0;
+    size_t p = (size_t)t->P->dp_size, N = m->num_params, scap[3] = {0, 0, 0}, bcap = 0;
     int dist = t->cfg.dist_opt;
     t->overlap = t->cfg.overlap_grad_reduce && p > 1;
     if (!dist && !t->overlap) return 0;
@@ -439,7 +428,7 @@ static int plan_buckets(trainer *t)
             t->layer_sl[l] = first;
             for (int i = GPT_LN1W; i <= GPT_FCPROJB; off += m->param_sizes[i], i++) {
                 size_t per = m->param_sizes[i] / (size_t)m->Ll;
-                if (add_slice(t, &scap, off + (size_t)l * per, per)) return fail(t, "out of memory");
+                if (add_slice(t, scap, off + (size_t)l * per, per)) return fail(t, "out of memory");
                 since += per;
             }
             t->layer_nsl = t->nsl - first;
@@ -451,10 +440,10 @@ static int plan_buckets(trainer *t)
         if (close_bucket(t, &bcap, -1)) return fail(t, "out of memory");
         if (dist) {
             size_t hi = param_offset(m, GPT_FCPROJB + 1);
-            if (add_slice(t, &scap, 0, off0) || add_slice(t, &scap, hi, N - hi) || close_bucket(t, &bcap, -2))
+            if (add_slice(t, scap, 0, off0) || add_slice(t, scap, hi, N - hi) || close_bucket(t, &bcap, -2))
                 return fail(t, "out of memory");
         }
-    } else if (add_slice(t, &scap, 0, N) || close_bucket(t, &bcap, -2)) {
+    } else if (add_slice(t, scap, 0, N) || close_bucket(t, &bcap, -2)) {
         return fail(t, "out of memory");
     }
     /* sizes and places */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common.cuh"
+#include "grow.h"
 
 __global__ static void encoder_forward_kernel(float *out, const int *inp, const float *wte, const float *wpe,
                                               int B, int T, int C, int V, int v_start)
@@ -63,21 +64,12 @@ __global__ static void encoder_backward_wte_kernel(float *dwte, const float *dou
 static int *h_tok, *h_cnt, *h_out;
 static size_t h_tok_cap, h_cnt_cap, h_out_cap;
 
-static int grow_int(int **p, size_t *cap, size_t n)
-{
-    if (n <= *cap) return 0;
-    int *q = (int *)realloc(*p, n * sizeof *q);
-    if (!q) return -1;
-    *p = q;
-    *cap = n;
-    return 0;
-}
-
 /* dwte += dout summed by token: sort on the host, a block per distinct id. */
 static void wte_backward(float *dwte, const float *dout, const int *inp, size_t BT, int C, int V, int v_start)
 {
-    if (grow_int(&h_tok, &h_tok_cap, BT) || grow_int(&h_cnt, &h_cnt_cap, (size_t)V + 1) ||
-        grow_int(&h_out, &h_out_cap, 3 * BT + 1)) {
+    if (mds_grow((void **)&h_tok, &h_tok_cap, BT, sizeof *h_tok) ||
+        mds_grow((void **)&h_cnt, &h_cnt_cap, (size_t)V + 1, sizeof *h_cnt) ||
+        mds_grow((void **)&h_out, &h_out_cap, 3 * BT + 1, sizeof *h_out)) {
         mds_cuda_note(cudaErrorMemoryAllocation, "encoder_backward: out of host memory for the token sort");
         return;
     }
