@@ -310,19 +310,23 @@ static void tf_round(tf *t, int dt)
     be->copy(t->dev, t->ref, t->n * sizeof(float));
 }
 
-/* The matmuls in fp32, then with bf16 and fp16 operands (set_compute_dtype:
- * inputs rounded to the type, as the model's are; the CPU's fp32 products
- * of such values are exact, so the tolerance is fp32's). */
-static void set_mm(int dt)
+/* The backend's compute dtype (set_compute_dtype, where it has one). */
+static void set_compute(int dt)
 {
     if (be->set_compute_dtype)
         be->set_compute_dtype(dt);
 }
 
-static const char *const mm_names[MDS_NUM_DTYPES][3] = {
-    {"out", "out (bias)", "dinp"}, {"out bf16", "out (bias) bf16", "dinp bf16"}, {"out fp16", "out (bias) fp16", "dinp fp16"},
-};
+/* A check's name: base, and the dtype after it but for fp32. */
+static const char *dt_name(char *buf, size_t len, const char *base, int dt)
+{
+    snprintf(buf, len, "%s%s%s", base, dt == MDS_F32 ? "" : " ", dt == MDS_F32 ? "" : mds_dtype_name(dt));
+    return buf;
+}
 
+/* The matmuls in fp32, then with bf16 and fp16 operands (set_compute_dtype:
+ * inputs rounded to the type, as the model's are; the CPU's fp32 products
+ * of such values are exact, so the tolerance is fp32's). */
 static void t_matmul_forward(const struct shape *s)
 {
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, OC = (size_t)s->OC;
@@ -330,11 +334,12 @@ static void t_matmul_forward(const struct shape *s)
         for (int bias = 0; bias < 2; bias++) {
             tf out = tf_rand(BT * OC, 1), inp = tf_rand(BT * C, 1), w = tf_rand(OC * C, 1), b = tf_rand(OC, 1);
             tf_round(&inp, dt); tf_round(&w, dt);
-            set_mm(dt);
+            char name[32];
+            set_compute(dt);
             matmul_forward_cpu(out.ref, inp.ref, w.ref, bias ? b.ref : NULL, s->B, s->T, s->C, s->OC);
             be->ops.matmul_forward(out.dev, inp.dev, w.dev, bias ? b.dev : NULL, s->B, s->T, s->C, s->OC);
-            check_f(mm_names[dt][bias], &out, ATOL, RTOL);
-            set_mm(MDS_F32);
+            check_f(dt_name(name, sizeof name, bias ? "out (bias)" : "out", dt), &out, ATOL, RTOL);
+            set_compute(MDS_F32);
             tf_free(&out); tf_free(&inp); tf_free(&w); tf_free(&b);
         }
 }
@@ -342,22 +347,21 @@ static void t_matmul_forward(const struct shape *s)
 static void t_matmul_backward(const struct shape *s)
 {
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, OC = (size_t)s->OC;
-    static const char *const dw_names[] = {"dweight", "dweight bf16", "dweight fp16"};
-    static const char *const db_names[] = {"dbias", "dbias bf16", "dbias fp16"};
     for (int dt = MDS_F32; dt < MDS_NUM_DTYPES; dt++)
         for (int bias = 0; bias < 2; bias++) {
             tf dinp = tf_rand(BT * C, 1), dw = tf_rand(OC * C, 1), db = tf_rand(OC, 1), dout = tf_rand(BT * OC, 1);
             tf inp = tf_rand(BT * C, 1), w = tf_rand(OC * C, 1);
             tf_round(&dout, dt); tf_round(&inp, dt); tf_round(&w, dt);
-            set_mm(dt);
+            char name[32];
+            set_compute(dt);
             matmul_backward_cpu(dinp.ref, dw.ref, bias ? db.ref : NULL, dout.ref, inp.ref, w.ref, s->B, s->T, s->C,
                                 s->OC);
             be->ops.matmul_backward(dinp.dev, dw.dev, bias ? db.dev : NULL, dout.dev, inp.dev, w.dev, s->B, s->T,
                                     s->C, s->OC);
-            check_f(mm_names[dt][2], &dinp, ATOL, RTOL);
-            check_f(dw_names[dt], &dw, ATOL, RTOL);
-            check_f(db_names[dt], &db, ATOL, RTOL);
-            set_mm(MDS_F32);
+            check_f(dt_name(name, sizeof name, "dinp", dt), &dinp, ATOL, RTOL);
+            check_f(dt_name(name, sizeof name, "dweight", dt), &dw, ATOL, RTOL);
+            check_f(dt_name(name, sizeof name, "dbias", dt), &db, ATOL, RTOL);
+            set_compute(MDS_F32);
             tf_free(&dinp); tf_free(&dw); tf_free(&db); tf_free(&dout); tf_free(&inp); tf_free(&w);
         }
 }
@@ -473,7 +477,7 @@ static void t_attention_16(const struct shape *s, int backward)
         char name[48];
         tf qkv = tf_rand(BT * row, 1), out = tf_rand(BT * C, 1), lse = tf_rand(nl, 1);
         tf_round(&qkv, dt);
-        set_mm(dt);
+        set_compute(dt);
         attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, nkv, dd.host);
         if (!backward) {
             be->ops.attention_forward(out.dev, lse.dev, qkv.dev, s->B, s->T, s->C, s->NH, nkv, dd.dev);
@@ -494,7 +498,7 @@ static void t_attention_16(const struct shape *s, int backward)
             check_f(name, &dqkv, 8 * u, 8 * u);
             tf_free(&dqkv); tf_free(&dout);
         }
-        set_mm(MDS_F32);
+        set_compute(MDS_F32);
         tf_free(&qkv); tf_free(&out); tf_free(&lse);
         free_drops(&dd);
     }
