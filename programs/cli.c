@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,6 +26,16 @@ void cli_exit(int code)
     exit(code);
 }
 
+static atomic_int ending;
+
+int cli_claim_end(void) { return atomic_exchange(&ending, 1) == 0; }
+
+void cli_wait_for_end(void)
+{
+    for (;;)
+        pause();
+}
+
 /* One whole line per call (one fprintf of a formatted buffer), so lines from
  * several threads or ranks do not interleave inside a line. */
 static void vline(const char *fmt, va_list ap)
@@ -36,6 +47,8 @@ static void vline(const char *fmt, va_list ap)
 
 void cli_die(int code, const char *fmt, ...)
 {
+    if (!cli_claim_end())
+        cli_wait_for_end();   /* another thread is ending the program with its own line */
     fflush(stdout);
     if (cli.verbosity >= 1 || cli.errors_always) {
         va_list ap;

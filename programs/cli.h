@@ -84,6 +84,16 @@ void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Ends the program with code through cleanup and exit_fn, printing nothing. */
 void cli_exit(int code) __attribute__((noreturn));
 
+/* A thread about to print the program's last line and end it claims that:
+ * 1 for the first caller, 0 for any later one, which must then print
+ * nothing and wait for the end (cli_die does; so does mdstrain's collective
+ * watchdog, so that a rank never ends with two lines). */
+int cli_claim_end(void);
+
+/* Never returns: for a thread that lost cli_claim_end while another ends
+ * the process. */
+void cli_wait_for_end(void) __attribute__((noreturn));
+
 /* Flushes stdout; a write error there (a full disk, a closed pipe) is
  * "cannot write to stdout", exit 1. */
 void cli_check_stdout(void);

@@ -89,6 +89,8 @@ static int timeout_rank;
 static double timeout_minutes;
 static void collective_timeout(double waited)
 {
+    if (!cli_claim_end())
+        cli_wait_for_end();   /* the main thread is already ending with its own line */
     fflush(stdout);
     fprintf(stderr, "%s: rank %d: waited %.1f s in a collective, more than --distributed-timeout-minutes %g; "
             "ending the job\nhint: a rank stopped or is far slower than the others\n", cli.name, timeout_rank, waited,
