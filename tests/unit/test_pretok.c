@@ -155,6 +155,34 @@ static void test_random_vs_pcre2(unsigned seed)
     CHECK(bad == 0);
 }
 
+/* Long runs of ASCII letters (the scanner takes them eight bytes at a time)
+ * broken by the bytes next to the letters' ranges and by non-ASCII letters,
+ * at every offset and length against PCRE2. */
+static void test_letter_runs(void)
+{
+    static const uint32_t edge[] = { '@', '[', '`', '{', 0x7F, 0x40, 'A', 'Z', 'a', 'z', 0xE9, 0xC9, 0x3B1,
+                                     0x4E00, '0', ' ', '\'', '\n', 0xA0, 0x2000, 0x0301, 0xFF, 0x100 };
+    rng_state = 777;
+    unsigned char buf[96 * 4];
+    int bad = 0;
+    for (int iter = 0; iter < 200000 && bad < 5; iter++) {
+        size_t len = rnd() % 96, n = 0;
+        for (size_t i = 0; i < len; i++) {
+            uint32_t k = rnd() % 16, c;
+            if (k < 13) c = (rnd() % 2 ? 'a' : 'A') + rnd() % 26;
+            else c = edge[rnd() % (sizeof edge / sizeof edge[0])];
+            n += put_utf8(buf + n, c);
+        }
+        if (!same_split(buf, n)) {
+            bad++;
+            fprintf(stderr, "mismatch on letter run (iteration %d):", iter);
+            for (size_t i = 0; i < n; i++) fprintf(stderr, " %02x", buf[i]);
+            fprintf(stderr, "\n");
+        }
+    }
+    CHECK(bad == 0);
+}
+
 static unsigned seed_arg;
 static void test_random(void) { test_random_vs_pcre2(seed_arg); }
 
@@ -226,6 +254,7 @@ int main(int argc, char **argv)
     RUN(test_spec_vectors);
     RUN(test_pcre2_new);
     RUN_IF(pc != NULL, test_random, "PCRE2 not built in");
+    RUN_IF(pc != NULL, test_letter_runs, "PCRE2 not built in");
     RUN_IF(pc != NULL, test_corpora, "PCRE2 not built in");
     pretok_pcre2_free(pc);
     return harness_report();
