@@ -47,15 +47,14 @@ static int byte_printable(unsigned v)
     return (v >= 33 && v <= 126) || (v >= 161 && v <= 172) || (v >= 174 && v <= 255);
 }
 
+/* The k-th non-printable byte maps to 256 + k: the 68 of them are 0-32,
+ * 127-160 and 173 (the complement of byte_printable), in that order. */
 uint32_t bpe_byte_to_unicode(uint8_t byte)
 {
-    unsigned v = byte, k = 0;
+    unsigned v = byte;
     if (byte_printable(v))
         return v;
-    /* the k-th non-printable byte maps to 256 + k */
-    for (unsigned i = 0; i < v; i++)
-        k += !byte_printable(i);
-    return 256 + k;
+    return 256 + (v <= 32 ? v : v <= 160 ? 33 + (v - 127) : 67);
 }
 
 int bpe_unicode_to_byte(uint32_t cp)
@@ -65,10 +64,7 @@ int bpe_unicode_to_byte(uint32_t cp)
     if (cp >= 256 + 68)
         return -1;
     unsigned k = cp - 256;
-    for (unsigned i = 0; i < 256; i++)
-        if (!byte_printable(i) && k-- == 0)
-            return (int)i;
-    return -1;
+    return (int)(k < 33 ? k : k < 67 ? 127 + (k - 33) : 173);
 }
 
 /* ------------------------------------------------------------------------- */
