@@ -68,14 +68,6 @@ struct bpe_cache {
 };
 
 /* ------------------------------------------------------------------------- */
-/* lookups                                                                    */
-
-static inline uint32_t vocab_find(const bpe *b, const unsigned char *p, size_t n, uint64_t h, uint64_t k8)
-{
-    return b->vt[vocab_index(b, p, n, h, k8)].val;
-}
-
-/* ------------------------------------------------------------------------- */
 /* the merge loops                                                            */
 
 /*
@@ -380,23 +372,14 @@ static size_t merge_any(const bpe *b, struct scratch *s, const unsigned char *p,
 
 size_t bpe_encode_piece(const bpe *b, bpe_cache *c, const unsigned char *piece, size_t n, uint32_t *out)
 {
-    if (n <= 1) {
-        if (n == 1)
-            out[0] = b->byte_id[piece[0]];
-        return n;
-    }
-    uint64_t h = 0;
-    int hashed = 0;
-    if (n <= b->max_len) {
-        uint64_t k8 = key8(piece, n);
-        h = hash_piece(piece, n, k8);
-        hashed = 1;
-        uint32_t v = vocab_find(b, piece, n, h, k8);
-        if (v != ID_NONE && (v & WHOLE_FLAG)) {
-            out[0] = v & ID_MASK;
-            return 1;
-        }
-    }
+    return bpe_encode_piece_inline(b, c, piece, n, out);
+}
+
+/* Paths 3 to 6 (the file's comment) of a piece of n >= 2 bytes that is no
+ * self-encoding token. */
+size_t bpe_encode_piece_rest(const bpe *b, bpe_cache *c, const unsigned char *piece, size_t n, uint32_t *out,
+                             uint64_t h, int hashed)
+{
     if (!c) {
         struct scratch s = { NULL, 0 };
         size_t m = merge_any(b, &s, piece, n, out);

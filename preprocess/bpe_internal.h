@@ -188,4 +188,37 @@ static inline uint32_t pair_rank(const bpe *b, uint32_t l, uint32_t r)
     }
 }
 
+static inline uint32_t vocab_find(const bpe *b, const unsigned char *p, size_t n, uint64_t h, uint64_t k8)
+{
+    return b->vt[vocab_index(b, p, n, h, k8)].val;
+}
+
+/* bpe_encode_piece past its first two paths (bpe.c): h is the piece's
+ * hash_piece when hashed. */
+size_t bpe_encode_piece_rest(const bpe *b, bpe_cache *c, const unsigned char *piece, size_t n, uint32_t *out,
+                             uint64_t h, int hashed);
+
+/* bpe_encode_piece, its first two paths inline (a byte; a piece that is a
+ * token encoding to itself: most pieces of a text), for the loop of
+ * tokenize.c, which would otherwise spend a call and its register saves on
+ * each of them. */
+static inline size_t bpe_encode_piece_inline(const bpe *b, bpe_cache *c, const unsigned char *piece, size_t n,
+                                             uint32_t *out)
+{
+    if (n <= 1) {
+        if (n == 1)
+            out[0] = b->byte_id[piece[0]];
+        return n;
+    }
+    if (n > b->max_len)
+        return bpe_encode_piece_rest(b, c, piece, n, out, 0, 0);
+    uint64_t k8 = key8(piece, n), h = hash_piece(piece, n, k8);
+    uint32_t v = vocab_find(b, piece, n, h, k8);
+    if (v != ID_NONE && (v & WHOLE_FLAG)) {
+        out[0] = v & ID_MASK;
+        return 1;
+    }
+    return bpe_encode_piece_rest(b, c, piece, n, out, h, 1);
+}
+
 #endif /* MDS_BPE_INTERNAL_H */
