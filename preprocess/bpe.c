@@ -399,7 +399,7 @@ size_t bpe_encode_piece_rest(const bpe *b, bpe_cache *c, const unsigned char *pi
         slot = cls->slots + (h & cls->mask) * cls->slot_size;
         uint32_t tag;
         memcpy(&tag, slot, 4);
-        if (slot[4] == n && tag == (uint32_t)(h >> 32) && memcmp(slot + 8, piece, n) == 0) {
+        if (slot[4] == n && tag == (uint32_t)(h >> 32) && bytes_eq(slot + 8, piece, n)) {
             memcpy(out, slot + 8 + cls->key_max, slot[5] * sizeof *out);
             return slot[5];
         }

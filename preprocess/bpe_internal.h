@@ -86,6 +86,18 @@ static inline uint64_t key8(const unsigned char *p, size_t n)
     return (uint64_t)p[0] | (uint64_t)p[n >> 1] << (8 * (n >> 1)) | (uint64_t)p[n - 1] << (8 * (n - 1));
 }
 
+/* a[0..n) == b[0..n) (n >= 1), eight bytes at a time, the last eight
+ * overlapping the ones before: no call for the short keys compared here. */
+static inline int bytes_eq(const unsigned char *a, const unsigned char *b, size_t n)
+{
+    if (n < 8)
+        return key8(a, n) == key8(b, n);
+    for (size_t i = 0; i + 8 < n; i += 8)
+        if (load64(a + i) != load64(b + i))
+            return 0;
+    return load64(a + n - 8) == load64(b + n - 8);
+}
+
 #define H0 0xa0761d6478bd642full
 #define H1 0xe7037ed1a0b428dbull
 #define H2 0x8ebc6af09c88c6e3ull
@@ -149,7 +161,7 @@ static inline int token_is(const bpe *b, uint32_t id, const unsigned char *p, si
 {
     uint32_t off = b->tok_off[id];
     return b->tok_off[id + 1] - off == n && key8(b->blob + off, n) == k8 &&
-           (n <= 8 || memcmp(p + 8, b->blob + off + 8, n - 8) == 0);
+           (n <= 8 || bytes_eq(p + 8, b->blob + off + 8, n - 8));
 }
 
 /*
