@@ -212,10 +212,13 @@ fi
 # tells the others over the side channel, so a rank that only hears of it
 # from a neighbour (TP2 x PP2: rank 2 waits on rank 0, rank 3 on rank 1)
 # names the dead rank, not the neighbour.  Victims: rank 1, then rank 0.
+# (--log-interval 10: rank 3's first iteration line, which says training is
+# under way, comes 10 iterations in; at 100 it once took longer than the
+# 30 s wait on a loaded machine.)
 for v in 1 0; do
     next_port
     # shellcheck disable=SC2086
-    launch kill 4 slurm $TINY --train-iters 1000000 --log-interval 100 --tensor-model-parallel-size 2 \
+    launch kill 4 slurm $TINY --train-iters 1000000 --log-interval 10 --tensor-model-parallel-size 2 \
         --pipeline-model-parallel-size 2
     n=0
     while [ "$n" -lt 300 ] && ! grep -q '] iteration ' "$T/kill.3.log" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
