@@ -38,6 +38,9 @@
 #
 # MDS_BENCH_GPU_SHAPES="gpt2-124m gpt2-1.3b" runs only the shapes named
 # (default: all); MDS_BENCH_GPU_STAGED=0 skips section 4 and its reserve.
+# MDS_BENCH_COMMIT names the commit in the header (default: git's HEAD, with
+# "+changes" when the tree differs from it); a device's copy of the tree has
+# a history of its own, so the call that runs it there says which commit.
 # Everything keeps to MDS_BENCH_GPU_SECONDS (default 520) of wall time: each
 # run is under timeout(1) and a section without time left says so.  The
 # report also goes to $BUILD/bench-gpu.txt, and to $OUT/bench-gpu.txt when
@@ -225,7 +228,9 @@ staged() {
 }
 
 main() {
-    echo "== bench-gpu: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo ?)," \
+    commit=${MDS_BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo ?)}
+    [ -n "${MDS_BENCH_COMMIT:-}" ] || git diff --quiet HEAD 2>/dev/null || commit="$commit+changes"
+    echo "== bench-gpu: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit," \
          "budget $((END - START)) s$( [ "$DRY" = 1 ] && echo ', DRY RUN on the CPU backend (not a GPU figure)')"
     HAVE_TORCH=0
     if "$PY" -c 'import torch' 2>/dev/null; then HAVE_TORCH=1; fi
