@@ -208,22 +208,6 @@ static inline __attribute__((always_inline)) size_t space_piece(const struct cla
     return last > pos ? last : e;
 }
 
-static inline size_t letters(const struct classes *t, const unsigned char *s, size_t n, size_t i)
-{
-    size_t len;
-    while (i < n) {
-        unsigned b = s[i];
-        if (b < 0x80) {
-            if (t->ascii[b] != PRETOK_LETTER) break;
-            i++;
-        } else {
-            if (class_at(t, s, n, i, &len) != PRETOK_LETTER) break;
-            i += len;
-        }
-    }
-    return i;
-}
-
 size_t pretok_cl100k_next(const unsigned char *s, size_t n, size_t pos, unsigned maxdigits)
 {
     const struct classes *t = &c16;

@@ -1,6 +1,7 @@
 /*
- * pretok_gpt2.h - the GPT-2 scanner's inline parts, for pretok.c and for the
- * tokenize loop (tokenize.c), which runs it without a call per piece.
+ * pretok_gpt2.h - the GPT-2 scanner's inline parts, for pretok.c (which
+ * builds the other scanners from the same pieces) and for the tokenize loop
+ * (tokenize.c), which runs it without a call per piece.
  * Internal to preprocess/; the contracts are pretok.h's.
  */
 #ifndef MDS_PRETOK_GPT2_H
@@ -83,6 +84,27 @@ static inline size_t ascii_letters(const unsigned char *s, size_t n, size_t i)
     return i;
 }
 
+/* The end of the run of letters (class LETTER in t) from i: ASCII ones
+ * eight bytes at a time first (most words end inside the first eight, a
+ * branch the predictor gets right, where a byte loop's end is data), then
+ * byte by byte from the first byte that is not one. */
+static inline size_t letters(const struct classes *t, const unsigned char *s, size_t n, size_t i)
+{
+    size_t len;
+    i = ascii_letters(s, n, i);
+    while (i < n) {
+        unsigned b = s[i];
+        if (b < 0x80) {
+            if (t->ascii[b] != PRETOK_LETTER) break;
+            i++;
+        } else {
+            if (class_at(t, s, n, i, &len) != PRETOK_LETTER) break;
+            i += len;
+        }
+    }
+    return i;
+}
+
 /* The GPT-2 pattern (pretok.h), with the classes of t. */
 static inline __attribute__((always_inline)) size_t gpt2_next(const struct classes *t, const unsigned char *s, size_t n, size_t pos)
 {
@@ -111,24 +133,7 @@ static inline __attribute__((always_inline)) size_t gpt2_next(const struct class
     }
     if (k != PRETOK_SPACE) {
         i += len;
-        if (k == PRETOK_LETTER) {
-            /* ASCII letters are the common case: eight bytes at a time
-               first (most words end inside the first eight, a branch the
-               predictor gets right, where a byte loop's end is data), then
-               a tight loop from the first byte that is not one. */
-            i = ascii_letters(s, n, i);
-            while (i < n) {
-                unsigned b = s[i];
-                if (b < 0x80) {
-                    if (t->ascii[b] != PRETOK_LETTER) break;
-                    i++;
-                } else {
-                    if (class_at(t, s, n, i, &len) != PRETOK_LETTER) break;
-                    i += len;
-                }
-            }
-            return i;
-        }
+        if (k == PRETOK_LETTER) return letters(t, s, n, i);
         while (i < n && class_at(t, s, n, i, &len) == k) i += len;
         return i;
     }

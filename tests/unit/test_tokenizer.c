@@ -260,7 +260,8 @@ static size_t put_chars(unsigned char *s, size_t n, const char *a)
 
 /* The scanners against the engine: every string of one to three of the
  * characters above (every boundary between two categories, in every
- * category's company), then random longer strings with the contractions. */
+ * category's company), then random longer strings with the contractions,
+ * then strings of long ASCII letter runs. */
 static void test_random_scanners(void)
 {
     srand(seed_arg);
@@ -289,6 +290,18 @@ static void test_random_scanners(void)
         for (int i = 0; i < k; i++) {
             size_t j = (size_t)rand() % na;
             n = put_chars(s, n, j < NCAT ? CATEGORY_CHARS[j] : extra[j - NCAT]);
+        }
+        for (int p = 0; p < 4; p++) bad += !same_as_engine(p, re[p], m[p], s, n);
+    }
+    /* runs of ASCII letters long enough for the scanners' eight-byte step,
+       broken by the characters above */
+    static const char *const runs[] = {"Internationalization", "abcdefgh", "xyZ", "Q", "@", "[", "`", "{"};
+    for (int iter = 0; iter < 20000 && bad < 3; iter++) {
+        size_t n = 0;
+        int k = rand() % 16 + 1;
+        for (int i = 0; i < k && n < sizeof s - 24; i++) {
+            size_t j = (size_t)rand() % (4 * NCAT);
+            n = put_chars(s, n, j < NCAT ? CATEGORY_CHARS[j] : runs[rand() % (sizeof runs / sizeof runs[0])]);
         }
         for (int p = 0; p < 4; p++) bad += !same_as_engine(p, re[p], m[p], s, n);
     }
