@@ -61,6 +61,7 @@ static void pack(struct classes *t, const uint8_t *cls)
         static uint8_t zero[256];
         memset(t->stage1, 0, sizeof t->stage1);
         t->stage2 = zero;
+        atomic_store_explicit(&t->ready, 1, memory_order_release);
         return;
     }
     size_t nblocks = 0;
@@ -75,6 +76,7 @@ static void pack(struct classes *t, const uint8_t *cls)
     for (int c = 0; c < 128; c++) t->ascii[c] = cls[c];
     uint8_t *shrunk = realloc(blocks, nblocks * 256);
     t->stage2 = shrunk ? shrunk : blocks;
+    atomic_store_explicit(&t->ready, 1, memory_order_release);
 }
 
 static void build15(void)
@@ -163,13 +165,13 @@ int pretok_class16(uint32_t cp)
 
 size_t pretok_next(const unsigned char *s, size_t n, size_t pos)
 {
-    if (!pretok_c15.stage2) pretok_init();
+    if (!classes_ready(&pretok_c15)) pretok_init();
     return gpt2_next(&pretok_c15, s, n, pos);
 }
 
 size_t pretok_gpt2_hf_next(const unsigned char *s, size_t n, size_t pos)
 {
-    if (!c16.stage2) pretok_init_hf();
+    if (!classes_ready(&c16)) pretok_init_hf();
     return gpt2_next(&c16, s, n, pos);
 }
 
@@ -211,7 +213,7 @@ static inline __attribute__((always_inline)) size_t space_piece(const struct cla
 size_t pretok_cl100k_next(const unsigned char *s, size_t n, size_t pos, unsigned maxdigits)
 {
     const struct classes *t = &c16;
-    if (!t->stage2) pretok_init_hf();
+    if (!classes_ready(&c16)) pretok_init_hf();
     size_t i = pos, len;
     unsigned c = s[i];
 
@@ -300,7 +302,7 @@ static inline size_t tk_case(const unsigned char *s, size_t n, size_t i, size_t 
 /* Its table is built on first use: only Tekken runs pay for it (~1 ms). */
 size_t pretok_tekken_next(const unsigned char *s, size_t n, size_t pos)
 {
-    if (!ctk.stage2) pthread_once(&oncetk, buildtk);
+    if (!classes_ready(&ctk)) pthread_once(&oncetk, buildtk);
     size_t len, e, a1 = 0, a0 = 0;
     unsigned k = (unsigned)class_at(&ctk, s, n, pos, &len);
     int pre = (k & TK_P) && pos + len < n;

@@ -10,6 +10,7 @@
 #include "pretok.h"
 #include "utf8.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -24,10 +25,16 @@ struct classes {
     uint16_t stage1[NPLANES_BLOCKS];
     uint8_t *stage2;
     uint8_t ascii[128];
+    atomic_int ready;   /* 1 once the rest is built (stored with release: see classes_ready) */
 };
-/* GPT-2's classes (Unicode 15.0), built by pretok_init(): stage2 is NULL
- * before. */
+/* GPT-2's classes (Unicode 15.0), built by pretok_init(). */
 extern struct classes pretok_c15;
+
+/* Whether t is built: an acquire load, so that a thread that sees 1 also
+ * sees the tables (a check of stage2 alone, without it, was a data race
+ * with the thread building them); else the caller runs the pthread_once
+ * that builds it. */
+static inline int classes_ready(struct classes *t) { return atomic_load_explicit(&t->ready, memory_order_acquire); }
 
 static inline int class_of(const struct classes *t, uint32_t cp)
 {

@@ -9,6 +9,7 @@
 #include "pretok.h"
 #include "unitab.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +240,52 @@ static void test_pcre2_new(void)
     pretok_pcre2_free(NULL);
 }
 
+/* The class tables are built on first use: several threads whose first
+ * calls come together must all get the same pieces (under SAN=thread this
+ * is the check that the ready test is not a data race with the build, as
+ * the plain stage2 check had been).  Runs before any other test. */
+#define FIRST_THREADS 4
+#define FIRST_ENDS 64
+static const char first_text[] = "Ünïcödé wörds 12345 and\u00a0spaces, ΑΒΓ δεζ   \n\n 你好世界 'll 'S x";
+struct first_run { size_t ends[4][FIRST_ENDS], n[4]; };
+
+static void first_split(int which, struct first_run *r)
+{
+    const unsigned char *s = (const unsigned char *)first_text;
+    size_t n = sizeof first_text - 1, pos = 0, k = 0;
+    while (pos < n && k < FIRST_ENDS) {
+        size_t e = which == 0 ? pretok_next(s, n, pos) : which == 1 ? pretok_gpt2_hf_next(s, n, pos) :
+                   which == 2 ? pretok_cl100k_next(s, n, pos, 3) : pretok_tekken_next(s, n, pos);
+        if (e <= pos) break;
+        r->ends[which][k++] = e;
+        pos = e;
+    }
+    r->n[which] = k;
+}
+
+static void *first_thread(void *arg)
+{
+    struct first_run *r = arg;
+    for (int w = 0; w < 4; w++) first_split(w, r);
+    return NULL;
+}
+
+static void test_first_use_threads(void)
+{
+    static struct first_run runs[FIRST_THREADS], serial;
+    pthread_t th[FIRST_THREADS];
+    int started = 0;
+    for (int i = 0; i < FIRST_THREADS; i++) started += pthread_create(&th[i], NULL, first_thread, &runs[i]) == 0;
+    CHECK(started == FIRST_THREADS);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (int w = 0; w < 4; w++) first_split(w, &serial);
+    for (int w = 0; w < 4; w++) {
+        CHECK(serial.n[w] > 5 && serial.ends[w][serial.n[w] - 1] == sizeof first_text - 1);
+        for (int i = 0; i < started; i++)
+            CHECK(runs[i].n[w] == serial.n[w] && memcmp(runs[i].ends[w], serial.ends[w], serial.n[w] * sizeof(size_t)) == 0);
+    }
+}
+
 int main(int argc, char **argv)
 {
     seed_arg = 12345;
@@ -250,6 +297,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         return 1;
     }
+    RUN(test_first_use_threads);   /* (first: the tables are not built yet) */
     RUN(test_classes);
     RUN(test_spec_vectors);
     RUN(test_pcre2_new);
