@@ -245,9 +245,10 @@ static void test_pcre2_new(void)
  * is the check that the ready test is not a data race with the build, as
  * the plain stage2 check had been).  Runs before any other test. */
 #define FIRST_THREADS 4
+#define FIRST_SCANNERS 4   /* pretok_next, pretok_gpt2_hf_next, pretok_cl100k_next, pretok_tekken_next */
 #define FIRST_ENDS 64
 static const char first_text[] = "Ünïcödé wörds 12345 and\u00a0spaces, ΑΒΓ δεζ   \n\n 你好世界 'll 'S x";
-struct first_run { size_t ends[4][FIRST_ENDS], n[4]; };
+struct first_run { size_t ends[FIRST_SCANNERS][FIRST_ENDS], n[FIRST_SCANNERS]; };
 
 static void first_split(int which, struct first_run *r)
 {
@@ -266,7 +267,7 @@ static void first_split(int which, struct first_run *r)
 static void *first_thread(void *arg)
 {
     struct first_run *r = arg;
-    for (int w = 0; w < 4; w++) first_split(w, r);
+    for (int w = 0; w < FIRST_SCANNERS; w++) first_split(w, r);
     return NULL;
 }
 
@@ -278,8 +279,8 @@ static void test_first_use_threads(void)
     for (int i = 0; i < FIRST_THREADS; i++) started += pthread_create(&th[i], NULL, first_thread, &runs[i]) == 0;
     CHECK(started == FIRST_THREADS);
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
-    for (int w = 0; w < 4; w++) first_split(w, &serial);
-    for (int w = 0; w < 4; w++) {
+    for (int w = 0; w < FIRST_SCANNERS; w++) first_split(w, &serial);
+    for (int w = 0; w < FIRST_SCANNERS; w++) {
         CHECK(serial.n[w] > 5 && serial.ends[w][serial.n[w] - 1] == sizeof first_text - 1);
         for (int i = 0; i < started; i++)
             CHECK(runs[i].n[w] == serial.n[w] && memcmp(runs[i].ends[w], serial.ends[w], serial.n[w] * sizeof(size_t)) == 0);
