@@ -70,18 +70,50 @@ static void gemm(const char *what, int dt, cublasOperation_t ta, cublasOperation
     }
 }
 
-/* dst[i] = src[i] as dt, rounded to nearest even (exact on values of dt) */
-__global__ static void to16_kernel(uint16_t *dst, const float *src, size_t n, int dt)
+template <int DT>
+__device__ static inline uint16_t to16_one(float v)
 {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = dt == MDS_BF16 ? mds_f32_to_bf16(src[i]) : mds_f32_to_f16(src[i]);
+    return DT == MDS_BF16 ? mds_f32_to_bf16(v) : mds_f32_to_f16(v);
+}
+
+/* dst[i] = src[i] as DT, rounded to nearest even (exact on values of DT):
+ * four a thread (a float4 load, an 8-byte store) from `head`, the elements
+ * before src's first 16-byte boundary, when dst + head is 8-byte aligned
+ * too (vec), else one a thread. */
+template <int DT>
+__global__ static void to16_kernel(uint16_t *dst, const float *src, size_t n, size_t head, int vec)
+{
+    size_t id = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    if (!vec) {
+        for (size_t i = id; i < n; i += stride)
+            dst[i] = to16_one<DT>(src[i]);
+        return;
+    }
+    size_t n4 = (n - head) / 4, tail = head + 4 * n4 + id;
+    if (id < head)
+        dst[id] = to16_one<DT>(src[id]);
+    const float4 *s4 = (const float4 *)(src + head);
+    uint2 *d4 = (uint2 *)(dst + head);
+    for (size_t i = id; i < n4; i += stride) {
+        float4 a = s4[i];
+        uint2 w;
+        w.x = (uint32_t)to16_one<DT>(a.x) | (uint32_t)to16_one<DT>(a.y) << 16;
+        w.y = (uint32_t)to16_one<DT>(a.z) | (uint32_t)to16_one<DT>(a.w) << 16;
+        d4[i] = w;
+    }
+    if (tail < n)
+        dst[tail] = to16_one<DT>(src[tail]);
 }
 
 static void to16(uint16_t *dst, const float *src, size_t n, int dt, const char *what)
 {
     if (!n) return;
-    size_t blocks = (n + 255) / 256;
-    to16_kernel<<<(unsigned)(blocks < 8192 ? blocks : 8192), 256>>>(dst, src, n, dt);
+    size_t head = (16 - ((uintptr_t)src & 15)) % 16 / sizeof(float);
+    if (head > n) head = n;
+    int vec = ((uintptr_t)(dst + head) & 7) == 0;
+    size_t blocks = ((vec ? (n - head) / 4 : n) + 255) / 256;
+    auto kernel = dt == MDS_BF16 ? to16_kernel<MDS_BF16> : to16_kernel<MDS_F16>;
+    kernel<<<(unsigned)(blocks < 1 ? 1 : blocks < 8192 ? blocks : 8192), 256>>>(dst, src, n, head, vec);
     MDS_CU_LAUNCHED(what);
 }
 
@@ -92,11 +124,37 @@ static long chunk_rows(long rows, size_t per_row)
     return r < 1 ? 1 : r < rows ? r : rows;
 }
 
-__global__ static void add_bias_kernel(float *out, const float *bias, size_t rows, int OC)
+/* out (rows, OC) += bias along every row: a thread per column (four
+ * columns, as a float4, when OC is a multiple of 4 and out and bias are
+ * 16-byte aligned), down the rows from blockIdx.y in steps of gridDim.y;
+ * no division per element. */
+__device__ static inline float add_v(float a, float b) { return a + b; }
+__device__ static inline float4 add_v(float4 a, float4 b) { return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
+
+template <typename V>
+__global__ static void add_bias_kernel(V *out, const V *bias, size_t rows, int cols)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < rows * OC)
-        out[i] += bias[i % OC];
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    V b = bias[c];
+    for (size_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        out[r * cols + c] = add_v(out[r * cols + c], b);
+    }
+}
+
+static void add_bias(float *out, const float *bias, size_t rows, int OC)
+{
+    int vec = OC % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)bias & 15) == 0;
+    int cols = vec ? OC / 4 : OC;
+    dim3 grid((unsigned)((cols + 127) / 128), (unsigned)(rows < 2048 ? rows : 2048));
+    if (vec) {
+        auto kernel = add_bias_kernel<float4>;
+        kernel<<<grid, 128>>>((float4 *)out, (const float4 *)bias, rows, cols);
+    } else {
+        auto kernel = add_bias_kernel<float>;
+        kernel<<<grid, 128>>>(out, bias, rows, cols);
+    }
+    MDS_CU_LAUNCHED("matmul_forward (bias)");
 }
 
 void matmul_forward_cuda(float *out, const float *inp, const float *weight, const float *bias, int B, int T, int C,
@@ -122,10 +180,8 @@ void matmul_forward_cuda(float *out, const float *inp, const float *weight, cons
     } else {
         gemm("matmul_forward", MDS_F32, CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)rows, C, weight, C, inp, C, 0.0f, out, OC);
     }
-    if (bias) {
-        add_bias_kernel<<<mds_cu_blocks(rows * OC, 256), 256>>>(out, bias, rows, OC);
-        MDS_CU_LAUNCHED("matmul_forward (bias)");
-    }
+    if (bias)
+        add_bias(out, bias, rows, OC);
 }
 
 /* dbias's term: dout itself */

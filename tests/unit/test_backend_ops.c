@@ -736,6 +736,15 @@ static void t_round_to(const struct shape *s)
         be->ops.round_to(x.dev, flat(s), dt);
         check_f(dt == MDS_F32 ? "x (fp32)" : dt == MDS_BF16 ? "x (bf16)" : "x (fp16)", &x, 0, 0);
         tf_free(&x);
+        /* from one element past an aligned start to one before the end:
+           the CUDA kernel's single elements before a 16-byte boundary and
+           after the last whole four, and nothing outside */
+        size_t n = flat(s) + 9;
+        x = tf_rand(n, 1e5f);
+        round_to_cpu(x.ref + 1, n - 2, dt);
+        be->ops.round_to(x.dev + 1, n - 2, dt);
+        check_f(dt == MDS_F32 ? "x+1 (fp32)" : dt == MDS_BF16 ? "x+1 (bf16)" : "x+1 (fp16)", &x, 0, 0);
+        tf_free(&x);
     }
 }
 
