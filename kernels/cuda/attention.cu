@@ -216,6 +216,7 @@ struct fa_args {
     float scale, dscale;  /* 1 / sqrt(hs); 1 / (1 - p) */
     uint32_t thr;         /* the dropout threshold of p */
     mds_dropout drop;
+    int vec;              /* hs, row, C and the tensors' addresses all multiples of 4 floats (am_fetch) */
 };
 
 /* The dropout factor of pair (query t, key j) of head h: 1 without
@@ -482,47 +483,67 @@ __global__ __launch_bounds__(FA_THREADS) static void fa_dkv_kernel(fa_args a)
  * product a warp-level mma.sync.m16n8k16 on bf16 or fp16 operands with
  * fp32 accumulators.  A block is 4 warps; each warp owns 16 rows of the
  * block's 64 (queries, or keys in the dk/dv kernel), tiles are 64 rows of
- * the head width D (64 or 128, zero-padded past hs), converted from the
- * fp32 tensors as they are loaded into shared memory (row stride D + 8
- * halves: a warp's fragment loads fall in 32 distinct banks), and where a
- * product needs a tile with its rows along the reduced dimension, its
- * transpose is stored too (V in the forward, K for dq, Q and dO for dk and
- * dv).  Scores and dP are exact products of 16-bit values summed in fp32;
- * the softmax runs in fp32 in base 2 (exp2 of s scale log2 e); the
- * probabilities P and the score gradients dS are rounded to the 16-bit
- * type for their products with V, dO, K and Q, as flash attention does:
- * the one rounding the fp32 kernels do not have (test_backend_ops holds
- * these to the CPU at 8 units of that type's rounding).  Row max and row
- * sum are exchanged among the four threads of an mma row (shuffles); each
- * thread keeps its partial row sums, combined once at the end.  Fixed
- * order throughout and no atomics: deterministic, but not the CPU's bits.
- * Under tests/cudacpu the mma is emulated by shuffles with the PTX
- * fragment layouts (am_mma), which checks the indexing here, not the
- * tensor cores.
+ * the head width D (64 or 128, zero-padded past hs) in shared memory,
+ * row-major with a row stride of D + 8 halves (the eight rows an ldmatrix
+ * phase reads fall in distinct banks).
+ *
+ * Tiles come from the fp32 tensors in two steps (am_load): am_fetch loads
+ * a thread's share into registers (float4 loads when hs, the row strides
+ * and the pointers allow, else element by element), every load issued
+ * before any is used, and am_put rounds them to DT and stores them.
+ * (Fetching the next tile before the current tile's products, tried, took
+ * the forward from 144 to 232 registers and the dk/dv kernel into spills:
+ * not done until a GPU measures it.)  Fragments are read with ldmatrix: as they lie
+ * for A operands and for B operands whose columns are the tile's rows (K
+ * in S = Q K^T), and with .trans where the product reduces over the
+ * tile's rows (V forward, K for dq, Q and dO for dk/dv), so no tile is
+ * stored twice.  Scores and dP are exact products of 16-bit values
+ * summed in fp32; the softmax runs in fp32 in base 2 (exp2 of s scale
+ * log2 e), masked only in the tiles the diagonal or the sequence's end
+ * crosses; the probabilities P and the score gradients dS are rounded to
+ * the 16-bit type for their products with V, dO, K and Q, as flash
+ * attention does: the one rounding the fp32 kernels do not have
+ * (test_backend_ops holds these to the CPU at 8 units of that type's
+ * rounding).  Row max and row sum are exchanged among the four threads of
+ * an mma row (shuffles); each thread keeps its partial row sums, combined
+ * once at the end.  Fixed order throughout and no atomics: deterministic,
+ * but not the CPU's bits.  Under tests/cudacpu, mma and ldmatrix are
+ * emulated with shuffles in PTX's fragment layouts (am_mma, am_ldsm4),
+ * which checks the indexing here, not the tensor cores.
  * ====================================================================== */
 
 #define AM_THREADS 128
 #define AM_ROWS 64     /* rows of a block's own tile, and of every streamed tile */
-#define AM_LT (AM_ROWS + 8)   /* row stride of a transposed tile (D rows of 64 positions) */
 
 typedef uint32_t am_u32;
 typedef uint16_t am_u16;
 
 /* Two floats as the 16-bit type DT, the first in the low half (an mma
- * register's element order); round to nearest even, as kernels/dtype.h. */
+ * register's element order); round to nearest even, as kernels/dtype.h
+ * (one cvt.rn on the GPU). */
 template <int DT>
 __device__ static inline am_u32 am_pack(float lo, float hi)
 {
+#ifdef MDS_TESTS_CUDACPU_CUDA_SHIM_H
     am_u16 a = DT == MDS_BF16 ? mds_f32_to_bf16(lo) : mds_f32_to_f16(lo);
     am_u16 b = DT == MDS_BF16 ? mds_f32_to_bf16(hi) : mds_f32_to_f16(hi);
     return (am_u32)a | ((am_u32)b << 16);
+#else
+    am_u32 r;
+    if (DT == MDS_BF16)
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#endif
 }
 
 /* c (16 x 8, fp32) += A (16 x 16, row-major) B (16 x 8, column-major): the
  * PTX fragment layouts, with g = lane / 4 and t = lane % 4: a[0] holds A
  * (g, 2t..2t+1), a[1] (g+8, 2t..), a[2] (g, 2t+8..), a[3] (g+8, 2t+8..);
  * b0 holds B (2t..2t+1, g), b1 (2t+8.., g); c[0..1] is C (g, 2t..2t+1),
- * c[2..3] (g+8, 2t..). */
+ * c[2..3] (g+8, 2t..).  Not volatile: independent products may be
+ * interleaved by the compiler. */
 template <int DT>
 __device__ static inline void am_mma(float (&c)[4], const am_u32 (&a)[4], am_u32 b0, am_u32 b1)
 {
@@ -546,37 +567,55 @@ __device__ static inline void am_mma(float (&c)[4], const am_u32 (&a)[4], am_u32
         c[i] = c[i] + r[i];
 #else
     if (DT == MDS_BF16)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #endif
 }
 
-/* The A fragment at (row0, k0) of a row-major shared tile (stride ld). */
-__device__ static inline void am_afrag(am_u32 (&a)[4], const am_u16 *tile, int ld, int row0, int k0)
+/*
+ * ldmatrix.x4 (TR: .trans) of the four 8 x 8 blocks of a row-major shared
+ * tile (stride ld halves) at (r0, c0), (r0 + 8, c0), (r0, c0 + 8) and (r0 +
+ * 8, c0 + 8), into r[0..3]: lane l names row r0 + l % 8 + 8 (l / 8 % 2) at
+ * column c0 + 8 (l / 16).  Without TR, r[m] holds block m's (g, 2t..2t+1);
+ * with it, (2t, g) and (2t+1, g).  So with (r0, c0) = (row0, k0) r is an A
+ * fragment; for B (k, n) = M (n0 + n, k0 + k) at (n0, k0), {r[0], r[2]} is
+ * the B fragment of columns n0.., {r[1], r[3]} of n0 + 8..; and with TR
+ * for B (k, n) = X (k0 + k, n0 + n) at (k0, n0), {r[0], r[1]} is that of
+ * columns n0.., {r[2], r[3]} of n0 + 8...  Every row address is 16-byte
+ * aligned (the stride and c0 are multiples of 8 halves).
+ */
+template <bool TR>
+__device__ static inline void am_ldsm4(am_u32 (&r)[4], const am_u16 *tile, int ld, int r0, int c0)
 {
     int lane = threadIdx.x & 31;
-    const am_u16 *p = tile + (row0 + (lane >> 2)) * ld + k0 + (lane & 3) * 2;
-    a[0] = *(const am_u32 *)p;
-    a[1] = *(const am_u32 *)(p + 8 * ld);
-    a[2] = *(const am_u32 *)(p + 8);
-    a[3] = *(const am_u32 *)(p + 8 * ld + 8);
-}
-
-/* The B fragment of B (k, n) = M (n0 + n, k0 + k) for a row-major shared
- * tile M (stride ld) whose rows are B's columns. */
-__device__ static inline void am_bfrag(am_u32 &b0, am_u32 &b1, const am_u16 *tile, int ld, int n0, int k0)
-{
-    int lane = threadIdx.x & 31;
-    const am_u16 *p = tile + (n0 + (lane >> 2)) * ld + k0 + (lane & 3) * 2;
-    b0 = *(const am_u32 *)p;
-    b1 = *(const am_u32 *)(p + 8);
+    int off = (r0 + (lane & 7) + 8 * ((lane >> 3) & 1)) * ld + c0 + 8 * (lane >> 4);
+#ifdef MDS_TESTS_CUDACPU_CUDA_SHIM_H
+    int g = lane >> 2, t = lane & 3;
+    for (int m = 0; m < 4; m++) {
+        if (TR) {
+            int lo = __shfl_sync(0xffffffffu, off, 8 * m + 2 * t), hi = __shfl_sync(0xffffffffu, off, 8 * m + 2 * t + 1);
+            r[m] = (am_u32)tile[lo + g] | ((am_u32)tile[hi + g] << 16);
+        } else {
+            int o = __shfl_sync(0xffffffffu, off, 8 * m + g);
+            r[m] = (am_u32)tile[o + 2 * t] | ((am_u32)tile[o + 2 * t + 1] << 16);
+        }
+    }
+#else
+    unsigned addr = (unsigned)__cvta_generic_to_shared(tile + off);
+    if (TR)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+#endif
 }
 
 /* Two C fragments (columns 16 kk .. 16 kk + 15 of a 16-row result) as the
@@ -590,27 +629,70 @@ __device__ static inline void am_ctoa(am_u32 (&a)[4], const float (&c0)[4], cons
     a[3] = am_pack<DT>(c1[2], c1[3]);
 }
 
-/* A 64-row tile from rows of x (row r at x + r * stride, hs floats), as DT:
- * zeros past the n valid rows and past hs; into `rows` (row stride D + 8)
- * and/or its transpose `tr` (D rows of stride AM_LT) when not NULL. */
-template <int DT, int D>
-__device__ static void am_load(am_u16 *rows, am_u16 *tr, const float *x, size_t stride, int n, int hs)
+/* Element groups of a 64-row tile of width D held in registers: group i
+ * is row f / (D / 4), columns f % (D / 4) * 4 .. + 3 of the tile, f =
+ * threadIdx.x + i AM_THREADS (16 threads a row at D = 64: a row's 256
+ * bytes in one load of a half warp); am_regs<N> holds groups i0 .. i0 + N
+ * - 1. */
+template <int N>
+struct am_regs {
+    float4 v[N];
+};
+
+/* Groups i0 .. i0 + N - 1 of the tile from rows of x (row r at x + r *
+ * stride, hs floats) into s: zeros past the n valid rows and past hs.
+ * vec: hs, stride and x are multiples of 4 floats (16 bytes), so a group
+ * is either all in or all past hs and one float4 load. */
+template <int D, int N>
+__device__ static inline void am_fetch(am_regs<N> &s, const float *x, size_t stride, int n, int hs, bool vec,
+                                       int i0 = 0)
 {
-    for (int e = threadIdx.x; e < AM_ROWS * (D / 2); e += AM_THREADS) {
-        int r = e / (D / 2), c = e % (D / 2) * 2;
-        float v0 = 0.0f, v1 = 0.0f;
-        if (r < n) {
+FA_UNROLL
+    for (int i = 0; i < N; i++) {
+        int f = (int)threadIdx.x + (i0 + i) * AM_THREADS, r = f / (D / 4), c = f % (D / 4) * 4;
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (r < n && c < hs) {
             const float *p = x + (size_t)r * stride + c;
-            if (c < hs) v0 = p[0];
-            if (c + 1 < hs) v1 = p[1];
+            if (vec) {
+                v = *(const float4 *)p;
+            } else {
+                v.x = p[0];
+                if (c + 1 < hs) v.y = p[1];
+                if (c + 2 < hs) v.z = p[2];
+                if (c + 3 < hs) v.w = p[3];
+            }
         }
-        am_u32 w = am_pack<DT>(v0, v1);
-        if (rows)
-            *(am_u32 *)&rows[r * (D + 8) + c] = w;
-        if (tr) {
-            tr[c * AM_LT + r] = (am_u16)w;
-            tr[(c + 1) * AM_LT + r] = (am_u16)(w >> 16);
-        }
+        s.v[i] = v;
+    }
+}
+
+/* The fetched groups rounded to DT into `rows` (row stride D + 8). */
+template <int DT, int D, int N>
+__device__ static inline void am_put(am_u16 *rows, const am_regs<N> &s, int i0 = 0)
+{
+FA_UNROLL
+    for (int i = 0; i < N; i++) {
+        int f = (int)threadIdx.x + (i0 + i) * AM_THREADS, r = f / (D / 4), c = f % (D / 4) * 4;
+        uint2 w;
+        w.x = am_pack<DT>(s.v[i].x, s.v[i].y);
+        w.y = am_pack<DT>(s.v[i].z, s.v[i].w);
+        *(uint2 *)&rows[r * (D + 8) + c] = w;
+    }
+}
+
+/* The whole tile into `rows`, every load of a part issued before its
+ * stores: the whole tile at D = 64 (8 groups, 32 registers); at D = 128,
+ * parts of 2 (what ptxas allocates best beside the dq and dk/dv kernels'
+ * accumulators: 170 registers for dq, where parts of 4, 8 or 16 take 248). */
+template <int DT, int D>
+__device__ static inline void am_load(am_u16 *rows, const float *x, size_t stride, int n, int hs, bool vec)
+{
+    constexpr int N = AM_ROWS * D / 4 / AM_THREADS, P = D == 64 ? 8 : 2;
+FA_UNROLL
+    for (int i0 = 0; i0 < N; i0 += P) {
+        am_regs<P> r;
+        am_fetch<D>(r, x, stride, n, hs, vec, i0);
+        am_put<DT, D>(rows, r, i0);
     }
 }
 
@@ -629,133 +711,9 @@ __device__ static inline float am_qsum(float v)
 #define AM_LOG2E 1.4426950408889634f
 #define AM_LN2 0.6931471805599453f
 
-/*
- * Forward of the 64 queries from q0 of head h, row b (the last tile
- * first): Q's fragments stay in registers; per key tile up to the
- * diagonal, S = Q K^T, masked and scaled into base 2, the running max, P =
- * exp2(S - m) (rounded to DT for the product), O = O 2^(m - m') + P V.
- */
-template <int DT, int D>
-__global__ __launch_bounds__(AM_THREADS) static void am_forward_kernel(fa_args a)
-{
-    constexpr int LD = D + 8, NB = AM_ROWS / 8, KD = D / 16, ND = D / 8;
-    extern __shared__ am_u32 am_sm[];
-    am_u16 *Qs = (am_u16 *)am_sm, *Ks = Qs + AM_ROWS * LD, *Vt = Ks + AM_ROWS * LD;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int h = blockIdx.y, b = blockIdx.z, q0 = (int)(gridDim.x - 1 - blockIdx.x) * AM_ROWS;
-    int T = a.T, hs = a.hs, grp = h / (a.NH / a.NKV), nq = fa_min(AM_ROWS, T - q0);
-    size_t row = a.row;
-    const float *base = a.qkv + (size_t)b * T * row;
-    am_load<DT, D>(Qs, NULL, base + (size_t)q0 * row + (size_t)h * hs, row, nq, hs);
-    __syncthreads();
-    am_u32 qa[KD][4];
-FA_UNROLL
-    for (int kk = 0; kk < KD; kk++)
-        am_afrag(qa[kk], Qs, LD, warp * 16, kk * 16);
-    float o[ND][4];
-FA_UNROLL
-    for (int nd = 0; nd < ND; nd++)
-        o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    int r[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
-    float sl2 = a.scale * AM_LOG2E;
-    for (int k0 = 0; k0 < q0 + nq; k0 += AM_ROWS) {
-        int nk = fa_min(AM_ROWS, T - k0);
-        __syncthreads();   /* the previous tile's K and V are no longer read */
-        am_load<DT, D>(Ks, NULL, base + (size_t)k0 * row + a.C + (size_t)grp * hs, row, nk, hs);
-        am_load<DT, D>(NULL, Vt, base + (size_t)k0 * row + a.C + ((size_t)a.NKV + grp) * hs, row, nk, hs);
-        __syncthreads();
-        float s[NB][4];
-FA_UNROLL
-        for (int nb = 0; nb < NB; nb++) {
-            s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
-FA_UNROLL
-            for (int kk = 0; kk < KD; kk++) {
-                am_u32 b0, b1;
-                am_bfrag(b0, b1, Ks, LD, nb * 8, kk * 16);
-                am_mma<DT>(s[nb], qa[kk], b0, b1);
-            }
-        }
-        float mx[2] = {-INFINITY, -INFINITY};
-FA_UNROLL
-        for (int nb = 0; nb < NB; nb++)
-FA_UNROLL
-            for (int i = 0; i < 4; i++) {
-                int j = k0 + nb * 8 + t * 2 + (i & 1), hi = i >> 1;
-                float x = j <= r[hi] && j < T ? s[nb][i] * sl2 : -INFINITY;
-                s[nb][i] = x;
-                mx[hi] = fmaxf(mx[hi], x);
-            }
-        float alpha[2];
-FA_UNROLL
-        for (int hi = 0; hi < 2; hi++) {
-            /* finite: key k0 is in every row's tile (tiles of the same 64) */
-            float mn = fmaxf(m[hi], am_qmax(mx[hi]));
-            alpha[hi] = m[hi] == -INFINITY ? 0.0f : exp2f(m[hi] - mn);
-            m[hi] = mn;
-            l[hi] = l[hi] * alpha[hi];
-        }
-FA_UNROLL
-        for (int nb = 0; nb < NB; nb++)
-FA_UNROLL
-            for (int i = 0; i < 4; i++) {
-                float p = s[nb][i] == -INFINITY ? 0.0f : exp2f(s[nb][i] - m[i >> 1]);
-                s[nb][i] = p;
-                l[i >> 1] = l[i >> 1] + p;
-            }
-FA_UNROLL
-        for (int nd = 0; nd < ND; nd++)
-FA_UNROLL
-            for (int i = 0; i < 4; i++)
-                o[nd][i] = o[nd][i] * alpha[i >> 1];
-FA_UNROLL
-        for (int kk = 0; kk < NB / 2; kk++) {
-            am_u32 pa[4];
-            am_ctoa<DT>(pa, s[2 * kk], s[2 * kk + 1]);
-FA_UNROLL
-            for (int nd = 0; nd < ND; nd++) {
-                am_u32 b0, b1;
-                am_bfrag(b0, b1, Vt, AM_LT, nd * 8, kk * 16);
-                am_mma<DT>(o[nd], pa, b0, b1);
-            }
-        }
-    }
-FA_UNROLL
-    for (int hi = 0; hi < 2; hi++)
-        l[hi] = am_qsum(l[hi]);
-    float *out = a.out + (size_t)b * T * a.C + (size_t)h * hs;
-FA_UNROLL
-    for (int nd = 0; nd < ND; nd++)
-FA_UNROLL
-        for (int i = 0; i < 4; i++) {
-            int rr = r[i >> 1], d = nd * 8 + t * 2 + (i & 1);
-            if (rr < T && d < hs)
-                out[(size_t)rr * a.C + d] = o[nd][i] / l[i >> 1];
-        }
-    if (t == 0)
-FA_UNROLL
-        for (int hi = 0; hi < 2; hi++)
-            if (r[hi] < T)
-                a.lse[((size_t)b * a.NH + h) * T + r[hi]] = (m[hi] + log2f(l[hi])) * AM_LN2;
-}
-
-/* The query-side tiles of the backward: q and dO of the 64 queries from q0
- * of head h (rows and/or transposes), lse in base 2 and D. */
-template <int DT, int D>
-__device__ static void am_load_queries(am_u16 *Qs, am_u16 *Qt, am_u16 *dOs, am_u16 *dOt, float *Ls, float *Ds,
-                                       const fa_args &a, int b, int h, int q0, int n)
-{
-    size_t at = ((size_t)b * a.NH + h) * a.T + q0;
-    am_load<DT, D>(Qs, Qt, a.qkv + ((size_t)b * a.T + q0) * a.row + (size_t)h * a.hs, a.row, n, a.hs);
-    am_load<DT, D>(dOs, dOt, a.dout + ((size_t)b * a.T + q0) * a.C + (size_t)h * a.hs, a.C, n, a.hs);
-    for (int i = threadIdx.x; i < AM_ROWS; i += AM_THREADS) {
-        Ls[i] = i < n ? a.lse[at + i] * AM_LOG2E : 0.0f;
-        Ds[i] = i < n ? a.Dg[at + i] : 0.0f;
-    }
-}
-
-/* s (rows x 64 columns, C fragments) = A B^T over the head dimension, A's
- * 16 rows from row0 of shared tile At, B's 64 rows from Bt (both stride LD). */
+/* s (16 rows x 64 columns, C fragments) = A B^T over the head dimension, A's
+ * 16 rows from row0 of shared tile At, B's 64 rows from Bt (both stride
+ * D + 8). */
 template <int DT, int D>
 __device__ static inline void am_scores(float (&s)[AM_ROWS / 8][4], const am_u16 *At, int row0, const am_u16 *Bt)
 {
@@ -766,30 +724,32 @@ FA_UNROLL
 FA_UNROLL
     for (int kk = 0; kk < D / 16; kk++) {
         am_u32 fa[4];
-        am_afrag(fa, At, LD, row0, kk * 16);
+        am_ldsm4<false>(fa, At, LD, row0, kk * 16);
 FA_UNROLL
-        for (int nb = 0; nb < AM_ROWS / 8; nb++) {
-            am_u32 b0, b1;
-            am_bfrag(b0, b1, Bt, LD, nb * 8, kk * 16);
-            am_mma<DT>(s[nb], fa, b0, b1);
+        for (int nb = 0; nb < AM_ROWS / 8; nb += 2) {
+            am_u32 fb[4];
+            am_ldsm4<false>(fb, Bt, LD, nb * 8, kk * 16);
+            am_mma<DT>(s[nb], fa, fb[0], fb[2]);
+            am_mma<DT>(s[nb + 1], fa, fb[1], fb[3]);
         }
     }
 }
 
-/* acc (16 x D) += W (16 x 64, C fragments, rounded to DT) X (64 x D), X
- * given transposed (Xt: D rows of stride AM_LT). */
+/* acc (16 x D) += W (16 x 64, C fragments, rounded to DT) X (64 x D), X a
+ * row-major shared tile (stride D + 8) read transposed. */
 template <int DT, int D>
-__device__ static inline void am_accum(float (&acc)[D / 8][4], const float (&w)[AM_ROWS / 8][4], const am_u16 *Xt)
+__device__ static inline void am_accum(float (&acc)[D / 8][4], const float (&w)[AM_ROWS / 8][4], const am_u16 *X)
 {
 FA_UNROLL
     for (int kk = 0; kk < AM_ROWS / 16; kk++) {
         am_u32 wa[4];
         am_ctoa<DT>(wa, w[2 * kk], w[2 * kk + 1]);
 FA_UNROLL
-        for (int nd = 0; nd < D / 8; nd++) {
-            am_u32 b0, b1;
-            am_bfrag(b0, b1, Xt, AM_LT, nd * 8, kk * 16);
-            am_mma<DT>(acc[nd], wa, b0, b1);
+        for (int nd = 0; nd < D / 8; nd += 2) {
+            am_u32 fb[4];
+            am_ldsm4<true>(fb, X, D + 8, kk * 16, nd * 8);
+            am_mma<DT>(acc[nd], wa, fb[0], fb[1]);
+            am_mma<DT>(acc[nd + 1], wa, fb[2], fb[3]);
         }
     }
 }
@@ -811,6 +771,129 @@ FA_UNROLL
         }
 }
 
+/*
+ * Forward of the 64 queries from q0 of head h, row b (the last tile
+ * first): Q's fragments stay in registers; per key tile up to the
+ * diagonal, S = Q K^T, masked (where a tile needs it) and scaled into
+ * base 2, the running max, P = exp2(S - m) (rounded to DT for the
+ * product), O = O 2^(m - m') + P V.
+ */
+template <int DT, int D>
+__global__ __launch_bounds__(AM_THREADS) static void am_forward_kernel(fa_args a)
+{
+    constexpr int LD = D + 8, NB = AM_ROWS / 8, KD = D / 16, ND = D / 8;
+    extern __shared__ uint4 am_sm[];
+    am_u16 *Qs = (am_u16 *)am_sm, *Ks = Qs + AM_ROWS * LD, *Vs = Ks + AM_ROWS * LD;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    int h = blockIdx.y, b = blockIdx.z, q0 = (int)(gridDim.x - 1 - blockIdx.x) * AM_ROWS;
+    int T = a.T, hs = a.hs, grp = h / (a.NH / a.NKV), nq = fa_min(AM_ROWS, T - q0), kend = q0 + nq;
+    size_t row = a.row;
+    bool vec = a.vec;
+    const float *base = a.qkv + (size_t)b * T * row;
+    const float *kb = base + a.C + (size_t)grp * hs, *vb = base + a.C + ((size_t)a.NKV + grp) * hs;
+    am_load<DT, D>(Qs, base + (size_t)q0 * row + (size_t)h * hs, row, nq, hs, vec);
+    __syncthreads();
+    am_u32 qa[KD][4];
+FA_UNROLL
+    for (int kk = 0; kk < KD; kk++)
+        am_ldsm4<false>(qa[kk], Qs, LD, warp * 16, kk * 16);
+    float o[ND][4];
+FA_UNROLL
+    for (int nd = 0; nd < ND; nd++)
+        o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    int r[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    float sl2 = a.scale * AM_LOG2E;
+    for (int k0 = 0; k0 < kend; k0 += AM_ROWS) {
+        int nk = fa_min(AM_ROWS, T - k0);
+        __syncthreads();   /* the previous tile's K and V are no longer read */
+        am_load<DT, D>(Ks, kb + (size_t)k0 * row, row, nk, hs, vec);
+        am_load<DT, D>(Vs, vb + (size_t)k0 * row, row, nk, hs, vec);
+        __syncthreads();
+        float s[NB][4];
+        am_scores<DT, D>(s, Qs, warp * 16, Ks);
+        /* every key of the tile before every query of the block, and below T */
+        bool whole = k0 + AM_ROWS <= q0 && k0 + AM_ROWS <= T;
+        float mx[2] = {-INFINITY, -INFINITY};
+FA_UNROLL
+        for (int nb = 0; nb < NB; nb++)
+FA_UNROLL
+            for (int i = 0; i < 4; i++) {
+                int j = k0 + nb * 8 + t * 2 + (i & 1), hi = i >> 1;
+                float x = whole || (j <= r[hi] && j < T) ? s[nb][i] * sl2 : -INFINITY;
+                s[nb][i] = x;
+                mx[hi] = fmaxf(mx[hi], x);
+            }
+        float alpha[2];
+FA_UNROLL
+        for (int hi = 0; hi < 2; hi++) {
+            /* finite: key k0 is in every row's tile (tiles of the same 64) */
+            float mn = fmaxf(m[hi], am_qmax(mx[hi]));
+            alpha[hi] = m[hi] == -INFINITY ? 0.0f : exp2f(m[hi] - mn);
+            m[hi] = mn;
+            l[hi] = l[hi] * alpha[hi];
+        }
+        if (whole) {
+FA_UNROLL
+            for (int nb = 0; nb < NB; nb++)
+FA_UNROLL
+                for (int i = 0; i < 4; i++) {
+                    float p = exp2f(s[nb][i] - m[i >> 1]);
+                    s[nb][i] = p;
+                    l[i >> 1] = l[i >> 1] + p;
+                }
+        } else {
+FA_UNROLL
+            for (int nb = 0; nb < NB; nb++)
+FA_UNROLL
+                for (int i = 0; i < 4; i++) {
+                    float p = s[nb][i] == -INFINITY ? 0.0f : exp2f(s[nb][i] - m[i >> 1]);
+                    s[nb][i] = p;
+                    l[i >> 1] = l[i >> 1] + p;
+                }
+        }
+FA_UNROLL
+        for (int nd = 0; nd < ND; nd++)
+FA_UNROLL
+            for (int i = 0; i < 4; i++)
+                o[nd][i] = o[nd][i] * alpha[i >> 1];
+        am_accum<DT, D>(o, s, Vs);
+    }
+FA_UNROLL
+    for (int hi = 0; hi < 2; hi++)
+        l[hi] = am_qsum(l[hi]);
+    float *out = a.out + (size_t)b * T * a.C + (size_t)h * hs;
+FA_UNROLL
+    for (int nd = 0; nd < ND; nd++)
+FA_UNROLL
+        for (int i = 0; i < 4; i++) {
+            int rr = r[i >> 1], d = nd * 8 + t * 2 + (i & 1);
+            if (rr < T && d < hs)
+                out[(size_t)rr * a.C + d] = o[nd][i] / l[i >> 1];
+        }
+    if (t == 0)
+FA_UNROLL
+        for (int hi = 0; hi < 2; hi++)
+            if (r[hi] < T)
+                a.lse[((size_t)b * a.NH + h) * T + r[hi]] = (m[hi] + log2f(l[hi])) * AM_LN2;
+}
+
+/* The query side of a backward tile: q and dO of the 64 queries from q0 of
+ * head h in row b, with lse (in base 2) and D of those below n. */
+template <int DT, int D>
+__device__ static inline void am_load_queries(am_u16 *Qs, am_u16 *dOs, float *Ls, float *Ds, const fa_args &a, int b,
+                                              int h, int q0, int n)
+{
+    size_t at = ((size_t)b * a.NH + h) * a.T + q0;
+    int i = threadIdx.x;
+    am_load<DT, D>(Qs, a.qkv + ((size_t)b * a.T + q0) * a.row + (size_t)h * a.hs, a.row, n, a.hs, a.vec);
+    am_load<DT, D>(dOs, a.dout + ((size_t)b * a.T + q0) * a.C + (size_t)h * a.hs, a.C, n, a.hs, a.vec);
+    if (i < AM_ROWS) {
+        Ls[i] = i < n ? a.lse[at + i] * AM_LOG2E : 0.0f;
+        Ds[i] = i < n ? a.Dg[at + i] : 0.0f;
+    }
+}
+
 /* dq of the 64 queries from q0 of head h, row b: per key tile up to the
  * diagonal, S = Q K^T and dP = dO V^T, P = exp2(S scale log2 e - lse
  * log2 e), dS = P (dP - D) scale, dq += dS K. */
@@ -818,26 +901,27 @@ template <int DT, int D>
 __global__ __launch_bounds__(AM_THREADS) static void am_dq_kernel(fa_args a)
 {
     constexpr int LD = D + 8, NB = AM_ROWS / 8;
-    extern __shared__ am_u32 am_sm[];
+    extern __shared__ uint4 am_sm[];
     am_u16 *Qs = (am_u16 *)am_sm, *dOs = Qs + AM_ROWS * LD, *Ks = dOs + AM_ROWS * LD, *Vs = Ks + AM_ROWS * LD;
-    am_u16 *Kt = Vs + AM_ROWS * LD;
-    float *Ls = (float *)(Kt + D * AM_LT), *Ds = Ls + AM_ROWS;
+    float *Ls = (float *)(Vs + AM_ROWS * LD), *Ds = Ls + AM_ROWS;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int h = blockIdx.y, b = blockIdx.z, q0 = (int)(gridDim.x - 1 - blockIdx.x) * AM_ROWS;
-    int T = a.T, hs = a.hs, grp = h / (a.NH / a.NKV), nq = fa_min(AM_ROWS, T - q0);
+    int T = a.T, hs = a.hs, grp = h / (a.NH / a.NKV), nq = fa_min(AM_ROWS, T - q0), kend = q0 + nq;
     size_t row = a.row;
+    bool vec = a.vec;
     const float *base = a.qkv + (size_t)b * T * row;
-    am_load_queries<DT, D>(Qs, NULL, dOs, NULL, Ls, Ds, a, b, h, q0, nq);
+    const float *kb = base + a.C + (size_t)grp * hs, *vb = base + a.C + ((size_t)a.NKV + grp) * hs;
+    am_load_queries<DT, D>(Qs, dOs, Ls, Ds, a, b, h, q0, nq);
     float acc[D / 8][4];
 FA_UNROLL
     for (int nd = 0; nd < D / 8; nd++)
         acc[nd][0] = acc[nd][1] = acc[nd][2] = acc[nd][3] = 0.0f;
     float sl2 = a.scale * AM_LOG2E;
-    for (int k0 = 0; k0 < q0 + nq; k0 += AM_ROWS) {
+    for (int k0 = 0; k0 < kend; k0 += AM_ROWS) {
         int nk = fa_min(AM_ROWS, T - k0);
         __syncthreads();
-        am_load<DT, D>(Ks, Kt, base + (size_t)k0 * row + a.C + (size_t)grp * hs, row, nk, hs);
-        am_load<DT, D>(Vs, NULL, base + (size_t)k0 * row + a.C + ((size_t)a.NKV + grp) * hs, row, nk, hs);
+        am_load<DT, D>(Ks, kb + (size_t)k0 * row, row, nk, hs, vec);
+        am_load<DT, D>(Vs, vb + (size_t)k0 * row, row, nk, hs, vec);
         __syncthreads();
         float s[NB][4], dp[NB][4];
         am_scores<DT, D>(s, Qs, warp * 16, Ks);
@@ -854,7 +938,7 @@ FA_UNROLL
                 }
                 s[nb][i] = ds;
             }
-        am_accum<DT, D>(acc, s, Kt);
+        am_accum<DT, D>(acc, s, Ks);
     }
     am_add_out<D>(a.dqkv + (size_t)b * T * row + (size_t)h * hs, row, acc, q0 + warp * 16, T, hs);
 }
@@ -866,17 +950,17 @@ template <int DT, int D>
 __global__ __launch_bounds__(AM_THREADS) static void am_dkv_kernel(fa_args a)
 {
     constexpr int LD = D + 8, NB = AM_ROWS / 8;
-    extern __shared__ am_u32 am_sm[];
+    extern __shared__ uint4 am_sm[];
     am_u16 *Ks = (am_u16 *)am_sm, *Vs = Ks + AM_ROWS * LD, *Qs = Vs + AM_ROWS * LD, *dOs = Qs + AM_ROWS * LD;
-    am_u16 *Qt = dOs + AM_ROWS * LD, *dOt = Qt + D * AM_LT;
-    float *Ls = (float *)(dOt + D * AM_LT), *Ds = Ls + AM_ROWS;
+    float *Ls = (float *)(dOs + AM_ROWS * LD), *Ds = Ls + AM_ROWS;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int k0 = blockIdx.x * AM_ROWS, grp = blockIdx.y, b = blockIdx.z;
     int T = a.T, hs = a.hs, R = a.NH / a.NKV, nk = fa_min(AM_ROWS, T - k0);
     size_t row = a.row, koff = (size_t)a.C + (size_t)grp * hs, voff = (size_t)a.C + ((size_t)a.NKV + grp) * hs;
+    bool vec = a.vec;
     const float *base = a.qkv + (size_t)b * T * row;
-    am_load<DT, D>(Ks, NULL, base + (size_t)k0 * row + koff, row, nk, hs);
-    am_load<DT, D>(Vs, NULL, base + (size_t)k0 * row + voff, row, nk, hs);
+    am_load<DT, D>(Ks, base + (size_t)k0 * row + koff, row, nk, hs, vec);
+    am_load<DT, D>(Vs, base + (size_t)k0 * row + voff, row, nk, hs, vec);
     float ak[D / 8][4], av[D / 8][4];
 FA_UNROLL
     for (int nd = 0; nd < D / 8; nd++)
@@ -884,9 +968,8 @@ FA_UNROLL
     float sl2 = a.scale * AM_LOG2E;
     for (int h = grp * R; h < (grp + 1) * R; h++)
         for (int q0 = k0; q0 < T; q0 += AM_ROWS) {
-            int nq = fa_min(AM_ROWS, T - q0);
             __syncthreads();
-            am_load_queries<DT, D>(Qs, Qt, dOs, dOt, Ls, Ds, a, b, h, q0, nq);
+            am_load_queries<DT, D>(Qs, dOs, Ls, Ds, a, b, h, q0, fa_min(AM_ROWS, T - q0));
             __syncthreads();
             float s[NB][4], dp[NB][4];
             am_scores<DT, D>(s, Ks, warp * 16, Qs);
@@ -904,22 +987,19 @@ FA_UNROLL
                     s[nb][i] = p;
                     dp[nb][i] = ds;
                 }
-            am_accum<DT, D>(av, s, dOt);
-            am_accum<DT, D>(ak, dp, Qt);
+            am_accum<DT, D>(av, s, dOs);
+            am_accum<DT, D>(ak, dp, Qs);
         }
     am_add_out<D>(a.dqkv + (size_t)b * T * row + koff, row, ak, k0 + warp * 16, T, hs);
     am_add_out<D>(a.dqkv + (size_t)b * T * row + voff, row, av, k0 + warp * 16, T, hs);
 }
 
-template <int D> static size_t am_forward_smem(void) { return 2 * ((size_t)2 * AM_ROWS * (D + 8) + (size_t)D * AM_LT); }
+template <int D> static size_t am_forward_smem(void) { return 2 * (size_t)3 * AM_ROWS * (D + 8); }
 template <int D> static size_t am_dq_smem(void)
 {
-    return 2 * ((size_t)4 * AM_ROWS * (D + 8) + (size_t)D * AM_LT) + 2 * AM_ROWS * sizeof(float);
+    return 2 * (size_t)4 * AM_ROWS * (D + 8) + 2 * AM_ROWS * sizeof(float);
 }
-template <int D> static size_t am_dkv_smem(void)
-{
-    return 2 * ((size_t)4 * AM_ROWS * (D + 8) + (size_t)2 * D * AM_LT) + 2 * AM_ROWS * sizeof(float);
-}
+template <int D> static size_t am_dkv_smem(void) { return am_dq_smem<D>(); }
 
 template <int DT, int D>
 static void am_forward(const fa_args &a, int B)
@@ -1008,6 +1088,8 @@ static void fa_backward(const fa_args &a, int B)
     MDS_CU_LAUNCHED("attention_backward (dk, dv)");
 }
 
+static int fa_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
 static fa_args fa_args_of(const float *qkv, int T, int C, int NH, int NKV, mds_dropout drop)
 {
     fa_args a;
@@ -1019,6 +1101,7 @@ static fa_args fa_args_of(const float *qkv, int T, int C, int NH, int NKV, mds_d
     a.dscale = 1.0f / (1.0f - drop.p);
     a.thr = mds_dropout_threshold(drop.p);
     a.drop = drop;
+    a.vec = a.hs % 4 == 0 && C % 4 == 0 && a.row % 4 == 0 && fa_aligned16(qkv);
     return a;
 }
 
@@ -1050,6 +1133,7 @@ void attention_backward_cuda(float *dqkv, const float *dout, const float *qkv, c
     size_t n = (size_t)B * NH * T;
     /* out and lse are only read backward */
     a.out = (float *)out, a.lse = (float *)lse, a.dqkv = dqkv, a.dout = dout;
+    a.vec = a.vec && fa_aligned16(dout);
     a.Dg = (float *)mds_cuda_scratch(n * sizeof(float));
     if (!a.Dg) return;
     fa_rowdot_kernel<<<mds_cu_blocks(n, MDS_CU_THREADS), MDS_CU_THREADS>>>(a, n);

@@ -215,12 +215,14 @@ static const struct shape long_shape = {1, 12300, 2, 1, 3, 5, 0};
 
 /* Attention's own, besides those: T past several tiles of the CUDA
  * kernel and not a multiple of any (its tiles are 16, 32 or 64 positions),
- * and head sizes 64, 80 (padded to 128), 128 and 256. */
+ * and head sizes 64, 80 (padded to 128), 128, 256 and 75 (odd: the
+ * tensor-core kernels' tiles loaded element by element, not as float4). */
 static const struct shape att_shapes[] = {
     {1, 200, 128, 2, 0, 0, 0},
     {2, 130, 320, 4, 0, 0, 0},
     {1, 100, 256, 2, 0, 0, 0},
     {1, 70, 512, 2, 0, 0, 0},
+    {1, 150, 150, 2, 0, 0, 0},
 };
 
 /*
