@@ -654,12 +654,12 @@ FA_UNROLL
         if (r < n && c < hs) {
             const float *p = x + (size_t)r * stride + c;
             if (vec) {
-                v = *(const float4 *)p;
+                v = __ldg((const float4 *)p);
             } else {
-                v.x = p[0];
-                if (c + 1 < hs) v.y = p[1];
-                if (c + 2 < hs) v.z = p[2];
-                if (c + 3 < hs) v.w = p[3];
+                v.x = __ldg(p);
+                if (c + 1 < hs) v.y = __ldg(p + 1);
+                if (c + 2 < hs) v.z = __ldg(p + 2);
+                if (c + 3 < hs) v.w = __ldg(p + 3);
             }
         }
         s.v[i] = v;
