@@ -776,11 +776,24 @@ static void tp_reduce_out(const gpt_model *m, float *dst, float *full)
 {
     size_t BTC = (size_t)m->B * (size_t)m->T * (size_t)m->C;
     keep(m, full, BTC);
+    if (m->cfg.tp_size == 1 && !m->sp)
+        return;   /* nothing summed: dst is full, kept (rounding twice changes nothing) */
     if (m->sp)
         sp_scatter(m, dst, full, (size_t)m->C);
     else
         tp_sum(m, dst, BTC);
     keep(m, dst, (size_t)m->B * (size_t)m->Ts * (size_t)m->C);
+}
+
+/* x (n), kept, summed over TP (Megatron's f in backward), and kept again:
+ * the second rounding only where a sum happened. */
+static void tp_sum_kept(const gpt_model *m, float *x, size_t n)
+{
+    keep(m, x, n);
+    if (m->cfg.tp_size > 1) {
+        tp_sum(m, x, n);
+        keep(m, x, n);
+    }
 }
 
 /* The norm of the configuration, forward over this rank's Ts tokens:
@@ -994,9 +1007,7 @@ static void layer_backward(gpt_model *m, int l)
     ops->matmul_backward(a->dln, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch,
                          sp_whole(m, m->sp_full, v.ln2, (size_t)C), p->fcw + (size_t)l * FC1l * C, B, T, C,
                          (int)FC1l);
-    keep(m, a->dln, BTC);
-    tp_sum(m, a->dln, BTC);   /* f in backward */
-    keep(m, a->dln, BTC);
+    tp_sum_kept(m, a->dln, BTC);   /* f in backward */
     norm_backward(m, a->dresidual, g->ln2w + lC, layer_part(g->ln2b, l, C), a->dln, v.res2, p->ln2w + lC,
                   v.ln2_mean, v.ln2_rstd);
     /* now dresidual is d(residual2[l]) */
@@ -1022,9 +1033,7 @@ static void layer_backward(gpt_model *m, int l)
     ops->matmul_backward(a->dln, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv,
                          sp_whole(m, m->sp_full, v.ln1, (size_t)C), p->qkvw + (size_t)l * QKVl * C, B, T, C,
                          (int)QKVl);
-    keep(m, a->dln, BTC);
-    tp_sum(m, a->dln, BTC);
-    keep(m, a->dln, BTC);
+    tp_sum_kept(m, a->dln, BTC);
     norm_backward(m, a->dresidual, g->ln1w + lC, layer_part(g->ln1b, l, C), a->dln, v.in, p->ln1w + lC,
                   v.ln1_mean, v.ln1_rstd);
 }
@@ -1196,9 +1205,7 @@ void gpt_backward(gpt_model *m, float scale)
         m->be->zero(a->dln, BTC * sizeof(float));
         ops->matmul_backward(a->dln, doutw, NULL, a->logits, sp_whole(m, m->sp_full, a->lnf, (size_t)C), outw, B, T,
                              C, Vl);
-        keep(m, a->dln, BTC);
-        tp_sum(m, a->dln, BTC);   /* the output layer is column-parallel */
-        keep(m, a->dln, BTC);
+        tp_sum_kept(m, a->dln, BTC);   /* the output layer is column-parallel */
         const float *last = layer_output(m, m->Ll - 1);
         m->be->zero(a->dresidual, BTC * sizeof(float));
         norm_backward(m, a->dresidual, g->lnfw, g->lnfb, a->dln, last, p->lnfw, a->lnf_mean, a->lnf_rstd);
