@@ -8,37 +8,55 @@
 #define GELU_SCALE 0.7978845608028654f
 #define GELU_CUBE 0.044715f
 
+__device__ static inline float gelu_sig(float x)
+{
+    return 1.0f / (1.0f + mds_expf(-2.0f * GELU_SCALE * (x + GELU_CUBE * x * x * x)));
+}
+
+/* MDS_CU_ILP elements a thread at a time (common.cuh) */
 __global__ static void gelu_forward_kernel(float *out, const float *inp, size_t N)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N)
-        return;
-    float x = inp[i];
-    float sig = 1.0f / (1.0f + mds_expf(-2.0f * GELU_SCALE * (x + GELU_CUBE * x * x * x)));
-    out[i] = x * sig;
+    size_t S = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += MDS_CU_ILP * S) {
+        float x[MDS_CU_ILP];
+        for (int k = 0; k < MDS_CU_ILP; k++)
+            x[k] = i + k * S < N ? inp[i + k * S] : 0.0f;
+        for (int k = 0; k < MDS_CU_ILP; k++)
+            if (i + k * S < N)
+                out[i + k * S] = x[k] * gelu_sig(x[k]);
+    }
 }
 
 __global__ static void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t N)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N)
-        return;
-    float x = inp[i];
-    float sig = 1.0f / (1.0f + mds_expf(-2.0f * GELU_SCALE * (x + GELU_CUBE * x * x * x)));
-    float grad = sig + 2.0f * x * sig * (1.0f - sig) * GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * x * x);
-    dinp[i] = dinp[i] + grad * dout[i];
+    size_t S = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += MDS_CU_ILP * S) {
+        float x[MDS_CU_ILP], d[MDS_CU_ILP], di[MDS_CU_ILP];
+        for (int k = 0; k < MDS_CU_ILP; k++) {
+            size_t j = i + k * S;
+            x[k] = j < N ? inp[j] : 0.0f;
+            d[k] = j < N ? dout[j] : 0.0f;
+            di[k] = j < N ? dinp[j] : 0.0f;
+        }
+        for (int k = 0; k < MDS_CU_ILP; k++) {
+            float sig = gelu_sig(x[k]);
+            float grad = sig + 2.0f * x[k] * sig * (1.0f - sig) * GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * x[k] * x[k]);
+            if (i + k * S < N)
+                dinp[i + k * S] = di[k] + grad * d[k];
+        }
+    }
 }
 
 void gelu_forward_cuda(float *out, const float *inp, size_t N)
 {
     if (!N) return;
-    gelu_forward_kernel<<<mds_cu_blocks(N, 256), 256>>>(out, inp, N);
+    gelu_forward_kernel<<<mds_cu_ilp_blocks(N, 256), 256>>>(out, inp, N);
     MDS_CU_LAUNCHED("gelu_forward");
 }
 
 void gelu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t N)
 {
     if (!N) return;
-    gelu_backward_kernel<<<mds_cu_blocks(N, 256), 256>>>(dinp, inp, dout, N);
+    gelu_backward_kernel<<<mds_cu_ilp_blocks(N, 256), 256>>>(dinp, inp, dout, N);
     MDS_CU_LAUNCHED("gelu_backward");
 }

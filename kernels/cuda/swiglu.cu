@@ -5,37 +5,46 @@
  */
 #include "common.cuh"
 
+/* A thread per column i of F, down the rows from blockIdx.y in steps of
+ * gridDim.y (no division per element). */
 __global__ static void swiglu_forward_kernel(float *out, const float *inp, size_t N, int F)
 {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= N * (size_t)F)
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= F)
         return;
-    size_t n = idx / F, i = idx % F;
-    const float *x = inp + n * 2 * (size_t)F;
-    float g = x[i];
-    float sig = 1.0f / (1.0f + mds_expf(-g));
-    out[idx] = g * sig * x[F + i];
+    for (size_t n = blockIdx.y; n < N; n += gridDim.y) {
+        const float *x = inp + n * 2 * (size_t)F;
+        float g = x[i];
+        float sig = 1.0f / (1.0f + mds_expf(-g));
+        out[n * (size_t)F + i] = g * sig * x[F + i];
+    }
 }
 
 __global__ static void swiglu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t N, int F)
 {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= N * (size_t)F)
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= F)
         return;
-    size_t n = idx / F, i = idx % F;
-    const float *x = inp + n * 2 * (size_t)F;
-    float *dx = dinp + n * 2 * (size_t)F;
-    float g = x[i], up = x[F + i], d = dout[idx];
-    float sig = 1.0f / (1.0f + mds_expf(-g));
-    dx[i] = dx[i] + d * up * sig * (1.0f + g * (1.0f - sig));
-    dx[F + i] = dx[F + i] + d * g * sig;
+    for (size_t n = blockIdx.y; n < N; n += gridDim.y) {
+        const float *x = inp + n * 2 * (size_t)F;
+        float *dx = dinp + n * 2 * (size_t)F;
+        float g = x[i], up = x[F + i], d = dout[n * (size_t)F + i];
+        float sig = 1.0f / (1.0f + mds_expf(-g));
+        dx[i] = dx[i] + d * up * sig * (1.0f + g * (1.0f - sig));
+        dx[F + i] = dx[F + i] + d * g * sig;
+    }
+}
+
+static dim3 swiglu_grid(size_t N, int F)
+{
+    return dim3((unsigned)((F + 255) / 256), (unsigned)(N < 4096 ? N : 4096));
 }
 
 void swiglu_forward_cuda(float *out, const float *inp, size_t N, int F)
 {
     size_t n = N * (size_t)F;
     if (!n) return;
-    swiglu_forward_kernel<<<mds_cu_blocks(n, 256), 256>>>(out, inp, N, F);
+    swiglu_forward_kernel<<<swiglu_grid(N, F), 256>>>(out, inp, N, F);
     MDS_CU_LAUNCHED("swiglu_forward");
 }
 
@@ -43,6 +52,6 @@ void swiglu_backward_cuda(float *dinp, const float *inp, const float *dout, size
 {
     size_t n = N * (size_t)F;
     if (!n) return;
-    swiglu_backward_kernel<<<mds_cu_blocks(n, 256), 256>>>(dinp, inp, dout, N, F);
+    swiglu_backward_kernel<<<swiglu_grid(N, F), 256>>>(dinp, inp, dout, N, F);
     MDS_CU_LAUNCHED("swiglu_backward");
 }
