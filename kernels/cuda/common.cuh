@@ -158,9 +158,19 @@ __global__ static void mds_cu_colsum_final(float *d0, float *d1, const double *p
     if (c >= C)
         return;
     for (int k = 0; k < NS; k++) {
-        double t = 0.0;
-        for (long j = 0; j < chunks; j++)
-            t += part[((size_t)k * chunks + j) * C + c];
+        const double *p = part + (size_t)k * chunks * C + c;
+        double t = 0.0, x[2 * MDS_CU_ILP];
+        long j = 0;
+        /* in order, the loads of 2 MDS_CU_ILP partials issued together (a
+           thread a column: few threads, so each needs many loads in flight) */
+        for (; j + 2 * MDS_CU_ILP <= chunks; j += 2 * MDS_CU_ILP) {
+            for (int u = 0; u < 2 * MDS_CU_ILP; u++)
+                x[u] = p[(size_t)(j + u) * C];
+            for (int u = 0; u < 2 * MDS_CU_ILP; u++)
+                t += x[u];
+        }
+        for (; j < chunks; j++)
+            t += p[(size_t)j * C];
         float *d = k == 0 ? d0 : d1;
         d[c] += (float)t;
     }
