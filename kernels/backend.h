@@ -114,6 +114,14 @@ typedef struct mds_backend {
        score gradients to dtype before their products, as flash attention
        does (docs/architecture.md).  NULL (the CPU): fp32 throughout. */
     void (*set_compute_dtype)(int dtype);
+    /* Non-zero: with a 16-bit compute dtype, these ops also round what
+       they write to it, as the model keeps it (round_to's bits): the out
+       of matmul_forward, layernorm_forward and rmsnorm_forward, the dinp
+       of layernorm_backward and rmsnorm_backward, gelu's and swiglu's out
+       and dinp, crossentropy_backward's dlogits.  The model then skips its
+       own round_to pass after them (the CUDA kernels round as they store).
+       0 (the CPU): outputs as computed, rounded by the model's round_to. */
+    int rounds_kept;
 } mds_backend;
 
 /* The bookkeeping behind mem_held(), one for each backend: every block

@@ -772,10 +772,18 @@ static void keep(const gpt_model *m, float *x, size_t n)
         m->be->ops.round_to(x, n, m->act_dtype);
 }
 
+/* The output of an op on backend.h's rounds_kept list: kept by the op
+ * itself where the backend says so, else here. */
+static void kept_by_op(const gpt_model *m, float *x, size_t n)
+{
+    if (!m->be->rounds_kept)
+        keep(m, x, n);
+}
+
 static void tp_reduce_out(const gpt_model *m, float *dst, float *full)
 {
     size_t BTC = (size_t)m->B * (size_t)m->T * (size_t)m->C;
-    keep(m, full, BTC);
+    kept_by_op(m, full, BTC);   /* (a matmul_forward's output) */
     if (m->cfg.tp_size == 1 && !m->sp)
         return;   /* nothing summed: dst is full, kept (rounding twice changes nothing) */
     if (m->sp)
@@ -817,7 +825,7 @@ static void norm_forward(const gpt_model *m, float *out, float *mean, float *rst
         m->be->ops.rmsnorm_forward(out, rstd, inp, w, m->B, m->Ts, m->C, eps);
     else
         m->be->ops.layernorm_forward(out, mean, rstd, inp, w, b, m->B, m->Ts, m->C, eps);
-    keep(m, out, (size_t)m->B * m->Ts * m->C);
+    kept_by_op(m, out, (size_t)m->B * m->Ts * m->C);
 }
 
 /* Its backward over the whole sequence (see model.h): the input and the
@@ -833,7 +841,7 @@ static void norm_backward(const gpt_model *m, float *dinp, float *dw, float *db,
         m->be->ops.rmsnorm_backward(dinp, dw, dout, inp, w, rstd, m->B, m->T, m->C);
     else
         m->be->ops.layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, m->B, m->T, m->C);
-    keep(m, dinp, (size_t)m->B * m->T * m->C);   /* the residual stream's gradient */
+    kept_by_op(m, dinp, (size_t)m->B * m->T * m->C);   /* the residual stream's gradient */
 }
 
 /* An optional per-layer slice: NULL when the tensor is absent (size 0). */
@@ -925,7 +933,7 @@ static void layer_forward(gpt_model *m, int l)
     const float *ln1 = sp_whole(m, m->sp_full, v.ln1, (size_t)C);
     ops->matmul_forward(v.qkv, ln1, p->qkvw + (size_t)l * QKVl * C, layer_part(p->qkvb, l, QKVl), B, T, C,
                         (int)QKVl);
-    keep(m, v.qkv, BT * QKVl);
+    kept_by_op(m, v.qkv, BT * QKVl);
     if (m->rot) {
         ops->rope_forward(v.qkv, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
         keep(m, v.qkv, BT * QKVl);
@@ -949,12 +957,12 @@ static void layer_forward(gpt_model *m, int l)
                  m->cfg.layernorm_eps);
     const float *ln2 = sp_whole(m, m->sp_full, v.ln2, (size_t)C);
     ops->matmul_forward(v.fch, ln2, p->fcw + (size_t)l * FC1l * C, layer_part(p->fcb, l, FC1l), B, T, C, (int)FC1l);
-    keep(m, v.fch, BT * FC1l);
+    kept_by_op(m, v.fch, BT * FC1l);
     if (m->cfg.swiglu)
         ops->swiglu_forward(v.fchg, v.fch, BT, Fl);
     else
         ops->gelu_forward(v.fchg, v.fch, BT * Fl);
-    keep(m, v.fchg, BT * (size_t)Fl);
+    kept_by_op(m, v.fchg, BT * (size_t)Fl);
     float *mlp = m->sp ? m->sp_full2 : v.fcproj;
     ops->matmul_forward(mlp, v.fchg, p->fcprojw + (size_t)l * C * Fl, tp0 ? layer_part(p->fcprojb, l, C) : NULL,
                         B, T, Fl, C);
@@ -1002,7 +1010,7 @@ static void layer_backward(gpt_model *m, int l)
         ops->swiglu_backward(a->dfch, v.fch, a->dfch_gelu, BT, Fl);
     else
         ops->gelu_backward(a->dfch, v.fch, a->dfch_gelu, BT * Fl);
-    keep(m, a->dfch, BT * FC1l);
+    kept_by_op(m, a->dfch, BT * FC1l);
     m->be->zero(a->dln, BTC * sizeof(float));
     ops->matmul_backward(a->dln, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch,
                          sp_whole(m, m->sp_full, v.ln2, (size_t)C), p->fcw + (size_t)l * FC1l * C, B, T, C,
@@ -1160,7 +1168,7 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
     norm_forward(m, a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, m->cfg.layernorm_eps);
     const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
     ops->matmul_forward(a->logits, sp_whole(m, m->sp_full, a->lnf, (size_t)C), outw, NULL, B, T, C, Vl);
-    keep(m, a->logits, BT * (size_t)Vl);   /* logits are stored in the working dtype; the loss is fp32 */
+    kept_by_op(m, a->logits, BT * (size_t)Vl);   /* logits are stored in the working dtype; the loss is fp32 */
     ops->crossentropy_forward(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, a->targets,
                               a->mask, B, T, Vl, m->v_start);
     if (m->cfg.tp_size > 1) {
@@ -1199,7 +1207,7 @@ void gpt_backward(gpt_model *m, float scale)
         ops->loss_grad(a->dlosses, a->mask, inv, BT);
         ops->crossentropy_backward(a->logits, a->logits, a->maxes, a->sumexp, a->targets, a->dlosses,
                                    B, T, Vl, m->v_start);
-        keep(m, a->logits, BT * (size_t)Vl);
+        kept_by_op(m, a->logits, BT * (size_t)Vl);
         const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
         float *doutw = m->cfg.untie_embeddings ? g->outw : g->wte;
         m->be->zero(a->dln, BTC * sizeof(float));

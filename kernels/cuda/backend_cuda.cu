@@ -206,6 +206,7 @@ static mds_backend cu = {
     cu_host_alloc,
     cu_host_free,
     mds_cuda_set_compute_dtype,
+    1,   /* rounds_kept */
 };
 
 /*

@@ -24,6 +24,7 @@
 #include "kernels.h"
 #include "dropout.h"
 #include "formulas.h"   /* mds_expf and the other formulas the CPU kernels use */
+#include "dtype.h"
 
 /* A launch written in this header: tests/cudacpu/hipcc.sh rewrites the
  * <<<...>>> of the .cu files it compiles, not of what they include, so a
@@ -45,6 +46,14 @@ void mds_cuda_note(cudaError_t e, const char *what);
 /* A device scratch of at least `bytes` (owned by the backend, reused by the
  * next op: ops run in order on one stream); NULL with the error noted. */
 void *mds_cuda_scratch(size_t bytes);
+
+/* v as the model keeps a tensor of dtype dt (backend.h, rounds_kept):
+ * rounded to bf16 or fp16 and back (dtype.h's conversions: the CPU's
+ * round_to, bit for bit), or v itself at fp32. */
+__device__ static inline float mds_cu_kept(float v, int dt)
+{
+    return dt == MDS_BF16 ? mds_bf16_to_f32(mds_f32_to_bf16(v)) : dt == MDS_F16 ? mds_f16_to_f32(mds_f32_to_f16(v)) : v;
+}
 
 /* Elementwise kernels give each thread MDS_CU_ILP elements at a time, i,
  * i + S, ..., i + (MDS_CU_ILP - 1) S (S = the grid's threads: each load a
@@ -251,7 +260,8 @@ void adamw_update_cuda(float *params, float *m, float *v, const float *grads, si
 void global_norm_squared_cuda(double *out, const float *x, size_t N);
 
 /* The backend's compute dtype (backend.h's set_compute_dtype): MDS_F32,
- * or MDS_BF16 / MDS_F16 for 16-bit products with fp32 accumulation. */
+ * or MDS_BF16 / MDS_F16 for 16-bit products with fp32 accumulation, and
+ * the dtype the ops of backend.h's rounds_kept list round outputs to. */
 void mds_cuda_set_compute_dtype(int dtype);
 int mds_cuda_compute_dtype(void);
 

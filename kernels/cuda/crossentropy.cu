@@ -107,7 +107,7 @@ void crossentropy_loss_cuda(float *losses, const float *maxes, const float *sume
 
 __global__ static void ce_backward_kernel(float *dlogits, const float *logits, const float *maxes,
                                           const float *sumexp, const int *targets, const float *dlosses, int V,
-                                          int v_start)
+                                          int v_start, int dt)
 {
     size_t bt = blockIdx.x;
     const float *l = logits + bt * V;
@@ -129,13 +129,13 @@ __global__ static void ce_backward_kernel(float *dlogits, const float *logits, c
     for (; v + (CE_LOADS - 1) * st < V; v += CE_LOADS * st) {
         ce_fetch(x, l, v, st);   /* (in place, the same elements this thread writes next) */
         for (int k = 0; k < CE_LOADS; k++)
-            dl[v + k * st] = mds_expf(x[k] - mx) * inv * d;
+            dl[v + k * st] = mds_cu_kept(mds_expf(x[k] - mx) * inv * d, dt);
     }
     for (; v < V; v += st)
-        dl[v] = mds_expf(l[v] - mx) * inv * d;
+        dl[v] = mds_cu_kept(mds_expf(l[v] - mx) * inv * d, dt);
     __syncthreads();
     if (threadIdx.x == 0 && has)
-        dl[ix] = (mds_expf(lt - mx) * inv - 1.0f) * d;
+        dl[ix] = mds_cu_kept((mds_expf(lt - mx) * inv - 1.0f) * d, dt);
 }
 
 void crossentropy_backward_cuda(float *dlogits, const float *logits, const float *maxes, const float *sumexp,
@@ -144,6 +144,6 @@ void crossentropy_backward_cuda(float *dlogits, const float *logits, const float
     size_t n = (size_t)B * T;
     if (!n) return;
     ce_backward_kernel<<<(unsigned)n, MDS_CU_THREADS>>>(dlogits, logits, maxes, sumexp, targets, dlosses, V,
-                                                        v_start);
+                                                        v_start, mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("crossentropy_backward");
 }

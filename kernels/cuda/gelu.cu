@@ -14,7 +14,7 @@ __device__ static inline float gelu_sig(float x)
 }
 
 /* MDS_CU_ILP elements a thread at a time (common.cuh) */
-__global__ static void gelu_forward_kernel(float *out, const float *inp, size_t N)
+__global__ static void gelu_forward_kernel(float *out, const float *inp, size_t N, int dt)
 {
     size_t S = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += MDS_CU_ILP * S) {
@@ -23,11 +23,11 @@ __global__ static void gelu_forward_kernel(float *out, const float *inp, size_t 
             x[k] = i + k * S < N ? inp[i + k * S] : 0.0f;
         for (int k = 0; k < MDS_CU_ILP; k++)
             if (i + k * S < N)
-                out[i + k * S] = x[k] * gelu_sig(x[k]);
+                out[i + k * S] = mds_cu_kept(x[k] * gelu_sig(x[k]), dt);
     }
 }
 
-__global__ static void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t N)
+__global__ static void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t N, int dt)
 {
     size_t S = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += MDS_CU_ILP * S) {
@@ -42,7 +42,7 @@ __global__ static void gelu_backward_kernel(float *dinp, const float *inp, const
             float sig = gelu_sig(x[k]);
             float grad = sig + 2.0f * x[k] * sig * (1.0f - sig) * GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * x[k] * x[k]);
             if (i + k * S < N)
-                dinp[i + k * S] = di[k] + grad * d[k];
+                dinp[i + k * S] = mds_cu_kept(di[k] + grad * d[k], dt);
         }
     }
 }
@@ -50,13 +50,13 @@ __global__ static void gelu_backward_kernel(float *dinp, const float *inp, const
 void gelu_forward_cuda(float *out, const float *inp, size_t N)
 {
     if (!N) return;
-    gelu_forward_kernel<<<mds_cu_ilp_blocks(N, 256), 256>>>(out, inp, N);
+    gelu_forward_kernel<<<mds_cu_ilp_blocks(N, 256), 256>>>(out, inp, N, mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("gelu_forward");
 }
 
 void gelu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t N)
 {
     if (!N) return;
-    gelu_backward_kernel<<<mds_cu_ilp_blocks(N, 256), 256>>>(dinp, inp, dout, N);
+    gelu_backward_kernel<<<mds_cu_ilp_blocks(N, 256), 256>>>(dinp, inp, dout, N, mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("gelu_backward");
 }

@@ -14,7 +14,7 @@
 #include "common.cuh"
 
 __global__ static void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *inp,
-                                                const float *weight, const float *bias, int C, float eps)
+                                                const float *weight, const float *bias, int C, float eps, int dt)
 {
     size_t bt = blockIdx.x;
     const float *x = inp + bt * C;
@@ -32,7 +32,7 @@ __global__ static void layernorm_forward_kernel(float *out, float *mean, float *
     float m = (float)mu;
     float r = (float)(1.0 / sqrt(ss / C + (double)eps));
     for (int c = threadIdx.x; c < C; c += blockDim.x)
-        o[c] = (x[c] - m) * r * weight[c] + bias[c];
+        o[c] = mds_cu_kept((x[c] - m) * r * weight[c] + bias[c], dt);
     if (threadIdx.x == 0) {
         mean[bt] = m;
         rstd[bt] = r;
@@ -44,13 +44,13 @@ void layernorm_forward_cuda(float *out, float *mean, float *rstd, const float *i
 {
     if ((size_t)B * T == 0) return;
     layernorm_forward_kernel<<<(unsigned)((size_t)B * T), MDS_CU_THREADS>>>(out, mean, rstd, inp, weight, bias, C,
-                                                                            eps);
+                                                                            eps, mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("layernorm_forward");
 }
 
 __global__ static void layernorm_backward_dinp_kernel(float *dinp, const float *dout, const float *inp,
                                                       const float *weight, const float *mean, const float *rstd,
-                                                      int C)
+                                                      int C, int dt)
 {
     size_t bt = blockIdx.x;
     const float *x = inp + bt * C, *d = dout + bt * C;
@@ -69,7 +69,7 @@ __global__ static void layernorm_backward_dinp_kernel(float *dinp, const float *
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float n = (x[c] - m) * r;
         float g = d[c] * weight[c];
-        di[c] += r * (g - mg - n * mgn);
+        di[c] = mds_cu_kept(di[c] + r * (g - mg - n * mgn), dt);
     }
 }
 
@@ -90,7 +90,8 @@ void layernorm_backward_cuda(float *dinp, float *dweight, float *dbias, const fl
 {
     long N = (long)B * T;
     if (!N) return;
-    layernorm_backward_dinp_kernel<<<(unsigned)N, MDS_CU_THREADS>>>(dinp, dout, inp, weight, mean, rstd, C);
+    layernorm_backward_dinp_kernel<<<(unsigned)N, MDS_CU_THREADS>>>(dinp, dout, inp, weight, mean, rstd, C,
+                                                                    mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("layernorm_backward");
     mds_cu_colsum<2>(dweight, dbias, ln_weight_terms{dout, inp, mean, rstd, C}, N, C, "layernorm_backward (weights)");
 }

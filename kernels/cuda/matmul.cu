@@ -124,35 +124,39 @@ static long chunk_rows(long rows, size_t per_row)
     return r < 1 ? 1 : r < rows ? r : rows;
 }
 
-/* out (rows, OC) += bias along every row: a thread per column (four
- * columns, as a float4, when OC is a multiple of 4 and out and bias are
- * 16-byte aligned), down the rows from blockIdx.y in steps of gridDim.y;
- * no division per element. */
-__device__ static inline float add_v(float a, float b) { return a + b; }
-__device__ static inline float4 add_v(float4 a, float4 b) { return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
+/* out (rows, OC) += bias along every row, kept as dtype dt (rounds_kept):
+ * a thread per column (four columns, as a float4, when OC is a multiple of
+ * 4 and out and bias are 16-byte aligned), down the rows from blockIdx.y
+ * in steps of gridDim.y; no division per element. */
+__device__ static inline float add_v(float a, float b, int dt) { return mds_cu_kept(a + b, dt); }
+__device__ static inline float4 add_v(float4 a, float4 b, int dt)
+{
+    return make_float4(mds_cu_kept(a.x + b.x, dt), mds_cu_kept(a.y + b.y, dt), mds_cu_kept(a.z + b.z, dt),
+                       mds_cu_kept(a.w + b.w, dt));
+}
 
 template <typename V>
-__global__ static void add_bias_kernel(V *out, const V *bias, size_t rows, int cols)
+__global__ static void add_bias_kernel(V *out, const V *bias, size_t rows, int cols, int dt)
 {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols) return;
     V b = bias[c];
     for (size_t r = blockIdx.y; r < rows; r += gridDim.y) {
-        out[r * cols + c] = add_v(out[r * cols + c], b);
+        out[r * cols + c] = add_v(out[r * cols + c], b, dt);
     }
 }
 
-static void add_bias(float *out, const float *bias, size_t rows, int OC)
+static void add_bias(float *out, const float *bias, size_t rows, int OC, int dt)
 {
     int vec = OC % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)bias & 15) == 0;
     int cols = vec ? OC / 4 : OC;
     dim3 grid((unsigned)((cols + 127) / 128), (unsigned)(rows < 2048 ? rows : 2048));
     if (vec) {
         auto kernel = add_bias_kernel<float4>;
-        kernel<<<grid, 128>>>((float4 *)out, (const float4 *)bias, rows, cols);
+        kernel<<<grid, 128>>>((float4 *)out, (const float4 *)bias, rows, cols, dt);
     } else {
         auto kernel = add_bias_kernel<float>;
-        kernel<<<grid, 128>>>(out, bias, rows, cols);
+        kernel<<<grid, 128>>>(out, bias, rows, cols, dt);
     }
     MDS_CU_LAUNCHED("matmul_forward (bias)");
 }
@@ -180,8 +184,12 @@ void matmul_forward_cuda(float *out, const float *inp, const float *weight, cons
     } else {
         gemm("matmul_forward", MDS_F32, CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)rows, C, weight, C, inp, C, 0.0f, out, OC);
     }
+    /* kept as the compute dtype (backend.h, rounds_kept): with the bias
+       add, else alone */
     if (bias)
-        add_bias(out, bias, rows, OC);
+        add_bias(out, bias, rows, OC, mm_dtype);
+    else if (mm_dtype != MDS_F32)
+        round_to_cuda(out, rows * OC, mm_dtype);
 }
 
 /* dbias's term: dout itself */

@@ -9,7 +9,7 @@
 #include "common.cuh"
 
 __global__ static void rmsnorm_forward_kernel(float *out, float *rstd, const float *inp, const float *weight, int C,
-                                              float eps)
+                                              float eps, int dt)
 {
     size_t bt = blockIdx.x;
     const float *x = inp + bt * C;
@@ -20,7 +20,7 @@ __global__ static void rmsnorm_forward_kernel(float *out, float *rstd, const flo
     ss = mds_cu_block_sum<double>(ss);
     float r = (float)(1.0 / sqrt(ss / C + (double)eps));
     for (int c = threadIdx.x; c < C; c += blockDim.x)
-        o[c] = x[c] * r * weight[c];
+        o[c] = mds_cu_kept(x[c] * r * weight[c], dt);
     if (threadIdx.x == 0)
         rstd[bt] = r;
 }
@@ -29,12 +29,13 @@ void rmsnorm_forward_cuda(float *out, float *rstd, const float *inp, const float
                           float eps)
 {
     if ((size_t)B * T == 0) return;
-    rmsnorm_forward_kernel<<<(unsigned)((size_t)B * T), MDS_CU_THREADS>>>(out, rstd, inp, weight, C, eps);
+    rmsnorm_forward_kernel<<<(unsigned)((size_t)B * T), MDS_CU_THREADS>>>(out, rstd, inp, weight, C, eps,
+                                                                          mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("rmsnorm_forward");
 }
 
 __global__ static void rmsnorm_backward_dinp_kernel(float *dinp, const float *dout, const float *inp,
-                                                    const float *weight, const float *rstd, int C)
+                                                    const float *weight, const float *rstd, int C, int dt)
 {
     size_t bt = blockIdx.x;
     const float *x = inp + bt * C, *d = dout + bt * C;
@@ -48,7 +49,7 @@ __global__ static void rmsnorm_backward_dinp_kernel(float *dinp, const float *do
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float n = x[c] * r;
         float g = d[c] * weight[c];
-        di[c] += r * (g - n * mgn);
+        di[c] = mds_cu_kept(di[c] + r * (g - n * mgn), dt);
     }
 }
 
@@ -67,7 +68,8 @@ void rmsnorm_backward_cuda(float *dinp, float *dweight, const float *dout, const
 {
     long N = (long)B * T;
     if (!N) return;
-    rmsnorm_backward_dinp_kernel<<<(unsigned)N, MDS_CU_THREADS>>>(dinp, dout, inp, weight, rstd, C);
+    rmsnorm_backward_dinp_kernel<<<(unsigned)N, MDS_CU_THREADS>>>(dinp, dout, inp, weight, rstd, C,
+                                                                  mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("rmsnorm_backward");
     mds_cu_colsum<1>(dweight, NULL, rms_weight_term{dout, inp, rstd, C}, N, C, "rmsnorm_backward (weights)");
 }

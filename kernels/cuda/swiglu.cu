@@ -7,7 +7,7 @@
 
 /* A thread per column i of F, down the rows from blockIdx.y in steps of
  * gridDim.y (no division per element). */
-__global__ static void swiglu_forward_kernel(float *out, const float *inp, size_t N, int F)
+__global__ static void swiglu_forward_kernel(float *out, const float *inp, size_t N, int F, int dt)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= F)
@@ -16,11 +16,12 @@ __global__ static void swiglu_forward_kernel(float *out, const float *inp, size_
         const float *x = inp + n * 2 * (size_t)F;
         float g = x[i];
         float sig = 1.0f / (1.0f + mds_expf(-g));
-        out[n * (size_t)F + i] = g * sig * x[F + i];
+        out[n * (size_t)F + i] = mds_cu_kept(g * sig * x[F + i], dt);
     }
 }
 
-__global__ static void swiglu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t N, int F)
+__global__ static void swiglu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t N, int F,
+                                              int dt)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= F)
@@ -30,8 +31,8 @@ __global__ static void swiglu_backward_kernel(float *dinp, const float *inp, con
         float *dx = dinp + n * 2 * (size_t)F;
         float g = x[i], up = x[F + i], d = dout[n * (size_t)F + i];
         float sig = 1.0f / (1.0f + mds_expf(-g));
-        dx[i] = dx[i] + d * up * sig * (1.0f + g * (1.0f - sig));
-        dx[F + i] = dx[F + i] + d * g * sig;
+        dx[i] = mds_cu_kept(dx[i] + d * up * sig * (1.0f + g * (1.0f - sig)), dt);
+        dx[F + i] = mds_cu_kept(dx[F + i] + d * g * sig, dt);
     }
 }
 
@@ -44,7 +45,7 @@ void swiglu_forward_cuda(float *out, const float *inp, size_t N, int F)
 {
     size_t n = N * (size_t)F;
     if (!n) return;
-    swiglu_forward_kernel<<<swiglu_grid(N, F), 256>>>(out, inp, N, F);
+    swiglu_forward_kernel<<<swiglu_grid(N, F), 256>>>(out, inp, N, F, mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("swiglu_forward");
 }
 
@@ -52,6 +53,6 @@ void swiglu_backward_cuda(float *dinp, const float *inp, const float *dout, size
 {
     size_t n = N * (size_t)F;
     if (!n) return;
-    swiglu_backward_kernel<<<swiglu_grid(N, F), 256>>>(dinp, inp, dout, N, F);
+    swiglu_backward_kernel<<<swiglu_grid(N, F), 256>>>(dinp, inp, dout, N, F, mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("swiglu_backward");
 }
