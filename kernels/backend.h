@@ -116,8 +116,9 @@ typedef struct mds_backend {
     void (*set_compute_dtype)(int dtype);
     /* Non-zero: with a 16-bit compute dtype, these ops also round what
        they write to it, as the model keeps it (round_to's bits): the out
-       of matmul_forward, layernorm_forward and rmsnorm_forward, the dinp
-       of layernorm_backward and rmsnorm_backward, gelu's and swiglu's out
+       of matmul_forward, layernorm_forward, rmsnorm_forward and
+       attention_forward, the dinp of layernorm_backward and
+       rmsnorm_backward, attention_backward's dqkv, gelu's and swiglu's out
        and dinp, crossentropy_backward's dlogits.  The model then skips its
        own round_to pass after them (the CUDA kernels round as they store).
        0 (the CPU): outputs as computed, rounded by the model's round_to. */

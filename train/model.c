@@ -939,7 +939,7 @@ static void layer_forward(gpt_model *m, int l)
         keep(m, v.qkv, BT * QKVl);
     }
     ops->attention_forward(v.atty, v.att_lse, v.qkv, B, T, Cl, NHl, m->Gl, da);
-    keep(m, v.atty, BT * (size_t)Cl);
+    kept_by_op(m, v.atty, BT * (size_t)Cl);
     /* row-parallel projection: partial sums, bias on TP rank 0, then g (the
        all-reduce, or the reduce-scatter); Megatron's bias-dropout-add:
        residual + dropout(proj + bias) */
@@ -1032,7 +1032,7 @@ static void layer_backward(gpt_model *m, int l)
     m->be->zero(a->dqkv, BT * QKVl * sizeof(float));
     ops->attention_backward(a->dqkv, a->datty, v.qkv, v.atty, v.att_lse, B, T, Cl, NHl,
                             m->Gl, da);
-    keep(m, a->dqkv, BT * QKVl);
+    kept_by_op(m, a->dqkv, BT * QKVl);
     if (m->rot) {   /* back through the rotation: d(q, k) before it */
         ops->rope_backward(a->dqkv, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
         keep(m, a->dqkv, BT * QKVl);

@@ -217,6 +217,7 @@ struct fa_args {
     uint32_t thr;         /* the dropout threshold of p */
     mds_dropout drop;
     int vec;              /* hs, row, C and the tensors' addresses all multiples of 4 floats (am_fetch) */
+    int kd;               /* the dtype out and dqkv are kept as (rounds_kept: the compute dtype) */
 };
 
 /* The dropout factor of pair (query t, key j) of head h: 1 without
@@ -758,7 +759,7 @@ FA_UNROLL
  * stride `stride`): rows below T, columns below hs. */
 template <int D>
 __device__ static inline void am_add_out(float *x, size_t stride, const float (&acc)[D / 8][4], int rbase, int T,
-                                         int hs)
+                                         int hs, int kd)
 {
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 FA_UNROLL
@@ -767,7 +768,7 @@ FA_UNROLL
         for (int i = 0; i < 4; i++) {
             int rr = rbase + g + 8 * (i >> 1), d = nd * 8 + t * 2 + (i & 1);
             if (rr < T && d < hs)
-                x[(size_t)rr * stride + d] += acc[nd][i];
+                x[(size_t)rr * stride + d] = mds_cu_kept(x[(size_t)rr * stride + d] + acc[nd][i], kd);
         }
 }
 
@@ -869,7 +870,7 @@ FA_UNROLL
         for (int i = 0; i < 4; i++) {
             int rr = r[i >> 1], d = nd * 8 + t * 2 + (i & 1);
             if (rr < T && d < hs)
-                out[(size_t)rr * a.C + d] = o[nd][i] / l[i >> 1];
+                out[(size_t)rr * a.C + d] = mds_cu_kept(o[nd][i] / l[i >> 1], a.kd);
         }
     if (t == 0)
 FA_UNROLL
@@ -940,7 +941,7 @@ FA_UNROLL
             }
         am_accum<DT, D>(acc, s, Ks);
     }
-    am_add_out<D>(a.dqkv + (size_t)b * T * row + (size_t)h * hs, row, acc, q0 + warp * 16, T, hs);
+    am_add_out<D>(a.dqkv + (size_t)b * T * row + (size_t)h * hs, row, acc, q0 + warp * 16, T, hs, a.kd);
 }
 
 /* dk and dv of the 64 keys from k0 of group grp, row b: for the group's
@@ -990,8 +991,8 @@ FA_UNROLL
             am_accum<DT, D>(av, s, dOs);
             am_accum<DT, D>(ak, dp, Qs);
         }
-    am_add_out<D>(a.dqkv + (size_t)b * T * row + koff, row, ak, k0 + warp * 16, T, hs);
-    am_add_out<D>(a.dqkv + (size_t)b * T * row + voff, row, av, k0 + warp * 16, T, hs);
+    am_add_out<D>(a.dqkv + (size_t)b * T * row + koff, row, ak, k0 + warp * 16, T, hs, a.kd);
+    am_add_out<D>(a.dqkv + (size_t)b * T * row + voff, row, av, k0 + warp * 16, T, hs, a.kd);
 }
 
 template <int D> static size_t am_forward_smem(void) { return 2 * (size_t)3 * AM_ROWS * (D + 8); }
@@ -1102,6 +1103,7 @@ static fa_args fa_args_of(const float *qkv, int T, int C, int NH, int NKV, mds_d
     a.thr = mds_dropout_threshold(drop.p);
     a.drop = drop;
     a.vec = a.hs % 4 == 0 && C % 4 == 0 && a.row % 4 == 0 && fa_aligned16(qkv);
+    a.kd = mds_cuda_compute_dtype();
     return a;
 }
 
@@ -1123,6 +1125,8 @@ void attention_forward_cuda(float *out, float *lse, const float *qkv, int B, int
     case 128: fa_forward<128>(a, B); break;
     default: fa_forward<256>(a, B); break;
     }
+    if (a.kd != MDS_F32)   /* kept (rounds_kept); the tensor-core kernels round as they store */
+        round_to_cuda(out, (size_t)B * T * C, a.kd);
 }
 
 void attention_backward_cuda(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
@@ -1147,4 +1151,6 @@ void attention_backward_cuda(float *dqkv, const float *dout, const float *qkv, c
     case 128: fa_backward<128>(a, B); break;
     default: fa_backward<256>(a, B); break;
     }
+    if (a.kd != MDS_F32)
+        round_to_cuda(dqkv, (size_t)B * T * a.row, a.kd);
 }
