@@ -469,6 +469,41 @@ static int next_nkv(int NH, int nkv)
  * global head 3). */
 static void t_attention_16(const struct shape *s, int backward);
 
+/* At a 16-bit compute dtype with attention dropout (the fp32 kernels, then
+ * the wrapper's rounding: rounds_kept), where the backend rounds: out and
+ * dqkv kept_check'd against the CPU's, rounded. */
+static void t_attention_kept(const struct shape *s, int backward)
+{
+    if (!attention_shape(s) || !be->rounds_kept) return;
+    for (int dt = MDS_BF16; dt <= MDS_F16; dt++) {
+        struct drops dd = make_drops(0.3f, s->B, 3);
+        int hs = s->C / s->NH;
+        size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, row = C + 2 * (size_t)s->NH * hs;
+        size_t nl = (size_t)s->B * s->NH * s->T;
+        tf qkv = tf_rand(BT * row, 1), out = tf_rand(BT * C, 1), lse = tf_rand(nl, 1);
+        set_compute(dt);
+        attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, s->NH, dd.host);
+        if (!backward) {
+            be->ops.attention_forward(out.dev, lse.dev, qkv.dev, s->B, s->T, s->C, s->NH, s->NH, dd.dev);
+            kept_check("out (dropout)", &out, dt);
+            check_f("lse (dropout)", &lse, ATOL, RTOL);
+        } else {
+            be->copy(out.dev, out.ref, BT * C * sizeof(float));
+            be->copy(lse.dev, lse.ref, nl * sizeof(float));
+            tf dqkv = tf_rand(BT * row, 1), dout = tf_rand(BT * C, 1);
+            attention_backward_cpu(dqkv.ref, dout.ref, qkv.ref, out.ref, lse.ref, s->B, s->T, s->C, s->NH, s->NH,
+                                   dd.host);
+            be->ops.attention_backward(dqkv.dev, dout.dev, qkv.dev, out.dev, lse.dev, s->B, s->T, s->C, s->NH, s->NH,
+                                       dd.dev);
+            kept_check("dqkv (dropout)", &dqkv, dt);
+            tf_free(&dqkv); tf_free(&dout);
+        }
+        set_compute(MDS_F32);
+        tf_free(&qkv); tf_free(&out); tf_free(&lse);
+        free_drops(&dd);
+    }
+}
+
 static void t_attention_forward(const struct shape *s)
 {
     if (!attention_shape(s)) return;
@@ -487,6 +522,7 @@ static void t_attention_forward(const struct shape *s)
         free_drops(&dd);
     }
     t_attention_16(s, 0);
+    t_attention_kept(s, 0);
 }
 
 static void t_attention_backward(const struct shape *s)
@@ -512,6 +548,7 @@ static void t_attention_backward(const struct shape *s)
         free_drops(&dd);
     }
     t_attention_16(s, 1);
+    t_attention_kept(s, 1);
 }
 
 /*
