@@ -684,7 +684,7 @@ FA_UNROLL
 /* The whole tile into `rows`, every load of a part issued before its
  * stores: the whole tile at D = 64 (8 groups, 32 registers); at D = 128,
  * parts of 2 (what ptxas allocates best beside the dq and dk/dv kernels'
- * accumulators: 170 registers for dq, where parts of 4, 8 or 16 take 248). */
+ * accumulators: 244 registers for dq, where parts of 8 take 255 and spill). */
 template <int DT, int D>
 __device__ static inline void am_load(am_u16 *rows, const float *x, size_t stride, int n, int hs, bool vec)
 {
@@ -768,7 +768,7 @@ FA_UNROLL
         for (int i = 0; i < 4; i++) {
             int rr = rbase + g + 8 * (i >> 1), d = nd * 8 + t * 2 + (i & 1);
             if (rr < T && d < hs)
-                x[(size_t)rr * stride + d] = mds_cu_kept(x[(size_t)rr * stride + d] + acc[nd][i], kd);
+                x[(size_t)rr * stride + d] = mds_round_to(kd, x[(size_t)rr * stride + d] + acc[nd][i]);
         }
 }
 
@@ -870,7 +870,7 @@ FA_UNROLL
         for (int i = 0; i < 4; i++) {
             int rr = r[i >> 1], d = nd * 8 + t * 2 + (i & 1);
             if (rr < T && d < hs)
-                out[(size_t)rr * a.C + d] = mds_cu_kept(o[nd][i] / l[i >> 1], a.kd);
+                out[(size_t)rr * a.C + d] = mds_round_to(a.kd, o[nd][i] / l[i >> 1]);
         }
     if (t == 0)
 FA_UNROLL

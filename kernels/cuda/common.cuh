@@ -47,14 +47,6 @@ void mds_cuda_note(cudaError_t e, const char *what);
  * next op: ops run in order on one stream); NULL with the error noted. */
 void *mds_cuda_scratch(size_t bytes);
 
-/* v as the model keeps a tensor of dtype dt (backend.h, rounds_kept):
- * rounded to bf16 or fp16 and back (dtype.h's conversions: the CPU's
- * round_to, bit for bit), or v itself at fp32. */
-__device__ static inline float mds_cu_kept(float v, int dt)
-{
-    return dt == MDS_BF16 ? mds_bf16_to_f32(mds_f32_to_bf16(v)) : dt == MDS_F16 ? mds_f16_to_f32(mds_f32_to_f16(v)) : v;
-}
-
 /* Elementwise kernels give each thread MDS_CU_ILP elements at a time, i,
  * i + S, ..., i + (MDS_CU_ILP - 1) S (S = the grid's threads: each load a
  * warp's consecutive floats), all loaded before any is used or stored:

@@ -14,15 +14,12 @@
 
 #include "common.cuh"
 
-/* A thread's elements v, v + st, ..., v + (CE_LOADS - 1) st of a row are
- * loaded together and then used in that order (each thread's sequence and
- * so every sum as before, bit for bit): one 4-byte load a thread at a
- * time keeps too few bytes in flight for the memory's bandwidth. */
-#define CE_LOADS 4
-
-__device__ static inline void ce_fetch(float (&x)[CE_LOADS], const float *l, int v, int st)
+/* A thread's elements v, v + st, ..., v + (MDS_CU_ILP - 1) st of a row
+ * are loaded together (common.cuh) and then used in that order (each
+ * thread's sequence and so every sum as before, bit for bit). */
+__device__ static inline void ce_fetch(float (&x)[MDS_CU_ILP], const float *l, int v, int st)
 {
-    for (int k = 0; k < CE_LOADS; k++)
+    for (int k = 0; k < MDS_CU_ILP; k++)
         x[k] = l[v + k * st];
 }
 
@@ -33,20 +30,20 @@ __global__ static void ce_forward_kernel(float *losses, float *maxes, float *sum
     size_t bt = blockIdx.x;
     const float *l = logits + bt * V;
     const int st = blockDim.x;
-    float mx = -INFINITY, x[CE_LOADS];
+    float mx = -INFINITY, x[MDS_CU_ILP];
     int v = threadIdx.x;
-    for (; v + (CE_LOADS - 1) * st < V; v += CE_LOADS * st) {
+    for (; v + (MDS_CU_ILP - 1) * st < V; v += MDS_CU_ILP * st) {
         ce_fetch(x, l, v, st);
-        for (int k = 0; k < CE_LOADS; k++)
+        for (int k = 0; k < MDS_CU_ILP; k++)
             mx = x[k] > mx ? x[k] : mx;
     }
     for (; v < V; v += st)
         mx = l[v] > mx ? l[v] : mx;
     mx = mds_cu_block_max(mx);
     double s = 0.0;
-    for (v = threadIdx.x; v + (CE_LOADS - 1) * st < V; v += CE_LOADS * st) {
+    for (v = threadIdx.x; v + (MDS_CU_ILP - 1) * st < V; v += MDS_CU_ILP * st) {
         ce_fetch(x, l, v, st);
-        for (int k = 0; k < CE_LOADS; k++)
+        for (int k = 0; k < MDS_CU_ILP; k++)
             s += mds_expf(x[k] - mx);
     }
     for (; v < V; v += st)
@@ -124,18 +121,18 @@ __global__ static void ce_backward_kernel(float *dlogits, const float *logits, c
     float lt = has ? l[ix] : 0.0f;
     __syncthreads();   /* every thread holds lt before any writes */
     const int st = blockDim.x;
-    float x[CE_LOADS];
+    float x[MDS_CU_ILP];
     int v = threadIdx.x;
-    for (; v + (CE_LOADS - 1) * st < V; v += CE_LOADS * st) {
+    for (; v + (MDS_CU_ILP - 1) * st < V; v += MDS_CU_ILP * st) {
         ce_fetch(x, l, v, st);   /* (in place, the same elements this thread writes next) */
-        for (int k = 0; k < CE_LOADS; k++)
-            dl[v + k * st] = mds_cu_kept(mds_expf(x[k] - mx) * inv * d, dt);
+        for (int k = 0; k < MDS_CU_ILP; k++)
+            dl[v + k * st] = mds_round_to(dt, mds_expf(x[k] - mx) * inv * d);
     }
     for (; v < V; v += st)
-        dl[v] = mds_cu_kept(mds_expf(l[v] - mx) * inv * d, dt);
+        dl[v] = mds_round_to(dt, mds_expf(l[v] - mx) * inv * d);
     __syncthreads();
     if (threadIdx.x == 0 && has)
-        dl[ix] = mds_cu_kept((mds_expf(lt - mx) * inv - 1.0f) * d, dt);
+        dl[ix] = mds_round_to(dt, (mds_expf(lt - mx) * inv - 1.0f) * d);
 }
 
 void crossentropy_backward_cuda(float *dlogits, const float *logits, const float *maxes, const float *sumexp,

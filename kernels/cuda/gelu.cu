@@ -23,7 +23,7 @@ __global__ static void gelu_forward_kernel(float *out, const float *inp, size_t 
             x[k] = i + k * S < N ? inp[i + k * S] : 0.0f;
         for (int k = 0; k < MDS_CU_ILP; k++)
             if (i + k * S < N)
-                out[i + k * S] = mds_cu_kept(x[k] * gelu_sig(x[k]), dt);
+                out[i + k * S] = mds_round_to(dt, x[k] * gelu_sig(x[k]));
     }
 }
 
@@ -42,7 +42,7 @@ __global__ static void gelu_backward_kernel(float *dinp, const float *inp, const
             float sig = gelu_sig(x[k]);
             float grad = sig + 2.0f * x[k] * sig * (1.0f - sig) * GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * x[k] * x[k]);
             if (i + k * S < N)
-                dinp[i + k * S] = mds_cu_kept(di[k] + grad * d[k], dt);
+                dinp[i + k * S] = mds_round_to(dt, di[k] + grad * d[k]);
         }
     }
 }

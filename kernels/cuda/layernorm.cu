@@ -32,7 +32,7 @@ __global__ static void layernorm_forward_kernel(float *out, float *mean, float *
     float m = (float)mu;
     float r = (float)(1.0 / sqrt(ss / C + (double)eps));
     for (int c = threadIdx.x; c < C; c += blockDim.x)
-        o[c] = mds_cu_kept((x[c] - m) * r * weight[c] + bias[c], dt);
+        o[c] = mds_round_to(dt, (x[c] - m) * r * weight[c] + bias[c]);
     if (threadIdx.x == 0) {
         mean[bt] = m;
         rstd[bt] = r;
@@ -69,7 +69,7 @@ __global__ static void layernorm_backward_dinp_kernel(float *dinp, const float *
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float n = (x[c] - m) * r;
         float g = d[c] * weight[c];
-        di[c] = mds_cu_kept(di[c] + r * (g - mg - n * mgn), dt);
+        di[c] = mds_round_to(dt, di[c] + r * (g - mg - n * mgn));
     }
 }
 

@@ -128,11 +128,11 @@ static long chunk_rows(long rows, size_t per_row)
  * a thread per column (four columns, as a float4, when OC is a multiple of
  * 4 and out and bias are 16-byte aligned), down the rows from blockIdx.y
  * in steps of gridDim.y; no division per element. */
-__device__ static inline float add_v(float a, float b, int dt) { return mds_cu_kept(a + b, dt); }
+__device__ static inline float add_v(float a, float b, int dt) { return mds_round_to(dt, a + b); }
 __device__ static inline float4 add_v(float4 a, float4 b, int dt)
 {
-    return make_float4(mds_cu_kept(a.x + b.x, dt), mds_cu_kept(a.y + b.y, dt), mds_cu_kept(a.z + b.z, dt),
-                       mds_cu_kept(a.w + b.w, dt));
+    return make_float4(mds_round_to(dt, a.x + b.x), mds_round_to(dt, a.y + b.y), mds_round_to(dt, a.z + b.z),
+                       mds_round_to(dt, a.w + b.w));
 }
 
 template <typename V>

@@ -11,12 +11,6 @@
 #include "common.cuh"
 #include "dtype.h"
 
-template <int DT>
-__device__ static inline float round_one(float v)
-{
-    return DT == MDS_BF16 ? mds_bf16_to_f32(mds_f32_to_bf16(v)) : mds_f16_to_f32(mds_f32_to_f16(v));
-}
-
 /* x[0, N) rounded in place: the `head` elements before x's first 16-byte
  * boundary and the tail one a thread, the rest four a thread (a float4
  * load and store: one float a thread keeps too few bytes in flight to
@@ -27,18 +21,18 @@ __global__ static void round_to_kernel(float *x, size_t N, size_t head)
     size_t id = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
     size_t n4 = (N - head) / 4, tail = head + 4 * n4 + id;
     if (id < head)
-        x[id] = round_one<DT>(x[id]);
+        x[id] = mds_round_to(DT, x[id]);
     float4 *v = (float4 *)(x + head);
     for (size_t i = id; i < n4; i += stride) {
         float4 a = v[i];
-        a.x = round_one<DT>(a.x);
-        a.y = round_one<DT>(a.y);
-        a.z = round_one<DT>(a.z);
-        a.w = round_one<DT>(a.w);
+        a.x = mds_round_to(DT, a.x);
+        a.y = mds_round_to(DT, a.y);
+        a.z = mds_round_to(DT, a.z);
+        a.w = mds_round_to(DT, a.w);
         v[i] = a;
     }
     if (tail < N)
-        x[tail] = round_one<DT>(x[tail]);
+        x[tail] = mds_round_to(DT, x[tail]);
 }
 
 void round_to_cuda(float *x, size_t N, int dtype)

@@ -20,7 +20,7 @@ __global__ static void rmsnorm_forward_kernel(float *out, float *rstd, const flo
     ss = mds_cu_block_sum<double>(ss);
     float r = (float)(1.0 / sqrt(ss / C + (double)eps));
     for (int c = threadIdx.x; c < C; c += blockDim.x)
-        o[c] = mds_cu_kept(x[c] * r * weight[c], dt);
+        o[c] = mds_round_to(dt, x[c] * r * weight[c]);
     if (threadIdx.x == 0)
         rstd[bt] = r;
 }
@@ -49,7 +49,7 @@ __global__ static void rmsnorm_backward_dinp_kernel(float *dinp, const float *do
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float n = x[c] * r;
         float g = d[c] * weight[c];
-        di[c] = mds_cu_kept(di[c] + r * (g - n * mgn), dt);
+        di[c] = mds_round_to(dt, di[c] + r * (g - n * mgn));
     }
 }
 

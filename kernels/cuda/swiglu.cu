@@ -16,7 +16,7 @@ __global__ static void swiglu_forward_kernel(float *out, const float *inp, size_
         const float *x = inp + n * 2 * (size_t)F;
         float g = x[i];
         float sig = 1.0f / (1.0f + mds_expf(-g));
-        out[n * (size_t)F + i] = mds_cu_kept(g * sig * x[F + i], dt);
+        out[n * (size_t)F + i] = mds_round_to(dt, g * sig * x[F + i]);
     }
 }
 
@@ -31,8 +31,8 @@ __global__ static void swiglu_backward_kernel(float *dinp, const float *inp, con
         float *dx = dinp + n * 2 * (size_t)F;
         float g = x[i], up = x[F + i], d = dout[n * (size_t)F + i];
         float sig = 1.0f / (1.0f + mds_expf(-g));
-        dx[i] = mds_cu_kept(dx[i] + d * up * sig * (1.0f + g * (1.0f - sig)), dt);
-        dx[F + i] = mds_cu_kept(dx[F + i] + d * g * sig, dt);
+        dx[i] = mds_round_to(dt, dx[i] + d * up * sig * (1.0f + g * (1.0f - sig)));
+        dx[F + i] = mds_round_to(dt, dx[F + i] + d * g * sig);
     }
 }
 
