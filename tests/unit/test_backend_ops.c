@@ -469,66 +469,39 @@ static int next_nkv(int NH, int nkv)
  * global head 3). */
 static void t_attention_16(const struct shape *s, int backward);
 
-/* At a 16-bit compute dtype with attention dropout (the fp32 kernels, then
- * the wrapper's rounding: rounds_kept), where the backend rounds: out and
- * dqkv kept_check'd against the CPU's, rounded. */
-static void t_attention_kept(const struct shape *s, int backward)
-{
-    if (!attention_shape(s) || !be->rounds_kept) return;
-    for (int dt = MDS_BF16; dt <= MDS_F16; dt++) {
-        struct drops dd = make_drops(0.3f, s->B, 3);
-        int hs = s->C / s->NH;
-        size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, row = C + 2 * (size_t)s->NH * hs;
-        size_t nl = (size_t)s->B * s->NH * s->T;
-        tf qkv = tf_rand(BT * row, 1), out = tf_rand(BT * C, 1), lse = tf_rand(nl, 1);
-        set_compute(dt);
-        attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, s->NH, dd.host);
-        if (!backward) {
-            be->ops.attention_forward(out.dev, lse.dev, qkv.dev, s->B, s->T, s->C, s->NH, s->NH, dd.dev);
-            kept_check("out (dropout)", &out, dt);
-            check_f("lse (dropout)", &lse, ATOL, RTOL);
-        } else {
-            be->copy(out.dev, out.ref, BT * C * sizeof(float));
-            be->copy(lse.dev, lse.ref, nl * sizeof(float));
-            tf dqkv = tf_rand(BT * row, 1), dout = tf_rand(BT * C, 1);
-            attention_backward_cpu(dqkv.ref, dout.ref, qkv.ref, out.ref, lse.ref, s->B, s->T, s->C, s->NH, s->NH,
-                                   dd.host);
-            be->ops.attention_backward(dqkv.dev, dout.dev, qkv.dev, out.dev, lse.dev, s->B, s->T, s->C, s->NH, s->NH,
-                                       dd.dev);
-            kept_check("dqkv (dropout)", &dqkv, dt);
-            tf_free(&dqkv); tf_free(&dout);
-        }
-        set_compute(MDS_F32);
-        tf_free(&qkv); tf_free(&out); tf_free(&lse);
-        free_drops(&dd);
-    }
-}
 
+/* Attention with the fp32 kernels: fp32, and where the backend rounds what
+ * it keeps (rounds_kept) bf16 and fp16 with dropout too (the fp32 kernels
+ * then the wrapper's rounding; without dropout a 16-bit dtype takes the
+ * tensor-core kernels, t_attention_16): out and dqkv kept_check'd. */
 static void t_attention_forward(const struct shape *s)
 {
     if (!attention_shape(s)) return;
-    for (int dv = 0; dv < 2; dv++)
+    for (int dt = MDS_F32; dt < (be->rounds_kept ? MDS_NUM_DTYPES : MDS_F32 + 1); dt++)
+    for (int dv = dt != MDS_F32; dv < 2; dv++)
     for (int nkv = s->NH; nkv >= 1; nkv = next_nkv(s->NH, nkv)) {
         struct drops dd = make_drops(dv ? 0.3f : 0.0f, s->B, 3);
         mds_dropout drop = dd.host, ddrop = dd.dev;
         int hs = s->C / s->NH;
         size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, row = C + 2 * (size_t)nkv * hs;
         tf out = tf_rand(BT * C, 1), lse = tf_rand((size_t)s->B * s->NH * s->T, 1), qkv = tf_rand(BT * row, 1);
+        set_compute(dt);
         attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, nkv, drop);
         be->ops.attention_forward(out.dev, lse.dev, qkv.dev, s->B, s->T, s->C, s->NH, nkv, ddrop);
-        check_f(dv ? "out (dropout)" : nkv == s->NH ? "out" : "out (gqa)", &out, ATOL, RTOL);
+        kept_check(dv ? "out (dropout)" : nkv == s->NH ? "out" : "out (gqa)", &out, dt);
         check_f(dv ? "lse (dropout)" : nkv == s->NH ? "lse" : "lse (gqa)", &lse, ATOL, RTOL);
+        set_compute(MDS_F32);
         tf_free(&out); tf_free(&lse); tf_free(&qkv);
         free_drops(&dd);
     }
     t_attention_16(s, 0);
-    t_attention_kept(s, 0);
 }
 
 static void t_attention_backward(const struct shape *s)
 {
     if (!attention_shape(s)) return;
-    for (int dv = 0; dv < 2; dv++)
+    for (int dt = MDS_F32; dt < (be->rounds_kept ? MDS_NUM_DTYPES : MDS_F32 + 1); dt++)
+    for (int dv = dt != MDS_F32; dv < 2; dv++)
     for (int nkv = s->NH; nkv >= 1; nkv = next_nkv(s->NH, nkv)) {
         struct drops dd = make_drops(dv ? 0.3f : 0.0f, s->B, 3);
         mds_dropout drop = dd.host, ddrop = dd.dev;
@@ -536,6 +509,7 @@ static void t_attention_backward(const struct shape *s)
         size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, row = C + 2 * (size_t)nkv * hs;
         size_t nl = (size_t)s->B * s->NH * s->T;
         tf qkv = tf_rand(BT * row, 1), out = tf_rand(BT * C, 1), lse = tf_rand(nl, 1);
+        set_compute(dt);
         /* a consistent forward (out, lse) for the backward to start from */
         attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, nkv, drop);
         be->copy(out.dev, out.ref, BT * C * sizeof(float));
@@ -543,12 +517,12 @@ static void t_attention_backward(const struct shape *s)
         tf dqkv = tf_rand(BT * row, 1), dout = tf_rand(BT * C, 1);
         attention_backward_cpu(dqkv.ref, dout.ref, qkv.ref, out.ref, lse.ref, s->B, s->T, s->C, s->NH, nkv, drop);
         be->ops.attention_backward(dqkv.dev, dout.dev, qkv.dev, out.dev, lse.dev, s->B, s->T, s->C, s->NH, nkv, ddrop);
-        check_f(dv ? "dqkv (dropout)" : nkv == s->NH ? "dqkv" : "dqkv (gqa)", &dqkv, ATOL, RTOL);
+        kept_check(dv ? "dqkv (dropout)" : nkv == s->NH ? "dqkv" : "dqkv (gqa)", &dqkv, dt);
+        set_compute(MDS_F32);
         tf_free(&qkv); tf_free(&out); tf_free(&lse); tf_free(&dqkv); tf_free(&dout);
         free_drops(&dd);
     }
     t_attention_16(s, 1);
-    t_attention_kept(s, 1);
 }
 
 /*
