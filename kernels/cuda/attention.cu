@@ -216,7 +216,10 @@ struct fa_args {
     float scale, dscale;  /* 1 / sqrt(hs); 1 / (1 - p) */
     uint32_t thr;         /* the dropout threshold of p */
     mds_dropout drop;
-    int vec;              /* hs, row, C and the tensors' addresses all multiples of 4 floats (am_fetch) */
+    int vec;              /* hs, row, C and the tensors' addresses all multiples of 4 floats (am_heads) */
+    const uint16_t *p16;  /* the tensor-core kernels' packed 16-bit q, k, v: (B, NH + 2 NKV, Tp, D) */
+    const uint16_t *d16;  /* and dO: (B, NH, Tp, D) (backward) */
+    int Tp;               /* T rounded up to 64 (AM_ROWS) */
     int kd;               /* the dtype out and dqkv are kept as (rounds_kept: the compute dtype) */
 };
 
@@ -630,71 +633,100 @@ __device__ static inline void am_ctoa(am_u32 (&a)[4], const float (&c0)[4], cons
     a[3] = am_pack<DT>(c1[2], c1[3]);
 }
 
-/* Element groups of a 64-row tile of width D held in registers: group i
- * is row f / (D / 4), columns f % (D / 4) * 4 .. + 3 of the tile, f =
- * threadIdx.x + i AM_THREADS (16 threads a row at D = 64: a row's 256
- * bytes in one load of a half warp); am_regs<N> holds groups i0 .. i0 + N
- * - 1. */
-template <int N>
-struct am_regs {
-    float4 v[N];
-};
-
-/* Groups i0 .. i0 + N - 1 of the tile from rows of x (row r at x + r *
- * stride, hs floats) into s: zeros past the n valid rows and past hs.
- * vec: hs, stride and x are multiples of 4 floats (16 bytes), so a group
- * is either all in or all past hs and one float4 load. */
-template <int D, int N>
-__device__ static inline void am_fetch(am_regs<N> &s, const float *x, size_t stride, int n, int hs, bool vec,
-                                       int i0 = 0)
-{
-FA_UNROLL
-    for (int i = 0; i < N; i++) {
-        int f = (int)threadIdx.x + (i0 + i) * AM_THREADS, r = f / (D / 4), c = f % (D / 4) * 4;
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (r < n && c < hs) {
-            const float *p = x + (size_t)r * stride + c;
-            if (vec) {
-                v = __ldg((const float4 *)p);
-            } else {
-                v.x = __ldg(p);
-                if (c + 1 < hs) v.y = __ldg(p + 1);
-                if (c + 2 < hs) v.z = __ldg(p + 2);
-                if (c + 3 < hs) v.w = __ldg(p + 3);
-            }
-        }
-        s.v[i] = v;
-    }
-}
-
-/* The fetched groups rounded to DT into `rows` (row stride D + 8). */
-template <int DT, int D, int N>
-__device__ static inline void am_put(am_u16 *rows, const am_regs<N> &s, int i0 = 0)
-{
-FA_UNROLL
-    for (int i = 0; i < N; i++) {
-        int f = (int)threadIdx.x + (i0 + i) * AM_THREADS, r = f / (D / 4), c = f % (D / 4) * 4;
-        uint2 w;
-        w.x = am_pack<DT>(s.v[i].x, s.v[i].y);
-        w.y = am_pack<DT>(s.v[i].z, s.v[i].w);
-        *(uint2 *)&rows[r * (D + 8) + c] = w;
-    }
-}
-
-/* The whole tile into `rows`, every load of a part issued before its
- * stores: the whole tile at D = 64 (8 groups, 32 registers); at D = 128,
- * parts of 2 (what ptxas allocates best beside the dq and dk/dv kernels'
- * accumulators: 244 registers for dq, where parts of 8 take 255 and spill). */
+/* The tensor-core kernels read 16-bit copies of their operands, packed
+ * head by head (am_heads): (B, heads, Tp, D), Tp = T rounded up to 64, each
+ * head's rows D halves long, zeros past T and past hs, so that a tile of
+ * 64 rows is 64 D contiguous halves and loads without a bound or a
+ * conversion.  Rounded as the kernels rounded their tiles before (cvt.rn):
+ * the same operands, the same bits. */
 template <int DT, int D>
-__device__ static inline void am_load(am_u16 *rows, const float *x, size_t stride, int n, int hs, bool vec)
+__global__ static void am_heads_kernel(am_u16 *dst, const float *src, size_t stride, int T, int Tp, int nh, int hs,
+                                      int vec)
 {
-    constexpr int N = AM_ROWS * D / 4 / AM_THREADS, P = D == 64 ? 8 : 2;
-FA_UNROLL
-    for (int i0 = 0; i0 < N; i0 += P) {
-        am_regs<P> r;
-        am_fetch<D>(r, x, stride, n, hs, vec, i0);
-        am_put<DT, D>(rows, r, i0);
+    size_t e = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    if (e >= (size_t)Tp * D)
+        return;
+    int j = blockIdx.y, b = blockIdx.z, t = (int)(e / D), d = (int)(e % D);
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (t < T && d < hs) {
+        const float *p = src + ((size_t)b * T + t) * stride + (size_t)j * hs + d;
+        if (vec) {
+            v = __ldg((const float4 *)p);
+        } else {
+            v.x = __ldg(p);
+            if (d + 1 < hs) v.y = __ldg(p + 1);
+            if (d + 2 < hs) v.z = __ldg(p + 2);
+            if (d + 3 < hs) v.w = __ldg(p + 3);
+        }
     }
+    uint2 w;
+    w.x = am_pack<DT>(v.x, v.y);
+    w.y = am_pack<DT>(v.z, v.w);
+    *(uint2 *)(dst + (((size_t)b * nh + j) * Tp + t) * D + d) = w;
+}
+
+/* Asynchronous copies into shared memory (cp.async: issued, committed as a
+ * group, waited for; each thread then syncs the block before reading what
+ * others copied).  16 bytes, or 4 with zeros where `in` is false.  Under
+ * tests/cudacpu a copy is done when issued. */
+__device__ static inline void am_cp16(void *dst, const void *src)
+{
+#ifdef MDS_TESTS_CUDACPU_CUDA_SHIM_H
+    memcpy(dst, src, 16);
+#else
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
+#endif
+}
+__device__ static inline void am_cp4(float *dst, const float *src, bool in)
+{
+#ifdef MDS_TESTS_CUDACPU_CUDA_SHIM_H
+    *dst = in ? *src : 0.0f;
+#else
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(s), "l"(src), "r"(in ? 4 : 0) : "memory");
+#endif
+}
+__device__ static inline void am_commit(void)
+{
+#ifndef MDS_TESTS_CUDACPU_CUDA_SHIM_H
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+/* until at most N of this thread's groups are still in flight */
+template <int N>
+__device__ static inline void am_wait(void)
+{
+#ifndef MDS_TESTS_CUDACPU_CUDA_SHIM_H
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+/* A tile (64 rows from src, a packed head) into `rows` (stride D + 8
+ * halves: the eight rows an ldmatrix phase reads fall in distinct banks),
+ * 16 bytes a copy. */
+template <int D>
+__device__ static inline void am_tile(am_u16 *rows, const am_u16 *src)
+{
+    constexpr int CR = D / 8, N = AM_ROWS * CR / AM_THREADS;
+FA_UNROLL
+    for (int i = 0; i < N; i++) {
+        int f = (int)threadIdx.x + i * AM_THREADS, r = f / CR, c = f % CR * 8;
+        am_cp16(rows + r * (D + 8) + c, src + (size_t)r * D + c);
+    }
+}
+
+/* The backward's lse and D of the 64 queries from q0 (zeros past T) into
+ * Ls and Ds: a thread each. */
+__device__ static inline void am_rows(float *Ls, float *Ds, const fa_args &a, int b, int h, int q0)
+{
+    int i = threadIdx.x & (AM_ROWS - 1);
+    size_t at = ((size_t)b * a.NH + h) * a.T + q0 + i;
+    bool in = q0 + i < a.T;
+    if (threadIdx.x < AM_ROWS)
+        am_cp4(Ls + i, a.lse + (in ? at : 0), in);
+    else
+        am_cp4(Ds + i, a.Dg + (in ? at : 0), in);
 }
 
 /* Quad (the four threads of an mma row) max and sum. */
@@ -777,27 +809,25 @@ FA_UNROLL
  * first): Q's fragments stay in registers; per key tile up to the
  * diagonal, S = Q K^T, masked (where a tile needs it) and scaled into
  * base 2, the running max, P = exp2(S - m) (rounded to DT for the
- * product), O = O 2^(m - m') + P V.
+ * product), O = O 2^(m - m') + P V.  K and V tiles are double-buffered:
+ * the next tile's copies are in flight while the current one computes.
  */
 template <int DT, int D>
 __global__ __launch_bounds__(AM_THREADS) static void am_forward_kernel(fa_args a)
 {
-    constexpr int LD = D + 8, NB = AM_ROWS / 8, KD = D / 16, ND = D / 8;
+    constexpr int LD = D + 8, NB = AM_ROWS / 8, KD = D / 16, ND = D / 8, TL = AM_ROWS * LD;
     extern __shared__ uint4 am_sm[];
-    am_u16 *Qs = (am_u16 *)am_sm, *Ks = Qs + AM_ROWS * LD, *Vs = Ks + AM_ROWS * LD;
+    am_u16 *Qs = (am_u16 *)am_sm, *KV = Qs + TL;   /* stage st: K at KV + 2 st TL, V after it */
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int h = blockIdx.y, b = blockIdx.z, q0 = (int)(gridDim.x - 1 - blockIdx.x) * AM_ROWS;
     int T = a.T, hs = a.hs, grp = h / (a.NH / a.NKV), nq = fa_min(AM_ROWS, T - q0), kend = q0 + nq;
-    size_t row = a.row;
-    bool vec = a.vec;
-    const float *base = a.qkv + (size_t)b * T * row;
-    const float *kb = base + a.C + (size_t)grp * hs, *vb = base + a.C + ((size_t)a.NKV + grp) * hs;
-    am_load<DT, D>(Qs, base + (size_t)q0 * row + (size_t)h * hs, row, nq, hs, vec);
-    __syncthreads();
+    const am_u16 *pb = a.p16 + (size_t)b * (a.NH + 2 * a.NKV) * a.Tp * D;
+    const am_u16 *ks = pb + (size_t)(a.NH + grp) * a.Tp * D, *vs = pb + (size_t)(a.NH + a.NKV + grp) * a.Tp * D;
+    am_tile<D>(Qs, pb + ((size_t)h * a.Tp + q0) * D);
+    am_tile<D>(KV, ks);
+    am_tile<D>(KV + TL, vs);
+    am_commit();
     am_u32 qa[KD][4];
-FA_UNROLL
-    for (int kk = 0; kk < KD; kk++)
-        am_ldsm4<false>(qa[kk], Qs, LD, warp * 16, kk * 16);
     float o[ND][4];
 FA_UNROLL
     for (int nd = 0; nd < ND; nd++)
@@ -805,14 +835,37 @@ FA_UNROLL
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     int r[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
     float sl2 = a.scale * AM_LOG2E;
-    for (int k0 = 0; k0 < kend; k0 += AM_ROWS) {
-        int nk = fa_min(AM_ROWS, T - k0);
-        __syncthreads();   /* the previous tile's K and V are no longer read */
-        am_load<DT, D>(Ks, kb + (size_t)k0 * row, row, nk, hs, vec);
-        am_load<DT, D>(Vs, vb + (size_t)k0 * row, row, nk, hs, vec);
+    int nt = (kend + AM_ROWS - 1) / AM_ROWS;
+    for (int it = 0; it < nt; it++) {
+        int k0 = it * AM_ROWS;
+        const am_u16 *Ks = KV + 2 * (it & 1) * TL, *Vs = Ks + TL;
+        if (it + 1 < nt) {
+            am_u16 *Kn = KV + 2 * ((it + 1) & 1) * TL;
+            am_tile<D>(Kn, ks + (size_t)(k0 + AM_ROWS) * D);
+            am_tile<D>(Kn + TL, vs + (size_t)(k0 + AM_ROWS) * D);
+            am_commit();
+            am_wait<1>();
+        } else {
+            am_wait<0>();
+        }
         __syncthreads();
+        if (it == 0)
+FA_UNROLL
+            for (int kk = 0; kk < KD; kk++)
+                am_ldsm4<false>(qa[kk], Qs, LD, warp * 16, kk * 16);
         float s[NB][4];
-        am_scores<DT, D>(s, Qs, warp * 16, Ks);
+FA_UNROLL
+        for (int nb = 0; nb < NB; nb++)
+            s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+FA_UNROLL
+        for (int kk = 0; kk < KD; kk++)
+FA_UNROLL
+            for (int nb = 0; nb < NB; nb += 2) {
+                am_u32 fb[4];
+                am_ldsm4<false>(fb, Ks, LD, nb * 8, kk * 16);
+                am_mma<DT>(s[nb], qa[kk], fb[0], fb[2]);
+                am_mma<DT>(s[nb + 1], qa[kk], fb[1], fb[3]);
+            }
         /* every key of the tile before every query of the block, and below T */
         bool whole = k0 + AM_ROWS <= q0 && k0 + AM_ROWS <= T;
         float mx[2] = {-INFINITY, -INFINITY};
@@ -859,6 +912,7 @@ FA_UNROLL
             for (int i = 0; i < 4; i++)
                 o[nd][i] = o[nd][i] * alpha[i >> 1];
         am_accum<DT, D>(o, s, Vs);
+        __syncthreads();   /* this stage is refilled at the top of the next tile but one */
     }
 FA_UNROLL
     for (int hi = 0; hi < 2; hi++)
@@ -879,51 +933,62 @@ FA_UNROLL
                 a.lse[((size_t)b * a.NH + h) * T + r[hi]] = (m[hi] + log2f(l[hi])) * AM_LN2;
 }
 
-/* The query side of a backward tile: q and dO of the 64 queries from q0 of
- * head h in row b, with lse (in base 2) and D of those below n. */
-template <int DT, int D>
-__device__ static inline void am_load_queries(am_u16 *Qs, am_u16 *dOs, float *Ls, float *Ds, const fa_args &a, int b,
-                                              int h, int q0, int n)
+/* The query side of a backward tile, issued (am_tile, am_rows): q and dO
+ * of the 64 queries from q0 of head h in row b, their lse and D. */
+template <int D>
+__device__ static inline void am_queries(am_u16 *Qs, am_u16 *dOs, float *Ls, float *Ds, const fa_args &a, int b,
+                                         int h, int q0)
 {
-    size_t at = ((size_t)b * a.NH + h) * a.T + q0;
-    int i = threadIdx.x;
-    am_load<DT, D>(Qs, a.qkv + ((size_t)b * a.T + q0) * a.row + (size_t)h * a.hs, a.row, n, a.hs, a.vec);
-    am_load<DT, D>(dOs, a.dout + ((size_t)b * a.T + q0) * a.C + (size_t)h * a.hs, a.C, n, a.hs, a.vec);
-    if (i < AM_ROWS) {
-        Ls[i] = i < n ? a.lse[at + i] * AM_LOG2E : 0.0f;
-        Ds[i] = i < n ? a.Dg[at + i] : 0.0f;
-    }
+    size_t hq = (size_t)b * (a.NH + 2 * a.NKV) + h, hd = (size_t)b * a.NH + h;
+    am_tile<D>(Qs, a.p16 + (hq * a.Tp + q0) * D);
+    am_tile<D>(dOs, a.d16 + (hd * a.Tp + q0) * D);
+    am_rows(Ls, Ds, a, b, h, q0);
 }
 
 /* dq of the 64 queries from q0 of head h, row b: per key tile up to the
- * diagonal, S = Q K^T and dP = dO V^T, P = exp2(S scale log2 e - lse
- * log2 e), dS = P (dP - D) scale, dq += dS K. */
+ * diagonal (double-buffered as the forward's), S = Q K^T and dP = dO V^T,
+ * P = exp2(S scale log2 e - lse log2 e), dS = P (dP - D) scale, dq += dS K. */
 template <int DT, int D>
 __global__ __launch_bounds__(AM_THREADS) static void am_dq_kernel(fa_args a)
 {
-    constexpr int LD = D + 8, NB = AM_ROWS / 8;
+    constexpr int LD = D + 8, NB = AM_ROWS / 8, TL = AM_ROWS * LD;
     extern __shared__ uint4 am_sm[];
-    am_u16 *Qs = (am_u16 *)am_sm, *dOs = Qs + AM_ROWS * LD, *Ks = dOs + AM_ROWS * LD, *Vs = Ks + AM_ROWS * LD;
-    float *Ls = (float *)(Vs + AM_ROWS * LD), *Ds = Ls + AM_ROWS;
+    am_u16 *Qs = (am_u16 *)am_sm, *dOs = Qs + TL, *KV = dOs + TL;   /* stage st: K at KV + 2 st TL, V after */
+    float *Ls = (float *)(KV + 4 * TL), *Ds = Ls + AM_ROWS;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int h = blockIdx.y, b = blockIdx.z, q0 = (int)(gridDim.x - 1 - blockIdx.x) * AM_ROWS;
     int T = a.T, hs = a.hs, grp = h / (a.NH / a.NKV), nq = fa_min(AM_ROWS, T - q0), kend = q0 + nq;
-    size_t row = a.row;
-    bool vec = a.vec;
-    const float *base = a.qkv + (size_t)b * T * row;
-    const float *kb = base + a.C + (size_t)grp * hs, *vb = base + a.C + ((size_t)a.NKV + grp) * hs;
-    am_load_queries<DT, D>(Qs, dOs, Ls, Ds, a, b, h, q0, nq);
+    const am_u16 *pb = a.p16 + (size_t)b * (a.NH + 2 * a.NKV) * a.Tp * D;
+    const am_u16 *ks = pb + (size_t)(a.NH + grp) * a.Tp * D, *vs = pb + (size_t)(a.NH + a.NKV + grp) * a.Tp * D;
+    am_queries<D>(Qs, dOs, Ls, Ds, a, b, h, q0);
+    am_tile<D>(KV, ks);
+    am_tile<D>(KV + TL, vs);
+    am_commit();
     float acc[D / 8][4];
 FA_UNROLL
     for (int nd = 0; nd < D / 8; nd++)
         acc[nd][0] = acc[nd][1] = acc[nd][2] = acc[nd][3] = 0.0f;
-    float sl2 = a.scale * AM_LOG2E;
-    for (int k0 = 0; k0 < kend; k0 += AM_ROWS) {
-        int nk = fa_min(AM_ROWS, T - k0);
+    float sl2 = a.scale * AM_LOG2E, lr[2] = {0.0f, 0.0f}, dr[2] = {0.0f, 0.0f};
+    int nt = (kend + AM_ROWS - 1) / AM_ROWS;
+    for (int it = 0; it < nt; it++) {
+        int k0 = it * AM_ROWS;
+        const am_u16 *Ks = KV + 2 * (it & 1) * TL, *Vs = Ks + TL;
+        if (it + 1 < nt) {
+            am_u16 *Kn = KV + 2 * ((it + 1) & 1) * TL;
+            am_tile<D>(Kn, ks + (size_t)(k0 + AM_ROWS) * D);
+            am_tile<D>(Kn + TL, vs + (size_t)(k0 + AM_ROWS) * D);
+            am_commit();
+            am_wait<1>();
+        } else {
+            am_wait<0>();
+        }
         __syncthreads();
-        am_load<DT, D>(Ks, kb + (size_t)k0 * row, row, nk, hs, vec);
-        am_load<DT, D>(Vs, vb + (size_t)k0 * row, row, nk, hs, vec);
-        __syncthreads();
+        if (it == 0)
+FA_UNROLL
+            for (int hi = 0; hi < 2; hi++) {
+                lr[hi] = Ls[warp * 16 + g + 8 * hi] * AM_LOG2E;
+                dr[hi] = Ds[warp * 16 + g + 8 * hi];
+            }
         float s[NB][4], dp[NB][4];
         am_scores<DT, D>(s, Qs, warp * 16, Ks);
         am_scores<DT, D>(dp, dOs, warp * 16, Vs);
@@ -931,93 +996,140 @@ FA_UNROLL
         for (int nb = 0; nb < NB; nb++)
 FA_UNROLL
             for (int i = 0; i < 4; i++) {
-                int rl = warp * 16 + g + 8 * (i >> 1), tq = q0 + rl, j = k0 + nb * 8 + t * 2 + (i & 1);
+                int tq = q0 + warp * 16 + g + 8 * (i >> 1), j = k0 + nb * 8 + t * 2 + (i & 1);
                 float ds = 0.0f;
                 if (j <= tq && tq < T) {
-                    float p = exp2f(s[nb][i] * sl2 - Ls[rl]);
-                    ds = p * (dp[nb][i] - Ds[rl]) * a.scale;
+                    float p = exp2f(s[nb][i] * sl2 - lr[i >> 1]);
+                    ds = p * (dp[nb][i] - dr[i >> 1]) * a.scale;
                 }
                 s[nb][i] = ds;
             }
         am_accum<DT, D>(acc, s, Ks);
+        __syncthreads();
     }
-    am_add_out<D>(a.dqkv + (size_t)b * T * row + (size_t)h * hs, row, acc, q0 + warp * 16, T, hs, a.kd);
+    am_add_out<D>(a.dqkv + (size_t)b * T * a.row + (size_t)h * hs, a.row, acc, q0 + warp * 16, T, hs, a.kd);
 }
 
 /* dk and dv of the 64 keys from k0 of group grp, row b: for the group's
- * heads in order and the query tiles from the diagonal on, S^T = K Q^T,
- * dP^T = V dO^T, P^T, dS^T, then dv += P^T dO and dk += dS^T Q. */
+ * heads in order and the query tiles from the diagonal on (their q, dO,
+ * lse and D double-buffered), S^T = K Q^T, dP^T = V dO^T, P^T, dS^T, then
+ * dv += P^T dO and dk += dS^T Q. */
 template <int DT, int D>
 __global__ __launch_bounds__(AM_THREADS) static void am_dkv_kernel(fa_args a)
 {
-    constexpr int LD = D + 8, NB = AM_ROWS / 8;
+    constexpr int LD = D + 8, NB = AM_ROWS / 8, TL = AM_ROWS * LD;
     extern __shared__ uint4 am_sm[];
-    am_u16 *Ks = (am_u16 *)am_sm, *Vs = Ks + AM_ROWS * LD, *Qs = Vs + AM_ROWS * LD, *dOs = Qs + AM_ROWS * LD;
-    float *Ls = (float *)(dOs + AM_ROWS * LD), *Ds = Ls + AM_ROWS;
+    am_u16 *Ks = (am_u16 *)am_sm, *Vs = Ks + TL, *QD = Vs + TL;   /* stage st: q at QD + 2 st TL, dO after */
+    float *LDs = (float *)(QD + 4 * TL);                         /* stage st: lse at LDs + 2 st 64, D after */
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int k0 = blockIdx.x * AM_ROWS, grp = blockIdx.y, b = blockIdx.z;
-    int T = a.T, hs = a.hs, R = a.NH / a.NKV, nk = fa_min(AM_ROWS, T - k0);
-    size_t row = a.row, koff = (size_t)a.C + (size_t)grp * hs, voff = (size_t)a.C + ((size_t)a.NKV + grp) * hs;
-    bool vec = a.vec;
-    const float *base = a.qkv + (size_t)b * T * row;
-    am_load<DT, D>(Ks, base + (size_t)k0 * row + koff, row, nk, hs, vec);
-    am_load<DT, D>(Vs, base + (size_t)k0 * row + voff, row, nk, hs, vec);
+    int T = a.T, hs = a.hs, R = a.NH / a.NKV, nqt = (T - k0 + AM_ROWS - 1) / AM_ROWS, nt = R * nqt;
+    size_t koff = (size_t)a.C + (size_t)grp * hs, voff = (size_t)a.C + ((size_t)a.NKV + grp) * hs;
+    const am_u16 *pb = a.p16 + (size_t)b * (a.NH + 2 * a.NKV) * a.Tp * D;
+    am_tile<D>(Ks, pb + ((size_t)(a.NH + grp) * a.Tp + k0) * D);
+    am_tile<D>(Vs, pb + ((size_t)(a.NH + a.NKV + grp) * a.Tp + k0) * D);
+    am_queries<D>(QD, QD + TL, LDs, LDs + AM_ROWS, a, b, grp * R, k0);
+    am_commit();
     float ak[D / 8][4], av[D / 8][4];
 FA_UNROLL
     for (int nd = 0; nd < D / 8; nd++)
         ak[nd][0] = ak[nd][1] = ak[nd][2] = ak[nd][3] = av[nd][0] = av[nd][1] = av[nd][2] = av[nd][3] = 0.0f;
     float sl2 = a.scale * AM_LOG2E;
-    for (int h = grp * R; h < (grp + 1) * R; h++)
-        for (int q0 = k0; q0 < T; q0 += AM_ROWS) {
-            __syncthreads();
-            am_load_queries<DT, D>(Qs, dOs, Ls, Ds, a, b, h, q0, fa_min(AM_ROWS, T - q0));
-            __syncthreads();
-            float s[NB][4], dp[NB][4];
-            am_scores<DT, D>(s, Ks, warp * 16, Qs);
-            am_scores<DT, D>(dp, Vs, warp * 16, dOs);
-FA_UNROLL
-            for (int nb = 0; nb < NB; nb++)
-FA_UNROLL
-                for (int i = 0; i < 4; i++) {
-                    int j = k0 + warp * 16 + g + 8 * (i >> 1), ql = nb * 8 + t * 2 + (i & 1), tq = q0 + ql;
-                    float p = 0.0f, ds = 0.0f;
-                    if (j <= tq && tq < T && j < T) {
-                        p = exp2f(s[nb][i] * sl2 - Ls[ql]);
-                        ds = p * (dp[nb][i] - Ds[ql]) * a.scale;
-                    }
-                    s[nb][i] = p;
-                    dp[nb][i] = ds;
-                }
-            am_accum<DT, D>(av, s, dOs);
-            am_accum<DT, D>(ak, dp, Qs);
+    for (int it = 0; it < nt; it++) {
+        int q0 = k0 + it % nqt * AM_ROWS, st = it & 1;
+        const am_u16 *Qs = QD + 2 * st * TL, *dOs = Qs + TL;
+        const float *Ls = LDs + 2 * st * AM_ROWS, *Ds = Ls + AM_ROWS;
+        if (it + 1 < nt) {
+            int n = it + 1, sn = n & 1;
+            am_queries<D>(QD + 2 * sn * TL, QD + (2 * sn + 1) * TL, LDs + 2 * sn * AM_ROWS, LDs + (2 * sn + 1) * AM_ROWS,
+                          a, b, grp * R + n / nqt, k0 + n % nqt * AM_ROWS);
+            am_commit();
+            am_wait<1>();
+        } else {
+            am_wait<0>();
         }
-    am_add_out<D>(a.dqkv + (size_t)b * T * row + koff, row, ak, k0 + warp * 16, T, hs, a.kd);
-    am_add_out<D>(a.dqkv + (size_t)b * T * row + voff, row, av, k0 + warp * 16, T, hs, a.kd);
+        __syncthreads();
+        float s[NB][4], dp[NB][4];
+        am_scores<DT, D>(s, Ks, warp * 16, Qs);
+        am_scores<DT, D>(dp, Vs, warp * 16, dOs);
+FA_UNROLL
+        for (int nb = 0; nb < NB; nb++)
+FA_UNROLL
+            for (int i = 0; i < 4; i++) {
+                int j = k0 + warp * 16 + g + 8 * (i >> 1), ql = nb * 8 + t * 2 + (i & 1), tq = q0 + ql;
+                float p = 0.0f, ds = 0.0f;
+                if (j <= tq && tq < T && j < T) {
+                    p = exp2f(s[nb][i] * sl2 - Ls[ql] * AM_LOG2E);
+                    ds = p * (dp[nb][i] - Ds[ql]) * a.scale;
+                }
+                s[nb][i] = p;
+                dp[nb][i] = ds;
+            }
+        am_accum<DT, D>(av, s, dOs);
+        am_accum<DT, D>(ak, dp, Qs);
+        __syncthreads();
+    }
+    am_add_out<D>(a.dqkv + (size_t)b * T * a.row + koff, a.row, ak, k0 + warp * 16, T, hs, a.kd);
+    am_add_out<D>(a.dqkv + (size_t)b * T * a.row + voff, a.row, av, k0 + warp * 16, T, hs, a.kd);
 }
 
-template <int D> static size_t am_forward_smem(void) { return 2 * (size_t)3 * AM_ROWS * (D + 8); }
-template <int D> static size_t am_dq_smem(void)
+/* Shared memory: the forward's Q and two stages of K and V; the dq
+ * kernel's Q and dO, two stages of K and V, lse and D; the dk/dv kernel's
+ * K and V, two stages of q, dO, lse and D. */
+template <int D> static size_t am_tile_bytes(void) { return 2 * (size_t)AM_ROWS * (D + 8); }
+template <int D> static size_t am_forward_smem(void) { return 5 * am_tile_bytes<D>(); }
+template <int D> static size_t am_dq_smem(void) { return 6 * am_tile_bytes<D>() + 2 * AM_ROWS * sizeof(float); }
+template <int D> static size_t am_dkv_smem(void) { return 6 * am_tile_bytes<D>() + 4 * AM_ROWS * sizeof(float); }
+
+/* Bytes of nh packed heads of B rows. */
+template <int D> static size_t am_heads_bytes(const fa_args &a, int B, int nh)
 {
-    return 2 * (size_t)4 * AM_ROWS * (D + 8) + 2 * AM_ROWS * sizeof(float);
+    return (size_t)B * nh * a.Tp * D * sizeof(am_u16);
 }
-template <int D> static size_t am_dkv_smem(void) { return am_dq_smem<D>(); }
+
+/* nh heads of hs floats, from column 0 of rows of src (stride floats
+ * apart), packed into dst (am_heads_kernel); vec as fa_args's. */
+template <int DT, int D>
+static void am_heads(am_u16 *dst, const float *src, size_t stride, const fa_args &a, int B, int nh, int vec)
+{
+    size_t n4 = (size_t)a.Tp * D / 4;
+    auto kernel = am_heads_kernel<DT, D>;
+    kernel<<<dim3((unsigned)((n4 + 255) / 256), nh, B), 256>>>(dst, src, stride, a.T, a.Tp, nh, a.hs, vec);
+    MDS_CU_LAUNCHED("attention (16-bit heads)");
+}
 
 template <int DT, int D>
-static void am_forward(const fa_args &a, int B)
+static void am_forward(fa_args a, int B)
 {
+    int nhp = a.NH + 2 * a.NKV;
     size_t smem = am_forward_smem<D>();
     if (att_smem((const void *)am_forward_kernel<DT, D>, smem, "attention_forward")) return;
+    am_u16 *p16 = (am_u16 *)mds_cuda_scratch(am_heads_bytes<D>(a, B, nhp));
+    if (!p16) return;
+    am_heads<DT, D>(p16, a.qkv, a.row, a, B, nhp, a.vec);
+    a.p16 = p16;
     auto kernel = am_forward_kernel<DT, D>;
     kernel<<<dim3((a.T + AM_ROWS - 1) / AM_ROWS, a.NH, B), AM_THREADS, smem>>>(a);
     MDS_CU_LAUNCHED("attention_forward");
 }
 
+/* The scratch: D, then the packed q, k, v and dO. */
 template <int DT, int D>
-static void am_backward(const fa_args &a, int B)
+static void am_backward(fa_args a, int B, int dvec)
 {
+    int nhp = a.NH + 2 * a.NKV;
     size_t sq = am_dq_smem<D>(), skv = am_dkv_smem<D>();
     if (att_smem((const void *)am_dq_kernel<DT, D>, sq, "attention_backward (dq)")) return;
     if (att_smem((const void *)am_dkv_kernel<DT, D>, skv, "attention_backward (dk, dv)")) return;
+    size_t n = (size_t)B * a.NH * a.T, dg = (n * sizeof(float) + 255) / 256 * 256, pq = am_heads_bytes<D>(a, B, nhp);
+    char *s = (char *)mds_cuda_scratch(dg + pq + am_heads_bytes<D>(a, B, a.NH));
+    if (!s) return;
+    a.Dg = (float *)s;
+    fa_rowdot_kernel<<<mds_cu_blocks(n, MDS_CU_THREADS), MDS_CU_THREADS>>>(a, n);
+    MDS_CU_LAUNCHED("attention_backward (D)");
+    am_heads<DT, D>((am_u16 *)(s + dg), a.qkv, a.row, a, B, nhp, a.vec);
+    am_heads<DT, D>((am_u16 *)(s + dg + pq), a.dout, a.C, a, B, a.NH, dvec);
+    a.p16 = (const am_u16 *)(s + dg), a.d16 = (const am_u16 *)(s + dg + pq);
     auto dq = am_dq_kernel<DT, D>, dkv = am_dkv_kernel<DT, D>;
     dq<<<dim3((a.T + AM_ROWS - 1) / AM_ROWS, a.NH, B), AM_THREADS, sq>>>(a);
     MDS_CU_LAUNCHED("attention_backward (dq)");
@@ -1026,19 +1138,22 @@ static void am_backward(const fa_args &a, int B)
 }
 
 /* The tensor-core kernels take this op: a 16-bit compute dtype, no
- * attention dropout, heads up to 128 wide. */
+ * attention dropout, heads up to 128 wide, at most 65535 heads in a row
+ * of qkv (the packing's grid). */
 static int am_takes(const fa_args &a)
 {
-    return mds_cuda_compute_dtype() != MDS_F32 && !(a.drop.p > 0.0f) && a.hs <= 128;
+    return mds_cuda_compute_dtype() != MDS_F32 && !(a.drop.p > 0.0f) && a.hs <= 128 &&
+           a.NH + 2 * (long)a.NKV <= 65535;
 }
 
-/* the forward and backward on the tensor cores, by dtype and padded width */
-static void am_run(const fa_args &a, int B, int backward)
+/* the forward and backward on the tensor cores, by dtype and padded width
+ * (dvec: dout's rows load as float4s) */
+static void am_run(const fa_args &a, int B, int backward, int dvec)
 {
     int bf = mds_cuda_compute_dtype() == MDS_BF16, w64 = a.hs <= 64;
     if (backward) {
-        if (bf) w64 ? am_backward<MDS_BF16, 64>(a, B) : am_backward<MDS_BF16, 128>(a, B);
-        else w64 ? am_backward<MDS_F16, 64>(a, B) : am_backward<MDS_F16, 128>(a, B);
+        if (bf) w64 ? am_backward<MDS_BF16, 64>(a, B, dvec) : am_backward<MDS_BF16, 128>(a, B, dvec);
+        else w64 ? am_backward<MDS_F16, 64>(a, B, dvec) : am_backward<MDS_F16, 128>(a, B, dvec);
     } else {
         if (bf) w64 ? am_forward<MDS_BF16, 64>(a, B) : am_forward<MDS_BF16, 128>(a, B);
         else w64 ? am_forward<MDS_F16, 64>(a, B) : am_forward<MDS_F16, 128>(a, B);
@@ -1103,6 +1218,7 @@ static fa_args fa_args_of(const float *qkv, int T, int C, int NH, int NKV, mds_d
     a.thr = mds_dropout_threshold(drop.p);
     a.drop = drop;
     a.vec = a.hs % 4 == 0 && C % 4 == 0 && a.row % 4 == 0 && fa_aligned16(qkv);
+    a.Tp = (int)(((long)T + AM_ROWS - 1) / AM_ROWS * AM_ROWS);
     a.kd = mds_cuda_compute_dtype();
     return a;
 }
@@ -1117,7 +1233,7 @@ void attention_forward_cuda(float *out, float *lse, const float *qkv, int B, int
     fa_args a = fa_args_of(qkv, T, C, NH, NKV, drop);
     a.out = out, a.lse = lse;
     if (am_takes(a)) {
-        am_run(a, B, 0);
+        am_run(a, B, 0, 0);
         return;
     }
     switch (fa_width(a.hs)) {
@@ -1137,15 +1253,14 @@ void attention_backward_cuda(float *dqkv, const float *dout, const float *qkv, c
     size_t n = (size_t)B * NH * T;
     /* out and lse are only read backward */
     a.out = (float *)out, a.lse = (float *)lse, a.dqkv = dqkv, a.dout = dout;
-    a.vec = a.vec && fa_aligned16(dout);
+    if (am_takes(a)) {   /* D in its scratch, beside the 16-bit copies */
+        am_run(a, B, 1, a.vec && fa_aligned16(dout));
+        return;
+    }
     a.Dg = (float *)mds_cuda_scratch(n * sizeof(float));
     if (!a.Dg) return;
     fa_rowdot_kernel<<<mds_cu_blocks(n, MDS_CU_THREADS), MDS_CU_THREADS>>>(a, n);
     MDS_CU_LAUNCHED("attention_backward (D)");
-    if (am_takes(a)) {
-        am_run(a, B, 1);
-        return;
-    }
     switch (fa_width(a.hs)) {
     case 64: fa_backward<64>(a, B); break;
     case 128: fa_backward<128>(a, B); break;
