@@ -15,8 +15,9 @@
  *    p = exp(S - m'), l = l e^(m - m') + rowsum p, O = O e^(m - m') +
  *    (p dropped) V; at the end out = O / l and lse = m + log l.  Not the
  *    CPU's bits: the rescaling and the order of the sum differ.
- *  - backward: D = rowsum(dO * O) first (a thread per row, the CPU's
- *    bits), then two kernels recomputing p = exp(s scale - lse) and ds =
+ *  - backward: D = rowsum(dO * O) first (a thread per row, the rows
+ *    staged in shared memory; the CPU's bits), then two kernels
+ *    recomputing p = exp(s scale - lse) and ds =
  *    p (dP - D) scale from tiles in shared memory: dq per query tile over
  *    the key tiles up to the diagonal; dk and dv per key tile over the
  *    group's heads in order and the query tiles from the diagonal on.  No
@@ -333,19 +334,38 @@ FA_UNROLL
     fa_move<false, RM, CN>(o, a.out + ((size_t)b * T + q0) * a.C + (size_t)h * hs, a.C, nq, hs);
 }
 
-/* D_t = dO_t . O_t of every (b, h, t), in (b, h, t) order, summed over the
- * head dimension in order (the CPU's bits). */
-__global__ static void fa_rowdot_kernel(fa_args a, size_t n)
+/* D_t = dO_t . O_t of every (b, h, t), into Dg in (b, h, t) order, summed
+ * over the head dimension in order (the CPU's bits): a block per FA_RD
+ * positions of one head and row, whose dO and O rows are first copied to
+ * shared memory together (row stride hs + 1), then a thread per position
+ * sums its row. */
+#define FA_RD 16
+__global__ static void fa_rowdot_kernel(fa_args a)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n)
-        return;
-    size_t T = (size_t)a.T, bt = i / (T * a.NH) * T + i % T, h = i / T % (size_t)a.NH;
-    const float *dO = a.dout + bt * a.C + h * a.hs, *O = a.out + bt * a.C + h * a.hs;
-    float D = 0.0f;
-    for (int c = 0; c < a.hs; c++)
-        D = D + dO[c] * O[c];
-    a.Dg[i] = D;
+    extern __shared__ float fa_rd[];
+    int hs = a.hs, ld = hs + 1, t0 = blockIdx.x * FA_RD, h = blockIdx.y, b = blockIdx.z, n = fa_min(FA_RD, a.T - t0);
+    float *dOs = fa_rd, *Os = fa_rd + FA_RD * ld;
+    size_t base = ((size_t)b * a.T + t0) * a.C + (size_t)h * hs;
+    for (int e = threadIdx.x; e < n * hs; e += blockDim.x) {
+        int r = e / hs, c = e % hs;
+        dOs[r * ld + c] = a.dout[base + (size_t)r * a.C + c];
+        Os[r * ld + c] = a.out[base + (size_t)r * a.C + c];
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < n) {
+        const float *dO = dOs + threadIdx.x * ld, *O = Os + threadIdx.x * ld;
+        float D = 0.0f;
+        for (int c = 0; c < hs; c++)
+            D = D + dO[c] * O[c];
+        a.Dg[((size_t)b * a.NH + h) * a.T + t0 + threadIdx.x] = D;
+    }
+}
+
+static void fa_rowdot(const fa_args &a, int B)
+{
+    size_t smem = 2 * (size_t)FA_RD * (a.hs + 1) * sizeof(float);   /* 32.9 KiB at most (hs 256) */
+    fa_rowdot_kernel<<<dim3((a.T + FA_RD - 1) / FA_RD, a.NH, B), FA_THREADS, smem>>>(a);
+    MDS_CU_LAUNCHED("attention_backward (D)");
 }
 
 /* The backward's tile of queries [q0, q0 + rows) of head h, row b, into
@@ -1125,8 +1145,7 @@ static void am_backward(fa_args a, int B, int dvec)
     char *s = (char *)mds_cuda_scratch(dg + pq + am_heads_bytes<D>(a, B, a.NH));
     if (!s) return;
     a.Dg = (float *)s;
-    fa_rowdot_kernel<<<mds_cu_blocks(n, MDS_CU_THREADS), MDS_CU_THREADS>>>(a, n);
-    MDS_CU_LAUNCHED("attention_backward (D)");
+    fa_rowdot(a, B);
     am_heads<DT, D>((am_u16 *)(s + dg), a.qkv, a.row, a, B, nhp, a.vec);
     am_heads<DT, D>((am_u16 *)(s + dg + pq), a.dout, a.C, a, B, a.NH, dvec);
     a.p16 = (const am_u16 *)(s + dg), a.d16 = (const am_u16 *)(s + dg + pq);
@@ -1259,8 +1278,7 @@ void attention_backward_cuda(float *dqkv, const float *dout, const float *qkv, c
     }
     a.Dg = (float *)mds_cuda_scratch(n * sizeof(float));
     if (!a.Dg) return;
-    fa_rowdot_kernel<<<mds_cu_blocks(n, MDS_CU_THREADS), MDS_CU_THREADS>>>(a, n);
-    MDS_CU_LAUNCHED("attention_backward (D)");
+    fa_rowdot(a, B);
     switch (fa_width(a.hs)) {
     case 64: fa_backward<64>(a, B); break;
     case 128: fa_backward<128>(a, B); break;

@@ -67,6 +67,27 @@ static inline unsigned mds_cu_blocks(size_t n, unsigned threads)
     return (unsigned)(b < 1 ? 1 : b > 0x7fffffffu ? 0x7fffffffu : b);
 }
 
+/* Row kernels (the norms) give each row of the input a warp, MDS_CU_ROWS
+ * warps a block: no shared memory and no barrier, where a block a row
+ * spent most of its time in two block reductions (three barriers each). */
+#define MDS_CU_ROWS 8
+static inline unsigned mds_cu_row_blocks(size_t rows)
+{
+    return (unsigned)((rows + MDS_CU_ROWS - 1) / MDS_CU_ROWS);
+}
+/* The row of the calling warp, rows past n ending their warp. */
+#define MDS_CU_ROW_OF_WARP() ((size_t)blockIdx.x * MDS_CU_ROWS + (threadIdx.x >> 5))
+
+/* Sum of v over the warp, a butterfly: at each step both lanes of a pair
+ * add the same two values, so every lane gets the same bits. */
+template <typename Tv>
+static __device__ Tv mds_cu_warp_sum(Tv v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
 /* Sum of v over the block in a fixed order (warp tree, then the warps in
  * order); every thread gets the result.  blockDim.x a multiple of 32.
  * Uses a __shared__ array of 32 and synchronises the block. */
@@ -121,8 +142,8 @@ static __device__ float mds_cu_block_max(float v)
  * r of the double terms f(r, c) adds into s[k].  Deterministic and
  * independent of the device: the rows are cut into chunks of a fixed size
  * (64, doubled until there are at most 65535), each chunk summed in double by
- * a (32, 8) block, its 8 row-strided partial sums combined in order; then one
- * thread per column adds the chunks' sums in order, in double.  Against the
+ * a (32, 8) block, its 8 row-strided partial sums combined in order; then
+ * the chunks' sums are added in double by mds_cu_colsum_final.  Against the
  * CPU's one in-order double sum only the double rounding differs, which the
  * final rounding to float almost always absorbs.  The partial sums live in
  * the backend's scratch.  The one-thread-per-column loop this replaces used
@@ -152,29 +173,31 @@ __global__ static void mds_cu_colsum_partial(double *part, F f, long N, int C, l
         }
 }
 
+/* The chunks' sums of 32 columns a block (32, 32): thread (ty, tx) sums
+ * chunks ty, ty + 32, ... in order, then the 32 partials are added in
+ * order of ty.  Up to 32 chunks (2,048 rows) that is the one in-order sum
+ * of the chunks; beyond, a fixed tree that depends on N alone. */
 template <int NS>
 __global__ static void mds_cu_colsum_final(float *d0, float *d1, const double *part, long chunks, int C)
 {
-    int c = (int)(blockIdx.x * blockDim.x + threadIdx.x);
-    if (c >= C)
-        return;
+    __shared__ double sh[NS][32][33];
+    int tx = threadIdx.x, ty = threadIdx.y, c = (int)blockIdx.x * 32 + tx;
     for (int k = 0; k < NS; k++) {
-        const double *p = part + (size_t)k * chunks * C + c;
-        double t = 0.0, x[2 * MDS_CU_ILP];
-        long j = 0;
-        /* in order, the loads of 2 MDS_CU_ILP partials issued together (a
-           thread a column: few threads, so each needs many loads in flight) */
-        for (; j + 2 * MDS_CU_ILP <= chunks; j += 2 * MDS_CU_ILP) {
-            for (int u = 0; u < 2 * MDS_CU_ILP; u++)
-                x[u] = p[(size_t)(j + u) * C];
-            for (int u = 0; u < 2 * MDS_CU_ILP; u++)
-                t += x[u];
-        }
-        for (; j < chunks; j++)
-            t += p[(size_t)j * C];
-        float *d = k == 0 ? d0 : d1;
-        d[c] += (float)t;
+        double t = 0.0;
+        if (c < C)
+            for (long j = ty; j < chunks; j += 32)
+                t += part[((size_t)k * chunks + j) * C + c];
+        sh[k][ty][tx] = t;
     }
+    __syncthreads();
+    if (ty == 0 && c < C)
+        for (int k = 0; k < NS; k++) {
+            double t = sh[k][0][tx];
+            for (int y = 1; y < 32; y++)
+                t += sh[k][y][tx];
+            float *d = k == 0 ? d0 : d1;
+            d[c] += (float)t;
+        }
 }
 
 template <int NS, typename F>
@@ -194,7 +217,7 @@ static void mds_cu_colsum(float *d0, float *d1, F f, long N, int C, const char *
     void (*final)(float *, float *, const double *, long, int) = mds_cu_colsum_final<NS>;
     MDS_CU_LAUNCH(partial, dim3((unsigned)((C + 31) / 32), (unsigned)chunks), dim3(32, 8))(part, f, N, C, rows, chunks);
     MDS_CU_LAUNCHED(what);
-    MDS_CU_LAUNCH(final, mds_cu_blocks((size_t)C, 128), 128)(d0, d1, part, chunks, C);
+    MDS_CU_LAUNCH(final, dim3((unsigned)((C + 31) / 32)), dim3(32, 32))(d0, d1, part, chunks, C);
     MDS_CU_LAUNCHED(what);
 }
 

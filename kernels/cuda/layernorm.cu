@@ -2,38 +2,41 @@
  * layernorm.cu - CUDA LayerNorm over the last dimension, forward (saving
  * mean and rstd) and backward.
  *
- * One block per row; the statistics are two passes in double with the
- * fixed-order mds_cu_block_sum, so they match the CPU's in-order double sums
- * up to double rounding.  The weight gradients give each thread one channel
- * and walk the rows in order in double: the CPU's order and bits, no
- * atomics.  Deliberately simple: only C threads reduce dweight/dbias (a
- * two-stage reduction over row blocks is the fast version).
+ * One warp per row (MDS_CU_ROWS a block); the statistics are two passes in
+ * double with the fixed-order mds_cu_warp_sum, so they match the CPU's
+ * in-order double sums up to double rounding.  The weight gradients are
+ * column sums in double over fixed chunks of rows (common.cuh's
+ * mds_cu_colsum): deterministic, no atomics.
  */
 #include <math.h>
 
 #include "common.cuh"
 
 __global__ static void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *inp,
-                                                const float *weight, const float *bias, int C, float eps, int dt)
+                                                const float *weight, const float *bias, size_t N, int C, float eps,
+                                                int dt)
 {
-    size_t bt = blockIdx.x;
+    size_t bt = MDS_CU_ROW_OF_WARP();
+    int lane = threadIdx.x & 31;
+    if (bt >= N)
+        return;
     const float *x = inp + bt * C;
     float *o = out + bt * C;
     double s = 0.0;
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
+    for (int c = lane; c < C; c += 32)
         s += x[c];
-    double mu = mds_cu_block_sum<double>(s) / C;
+    double mu = mds_cu_warp_sum<double>(s) / C;
     double ss = 0.0;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    for (int c = lane; c < C; c += 32) {
         double d = x[c] - mu;
         ss += d * d;
     }
-    ss = mds_cu_block_sum<double>(ss);
+    ss = mds_cu_warp_sum<double>(ss);
     float m = (float)mu;
     float r = (float)(1.0 / sqrt(ss / C + (double)eps));
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
+    for (int c = lane; c < C; c += 32)
         o[c] = mds_round_to(dt, (x[c] - m) * r * weight[c] + bias[c]);
-    if (threadIdx.x == 0) {
+    if (lane == 0) {
         mean[bt] = m;
         rstd[bt] = r;
     }
@@ -42,31 +45,35 @@ __global__ static void layernorm_forward_kernel(float *out, float *mean, float *
 void layernorm_forward_cuda(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                             const float *bias, int B, int T, int C, float eps)
 {
-    if ((size_t)B * T == 0) return;
-    layernorm_forward_kernel<<<(unsigned)((size_t)B * T), MDS_CU_THREADS>>>(out, mean, rstd, inp, weight, bias, C,
-                                                                            eps, mds_cuda_compute_dtype());
+    size_t N = (size_t)B * T;
+    if (!N) return;
+    layernorm_forward_kernel<<<mds_cu_row_blocks(N), 32 * MDS_CU_ROWS>>>(out, mean, rstd, inp, weight, bias, N, C,
+                                                                         eps, mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("layernorm_forward");
 }
 
 __global__ static void layernorm_backward_dinp_kernel(float *dinp, const float *dout, const float *inp,
                                                       const float *weight, const float *mean, const float *rstd,
-                                                      int C, int dt)
+                                                      size_t N, int C, int dt)
 {
-    size_t bt = blockIdx.x;
+    size_t bt = MDS_CU_ROW_OF_WARP();
+    int lane = threadIdx.x & 31;
+    if (bt >= N)
+        return;
     const float *x = inp + bt * C, *d = dout + bt * C;
     float *di = dinp + bt * C;
     float m = mean[bt], r = rstd[bt];
     double sg = 0.0, sgn = 0.0;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    for (int c = lane; c < C; c += 32) {
         float n = (x[c] - m) * r;
         float g = d[c] * weight[c];
         sg += g;
         sgn += (double)g * n;
     }
-    sg = mds_cu_block_sum<double>(sg);
-    sgn = mds_cu_block_sum<double>(sgn);
+    sg = mds_cu_warp_sum<double>(sg);
+    sgn = mds_cu_warp_sum<double>(sgn);
     float mg = (float)(sg / C), mgn = (float)(sgn / C);
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    for (int c = lane; c < C; c += 32) {
         float n = (x[c] - m) * r;
         float g = d[c] * weight[c];
         di[c] = mds_round_to(dt, di[c] + r * (g - mg - n * mgn));
@@ -90,8 +97,9 @@ void layernorm_backward_cuda(float *dinp, float *dweight, float *dbias, const fl
 {
     long N = (long)B * T;
     if (!N) return;
-    layernorm_backward_dinp_kernel<<<(unsigned)N, MDS_CU_THREADS>>>(dinp, dout, inp, weight, mean, rstd, C,
-                                                                    mds_cuda_compute_dtype());
+    layernorm_backward_dinp_kernel<<<mds_cu_row_blocks((size_t)N), 32 * MDS_CU_ROWS>>>(dinp, dout, inp, weight, mean,
+                                                                                     rstd, (size_t)N, C,
+                                                                                     mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("layernorm_backward");
     mds_cu_colsum<2>(dweight, dbias, ln_weight_terms{dout, inp, mean, rstd, C}, N, C, "layernorm_backward (weights)");
 }

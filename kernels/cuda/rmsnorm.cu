@@ -1,6 +1,6 @@
 /*
  * rmsnorm.cu - CUDA RMSNorm over the last dimension, forward (saving rstd)
- * and backward; the structure of layernorm.cu (block per row with
+ * and backward; the structure of layernorm.cu (a warp per row with
  * fixed-order double sums; dweight a column sum in double over fixed
  * chunks of rows, common.cuh's mds_cu_colsum).  No bias, no zero-centred weights.
  */
@@ -8,45 +8,52 @@
 
 #include "common.cuh"
 
-__global__ static void rmsnorm_forward_kernel(float *out, float *rstd, const float *inp, const float *weight, int C,
-                                              float eps, int dt)
+__global__ static void rmsnorm_forward_kernel(float *out, float *rstd, const float *inp, const float *weight,
+                                              size_t N, int C, float eps, int dt)
 {
-    size_t bt = blockIdx.x;
+    size_t bt = MDS_CU_ROW_OF_WARP();
+    int lane = threadIdx.x & 31;
+    if (bt >= N)
+        return;
     const float *x = inp + bt * C;
     float *o = out + bt * C;
     double ss = 0.0;
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
+    for (int c = lane; c < C; c += 32)
         ss += (double)x[c] * x[c];
-    ss = mds_cu_block_sum<double>(ss);
+    ss = mds_cu_warp_sum<double>(ss);
     float r = (float)(1.0 / sqrt(ss / C + (double)eps));
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
+    for (int c = lane; c < C; c += 32)
         o[c] = mds_round_to(dt, x[c] * r * weight[c]);
-    if (threadIdx.x == 0)
+    if (lane == 0)
         rstd[bt] = r;
 }
 
 void rmsnorm_forward_cuda(float *out, float *rstd, const float *inp, const float *weight, int B, int T, int C,
                           float eps)
 {
-    if ((size_t)B * T == 0) return;
-    rmsnorm_forward_kernel<<<(unsigned)((size_t)B * T), MDS_CU_THREADS>>>(out, rstd, inp, weight, C, eps,
-                                                                          mds_cuda_compute_dtype());
+    size_t N = (size_t)B * T;
+    if (!N) return;
+    rmsnorm_forward_kernel<<<mds_cu_row_blocks(N), 32 * MDS_CU_ROWS>>>(out, rstd, inp, weight, N, C, eps,
+                                                                       mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("rmsnorm_forward");
 }
 
 __global__ static void rmsnorm_backward_dinp_kernel(float *dinp, const float *dout, const float *inp,
-                                                    const float *weight, const float *rstd, int C, int dt)
+                                                    const float *weight, const float *rstd, size_t N, int C, int dt)
 {
-    size_t bt = blockIdx.x;
+    size_t bt = MDS_CU_ROW_OF_WARP();
+    int lane = threadIdx.x & 31;
+    if (bt >= N)
+        return;
     const float *x = inp + bt * C, *d = dout + bt * C;
     float *di = dinp + bt * C;
     float r = rstd[bt];
     double sgn = 0.0;
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
+    for (int c = lane; c < C; c += 32)
         sgn += (double)(d[c] * weight[c]) * (x[c] * r);
-    sgn = mds_cu_block_sum<double>(sgn);
+    sgn = mds_cu_warp_sum<double>(sgn);
     float mgn = (float)(sgn / C);
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    for (int c = lane; c < C; c += 32) {
         float n = x[c] * r;
         float g = d[c] * weight[c];
         di[c] = mds_round_to(dt, di[c] + r * (g - n * mgn));
@@ -68,8 +75,9 @@ void rmsnorm_backward_cuda(float *dinp, float *dweight, const float *dout, const
 {
     long N = (long)B * T;
     if (!N) return;
-    rmsnorm_backward_dinp_kernel<<<(unsigned)N, MDS_CU_THREADS>>>(dinp, dout, inp, weight, rstd, C,
-                                                                  mds_cuda_compute_dtype());
+    rmsnorm_backward_dinp_kernel<<<mds_cu_row_blocks((size_t)N), 32 * MDS_CU_ROWS>>>(dinp, dout, inp, weight, rstd,
+                                                                                   (size_t)N, C,
+                                                                                   mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("rmsnorm_backward");
     mds_cu_colsum<1>(dweight, NULL, rms_weight_term{dout, inp, rstd, C}, N, C, "rmsnorm_backward (weights)");
 }

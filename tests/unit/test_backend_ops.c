@@ -225,6 +225,15 @@ static const struct shape att_shapes[] = {
     {1, 150, 150, 2, 0, 0, 0},
 };
 
+/* The column sums' own (the weight and bias gradients of the norms and
+ * the linears): 4,500 rows, 71 chunks of 64, past the 32 that the CUDA
+ * kernels' final pass adds in one in-order sum (common.cuh,
+ * mds_cu_colsum_final); and rows that are short and many. */
+static const struct shape colsum_shapes[] = {
+    {3, 1500, 40, 5, 24, 0, 0},
+    {1, 2049, 3, 1, 2, 0, 0},
+};
+
 /*
  * Tolerances of the float outputs against the CPU functions, per backend
  * (set by run_op; the fixed ones of round_to, unscale_check and the double
@@ -879,10 +888,12 @@ static const struct op {
     const struct shape *more;
     size_t nmore;
 } ops[] = {
-    ENTRY(encoder_forward), ENTRY(encoder_backward), ENTRY(layernorm_forward), ENTRY(layernorm_backward),
-    ENTRY(matmul_forward), ENTRY(matmul_backward), ENTRY_MORE(attention_forward, att_shapes),
+    ENTRY(encoder_forward), ENTRY(encoder_backward), ENTRY(layernorm_forward),
+    ENTRY_MORE(layernorm_backward, colsum_shapes), ENTRY(matmul_forward), ENTRY_MORE(matmul_backward, colsum_shapes),
+    ENTRY_MORE(attention_forward, att_shapes),
     ENTRY_MORE(attention_backward, att_shapes),
-    ENTRY(dropout_forward), ENTRY(dropout_backward), ENTRY(rope_forward), ENTRY(rope_backward), ENTRY(rmsnorm_forward), ENTRY(rmsnorm_backward),
+    ENTRY(dropout_forward), ENTRY(dropout_backward), ENTRY(rope_forward), ENTRY(rope_backward), ENTRY(rmsnorm_forward),
+    ENTRY_MORE(rmsnorm_backward, colsum_shapes),
     ENTRY(swiglu_forward), ENTRY(swiglu_backward), ENTRY(gelu_forward), ENTRY(gelu_backward), ENTRY(residual_forward), ENTRY(residual_backward),
     ENTRY(crossentropy_forward), ENTRY(crossentropy_rescale), ENTRY(crossentropy_loss),
     ENTRY(crossentropy_backward), ENTRY(loss_reduce), ENTRY(loss_grad), ENTRY(round_to), ENTRY(unscale_check), ENTRY(adamw_update),
