@@ -7,25 +7,42 @@
  */
 #include "common.cuh"
 
-#define GN_BLOCKS 256
+#define GN_BLOCKS 256   /* a multiple of 8 (gn_final_kernel) */
 
 __global__ static void gn_partial_kernel(double *part, const float *x, size_t N)
 {
-    size_t per = (N + GN_BLOCKS - 1) / GN_BLOCKS;
+    size_t per = (N + GN_BLOCKS - 1) / GN_BLOCKS, S = blockDim.x;
     size_t i0 = (size_t)blockIdx.x * per, i1 = i0 + per < N ? i0 + per : N;
     double s = 0.0;
-    for (size_t i = i0 + threadIdx.x; i < i1; i += blockDim.x)
+    size_t i = i0 + threadIdx.x;
+    /* in order, MDS_CU_ILP loads issued before their adds (256 blocks of
+       256 threads: few threads for the bandwidth, each needs several
+       loads in flight) */
+    for (; i + (MDS_CU_ILP - 1) * S < i1; i += MDS_CU_ILP * S) {
+        float v[MDS_CU_ILP];
+        for (int k = 0; k < MDS_CU_ILP; k++)
+            v[k] = x[i + k * S];
+        for (int k = 0; k < MDS_CU_ILP; k++)
+            s += (double)v[k] * v[k];
+    }
+    for (; i < i1; i += S)
         s += (double)x[i] * x[i];
     s = mds_cu_block_sum<double>(s);
     if (threadIdx.x == 0)
         part[blockIdx.x] = s;
 }
 
+/* the partials in order, their loads issued 8 at a time */
 __global__ static void gn_final_kernel(double *out, const double *part)
 {
     double s = 0.0;
-    for (int k = 0; k < GN_BLOCKS; k++)
-        s += part[k];
+    for (int k = 0; k < GN_BLOCKS; k += 8) {
+        double v[8];
+        for (int u = 0; u < 8; u++)
+            v[u] = part[k + u];
+        for (int u = 0; u < 8; u++)
+            s += v[u];
+    }
     *out = s;
 }
 
