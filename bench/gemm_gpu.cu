@@ -8,7 +8,15 @@
  *         PyTorch's autocast and llm.c run: the floor for a bf16 trainer);
  *   fp32  cublasGemmEx with CUBLAS_COMPUTE_32F_PEDANTIC (no TF32), with
  *         the transposes and betas of kernels/cuda/matmul.cu: what
- *         mdstrain's CUDA backend (version 1, fp32 storage) spends on them.
+ *         mdstrain's CUDA backend (version 1, fp32 storage) spends on them;
+ *   mds16 cublasGemmEx on bf16 operands with an fp32 result, what
+ *         matmul.cu issues under --bf16 after copying its operands to 16
+ *         bits (the copies, its to16 kernel, not included: the profile in
+ *         docs/benchmarks.md times them);
+ *   fast  the same products from the fp32 operands themselves, with
+ *         CUBLAS_COMPUTE_32F_FAST_16BF (cuBLAS converts them to bf16: on
+ *         values that are already bf16, as the model's kept tensors are,
+ *         exactly): whether that beats mds16 plus the copies.
  *
  * The shapes are the model's, Megatron's layout y = x W^T with W (OC, IC):
  * per layer the QKV (IC h, OC h + 2 kv), the attention output (h, h), the
@@ -19,7 +27,8 @@
  * layer's products plus the output layer's.
  *
  * Output: one line per product, then
- *   per_step bf16_ms X fp32_ms Y tflop Z
+ *   per_step bf16_ms X fp32_ms Y tflop Z mds16_ms A fast16bf_ms B
+ * (bench/gpu.sh reads X and Y by position)
  * (Z the step's matmul work in TFLOP, 2 m n k per product).  No GPU: one
  * line and exit 1; bad usage: exit 2.  Built by the Makefile with nvcc
  * ($(BUILD)/gemm_gpu), not part of libmds.
@@ -85,6 +94,26 @@ static void run_fp32(cublasHandle_t h, const struct gemm *g, struct bufs *b)
                g->what);
 }
 
+/* mds16: bf16 operands, fp32 result (matmul.cu's gemm under --bf16) */
+static void run_mds16(cublasHandle_t h, const struct gemm *g, struct bufs *b)
+{
+    const float one = 1.0f;
+    blas_check(cublasGemmEx(h, g->ta, g->tb, g->m, g->n, g->k, &one, b->h[0], CUDA_R_16BF, g->lda, b->h[1],
+                            CUDA_R_16BF, g->ldb, &g->beta, b->f[2], CUDA_R_32F, g->m, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT),
+               g->what);
+}
+
+/* fast: fp32 operands and result, bf16 products (CUBLAS_COMPUTE_32F_FAST_16BF) */
+static void run_fast(cublasHandle_t h, const struct gemm *g, struct bufs *b)
+{
+    const float one = 1.0f;
+    blas_check(cublasGemmEx(h, g->ta, g->tb, g->m, g->n, g->k, &one, b->f[0], CUDA_R_32F, g->lda, b->f[1],
+                            CUDA_R_32F, g->ldb, &g->beta, b->f[2], CUDA_R_32F, g->m, CUBLAS_COMPUTE_32F_FAST_16BF,
+                            CUBLAS_GEMM_DEFAULT),
+               g->what);
+}
+
 struct lt_plan {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, d;
@@ -128,10 +157,14 @@ static void run_bf16(cublasLtHandle_t lt, const struct gemm *g, const struct lt_
                g->what);
 }
 
-/* milliseconds per run of one product in one precision, after two warm-ups */
-static double time_ms(int bf16, cublasHandle_t h, cublasLtHandle_t lt, const struct gemm *g, struct bufs *b, int iters)
+/* milliseconds per run of one product in one precision (0 fp32, 1 bf16,
+ * 2 mds16, 3 fast; h the pedantic handle, htc one in the default math
+ * mode), after two warm-ups */
+static double time_ms(int prec, cublasHandle_t h, cublasHandle_t htc, cublasLtHandle_t lt, const struct gemm *g,
+                      struct bufs *b, int iters)
 {
     struct lt_plan p;
+    int bf16 = prec == 1;
     if (bf16) lt_prepare(lt, g, &p);
     cudaEvent_t e0, e1;
     cu_check(cudaEventCreate(&e0), "cudaEventCreate");
@@ -139,6 +172,8 @@ static double time_ms(int bf16, cublasHandle_t h, cublasLtHandle_t lt, const str
     for (int i = -2; i < iters; i++) {
         if (i == 0) cu_check(cudaEventRecord(e0, 0), "cudaEventRecord");
         if (bf16) run_bf16(lt, g, &p, b);
+        else if (prec == 2) run_mds16(htc, g, b);
+        else if (prec == 3) run_fast(htc, g, b);
         else run_fp32(h, g, b);
     }
     cu_check(cudaEventRecord(e1, 0), "cudaEventRecord");
@@ -214,28 +249,34 @@ int main(int argc, char **argv)
         fill_kernel<<<1024, 256>>>(b.f[j], b.h[j], most);
     }
     cu_check(cudaMalloc(&b.ws, WORKSPACE_BYTES), "cudaMalloc");
-    cublasHandle_t h;
+    cublasHandle_t h, htc;
     cublasLtHandle_t lt;
     blas_check(cublasCreate(&h), "cublasCreate");
     blas_check(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+    blas_check(cublasCreate(&htc), "cublasCreate");
     blas_check(cublasLtCreate(&lt), "cublasLtCreate");
 
     printf("gemm_gpu: %s, %ld tokens, %ld layers, hidden %ld, ffn %ld%s, kv %ld, vocab %ld, %ld runs each\n",
            prop.name, N, L, H, F, swiglu ? " (SwiGLU)" : "", KV, V, iters);
-    printf("%-18s %7s %7s %7s %10s %10s %9s %9s\n", "product", "m", "n", "k", "bf16 ms", "fp32 ms", "bf16 TF/s",
-           "fp32 TF/s");
-    double step16 = 0, step32 = 0, flop = 0;
+    printf("%-18s %7s %7s %7s %10s %10s %10s %10s %9s %9s\n", "product", "m", "n", "k", "bf16 ms", "fp32 ms",
+           "mds16 ms", "fast ms", "bf16 TF/s", "fp32 TF/s");
+    double step16 = 0, step32 = 0, stepm = 0, stepf = 0, flop = 0;
     for (int i = 0; i < 15; i++) {
-        double f = 2.0 * g[i].m * g[i].n * g[i].k, t16 = time_ms(1, h, lt, &g[i], &b, (int)iters),
-               t32 = time_ms(0, h, lt, &g[i], &b, (int)iters), times = i < 12 ? (double)L : 1.0;
-        printf("%-18s %7d %7d %7d %10.3f %10.3f %9.1f %9.1f\n", g[i].what, g[i].m, g[i].n, g[i].k, t16, t32,
-               f / t16 / 1e9, f / t32 / 1e9);
+        double f = 2.0 * g[i].m * g[i].n * g[i].k, t16 = time_ms(1, h, htc, lt, &g[i], &b, (int)iters),
+               t32 = time_ms(0, h, htc, lt, &g[i], &b, (int)iters), tm = time_ms(2, h, htc, lt, &g[i], &b, (int)iters),
+               tf = time_ms(3, h, htc, lt, &g[i], &b, (int)iters), times = i < 12 ? (double)L : 1.0;
+        printf("%-18s %7d %7d %7d %10.3f %10.3f %10.3f %10.3f %9.1f %9.1f\n", g[i].what, g[i].m, g[i].n, g[i].k, t16,
+               t32, tm, tf, f / t16 / 1e9, f / t32 / 1e9);
         step16 += times * t16;
         step32 += times * t32;
+        stepm += times * tm;
+        stepf += times * tf;
         flop += times * f;
     }
-    printf("per_step bf16_ms %.3f fp32_ms %.3f tflop %.4f\n", step16, step32, flop / 1e12);
+    printf("per_step bf16_ms %.3f fp32_ms %.3f tflop %.4f mds16_ms %.3f fast16bf_ms %.3f\n", step16, step32,
+           flop / 1e12, stepm, stepf);
     cublasLtDestroy(lt);
+    cublasDestroy(htc);
     cublasDestroy(h);
     return 0;
 }

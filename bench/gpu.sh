@@ -293,6 +293,11 @@ main() {
             printf " %8.1f ms\n", $11 }' "$T/rows"
         echo "  (bf16: the products of a --bf16 step on the tensor cores, what mdstrain's CUDA backend and autocast"
         echo "   both run, and their share of each step; fp32: the same products pedantic, what an fp32 run issues)"
+        for f in "$T"/*.gemm; do
+            [ -f "$f" ] || continue
+            awk -v n="$(basename "$f" .gemm)" '/^per_step/ && $9 != "" {
+                printf "  %-10s mds16 (bf16 operands, fp32 out, as matmul.cu issues it) %.1f ms; fast (fp32 operands, COMPUTE_32F_FAST_16BF) %.1f ms\n", n, $9, $11 }' "$f"
+        done
     else echo "  skipped (no GPU run of bench/gemm_gpu)"; fi
     echo
     echo "== 3. llm.c train_gpt2cu (GPT-2 124M, seq 1024, random tokens) on the same device, beside mdstrain's 124M above"
