@@ -85,32 +85,18 @@ struct gemm {
     float beta;
 };
 
-static void run_fp32(cublasHandle_t h, const struct gemm *g, struct bufs *b)
+/* One product through cublasGemmEx into b->f[2], fp32 result: fp32 (the
+ * pedantic handle, COMPUTE_32F_PEDANTIC), mds16 (the bf16 copies of the
+ * operands, COMPUTE_32F) and fast (the fp32 operands,
+ * COMPUTE_32F_FAST_16BF), the last two on the default-math handle. */
+static void run_ex(cublasHandle_t h, const struct gemm *g, struct bufs *b, int bf16, cublasComputeType_t compute)
 {
     const float one = 1.0f;
-    blas_check(cublasGemmEx(h, g->ta, g->tb, g->m, g->n, g->k, &one, b->f[0], CUDA_R_32F, g->lda, b->f[1],
-                            CUDA_R_32F, g->ldb, &g->beta, b->f[2], CUDA_R_32F, g->m, CUBLAS_COMPUTE_32F_PEDANTIC,
-                            CUBLAS_GEMM_DEFAULT),
-               g->what);
-}
-
-/* mds16: bf16 operands, fp32 result (matmul.cu's gemm under --bf16) */
-static void run_mds16(cublasHandle_t h, const struct gemm *g, struct bufs *b)
-{
-    const float one = 1.0f;
-    blas_check(cublasGemmEx(h, g->ta, g->tb, g->m, g->n, g->k, &one, b->h[0], CUDA_R_16BF, g->lda, b->h[1],
-                            CUDA_R_16BF, g->ldb, &g->beta, b->f[2], CUDA_R_32F, g->m, CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT),
-               g->what);
-}
-
-/* fast: fp32 operands and result, bf16 products (CUBLAS_COMPUTE_32F_FAST_16BF) */
-static void run_fast(cublasHandle_t h, const struct gemm *g, struct bufs *b)
-{
-    const float one = 1.0f;
-    blas_check(cublasGemmEx(h, g->ta, g->tb, g->m, g->n, g->k, &one, b->f[0], CUDA_R_32F, g->lda, b->f[1],
-                            CUDA_R_32F, g->ldb, &g->beta, b->f[2], CUDA_R_32F, g->m, CUBLAS_COMPUTE_32F_FAST_16BF,
-                            CUBLAS_GEMM_DEFAULT),
+    const void *A = bf16 ? (const void *)b->h[0] : (const void *)b->f[0];
+    const void *B = bf16 ? (const void *)b->h[1] : (const void *)b->f[1];
+    cudaDataType t = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    blas_check(cublasGemmEx(h, g->ta, g->tb, g->m, g->n, g->k, &one, A, t, g->lda, B, t, g->ldb, &g->beta, b->f[2],
+                            CUDA_R_32F, g->m, compute, CUBLAS_GEMM_DEFAULT),
                g->what);
 }
 
@@ -172,9 +158,9 @@ static double time_ms(int prec, cublasHandle_t h, cublasHandle_t htc, cublasLtHa
     for (int i = -2; i < iters; i++) {
         if (i == 0) cu_check(cudaEventRecord(e0, 0), "cudaEventRecord");
         if (bf16) run_bf16(lt, g, &p, b);
-        else if (prec == 2) run_mds16(htc, g, b);
-        else if (prec == 3) run_fast(htc, g, b);
-        else run_fp32(h, g, b);
+        else if (prec == 2) run_ex(htc, g, b, 1, CUBLAS_COMPUTE_32F);
+        else if (prec == 3) run_ex(htc, g, b, 0, CUBLAS_COMPUTE_32F_FAST_16BF);
+        else run_ex(h, g, b, 0, CUBLAS_COMPUTE_32F_PEDANTIC);
     }
     cu_check(cudaEventRecord(e1, 0), "cudaEventRecord");
     cu_check(cudaEventSynchronize(e1), g->what);

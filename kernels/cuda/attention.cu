@@ -735,6 +735,28 @@ FA_UNROLL
     }
 }
 
+/* Key tile `it` of nt streamed from packed heads ks and vs (the forward's
+ * and dq's K and V) through two stages of KV (stage st: K at KV + 2 st
+ * TL, V after it): issues the next tile's copies, waits for this tile's,
+ * syncs the block, and returns this tile's K (V follows it).  The caller
+ * syncs again once done with it: its stage is refilled a tile later. */
+template <int D>
+__device__ static inline const am_u16 *am_kv_tile(am_u16 *KV, const am_u16 *ks, const am_u16 *vs, int it, int nt)
+{
+    constexpr int TL = AM_ROWS * (D + 8);
+    if (it + 1 < nt) {
+        am_u16 *Kn = KV + 2 * ((it + 1) & 1) * TL;
+        am_tile<D>(Kn, ks + (size_t)(it + 1) * AM_ROWS * D);
+        am_tile<D>(Kn + TL, vs + (size_t)(it + 1) * AM_ROWS * D);
+        am_commit();
+        am_wait<1>();
+    } else {
+        am_wait<0>();
+    }
+    __syncthreads();
+    return KV + 2 * (it & 1) * TL;
+}
+
 /* The backward's lse and D of the 64 queries from q0 (zeros past T) into
  * Ls and Ds: a thread each. */
 __device__ static inline void am_rows(float *Ls, float *Ds, const fa_args &a, int b, int h, int q0)
@@ -857,17 +879,7 @@ FA_UNROLL
     int nt = (kend + AM_ROWS - 1) / AM_ROWS;
     for (int it = 0; it < nt; it++) {
         int k0 = it * AM_ROWS;
-        const am_u16 *Ks = KV + 2 * (it & 1) * TL, *Vs = Ks + TL;
-        if (it + 1 < nt) {
-            am_u16 *Kn = KV + 2 * ((it + 1) & 1) * TL;
-            am_tile<D>(Kn, ks + (size_t)(k0 + AM_ROWS) * D);
-            am_tile<D>(Kn + TL, vs + (size_t)(k0 + AM_ROWS) * D);
-            am_commit();
-            am_wait<1>();
-        } else {
-            am_wait<0>();
-        }
-        __syncthreads();
+        const am_u16 *Ks = am_kv_tile<D>(KV, ks, vs, it, nt), *Vs = Ks + TL;
         if (it == 0)
 FA_UNROLL
             for (int kk = 0; kk < KD; kk++)
@@ -991,17 +1003,7 @@ FA_UNROLL
     int nt = (kend + AM_ROWS - 1) / AM_ROWS;
     for (int it = 0; it < nt; it++) {
         int k0 = it * AM_ROWS;
-        const am_u16 *Ks = KV + 2 * (it & 1) * TL, *Vs = Ks + TL;
-        if (it + 1 < nt) {
-            am_u16 *Kn = KV + 2 * ((it + 1) & 1) * TL;
-            am_tile<D>(Kn, ks + (size_t)(k0 + AM_ROWS) * D);
-            am_tile<D>(Kn + TL, vs + (size_t)(k0 + AM_ROWS) * D);
-            am_commit();
-            am_wait<1>();
-        } else {
-            am_wait<0>();
-        }
-        __syncthreads();
+        const am_u16 *Ks = am_kv_tile<D>(KV, ks, vs, it, nt), *Vs = Ks + TL;
         if (it == 0)
 FA_UNROLL
             for (int hi = 0; hi < 2; hi++) {
