@@ -900,15 +900,26 @@ FA_UNROLL
         /* every key of the tile before every query of the block, and below T */
         bool whole = k0 + AM_ROWS <= q0 && k0 + AM_ROWS <= T;
         float mx[2] = {-INFINITY, -INFINITY};
+        if (whole) {   /* (no key index or comparison in the tiles that need no mask) */
 FA_UNROLL
-        for (int nb = 0; nb < NB; nb++)
+            for (int nb = 0; nb < NB; nb++)
 FA_UNROLL
-            for (int i = 0; i < 4; i++) {
-                int j = k0 + nb * 8 + t * 2 + (i & 1), hi = i >> 1;
-                float x = whole || (j <= r[hi] && j < T) ? s[nb][i] * sl2 : -INFINITY;
-                s[nb][i] = x;
-                mx[hi] = fmaxf(mx[hi], x);
-            }
+                for (int i = 0; i < 4; i++) {
+                    float x = s[nb][i] * sl2;
+                    s[nb][i] = x;
+                    mx[i >> 1] = fmaxf(mx[i >> 1], x);
+                }
+        } else {
+FA_UNROLL
+            for (int nb = 0; nb < NB; nb++)
+FA_UNROLL
+                for (int i = 0; i < 4; i++) {
+                    int j = k0 + nb * 8 + t * 2 + (i & 1), hi = i >> 1;
+                    float x = j <= r[hi] && j < T ? s[nb][i] * sl2 : -INFINITY;
+                    s[nb][i] = x;
+                    mx[hi] = fmaxf(mx[hi], x);
+                }
+        }
         float alpha[2];
 FA_UNROLL
         for (int hi = 0; hi < 2; hi++) {
@@ -1013,18 +1024,29 @@ FA_UNROLL
         float s[NB][4], dp[NB][4];
         am_scores<DT, D>(s, Qs, warp * 16, Ks);
         am_scores<DT, D>(dp, dOs, warp * 16, Vs);
+        /* every key of the tile before every query of the block, every query below T */
+        if (k0 + AM_ROWS <= q0 && q0 + AM_ROWS <= T) {
 FA_UNROLL
-        for (int nb = 0; nb < NB; nb++)
+            for (int nb = 0; nb < NB; nb++)
 FA_UNROLL
-            for (int i = 0; i < 4; i++) {
-                int tq = q0 + warp * 16 + g + 8 * (i >> 1), j = k0 + nb * 8 + t * 2 + (i & 1);
-                float ds = 0.0f;
-                if (j <= tq && tq < T) {
+                for (int i = 0; i < 4; i++) {
                     float p = exp2f(s[nb][i] * sl2 - lr[i >> 1]);
-                    ds = p * (dp[nb][i] - dr[i >> 1]) * a.scale;
+                    s[nb][i] = p * (dp[nb][i] - dr[i >> 1]) * a.scale;
                 }
-                s[nb][i] = ds;
-            }
+        } else {
+FA_UNROLL
+            for (int nb = 0; nb < NB; nb++)
+FA_UNROLL
+                for (int i = 0; i < 4; i++) {
+                    int tq = q0 + warp * 16 + g + 8 * (i >> 1), j = k0 + nb * 8 + t * 2 + (i & 1);
+                    float ds = 0.0f;
+                    if (j <= tq && tq < T) {
+                        float p = exp2f(s[nb][i] * sl2 - lr[i >> 1]);
+                        ds = p * (dp[nb][i] - dr[i >> 1]) * a.scale;
+                    }
+                    s[nb][i] = ds;
+                }
+        }
         am_accum<DT, D>(acc, s, Ks);
         __syncthreads();
     }
@@ -1073,19 +1095,32 @@ FA_UNROLL
         float s[NB][4], dp[NB][4];
         am_scores<DT, D>(s, Ks, warp * 16, Qs);
         am_scores<DT, D>(dp, Vs, warp * 16, dOs);
+        /* every key of the block before every query of the tile, every query below T */
+        if (k0 + AM_ROWS <= q0 && q0 + AM_ROWS <= T) {
 FA_UNROLL
-        for (int nb = 0; nb < NB; nb++)
+            for (int nb = 0; nb < NB; nb++)
 FA_UNROLL
-            for (int i = 0; i < 4; i++) {
-                int j = k0 + warp * 16 + g + 8 * (i >> 1), ql = nb * 8 + t * 2 + (i & 1), tq = q0 + ql;
-                float p = 0.0f, ds = 0.0f;
-                if (j <= tq && tq < T && j < T) {
-                    p = exp2f(s[nb][i] * sl2 - Ls[ql] * AM_LOG2E);
-                    ds = p * (dp[nb][i] - Ds[ql]) * a.scale;
+                for (int i = 0; i < 4; i++) {
+                    int ql = nb * 8 + t * 2 + (i & 1);
+                    float p = exp2f(s[nb][i] * sl2 - Ls[ql] * AM_LOG2E);
+                    s[nb][i] = p;
+                    dp[nb][i] = p * (dp[nb][i] - Ds[ql]) * a.scale;
                 }
-                s[nb][i] = p;
-                dp[nb][i] = ds;
-            }
+        } else {
+FA_UNROLL
+            for (int nb = 0; nb < NB; nb++)
+FA_UNROLL
+                for (int i = 0; i < 4; i++) {
+                    int j = k0 + warp * 16 + g + 8 * (i >> 1), ql = nb * 8 + t * 2 + (i & 1), tq = q0 + ql;
+                    float p = 0.0f, ds = 0.0f;
+                    if (j <= tq && tq < T && j < T) {
+                        p = exp2f(s[nb][i] * sl2 - Ls[ql] * AM_LOG2E);
+                        ds = p * (dp[nb][i] - Ds[ql]) * a.scale;
+                    }
+                    s[nb][i] = p;
+                    dp[nb][i] = ds;
+                }
+        }
         am_accum<DT, D>(av, s, dOs);
         am_accum<DT, D>(ak, dp, Qs);
         __syncthreads();
