@@ -735,11 +735,25 @@ FA_UNROLL
     }
 }
 
+/* The current stage of a double-buffered stream ready for the block: with
+ * the next stage's copies just issued (more), commits them and waits for
+ * every earlier group; else waits for all; then syncs the block.  The
+ * caller syncs again once done with the stage: it is refilled a tile later. */
+__device__ static inline void am_ready(bool more)
+{
+    if (more) {
+        am_commit();
+        am_wait<1>();
+    } else {
+        am_wait<0>();
+    }
+    __syncthreads();
+}
+
 /* Key tile `it` of nt streamed from packed heads ks and vs (the forward's
  * and dq's K and V) through two stages of KV (stage st: K at KV + 2 st
- * TL, V after it): issues the next tile's copies, waits for this tile's,
- * syncs the block, and returns this tile's K (V follows it).  The caller
- * syncs again once done with it: its stage is refilled a tile later. */
+ * TL, V after it): issues the next tile's copies, waits for this tile's
+ * (am_ready), and returns this tile's K (V follows it). */
 template <int D>
 __device__ static inline const am_u16 *am_kv_tile(am_u16 *KV, const am_u16 *ks, const am_u16 *vs, int it, int nt)
 {
@@ -748,12 +762,8 @@ __device__ static inline const am_u16 *am_kv_tile(am_u16 *KV, const am_u16 *ks, 
         am_u16 *Kn = KV + 2 * ((it + 1) & 1) * TL;
         am_tile<D>(Kn, ks + (size_t)(it + 1) * AM_ROWS * D);
         am_tile<D>(Kn + TL, vs + (size_t)(it + 1) * AM_ROWS * D);
-        am_commit();
-        am_wait<1>();
-    } else {
-        am_wait<0>();
     }
-    __syncthreads();
+    am_ready(it + 1 < nt);
     return KV + 2 * (it & 1) * TL;
 }
 
@@ -785,27 +795,41 @@ __device__ static inline float am_qsum(float v)
 #define AM_LOG2E 1.4426950408889634f
 #define AM_LN2 0.6931471805599453f
 
-/* s (16 rows x 64 columns, C fragments) = A B^T over the head dimension, A's
- * 16 rows from row0 of shared tile At, B's 64 rows from Bt (both stride
- * D + 8). */
+/* Accumulator fragments set to zero. */
+template <int N>
+__device__ static inline void am_zero(float (&x)[N][4])
+{
+FA_UNROLL
+    for (int i = 0; i < N; i++)
+        x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.0f;
+}
+
+/* s (16 rows x 64 columns, C fragments) += A B^T over columns 16 kk ..
+ * 16 kk + 15 of the head dimension: fa A's fragment there, B's 64 rows from
+ * shared tile Bt (stride D + 8). */
+template <int DT, int D>
+__device__ static inline void am_scores_kk(float (&s)[AM_ROWS / 8][4], const am_u32 (&fa)[4], const am_u16 *Bt, int kk)
+{
+FA_UNROLL
+    for (int nb = 0; nb < AM_ROWS / 8; nb += 2) {
+        am_u32 fb[4];
+        am_ldsm4<false>(fb, Bt, D + 8, nb * 8, kk * 16);
+        am_mma<DT>(s[nb], fa, fb[0], fb[2]);
+        am_mma<DT>(s[nb + 1], fa, fb[1], fb[3]);
+    }
+}
+
+/* s = A B^T over the head dimension, A's 16 rows from row0 of shared tile
+ * At (stride D + 8), its fragments read a slice at a time. */
 template <int DT, int D>
 __device__ static inline void am_scores(float (&s)[AM_ROWS / 8][4], const am_u16 *At, int row0, const am_u16 *Bt)
 {
-    constexpr int LD = D + 8;
-FA_UNROLL
-    for (int nb = 0; nb < AM_ROWS / 8; nb++)
-        s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+    am_zero(s);
 FA_UNROLL
     for (int kk = 0; kk < D / 16; kk++) {
         am_u32 fa[4];
-        am_ldsm4<false>(fa, At, LD, row0, kk * 16);
-FA_UNROLL
-        for (int nb = 0; nb < AM_ROWS / 8; nb += 2) {
-            am_u32 fb[4];
-            am_ldsm4<false>(fb, Bt, LD, nb * 8, kk * 16);
-            am_mma<DT>(s[nb], fa, fb[0], fb[2]);
-            am_mma<DT>(s[nb + 1], fa, fb[1], fb[3]);
-        }
+        am_ldsm4<false>(fa, At, D + 8, row0, kk * 16);
+        am_scores_kk<DT, D>(s, fa, Bt, kk);
     }
 }
 
@@ -870,9 +894,7 @@ __global__ __launch_bounds__(AM_THREADS) static void am_forward_kernel(fa_args a
     am_commit();
     am_u32 qa[KD][4];
     float o[ND][4];
-FA_UNROLL
-    for (int nd = 0; nd < ND; nd++)
-        o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
+    am_zero(o);
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     int r[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
     float sl2 = a.scale * AM_LOG2E;
@@ -884,19 +906,11 @@ FA_UNROLL
 FA_UNROLL
             for (int kk = 0; kk < KD; kk++)
                 am_ldsm4<false>(qa[kk], Qs, LD, warp * 16, kk * 16);
-        float s[NB][4];
-FA_UNROLL
-        for (int nb = 0; nb < NB; nb++)
-            s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+        float s[NB][4];   /* S = Q K^T, Q's fragments from registers */
+        am_zero(s);
 FA_UNROLL
         for (int kk = 0; kk < KD; kk++)
-FA_UNROLL
-            for (int nb = 0; nb < NB; nb += 2) {
-                am_u32 fb[4];
-                am_ldsm4<false>(fb, Ks, LD, nb * 8, kk * 16);
-                am_mma<DT>(s[nb], qa[kk], fb[0], fb[2]);
-                am_mma<DT>(s[nb + 1], qa[kk], fb[1], fb[3]);
-            }
+            am_scores_kk<DT, D>(s, qa[kk], Ks, kk);
         /* every key of the tile before every query of the block, and below T */
         bool whole = k0 + AM_ROWS <= q0 && k0 + AM_ROWS <= T;
         float mx[2] = {-INFINITY, -INFINITY};
@@ -1007,9 +1021,7 @@ __global__ __launch_bounds__(AM_THREADS) static void am_dq_kernel(fa_args a)
     am_tile<D>(KV + TL, vs);
     am_commit();
     float acc[D / 8][4];
-FA_UNROLL
-    for (int nd = 0; nd < D / 8; nd++)
-        acc[nd][0] = acc[nd][1] = acc[nd][2] = acc[nd][3] = 0.0f;
+    am_zero(acc);
     float sl2 = a.scale * AM_LOG2E, lr[2] = {0.0f, 0.0f}, dr[2] = {0.0f, 0.0f};
     int nt = (kend + AM_ROWS - 1) / AM_ROWS;
     for (int it = 0; it < nt; it++) {
@@ -1074,9 +1086,8 @@ __global__ __launch_bounds__(AM_THREADS) static void am_dkv_kernel(fa_args a)
     am_queries<D>(QD, QD + TL, LDs, LDs + AM_ROWS, a, b, grp * R, k0);
     am_commit();
     float ak[D / 8][4], av[D / 8][4];
-FA_UNROLL
-    for (int nd = 0; nd < D / 8; nd++)
-        ak[nd][0] = ak[nd][1] = ak[nd][2] = ak[nd][3] = av[nd][0] = av[nd][1] = av[nd][2] = av[nd][3] = 0.0f;
+    am_zero(ak);
+    am_zero(av);
     float sl2 = a.scale * AM_LOG2E;
     for (int it = 0; it < nt; it++) {
         int q0 = k0 + it % nqt * AM_ROWS, st = it & 1;
@@ -1086,12 +1097,8 @@ FA_UNROLL
             int n = it + 1, sn = n & 1;
             am_queries<D>(QD + 2 * sn * TL, QD + (2 * sn + 1) * TL, LDs + 2 * sn * AM_ROWS, LDs + (2 * sn + 1) * AM_ROWS,
                           a, b, grp * R + n / nqt, k0 + n % nqt * AM_ROWS);
-            am_commit();
-            am_wait<1>();
-        } else {
-            am_wait<0>();
         }
-        __syncthreads();
+        am_ready(it + 1 < nt);
         float s[NB][4], dp[NB][4];
         am_scores<DT, D>(s, Ks, warp * 16, Qs);
         am_scores<DT, D>(dp, Vs, warp * 16, dOs);
