@@ -3,11 +3,13 @@
  * kernels/cpu/) and the list of backends this build has; see backend.h.
  *
  * The CPU backend is the oracle: its op table is exactly the `<op>_cpu`
- * functions, so what the trainer computes through it is what the kernels'
- * own tests check.  A build with CUDA (MDS_HAVE_CUDA) lists "cuda" second
+ * functions (those with a 16-bit stored tensor widen it to a float copy,
+ * or round their float result into it: backend.h's stored dtypes), so what
+ * the trainer computes through it is what the kernels' own tests check.  A build with CUDA (MDS_HAVE_CUDA) lists "cuda" second
  * when a device is found at run time (kernels/cuda/backend_cuda.cu).
  */
 #include "backend.h"
+#include "dtype.h"
 #include "grow.h"
 #include "kernels.h"
 
@@ -88,7 +90,18 @@ static void cpu_mem_held(size_t *now_bytes, size_t *peak_bytes)
 }
 static void cpu_zero(void *ptr, size_t bytes) { if (bytes) memset(ptr, 0, bytes); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) { if (bytes && dst != src) memmove(dst, src, bytes); }
-static int cpu_sync(void) { return 0; }
+/* A failure inside an op (an op returns nothing): noted, and reported by
+ * the next sync(), as a GPU backend reports its kernels' failures. */
+static int cpu_failed;
+
+static int cpu_sync(void)
+{
+    pthread_mutex_lock(&ledger_mu);
+    int rc = cpu_failed ? -1 : 0;
+    cpu_failed = 0;
+    pthread_mutex_unlock(&ledger_mu);
+    return rc;
+}
 static const char *cpu_error(void) { return cpu_err; }
 
 static int cpu_mem_info(size_t *free_bytes, size_t *total_bytes)
@@ -99,6 +112,130 @@ static int cpu_mem_info(size_t *free_bytes, size_t *total_bytes)
     *free_bytes = (size_t)avail * (size_t)ps;
     *total_bytes = (size_t)pages * (size_t)ps;
     return 0;
+}
+
+/* ---- stored dtypes (backend.h): the fp32 kernels, widened and rounded ---- */
+
+/* n floats of scratch, or NULL with the failure noted for sync() (the op
+ * then does nothing). */
+static float *scratch_f32(size_t n)
+{
+    float *f = n <= ((size_t)-1) / sizeof(float) ? malloc((n ? n : 1) * sizeof(float)) : NULL;
+    if (!f) {
+        pthread_mutex_lock(&ledger_mu);
+        snprintf(cpu_err, sizeof cpu_err, "out of host memory (%zu floats of a 16-bit tensor's float copy)", n);
+        cpu_failed = 1;
+        pthread_mutex_unlock(&ledger_mu);
+    }
+    return f;
+}
+
+/* A float copy of the n values of a dt array (p itself at fp32), or NULL
+ * (scratch_f32).  Freed by done_f32. */
+static float *as_f32(const void *p, int dt, size_t n)
+{
+    if (dt == MDS_F32)
+        return (float *)p;
+    float *f = scratch_f32(n);
+    if (f)
+        for (size_t i = 0; i < n; i++)
+            f[i] = mds_load(dt, p, i);
+    return f;
+}
+
+/* An fp32 array to compute n outputs in: out itself at fp32, else scratch. */
+static float *out_f32(void *out, int dt, size_t n)
+{
+    return dt == MDS_F32 ? (float *)out : scratch_f32(n);
+}
+
+/* The scratch f of out_f32 stored into out as dt, and freed. */
+static void store_out(void *out, int dt, float *f, size_t n)
+{
+    if (dt == MDS_F32 || !f)
+        return;
+    for (size_t i = 0; i < n; i++)
+        mds_store(dt, out, i, f[i]);
+    free(f);
+}
+
+static void done_f32(const void *p, int dt, float *f)
+{
+    if (dt != MDS_F32 && f != p)
+        free(f);
+}
+
+static void cpu_layernorm_forward(void *out, int out_dt, float *mean, float *rstd, const float *inp,
+                                  const float *weight, const float *bias, int B, int T, int C, float eps)
+{
+    size_t n = (size_t)B * T * C;
+    float *o = out_f32(out, out_dt, n);
+    if (!o) return;
+    layernorm_forward_cpu(o, mean, rstd, inp, weight, bias, B, T, C, eps);
+    store_out(out, out_dt, o, n);
+}
+
+static void cpu_rmsnorm_forward(void *out, int out_dt, float *rstd, const float *inp, const float *weight, int B,
+                                int T, int C, float eps)
+{
+    size_t n = (size_t)B * T * C;
+    float *o = out_f32(out, out_dt, n);
+    if (!o) return;
+    rmsnorm_forward_cpu(o, rstd, inp, weight, B, T, C, eps);
+    store_out(out, out_dt, o, n);
+}
+
+static void cpu_gelu_forward(void *out, int out_dt, const float *inp, size_t N)
+{
+    float *o = out_f32(out, out_dt, N);
+    if (!o) return;
+    gelu_forward_cpu(o, inp, N);
+    store_out(out, out_dt, o, N);
+}
+
+static void cpu_swiglu_forward(void *out, int out_dt, const float *inp, size_t N, int F)
+{
+    float *o = out_f32(out, out_dt, N * (size_t)F);
+    if (!o) return;
+    swiglu_forward_cpu(o, inp, N, F);
+    store_out(out, out_dt, o, N * (size_t)F);
+}
+
+static void cpu_attention_forward(void *out, int out_dt, float *lse, const float *qkv, int B, int T, int C, int NH,
+                                  int NKV, mds_dropout drop)
+{
+    size_t n = (size_t)B * T * C;
+    float *o = out_f32(out, out_dt, n);
+    if (!o) return;
+    attention_forward_cpu(o, lse, qkv, B, T, C, NH, NKV, drop);
+    store_out(out, out_dt, o, n);
+}
+
+static void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const void *out, int out_dt,
+                                   const float *lse, int B, int T, int C, int NH, int NKV, mds_dropout drop)
+{
+    float *o = as_f32(out, out_dt, (size_t)B * T * C);
+    if (!o) return;
+    attention_backward_cpu(dqkv, dout, qkv, o, lse, B, T, C, NH, NKV, drop);
+    done_f32(out, out_dt, o);
+}
+
+static void cpu_matmul_forward(float *out, const void *inp, int inp_dt, const float *weight, const float *bias, int B,
+                               int T, int C, int OC)
+{
+    float *x = as_f32(inp, inp_dt, (size_t)B * T * C);
+    if (!x) return;
+    matmul_forward_cpu(out, x, weight, bias, B, T, C, OC);
+    done_f32(inp, inp_dt, x);
+}
+
+static void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const void *inp,
+                                int inp_dt, const float *weight, int B, int T, int C, int OC)
+{
+    float *x = as_f32(inp, inp_dt, (size_t)B * T * C);
+    if (!x) return;
+    matmul_backward_cpu(dinp, dweight, dbias, dout, x, weight, B, T, C, OC);
+    done_f32(inp, inp_dt, x);
 }
 
 static mds_backend cpu = {
@@ -117,21 +254,21 @@ static mds_backend cpu = {
     .ops = {
         .encoder_forward = encoder_forward_cpu,
         .encoder_backward = encoder_backward_cpu,
-        .layernorm_forward = layernorm_forward_cpu,
+        .layernorm_forward = cpu_layernorm_forward,
         .layernorm_backward = layernorm_backward_cpu,
-        .matmul_forward = matmul_forward_cpu,
-        .matmul_backward = matmul_backward_cpu,
-        .attention_forward = attention_forward_cpu,
-        .attention_backward = attention_backward_cpu,
+        .matmul_forward = cpu_matmul_forward,
+        .matmul_backward = cpu_matmul_backward,
+        .attention_forward = cpu_attention_forward,
+        .attention_backward = cpu_attention_backward,
         .dropout_forward = dropout_forward_cpu,
         .dropout_backward = dropout_backward_cpu,
         .rope_forward = rope_forward_cpu,
         .rope_backward = rope_backward_cpu,
-        .rmsnorm_forward = rmsnorm_forward_cpu,
+        .rmsnorm_forward = cpu_rmsnorm_forward,
         .rmsnorm_backward = rmsnorm_backward_cpu,
-        .swiglu_forward = swiglu_forward_cpu,
+        .swiglu_forward = cpu_swiglu_forward,
         .swiglu_backward = swiglu_backward_cpu,
-        .gelu_forward = gelu_forward_cpu,
+        .gelu_forward = cpu_gelu_forward,
         .gelu_backward = gelu_backward_cpu,
         .residual_forward = residual_forward_cpu,
         .residual_backward = residual_backward_cpu,

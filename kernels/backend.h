@@ -18,6 +18,16 @@
  * (copy it to the host to read it).  Ops are enqueued in order; sync() waits
  * for all of them.
  *
+ * Stored dtypes: the tensors a 16-bit model keeps only as matmul inputs
+ * (the norms' outputs, GELU's and SwiGLU's, attention's out) come with a
+ * dtype (enum mds_dtype, `out_dt` / `inp_dt`): MDS_F32, a float array as
+ * in kernels.h, or MDS_BF16 / MDS_F16, an array of that type's 16-bit
+ * values.  A 16-bit out is the fp32 result rounded to nearest even once
+ * (round_to's bits), and a 16-bit out_dt is the compute dtype where the
+ * backend has one; a 16-bit input is read as its values, exactly.  So the
+ * results are those of the fp32 op on an fp32 array holding the same
+ * values, rounded: the CPU widens and rounds at the boundaries.
+ *
  * Memory: alloc() returns zeroed memory or fails with a message (naming the
  * bytes asked and, where the backend knows it, the bytes free) in error();
  * copy() moves bytes between any two of host and backend memory (a GPU
@@ -42,17 +52,17 @@ typedef struct mds_ops {
                             int B, int T, int C, int V, int v_start);
     void (*encoder_backward)(float *dwte, float *dwpe, const float *dout, const int *inp,
                              int B, int T, int C, int V, int v_start);
-    void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp, const float *weight,
-                              const float *bias, int B, int T, int C, float eps);
+    void (*layernorm_forward)(void *out, int out_dt, float *mean, float *rstd, const float *inp,
+                              const float *weight, const float *bias, int B, int T, int C, float eps);
     void (*layernorm_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                                const float *weight, const float *mean, const float *rstd, int B, int T, int C);
-    void (*matmul_forward)(float *out, const float *inp, const float *weight, const float *bias,
+    void (*matmul_forward)(float *out, const void *inp, int inp_dt, const float *weight, const float *bias,
                            int B, int T, int C, int OC);
-    void (*matmul_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                            const float *weight, int B, int T, int C, int OC);
-    void (*attention_forward)(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int NKV,
-                              mds_dropout drop);
-    void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const float *out,
+    void (*matmul_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const void *inp,
+                            int inp_dt, const float *weight, int B, int T, int C, int OC);
+    void (*attention_forward)(void *out, int out_dt, float *lse, const float *qkv, int B, int T, int C, int NH,
+                              int NKV, mds_dropout drop);
+    void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const void *out, int out_dt,
                                const float *lse, int B, int T, int C, int NH, int NKV, mds_dropout drop);
     void (*dropout_forward)(float *out, const float *inp, int B, int T, int C, mds_dropout drop);
     void (*dropout_backward)(float *dinp, const float *dout, int B, int T, int C, mds_dropout drop);
@@ -60,13 +70,13 @@ typedef struct mds_ops {
                          int hs, int rot, int interleaved);
     void (*rope_backward)(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV,
                           int hs, int rot, int interleaved);
-    void (*rmsnorm_forward)(float *out, float *rstd, const float *inp, const float *weight, int B, int T, int C,
-                            float eps);
+    void (*rmsnorm_forward)(void *out, int out_dt, float *rstd, const float *inp, const float *weight, int B, int T,
+                            int C, float eps);
     void (*rmsnorm_backward)(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                              const float *rstd, int B, int T, int C);
-    void (*swiglu_forward)(float *out, const float *inp, size_t N, int F);
+    void (*swiglu_forward)(void *out, int out_dt, const float *inp, size_t N, int F);
     void (*swiglu_backward)(float *dinp, const float *inp, const float *dout, size_t N, int F);
-    void (*gelu_forward)(float *out, const float *inp, size_t N);
+    void (*gelu_forward)(void *out, int out_dt, const float *inp, size_t N);
     void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t N);
     void (*residual_forward)(float *out, const float *inp1, const float *inp2, size_t N);
     void (*residual_backward)(float *dinp1, float *dinp2, const float *dout, size_t N);

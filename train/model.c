@@ -278,16 +278,18 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
     size_t s = per_slot ? 1 : 0;
     int ln = m->cfg.normalization == GPT_NORM_LAYERNORM;   /* LayerNorm keeps mean and rstd; RMSNorm rstd only */
     size_t el = s && m->first_stage && m->cfg.embed_layernorm;   /* the embedding LayerNorm's input and statistics */
+    size_t h = m->ses;   /* the stored tensors (sd) in floats: n h / 4, rounded up */
+#define STORED(n) (((n) * h + 3) / 4)
     size_t sizes[GPT_NUM_ACTS] = {
         s * BTs * C,                               /* encoded */
-        nl * BTs * C, ln ? nl * BTs : 0, nl * BTs, /* ln1, mean, rstd */
-        nl * BT * QKVl, nl * BT * Cl, nl * NHl * BT, /* qkv, atty, att_lse */
+        STORED(nl * BTs * C), ln ? nl * BTs : 0, nl * BTs, /* ln1, mean, rstd */
+        nl * BT * QKVl, STORED(nl * BT * Cl), nl * NHl * BT, /* qkv, atty, att_lse */
         nl * BTs * C, nl * BTs * C,                /* attproj, residual2 */
-        nl * BTs * C, ln ? nl * BTs : 0, nl * BTs, /* ln2, mean, rstd */
-        nl * BT * FC1l, nl * BT * Fl,              /* fch, fch_gelu */
+        STORED(nl * BTs * C), ln ? nl * BTs : 0, nl * BTs, /* ln2, mean, rstd */
+        nl * BT * FC1l, STORED(nl * BT * Fl),      /* fch, fch_gelu */
         nl * BTs * C,                              /* fcproj */
         (per_slot ? nl : nl ? nl - 1 : 0) * BTs * C, /* residual3 (a chunk's output is its checkpoint) */
-        s * BTs * C, ln ? s * BTs : 0, s * BTs,    /* lnf, mean, rstd */
+        STORED(s * BTs * C), ln ? s * BTs : 0, s * BTs, /* lnf, mean, rstd */
         s * BT * Vl,                               /* logits */
         s * BT, s * BT, s * BT, s * BT, s * BT, s * BT, /* losses, maxes, sumexp, tlogits, mask, dlosses */
         s * BT * C, s * BT * C, s * BT * QKVl, s * BT * Cl, s * BT * FC1l, s * BT * Fl, /* backward scratch */
@@ -295,19 +297,25 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
         m->sp ? s * BTs * C : 0,                   /* dgrad_in */
         el * BTs * C, el * BTs, el * BTs,          /* emb, emb_mean, emb_rstd */
     };
-    memcpy(as, sizes, sizeof sizes);
+#undef STORED
+    /* every tensor on a 16-byte boundary (the 16-bit matmul operands are
+       read in place) */
+    for (int i = 0; i < GPT_NUM_ACTS; i++)
+        as[i] = (sizes[i] + 3) / 4 * 4;
 }
 
-/* Point the float tensors of a at base, with the element counts sizes. */
+/* Point the tensors of a at base, with the float counts sizes. */
 static void point_acts(gpt_acts *a, float *base, const size_t *sizes)
 {
+    float *ln1, *atty, *ln2, *fchg, *lnf;   /* (stored as sd) */
     float **aptrs[GPT_NUM_ACTS] = {
-        &a->encoded, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->atty, &a->att_lse,
-        &a->attproj, &a->residual2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu,
-        &a->fcproj, &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd, &a->logits, &a->losses,
+        &a->encoded, &ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &atty, &a->att_lse,
+        &a->attproj, &a->residual2, &ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &fchg,
+        &a->fcproj, &a->residual3, &lnf, &a->lnf_mean, &a->lnf_rstd, &a->logits, &a->losses,
         &a->maxes, &a->sumexp, &a->tlogits, &a->mask, &a->dlosses, &a->dresidual, &a->dln,
         &a->dqkv, &a->datty, &a->dfch, &a->dfch_gelu, &a->ckpt, &a->dgrad_in, &a->emb, &a->emb_mean, &a->emb_rstd};
     point_tensors(aptrs, base, sizes, GPT_NUM_ACTS);
+    a->ln1 = ln1, a->atty = atty, a->ln2 = ln2, a->fch_gelu = fchg, a->lnf = lnf;
 }
 
 size_t gpt_activation_bytes(const gpt_model *m)
@@ -356,6 +364,10 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
              cfg->tp_size);
     m->Ts = m->sp ? T / cfg->tp_size : T;
     m->t0 = m->sp ? cfg->tp_rank * m->Ts : 0;
+    m->sd = cfg->dtype;
+    if (m->sp && (size_t)B * (size_t)m->Ts * (size_t)cfg->hidden_size % 2)
+        m->sd = MDS_F32;
+    m->ses = mds_dtype_size(m->sd);
 
     size_t Ll = (size_t)m->Ll, C = (size_t)m->C, Cl = (size_t)m->Cl, Fl = (size_t)m->Fl;
     size_t Vl = (size_t)m->Vl, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l;
@@ -727,14 +739,15 @@ static void tp_max(const gpt_model *m, float *x, size_t n)
  * rank; the collectives work on rank-major (TP, B, Ts, n) buffers, so the
  * gather and the scatter reorder through sp_perm (B TP copies). */
 
-/* full (B, T, n) = every rank's part (B, Ts, n), all-gathered. */
-static void sp_gather(const gpt_model *m, float *full, const float *part, size_t n)
+/* full (B, T, n) = every rank's part (B, Ts, n), all-gathered; es bytes
+ * an element (B Ts n es a multiple of 4: the gather moves floats). */
+static void sp_gather(const gpt_model *m, void *full, const void *part, size_t n, size_t es)
 {
-    size_t B = (size_t)m->B, T = (size_t)m->T, Ts = (size_t)m->Ts, piece = Ts * n;
-    m->tp->allgather(m->tp->ctx, m->sp_perm, part, B * piece);
+    size_t B = (size_t)m->B, T = (size_t)m->T, Ts = (size_t)m->Ts, piece = Ts * n * es;
+    m->tp->allgather(m->tp->ctx, m->sp_perm, (const float *)part, B * piece / sizeof(float));
     for (size_t r = 0; r < (size_t)m->cfg.tp_size; r++)
         for (size_t b = 0; b < B; b++)
-            m->be->copy(full + (b * T + r * Ts) * n, m->sp_perm + (r * B + b) * piece, piece * sizeof(float));
+            m->be->copy((char *)full + (b * T + r * Ts) * n * es, (char *)m->sp_perm + (r * B + b) * piece, piece);
 }
 
 /* part (B, Ts, n) = the rank-ordered sum over ranks of their full (B, T, n)'s
@@ -754,8 +767,17 @@ static const float *sp_whole(const gpt_model *m, float *scratch, const float *pa
 {
     if (!m->sp || !part)
         return part;
-    sp_gather(m, scratch, part, n);
+    sp_gather(m, scratch, part, n, sizeof(float));
     return scratch;
+}
+
+/* The same of a stored (sd) (B, Ts, C) tensor, gathered into sp_full. */
+static const void *sp_stored(const gpt_model *m, const void *part)
+{
+    if (!m->sp || !part)
+        return part;
+    sp_gather(m, m->sp_full, part, (size_t)m->C, m->ses);
+    return m->sp_full;
 }
 
 /* A row-parallel output (B, T, C) of partial sums, kept (rounded to the working
@@ -778,6 +800,13 @@ static void kept_by_op(const gpt_model *m, float *x, size_t n)
 {
     if (!m->be->rounds_kept)
         keep(m, x, n);
+}
+
+/* The same of an op's output stored as sd: a 16-bit one the op rounded. */
+static void kept_stored(const gpt_model *m, void *x, size_t n)
+{
+    if (m->sd == MDS_F32)
+        kept_by_op(m, (float *)x, n);
 }
 
 static void tp_reduce_out(const gpt_model *m, float *dst, float *full)
@@ -817,15 +846,18 @@ static const float *norm_gamma(const gpt_model *m, const float *w)
     return g;
 }
 
-static void norm_forward(const gpt_model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                         const float *b, float eps)
+/* out stored as od: sd for the matmuls' inputs, fp32 for the embedding's
+ * norm (the residual stream). */
+static void norm_forward(const gpt_model *m, void *out, int od, float *mean, float *rstd, const float *inp,
+                         const float *w, const float *b, float eps)
 {
     w = norm_gamma(m, w);
     if (m->cfg.normalization == GPT_NORM_RMSNORM)
-        m->be->ops.rmsnorm_forward(out, rstd, inp, w, m->B, m->Ts, m->C, eps);
+        m->be->ops.rmsnorm_forward(out, od, rstd, inp, w, m->B, m->Ts, m->C, eps);
     else
-        m->be->ops.layernorm_forward(out, mean, rstd, inp, w, b, m->B, m->Ts, m->C, eps);
-    kept_by_op(m, out, (size_t)m->B * m->Ts * m->C);
+        m->be->ops.layernorm_forward(out, od, mean, rstd, inp, w, b, m->B, m->Ts, m->C, eps);
+    if (od == MDS_F32)
+        kept_by_op(m, (float *)out, (size_t)m->B * m->Ts * m->C);
 }
 
 /* Its backward over the whole sequence (see model.h): the input and the
@@ -856,27 +888,31 @@ static float *layer_part(float *base, size_t l, size_t n) { return base ? base +
  * checkpoint of that chunk (the next chunk's input, or the stage output). */
 typedef struct layer_view {
     const float *in;  // (B, T, C)
-    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att_lse, *attproj, *res2, *ln2, *ln2_mean, *ln2_rstd;
-    float *fch, *fchg, *fcproj, *res3;
+    void *ln1, *atty, *ln2, *fchg;   /* stored as sd */
+    float *ln1_mean, *ln1_rstd, *qkv, *att_lse, *attproj, *res2, *ln2_mean, *ln2_rstd;
+    float *fch, *fcproj, *res3;
 } layer_view;
+
+/* Element i of a stored (sd) tensor. */
+static void *stored_at(const gpt_model *m, void *base, size_t i) { return (char *)base + i * m->ses; }
 
 /* The tensors of layer l: index i of the per-layer tensors of a. */
 static void layer_tensors(const gpt_model *m, const gpt_acts *a, size_t i, layer_view *v)
 {
     size_t BT = (size_t)m->B * (size_t)m->T, BTs = (size_t)m->B * (size_t)m->Ts, BTC = BTs * (size_t)m->C;
-    v->ln1 = a->ln1 + i * BTC;
+    v->ln1 = stored_at(m, a->ln1, i * BTC);
     v->ln1_mean = layer_part(a->ln1_mean, i, BTs);
     v->ln1_rstd = a->ln1_rstd + i * BTs;
     v->qkv = a->qkv + i * BT * (size_t)m->QKVl;
-    v->atty = a->atty + i * BT * (size_t)m->Cl;
+    v->atty = stored_at(m, a->atty, i * BT * (size_t)m->Cl);
     v->att_lse = a->att_lse + i * (size_t)m->NHl * BT;
     v->attproj = a->attproj + i * BTC;
     v->res2 = a->residual2 + i * BTC;
-    v->ln2 = a->ln2 + i * BTC;
+    v->ln2 = stored_at(m, a->ln2, i * BTC);
     v->ln2_mean = layer_part(a->ln2_mean, i, BTs);
     v->ln2_rstd = a->ln2_rstd + i * BTs;
     v->fch = a->fch + i * BT * (size_t)m->FC1l;
-    v->fchg = a->fch_gelu + i * BT * (size_t)m->Fl;
+    v->fchg = stored_at(m, a->fch_gelu, i * BT * (size_t)m->Fl);
     v->fcproj = a->fcproj + i * BTC;
     v->res3 = a->residual3 + i * BTC;
 }
@@ -926,25 +962,25 @@ static void layer_forward(gpt_model *m, int l)
     dh1.t0 = dh2.t0 = m->t0;   /* on this rank's tokens */
     layer_view v;
     layer_view_of(m, l, &v);
-    norm_forward(m, v.ln1, v.ln1_mean, v.ln1_rstd, v.in, p->ln1w + lC, layer_part(p->ln1b, l, C),
+    norm_forward(m, v.ln1, m->sd, v.ln1_mean, v.ln1_rstd, v.in, p->ln1w + lC, layer_part(p->ln1b, l, C),
                  m->cfg.layernorm_eps);
     /* column-parallel QKV (Megatron's f: identity forward; with sequence
        parallelism the all-gather of the sequence) */
-    const float *ln1 = sp_whole(m, m->sp_full, v.ln1, (size_t)C);
-    ops->matmul_forward(v.qkv, ln1, p->qkvw + (size_t)l * QKVl * C, layer_part(p->qkvb, l, QKVl), B, T, C,
+    const void *ln1 = sp_stored(m, v.ln1);
+    ops->matmul_forward(v.qkv, ln1, m->sd, p->qkvw + (size_t)l * QKVl * C, layer_part(p->qkvb, l, QKVl), B, T, C,
                         (int)QKVl);
     kept_by_op(m, v.qkv, BT * QKVl);
     if (m->rot) {
         ops->rope_forward(v.qkv, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
         keep(m, v.qkv, BT * QKVl);
     }
-    ops->attention_forward(v.atty, v.att_lse, v.qkv, B, T, Cl, NHl, m->Gl, da);
-    kept_by_op(m, v.atty, BT * (size_t)Cl);
+    ops->attention_forward(v.atty, m->sd, v.att_lse, v.qkv, B, T, Cl, NHl, m->Gl, da);
+    kept_stored(m, v.atty, BT * (size_t)Cl);
     /* row-parallel projection: partial sums, bias on TP rank 0, then g (the
        all-reduce, or the reduce-scatter); Megatron's bias-dropout-add:
        residual + dropout(proj + bias) */
     float *proj = m->sp ? m->sp_full2 : v.attproj;
-    ops->matmul_forward(proj, v.atty, p->attprojw + (size_t)l * C * Cl,
+    ops->matmul_forward(proj, v.atty, m->sd, p->attprojw + (size_t)l * C * Cl,
                         tp0 ? layer_part(p->attprojb, l, C) : NULL, B, T, Cl, C);
     tp_reduce_out(m, v.attproj, proj);
     if (dh1.p > 0.0f) {
@@ -953,18 +989,18 @@ static void layer_forward(gpt_model *m, int l)
     }
     ops->residual_forward(v.res2, v.in, v.attproj, BTsC);
     keep(m, v.res2, BTsC);
-    norm_forward(m, v.ln2, v.ln2_mean, v.ln2_rstd, v.res2, p->ln2w + lC, layer_part(p->ln2b, l, C),
+    norm_forward(m, v.ln2, m->sd, v.ln2_mean, v.ln2_rstd, v.res2, p->ln2w + lC, layer_part(p->ln2b, l, C),
                  m->cfg.layernorm_eps);
-    const float *ln2 = sp_whole(m, m->sp_full, v.ln2, (size_t)C);
-    ops->matmul_forward(v.fch, ln2, p->fcw + (size_t)l * FC1l * C, layer_part(p->fcb, l, FC1l), B, T, C, (int)FC1l);
+    const void *ln2 = sp_stored(m, v.ln2);
+    ops->matmul_forward(v.fch, ln2, m->sd, p->fcw + (size_t)l * FC1l * C, layer_part(p->fcb, l, FC1l), B, T, C, (int)FC1l);
     kept_by_op(m, v.fch, BT * FC1l);
     if (m->cfg.swiglu)
-        ops->swiglu_forward(v.fchg, v.fch, BT, Fl);
+        ops->swiglu_forward(v.fchg, m->sd, v.fch, BT, Fl);
     else
-        ops->gelu_forward(v.fchg, v.fch, BT * Fl);
-    kept_by_op(m, v.fchg, BT * (size_t)Fl);
+        ops->gelu_forward(v.fchg, m->sd, v.fch, BT * Fl);
+    kept_stored(m, v.fchg, BT * (size_t)Fl);
     float *mlp = m->sp ? m->sp_full2 : v.fcproj;
-    ops->matmul_forward(mlp, v.fchg, p->fcprojw + (size_t)l * C * Fl, tp0 ? layer_part(p->fcprojb, l, C) : NULL,
+    ops->matmul_forward(mlp, v.fchg, m->sd, p->fcprojw + (size_t)l * C * Fl, tp0 ? layer_part(p->fcprojb, l, C) : NULL,
                         B, T, Fl, C);
     tp_reduce_out(m, v.fcproj, mlp);
     if (dh2.p > 0.0f) {
@@ -1003,7 +1039,7 @@ static void layer_backward(gpt_model *m, int l)
     }
     m->be->zero(a->dfch_gelu, BT * Fl * sizeof(float));
     ops->matmul_backward(a->dfch_gelu, g->fcprojw + (size_t)l * C * Fl, layer_part(g->fcprojb, l, C),
-                         dmlp, v.fchg, p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
+                         dmlp, v.fchg, m->sd, p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
     keep(m, a->dfch_gelu, BT * (size_t)Fl);
     m->be->zero(a->dfch, BT * FC1l * sizeof(float));
     if (m->cfg.swiglu)
@@ -1013,7 +1049,7 @@ static void layer_backward(gpt_model *m, int l)
     kept_by_op(m, a->dfch, BT * FC1l);
     m->be->zero(a->dln, BTC * sizeof(float));
     ops->matmul_backward(a->dln, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch,
-                         sp_whole(m, m->sp_full, v.ln2, (size_t)C), p->fcw + (size_t)l * FC1l * C, B, T, C,
+                         sp_stored(m, v.ln2), m->sd, p->fcw + (size_t)l * FC1l * C, B, T, C,
                          (int)FC1l);
     tp_sum_kept(m, a->dln, BTC);   /* f in backward */
     norm_backward(m, a->dresidual, g->ln2w + lC, layer_part(g->ln2b, l, C), a->dln, v.res2, p->ln2w + lC,
@@ -1027,10 +1063,10 @@ static void layer_backward(gpt_model *m, int l)
     }
     m->be->zero(a->datty, BT * Cl * sizeof(float));
     ops->matmul_backward(a->datty, g->attprojw + (size_t)l * C * Cl, layer_part(g->attprojb, l, C),
-                         datt, v.atty, p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
+                         datt, v.atty, m->sd, p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
     keep(m, a->datty, BT * (size_t)Cl);
     m->be->zero(a->dqkv, BT * QKVl * sizeof(float));
-    ops->attention_backward(a->dqkv, a->datty, v.qkv, v.atty, v.att_lse, B, T, Cl, NHl,
+    ops->attention_backward(a->dqkv, a->datty, v.qkv, v.atty, m->sd, v.att_lse, B, T, Cl, NHl,
                             m->Gl, da);
     kept_by_op(m, a->dqkv, BT * QKVl);
     if (m->rot) {   /* back through the rotation: d(q, k) before it */
@@ -1039,7 +1075,7 @@ static void layer_backward(gpt_model *m, int l)
     }
     m->be->zero(a->dln, BTC * sizeof(float));
     ops->matmul_backward(a->dln, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv,
-                         sp_whole(m, m->sp_full, v.ln1, (size_t)C), p->qkvw + (size_t)l * QKVl * C, B, T, C,
+                         sp_stored(m, v.ln1), m->sd, p->qkvw + (size_t)l * QKVl * C, B, T, C,
                          (int)QKVl);
     tp_sum_kept(m, a->dln, BTC);
     norm_backward(m, a->dresidual, g->ln1w + lC, layer_part(g->ln1b, l, C), a->dln, v.in, p->ln1w + lC,
@@ -1069,7 +1105,7 @@ static void embed_forward(gpt_model *m)
                          m->v_start);
     tp_reduce_out(m, words, emb);
     if (eln) {
-        norm_forward(m, a->encoded, a->emb_mean, a->emb_rstd, a->emb, p->emblnw, p->emblnb, GPT_EMBED_LN_EPS);
+        norm_forward(m, a->encoded, MDS_F32, a->emb_mean, a->emb_rstd, a->emb, p->emblnw, p->emblnb, GPT_EMBED_LN_EPS);
         for (size_t b = 0; p->wpe && b < (size_t)B; b++)   /* positions t0 .. t0 + Ts - 1 */
             ops->residual_forward(a->encoded + b * TsC, a->encoded + b * TsC, p->wpe + (size_t)m->t0 * C, TsC);
         if (p->wpe)
@@ -1165,9 +1201,9 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
         return GPT_OK;   /* the caller sends gpt_stage_output() on */
     }
     if (m->params_needed) m->params_needed(m->params_needed_ctx, m->Ll);
-    norm_forward(m, a->lnf, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, m->cfg.layernorm_eps);
+    norm_forward(m, a->lnf, m->sd, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, m->cfg.layernorm_eps);
     const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
-    ops->matmul_forward(a->logits, sp_whole(m, m->sp_full, a->lnf, (size_t)C), outw, NULL, B, T, C, Vl);
+    ops->matmul_forward(a->logits, sp_stored(m, a->lnf), m->sd, outw, NULL, B, T, C, Vl);
     kept_by_op(m, a->logits, BT * (size_t)Vl);   /* logits are stored in the working dtype; the loss is fp32 */
     ops->crossentropy_forward(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, a->targets,
                               a->mask, B, T, Vl, m->v_start);
@@ -1211,8 +1247,7 @@ void gpt_backward(gpt_model *m, float scale)
         const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
         float *doutw = m->cfg.untie_embeddings ? g->outw : g->wte;
         m->be->zero(a->dln, BTC * sizeof(float));
-        ops->matmul_backward(a->dln, doutw, NULL, a->logits, sp_whole(m, m->sp_full, a->lnf, (size_t)C), outw, B, T,
-                             C, Vl);
+        ops->matmul_backward(a->dln, doutw, NULL, a->logits, sp_stored(m, a->lnf), m->sd, outw, B, T, C, Vl);
         tp_sum_kept(m, a->dln, BTC);   /* the output layer is column-parallel */
         const float *last = layer_output(m, m->Ll - 1);
         m->be->zero(a->dresidual, BTC * sizeof(float));
@@ -1221,7 +1256,7 @@ void gpt_backward(gpt_model *m, float scale)
         /* the caller put this rank's slice of the next stage's gradient in
            dgrad_in (else in dresidual); the residual stream's gradient is
            kept whole (model.h) */
-        sp_gather(m, a->dresidual, a->dgrad_in, (size_t)C);
+        sp_gather(m, a->dresidual, a->dgrad_in, (size_t)C, sizeof(float));
     }
     for (int l = m->Ll - 1; l >= 0; l--) {
         if (l < m->rc_layers && (l == m->rc_layers - 1 || (l + 1) % m->rc_chunk == 0))   /* a chunk's last layer */

@@ -279,22 +279,22 @@ typedef struct gpt_params {
  * the same per-layer tensors for a chunk's layers. */
 typedef struct gpt_acts {
     float *encoded;   // (B, Ts, C)
-    float *ln1;       // (Lk, B, Ts, C)
+    void *ln1;        // (Lk, B, Ts, C)  stored as sd (gpt_model)
     float *ln1_mean;  // (Lk, B, Ts)   LayerNorm only
     float *ln1_rstd;  // (Lk, B, Ts)
     float *qkv;       // (Lk, B, T, QKVl)  q and k rotated with RoPE
-    float *atty;      // (Lk, B, T, Cl)
+    void *atty;       // (Lk, B, T, Cl)  stored as sd
     float *att_lse;   // (Lk, B, NHl, T)
     float *attproj;   // (Lk, B, Ts, C)
     float *residual2; // (Lk, B, Ts, C)
-    float *ln2;       // (Lk, B, Ts, C)
+    void *ln2;        // (Lk, B, Ts, C)  stored as sd
     float *ln2_mean;  // (Lk, B, Ts)   LayerNorm only
     float *ln2_rstd;  // (Lk, B, Ts)
     float *fch;       // (Lk, B, T, FC1l)
-    float *fch_gelu;  // (Lk, B, T, Fl)  GELU, or SwiGLU, of fch
+    void *fch_gelu;   // (Lk, B, T, Fl)  GELU, or SwiGLU, of fch; stored as sd
     float *fcproj;    // (Lk, B, Ts, C)
     float *residual3; // (Lk, B, Ts, C)
-    float *lnf;       // (B, Ts, C)
+    void *lnf;        // (B, Ts, C)  stored as sd
     float *lnf_mean;  // (B, Ts)        LayerNorm only
     float *lnf_rstd;  // (B, Ts)
     float *logits;    // (B, T, Vl)  overwritten in place by dlogits in backward
@@ -319,7 +319,7 @@ typedef struct gpt_acts {
     int *targets;     // (B, T)
 } gpt_acts;
 
-#define GPT_NUM_ACTS 37   /* float tensors in gpt_acts (inputs/targets apart) */
+#define GPT_NUM_ACTS 37   /* tensors in gpt_acts (inputs/targets apart) */
 
 /* Names of the parameter tensors ("wte", "wpe", "ln1w", ...), for messages. */
 extern const char *const gpt_param_names[GPT_NUM_PARAMS];
@@ -372,8 +372,16 @@ typedef struct gpt_model {
     /* activations for micro-batches of B x T */
     int B, T;
     int sp, Ts, t0;               /* sequence parallelism: on, tokens per rank, first global token */
-    size_t act_sizes[GPT_NUM_ACTS];   /* elements */
+    size_t act_sizes[GPT_NUM_ACTS];   /* floats (the stored tensors': their bytes / 4, rounded up) */
     int act_dtype;                /* dtype of the activations (enum mds_dtype) */
+    /* The tensors only matmuls read (and attention's backward, its out):
+       the norms' outputs, GELU's or SwiGLU's, attention's.  A 16-bit model
+       stores them in its dtype (backend.h's stored dtypes: the matmuls
+       take them without a copy); fp32 otherwise, and where sequence
+       parallelism's gather of B x Ts x C of them would be an odd number
+       of 16-bit values (the gather moves floats).  ses: sd's bytes. */
+    int sd;
+    size_t ses;
     size_t num_acts;              /* elements per slot */
     int slots, slot;              /* activation slots, the current one */
     float *acts_memory;           /* slots x num_acts floats */

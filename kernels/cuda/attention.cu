@@ -208,7 +208,8 @@ FA_UNROLL
  * made once per op by fa_args_of. */
 struct fa_args {
     const float *qkv;     /* (B, T, row): per token [q (NH hs) | k (NKV hs) | v (NKV hs)] */
-    float *out, *lse;     /* (B, T, C), (B, NH, T): written forward, read backward */
+    void *out;            /* (B, T, C) stored as od (backend.h): written forward, read backward */
+    float *lse;           /* (B, NH, T) */
     float *dqkv;          /* (B, T, row), added into (backward) */
     const float *dout;    /* (B, T, C) (backward) */
     float *Dg;            /* (B, NH, T): D = rowsum(dO * O), the backward's scratch */
@@ -222,6 +223,7 @@ struct fa_args {
     const uint16_t *d16;  /* and dO: (B, NH, Tp, D) (backward) */
     int Tp;               /* T rounded up to 64 (AM_ROWS) */
     int kd;               /* the dtype out and dqkv are kept as (rounds_kept: the compute dtype) */
+    int od;               /* out's stored dtype (the fp32 kernels: MDS_F32 only) */
 };
 
 /* The dropout factor of pair (query t, key j) of head h: 1 without
@@ -331,7 +333,7 @@ FA_UNROLL
         if (tx == 0 && r < nq)
             a.lse[((size_t)b * a.NH + h) * T + q0 + r] = mrow[m] + (float)log((double)lrow[m]);
     }
-    fa_move<false, RM, CN>(o, a.out + ((size_t)b * T + q0) * a.C + (size_t)h * hs, a.C, nq, hs);
+    fa_move<false, RM, CN>(o, (float *)a.out + ((size_t)b * T + q0) * a.C + (size_t)h * hs, a.C, nq, hs);
 }
 
 /* D_t = dO_t . O_t of every (b, h, t), into Dg in (b, h, t) order, summed
@@ -349,7 +351,7 @@ __global__ static void fa_rowdot_kernel(fa_args a)
     for (int e = threadIdx.x; e < n * hs; e += blockDim.x) {
         int r = e / hs, c = e % hs;
         dOs[r * ld + c] = a.dout[base + (size_t)r * a.C + c];
-        Os[r * ld + c] = a.out[base + (size_t)r * a.C + c];
+        Os[r * ld + c] = mds_load(a.od, a.out, base + (size_t)r * a.C + c);
     }
     __syncthreads();
     if ((int)threadIdx.x < n) {
@@ -973,14 +975,14 @@ FA_UNROLL
 FA_UNROLL
     for (int hi = 0; hi < 2; hi++)
         l[hi] = am_qsum(l[hi]);
-    float *out = a.out + (size_t)b * T * a.C + (size_t)h * hs;
+    size_t ob = (size_t)b * T * a.C + (size_t)h * hs;
 FA_UNROLL
     for (int nd = 0; nd < ND; nd++)
 FA_UNROLL
         for (int i = 0; i < 4; i++) {
             int rr = r[i >> 1], d = nd * 8 + t * 2 + (i & 1);
             if (rr < T && d < hs)
-                out[(size_t)rr * a.C + d] = mds_round_to(a.kd, o[nd][i] / l[i >> 1]);
+                mds_cu_put(a.out, a.od, ob + (size_t)rr * a.C + d, o[nd][i] / l[i >> 1], a.kd);
         }
     if (t == 0)
 FA_UNROLL
@@ -1299,33 +1301,42 @@ static fa_args fa_args_of(const float *qkv, int T, int C, int NH, int NKV, mds_d
 /* The padded head width of head size hs: 64, 128 or 256. */
 static int fa_width(int hs) { return hs <= 64 ? 64 : hs <= 128 ? 128 : 256; }
 
-void attention_forward_cuda(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int NKV,
+void attention_forward_cuda(void *out, int out_dt, float *lse, const float *qkv, int B, int T, int C, int NH, int NKV,
                             mds_dropout drop)
 {
     if (att_check(B, T, C, NH, NKV, "attention_forward")) return;
     fa_args a = fa_args_of(qkv, T, C, NH, NKV, drop);
-    a.out = out, a.lse = lse;
+    a.out = out, a.od = out_dt, a.lse = lse;
     if (am_takes(a)) {
         am_run(a, B, 0, 0);
         return;
+    }
+    /* the fp32 kernels write floats: a 16-bit out from a float copy */
+    size_t n = (size_t)B * T * C;
+    if (out_dt != MDS_F32) {
+        a.out = mds_cuda_scratch(n * sizeof(float));
+        a.od = MDS_F32;
+        if (!a.out) return;
     }
     switch (fa_width(a.hs)) {
     case 64: fa_forward<64>(a, B); break;
     case 128: fa_forward<128>(a, B); break;
     default: fa_forward<256>(a, B); break;
     }
-    if (a.kd != MDS_F32)   /* kept (rounds_kept); the tensor-core kernels round as they store */
-        round_to_cuda(out, (size_t)B * T * C, a.kd);
+    if (out_dt != MDS_F32)
+        to16_cuda((uint16_t *)out, (const float *)a.out, n, out_dt, "attention_forward (out to 16 bits)");
+    else if (a.kd != MDS_F32)   /* kept (rounds_kept); the tensor-core kernels round as they store */
+        round_to_cuda((float *)out, n, a.kd);
 }
 
-void attention_backward_cuda(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
-                             int B, int T, int C, int NH, int NKV, mds_dropout drop)
+void attention_backward_cuda(float *dqkv, const float *dout, const float *qkv, const void *out, int out_dt,
+                             const float *lse, int B, int T, int C, int NH, int NKV, mds_dropout drop)
 {
     if (att_check(B, T, C, NH, NKV, "attention_backward")) return;
     fa_args a = fa_args_of(qkv, T, C, NH, NKV, drop);
     size_t n = (size_t)B * NH * T;
-    /* out and lse are only read backward */
-    a.out = (float *)out, a.lse = (float *)lse, a.dqkv = dqkv, a.dout = dout;
+    /* out and lse are only read backward (D's rows: any stored dtype) */
+    a.out = (void *)out, a.od = out_dt, a.lse = (float *)lse, a.dqkv = dqkv, a.dout = dout;
     if (am_takes(a)) {   /* D in its scratch, beside the 16-bit copies */
         am_run(a, B, 1, a.vec && fa_aligned16(dout));
         return;

@@ -221,41 +221,53 @@ static void mds_cu_colsum(float *d0, float *d1, F f, long N, int C, const char *
     MDS_CU_LAUNCHED(what);
 }
 
+/* Element i of an output stored as od (backend.h's stored dtypes): v kept
+ * as the compute dtype dt (rounds_kept) in a float array, or rounded once
+ * into a 16-bit one (od is then dt: the same bits). */
+__device__ static inline void mds_cu_put(void *out, int od, size_t i, float v, int dt)
+{
+    if (od == MDS_F32)
+        ((float *)out)[i] = mds_round_to(dt, v);
+    else
+        mds_store(od, out, i, v);
+}
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* The op table of the CUDA backend: the arguments of the `<op>_cpu`
- * functions in kernels.h, every pointer device memory. */
+ * functions in kernels.h, every pointer device memory (and the stored
+ * dtypes of backend.h). */
 void encoder_forward_cuda(float *out, const int *inp, const float *wte, const float *wpe, int B, int T, int C, int V,
                           int v_start);
 void encoder_backward_cuda(float *dwte, float *dwpe, const float *dout, const int *inp, int B, int T, int C, int V,
                            int v_start);
-void layernorm_forward_cuda(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+void layernorm_forward_cuda(void *out, int out_dt, float *mean, float *rstd, const float *inp, const float *weight,
                             const float *bias, int B, int T, int C, float eps);
 void layernorm_backward_cuda(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                              const float *weight, const float *mean, const float *rstd, int B, int T, int C);
-void matmul_forward_cuda(float *out, const float *inp, const float *weight, const float *bias, int B, int T, int C,
-                         int OC);
-void matmul_backward_cuda(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+void matmul_forward_cuda(float *out, const void *inp, int inp_dt, const float *weight, const float *bias, int B,
+                         int T, int C, int OC);
+void matmul_backward_cuda(float *dinp, float *dweight, float *dbias, const float *dout, const void *inp, int inp_dt,
                           const float *weight, int B, int T, int C, int OC);
-void attention_forward_cuda(float *out, float *lse, const float *qkv, int B, int T, int C, int NH, int NKV,
+void attention_forward_cuda(void *out, int out_dt, float *lse, const float *qkv, int B, int T, int C, int NH, int NKV,
                             mds_dropout drop);
-void attention_backward_cuda(float *dqkv, const float *dout, const float *qkv, const float *out, const float *lse,
-                             int B, int T, int C, int NH, int NKV, mds_dropout drop);
+void attention_backward_cuda(float *dqkv, const float *dout, const float *qkv, const void *out, int out_dt,
+                             const float *lse, int B, int T, int C, int NH, int NKV, mds_dropout drop);
 void dropout_forward_cuda(float *out, const float *inp, int B, int T, int C, mds_dropout drop);
 void dropout_backward_cuda(float *dinp, const float *dout, int B, int T, int C, mds_dropout drop);
 void rope_forward_cuda(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV, int hs,
                        int rot, int interleaved);
 void rope_backward_cuda(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV, int hs,
                         int rot, int interleaved);
-void rmsnorm_forward_cuda(float *out, float *rstd, const float *inp, const float *weight, int B, int T, int C,
-                          float eps);
+void rmsnorm_forward_cuda(void *out, int out_dt, float *rstd, const float *inp, const float *weight, int B, int T,
+                          int C, float eps);
 void rmsnorm_backward_cuda(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                            const float *rstd, int B, int T, int C);
-void swiglu_forward_cuda(float *out, const float *inp, size_t N, int F);
+void swiglu_forward_cuda(void *out, int out_dt, const float *inp, size_t N, int F);
 void swiglu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t N, int F);
-void gelu_forward_cuda(float *out, const float *inp, size_t N);
+void gelu_forward_cuda(void *out, int out_dt, const float *inp, size_t N);
 void gelu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t N);
 void residual_forward_cuda(float *out, const float *inp1, const float *inp2, size_t N);
 void residual_backward_cuda(float *dinp1, float *dinp2, const float *dout, size_t N);
@@ -269,6 +281,9 @@ void crossentropy_backward_cuda(float *dlogits, const float *logits, const float
 void loss_reduce_cuda(double *out, const float *losses, const float *mask, size_t N);
 void loss_grad_cuda(float *dlosses, const float *mask, float inv, size_t N);
 void round_to_cuda(float *x, size_t N, int dtype);
+/* dst[0, n) = src's values as dt (MDS_BF16, MDS_F16), rounded to nearest
+ * even; what names the caller in a launch failure. */
+void to16_cuda(uint16_t *dst, const float *src, size_t n, int dt, const char *what);
 void unscale_check_cuda(double *nonfinite, float *x, size_t N, float factor);
 void adamw_update_cuda(float *params, float *m, float *v, const float *grads, size_t N, int t, float lr, float beta1,
                        float beta2, float eps, float weight_decay, float grad_scale);

@@ -14,7 +14,7 @@ __device__ static inline float gelu_sig(float x)
 }
 
 /* MDS_CU_ILP elements a thread at a time (common.cuh) */
-__global__ static void gelu_forward_kernel(float *out, const float *inp, size_t N, int dt)
+__global__ static void gelu_forward_kernel(void *out, int od, const float *inp, size_t N, int dt)
 {
     size_t S = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += MDS_CU_ILP * S) {
@@ -23,7 +23,7 @@ __global__ static void gelu_forward_kernel(float *out, const float *inp, size_t 
             x[k] = i + k * S < N ? inp[i + k * S] : 0.0f;
         for (int k = 0; k < MDS_CU_ILP; k++)
             if (i + k * S < N)
-                out[i + k * S] = mds_round_to(dt, x[k] * gelu_sig(x[k]));
+                mds_cu_put(out, od, i + k * S, x[k] * gelu_sig(x[k]), dt);
     }
 }
 
@@ -47,10 +47,10 @@ __global__ static void gelu_backward_kernel(float *dinp, const float *inp, const
     }
 }
 
-void gelu_forward_cuda(float *out, const float *inp, size_t N)
+void gelu_forward_cuda(void *out, int out_dt, const float *inp, size_t N)
 {
     if (!N) return;
-    gelu_forward_kernel<<<mds_cu_ilp_blocks(N, 256), 256>>>(out, inp, N, mds_cuda_compute_dtype());
+    gelu_forward_kernel<<<mds_cu_ilp_blocks(N, 256), 256>>>(out, out_dt, inp, N, mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("gelu_forward");
 }
 

@@ -12,7 +12,7 @@
 
 #include "common.cuh"
 
-__global__ static void layernorm_forward_kernel(float *out, float *mean, float *rstd, const float *inp,
+__global__ static void layernorm_forward_kernel(void *out, int od, float *mean, float *rstd, const float *inp,
                                                 const float *weight, const float *bias, size_t N, int C, float eps,
                                                 int dt)
 {
@@ -21,7 +21,6 @@ __global__ static void layernorm_forward_kernel(float *out, float *mean, float *
     if (bt >= N)
         return;
     const float *x = inp + bt * C;
-    float *o = out + bt * C;
     double s = 0.0;
     for (int c = lane; c < C; c += 32)
         s += x[c];
@@ -35,20 +34,20 @@ __global__ static void layernorm_forward_kernel(float *out, float *mean, float *
     float m = (float)mu;
     float r = (float)(1.0 / sqrt(ss / C + (double)eps));
     for (int c = lane; c < C; c += 32)
-        o[c] = mds_round_to(dt, (x[c] - m) * r * weight[c] + bias[c]);
+        mds_cu_put(out, od, bt * C + c, (x[c] - m) * r * weight[c] + bias[c], dt);
     if (lane == 0) {
         mean[bt] = m;
         rstd[bt] = r;
     }
 }
 
-void layernorm_forward_cuda(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+void layernorm_forward_cuda(void *out, int out_dt, float *mean, float *rstd, const float *inp, const float *weight,
                             const float *bias, int B, int T, int C, float eps)
 {
     size_t N = (size_t)B * T;
     if (!N) return;
-    layernorm_forward_kernel<<<mds_cu_row_blocks(N), 32 * MDS_CU_ROWS>>>(out, mean, rstd, inp, weight, bias, N, C,
-                                                                         eps, mds_cuda_compute_dtype());
+    layernorm_forward_kernel<<<mds_cu_row_blocks(N), 32 * MDS_CU_ROWS>>>(out, out_dt, mean, rstd, inp, weight, bias,
+                                                                         N, C, eps, mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("layernorm_forward");
 }
 

@@ -24,8 +24,10 @@
  * beta = 1 (+=, kernels.h's contract).  The bias is a separate kernel after
  * the product, as the CPU adds it after the sum; dbias is a column sum of
  * dout in double (common.cuh's mds_cu_colsum).  cuBLAS is deterministic run
- * to run on one GPU model and toolkit.  Not yet: the bias and GELU
- * epilogues of cuBLASLt, 16-bit storage of the tensors themselves (the
+ * to run on one GPU model and toolkit.  An input stored in 16 bits
+ * (backend.h's stored dtypes: the model's norm, GELU/SwiGLU and attention
+ * outputs) is multiplied as it is, without a copy.  Not yet: the bias and
+ * GELU epilogues of cuBLASLt, 16-bit storage of the other operands (their
  * conversions read fp32 and write 16-bit copies: memory traffic a 16-bit
  * model would not have).
  */
@@ -68,53 +70,6 @@ static void gemm(const char *what, int dt, cublasOperation_t ta, cublasOperation
                  cublas_name(s));
         mds_cuda_note(cudaErrorUnknown, msg);
     }
-}
-
-template <int DT>
-__device__ static inline uint16_t to16_one(float v)
-{
-    return DT == MDS_BF16 ? mds_f32_to_bf16(v) : mds_f32_to_f16(v);
-}
-
-/* dst[i] = src[i] as DT, rounded to nearest even (exact on values of DT):
- * four a thread (a float4 load, an 8-byte store) from `head`, the elements
- * before src's first 16-byte boundary, when dst + head is 8-byte aligned
- * too (vec), else one a thread. */
-template <int DT>
-__global__ static void to16_kernel(uint16_t *dst, const float *src, size_t n, size_t head, int vec)
-{
-    size_t id = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
-    if (!vec) {
-        for (size_t i = id; i < n; i += stride)
-            dst[i] = to16_one<DT>(src[i]);
-        return;
-    }
-    size_t n4 = (n - head) / 4, tail = head + 4 * n4 + id;
-    if (id < head)
-        dst[id] = to16_one<DT>(src[id]);
-    const float4 *s4 = (const float4 *)(src + head);
-    uint2 *d4 = (uint2 *)(dst + head);
-    for (size_t i = id; i < n4; i += stride) {
-        float4 a = s4[i];
-        uint2 w;
-        w.x = (uint32_t)to16_one<DT>(a.x) | (uint32_t)to16_one<DT>(a.y) << 16;
-        w.y = (uint32_t)to16_one<DT>(a.z) | (uint32_t)to16_one<DT>(a.w) << 16;
-        d4[i] = w;
-    }
-    if (tail < n)
-        dst[tail] = to16_one<DT>(src[tail]);
-}
-
-static void to16(uint16_t *dst, const float *src, size_t n, int dt, const char *what)
-{
-    if (!n) return;
-    size_t head = (16 - ((uintptr_t)src & 15)) % 16 / sizeof(float);
-    if (head > n) head = n;
-    int vec = ((uintptr_t)(dst + head) & 7) == 0;
-    size_t blocks = ((vec ? (n - head) / 4 : n) + 255) / 256;
-    auto kernel = dt == MDS_BF16 ? to16_kernel<MDS_BF16> : to16_kernel<MDS_F16>;
-    kernel<<<(unsigned)(blocks < 1 ? 1 : blocks < 8192 ? blocks : 8192), 256>>>(dst, src, n, head, vec);
-    MDS_CU_LAUNCHED(what);
 }
 
 /* Rows per chunk of the 16-bit copies: `per_row` bytes each, 256 MiB at most. */
@@ -161,25 +116,53 @@ static void add_bias(float *out, const float *bias, size_t rows, int OC, int dt)
     MDS_CU_LAUNCHED("matmul_forward (bias)");
 }
 
-void matmul_forward_cuda(float *out, const float *inp, const float *weight, const float *bias, int B, int T, int C,
-                         int OC)
+/* A 16-bit input's dtype must be the compute dtype (backend.h): noted
+ * as a failure, else 0. */
+static int inp_dtype_bad(int inp_dt, int mm_dtype, const char *what)
+{
+    if (inp_dt == MDS_F32 || inp_dt == mm_dtype)
+        return 0;
+    static char msg[96];
+    snprintf(msg, sizeof msg, "%s: input stored as %s, compute dtype %s", what, mds_dtype_name(inp_dt),
+             mds_dtype_name(mm_dtype));
+    mds_cuda_note(cudaErrorInvalidValue, msg);
+    return 1;
+}
+
+/* Rows [r0, r0 + n) of a C-wide input as dt's 16-bit values: in place
+ * where it is stored so (inp_dt), else copied into x16. */
+static const uint16_t *inp_rows16(const void *inp, int inp_dt, uint16_t *x16, long r0, long n, int C, int dt,
+                                  const char *what)
+{
+    if (inp_dt != MDS_F32)
+        return (const uint16_t *)inp + (size_t)r0 * C;
+    to16_cuda(x16, (const float *)inp + (size_t)r0 * C, (size_t)n * C, dt, what);
+    return x16;
+}
+
+void matmul_forward_cuda(float *out, const void *inp, int inp_dt, const float *weight, const float *bias, int B,
+                         int T, int C, int OC)
 {
     size_t rows = (size_t)B * T;
     if (!rows || !OC) return;
     int mm_dtype = mds_cuda_compute_dtype();
+    if (inp_dtype_bad(inp_dt, mm_dtype, "matmul_forward")) return;
     if (C == 0) {
         mds_cuda_note(cudaMemsetAsync(out, 0, rows * OC * sizeof(float), 0), "matmul_forward");
     } else if (mm_dtype != MDS_F32) {
+        /* the input's 16-bit copy only where it is stored as fp32 (the same
+           chunks of rows either way) */
+        int copy = inp_dt == MDS_F32;
         long R = chunk_rows((long)rows, (size_t)C * 2);
-        uint16_t *w16 = (uint16_t *)mds_cuda_scratch(((size_t)OC + (size_t)R) * C * 2);
+        uint16_t *w16 = (uint16_t *)mds_cuda_scratch(((size_t)OC + (copy ? (size_t)R : 0)) * C * 2);
         if (!w16) return;
         uint16_t *x16 = w16 + (size_t)OC * C;
-        to16(w16, weight, (size_t)OC * C, mm_dtype, "matmul_forward (weight to 16 bits)");
+        to16_cuda(w16, weight, (size_t)OC * C, mm_dtype, "matmul_forward (weight to 16 bits)");
         for (long r0 = 0; r0 < (long)rows; r0 += R) {
             long n = (long)rows - r0 < R ? (long)rows - r0 : R;
-            to16(x16, inp + (size_t)r0 * C, (size_t)n * C, mm_dtype, "matmul_forward (input to 16 bits)");
-            gemm("matmul_forward", mm_dtype, CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)n, C, w16, C, x16, C, 0.0f,
-                   out + (size_t)r0 * OC, OC);
+            const uint16_t *x = inp_rows16(inp, inp_dt, x16, r0, n, C, mm_dtype, "matmul_forward (input to 16 bits)");
+            gemm("matmul_forward", mm_dtype, CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)n, C, w16, C, x, C, 0.0f,
+                 out + (size_t)r0 * OC, OC);
         }
     } else {
         gemm("matmul_forward", MDS_F32, CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)rows, C, weight, C, inp, C, 0.0f, out, OC);
@@ -199,29 +182,31 @@ struct dbias_term {
     __device__ void operator()(long r, int o, double *s) const { s[0] += dout[(size_t)r * OC + o]; }
 };
 
-void matmul_backward_cuda(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+void matmul_backward_cuda(float *dinp, float *dweight, float *dbias, const float *dout, const void *inp, int inp_dt,
                           const float *weight, int B, int T, int C, int OC)
 {
     long N = (long)B * T;
     if (!N || !OC || !C) return;
     int mm_dtype = mds_cuda_compute_dtype();
+    if (inp_dtype_bad(inp_dt, mm_dtype, "matmul_backward")) return;
     if (dbias)   /* first: its partial sums and the 16-bit copies share the scratch */
         mds_cu_colsum<1>(dbias, NULL, dbias_term{dout, OC}, N, OC, "matmul_backward (dbias)");
     if (mm_dtype != MDS_F32) {
+        int copy = inp_dt == MDS_F32;   /* (as the forward's) */
         long R = chunk_rows(N, ((size_t)C + (size_t)OC) * 2);
-        uint16_t *w16 = (uint16_t *)mds_cuda_scratch(((size_t)OC * C + (size_t)R * ((size_t)C + OC)) * 2);
+        uint16_t *w16 = (uint16_t *)mds_cuda_scratch(((size_t)OC * C + (size_t)R * ((copy ? (size_t)C : 0) + OC)) * 2);
         if (!w16) return;
         uint16_t *d16 = w16 + (size_t)OC * C, *x16 = d16 + (size_t)R * OC;
-        to16(w16, weight, (size_t)OC * C, mm_dtype, "matmul_backward (weight to 16 bits)");
+        to16_cuda(w16, weight, (size_t)OC * C, mm_dtype, "matmul_backward (weight to 16 bits)");
         for (long r0 = 0; r0 < N; r0 += R) {
             long n = N - r0 < R ? N - r0 : R;
-            to16(d16, dout + (size_t)r0 * OC, (size_t)n * OC, mm_dtype, "matmul_backward (dout to 16 bits)");
-            to16(x16, inp + (size_t)r0 * C, (size_t)n * C, mm_dtype, "matmul_backward (input to 16 bits)");
+            to16_cuda(d16, dout + (size_t)r0 * OC, (size_t)n * OC, mm_dtype, "matmul_backward (dout to 16 bits)");
+            const uint16_t *x = inp_rows16(inp, inp_dt, x16, r0, n, C, mm_dtype, "matmul_backward (input to 16 bits)");
             /* dinp rows (n, C) += dout rows (n, OC) @ weight (OC, C) */
             gemm("matmul_backward (dinp)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, OC, w16, C, d16, OC, 1.0f,
                    dinp + (size_t)r0 * C, C);
             /* dweight (OC, C) += dout rows^T (OC, n) @ inp rows (n, C) */
-            gemm("matmul_backward (dweight)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, (int)n, x16, C, d16, OC,
+            gemm("matmul_backward (dweight)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, (int)n, x, C, d16, OC,
                    1.0f, dweight, C);
         }
         return;

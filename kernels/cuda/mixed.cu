@@ -1,8 +1,10 @@
 /*
  * mixed.cu - CUDA mixed-precision helpers: round_to (fp32 -> bf16/fp16 ->
  * fp32 in place, with kernels/dtype.h's own conversions compiled for the
- * device, so the CPU's bits for NaN, infinities and subnormals too) and
- * unscale_check (x *= factor, then the count of non-finite values).
+ * device, so the CPU's bits for NaN, infinities and subnormals too),
+ * to16 (fp32 -> a 16-bit array, the same rounding: the matmuls' operand
+ * copies, attention's out where its fp32 kernels ran) and unscale_check
+ * (x *= factor, then the count of non-finite values).
  *
  * The count is an integer: per-block counts, then one unsigned 64-bit
  * atomicAdd per block into the scratch (integer addition is exact in any
@@ -45,6 +47,53 @@ void round_to_cuda(float *x, size_t N, int dtype)
     auto kernel = dtype == MDS_BF16 ? round_to_kernel<MDS_BF16> : round_to_kernel<MDS_F16>;
     kernel<<<nb, 256>>>(x, N, head);
     MDS_CU_LAUNCHED("round_to");
+}
+
+template <int DT>
+__device__ static inline uint16_t to16_one(float v)
+{
+    return DT == MDS_BF16 ? mds_f32_to_bf16(v) : mds_f32_to_f16(v);
+}
+
+/* dst[i] = src[i] as DT, rounded to nearest even (exact on values of DT):
+ * four a thread (a float4 load, an 8-byte store) from `head`, the elements
+ * before src's first 16-byte boundary, when dst + head is 8-byte aligned
+ * too (vec), else one a thread. */
+template <int DT>
+__global__ static void to16_kernel(uint16_t *dst, const float *src, size_t n, size_t head, int vec)
+{
+    size_t id = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    if (!vec) {
+        for (size_t i = id; i < n; i += stride)
+            dst[i] = to16_one<DT>(src[i]);
+        return;
+    }
+    size_t n4 = (n - head) / 4, tail = head + 4 * n4 + id;
+    if (id < head)
+        dst[id] = to16_one<DT>(src[id]);
+    const float4 *s4 = (const float4 *)(src + head);
+    uint2 *d4 = (uint2 *)(dst + head);
+    for (size_t i = id; i < n4; i += stride) {
+        float4 a = s4[i];
+        uint2 w;
+        w.x = (uint32_t)to16_one<DT>(a.x) | (uint32_t)to16_one<DT>(a.y) << 16;
+        w.y = (uint32_t)to16_one<DT>(a.z) | (uint32_t)to16_one<DT>(a.w) << 16;
+        d4[i] = w;
+    }
+    if (tail < n)
+        dst[tail] = to16_one<DT>(src[tail]);
+}
+
+void to16_cuda(uint16_t *dst, const float *src, size_t n, int dt, const char *what)
+{
+    if (!n) return;
+    size_t head = (16 - ((uintptr_t)src & 15)) % 16 / sizeof(float);
+    if (head > n) head = n;
+    int vec = ((uintptr_t)(dst + head) & 7) == 0;
+    size_t blocks = ((vec ? (n - head) / 4 : n) + 255) / 256;
+    auto kernel = dt == MDS_BF16 ? to16_kernel<MDS_BF16> : to16_kernel<MDS_F16>;
+    kernel<<<(unsigned)(blocks < 1 ? 1 : blocks < 8192 ? blocks : 8192), 256>>>(dst, src, n, head, vec);
+    MDS_CU_LAUNCHED(what);
 }
 
 __global__ static void unscale_kernel(unsigned long long *count, float *x, size_t N, float factor)

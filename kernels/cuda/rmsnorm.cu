@@ -8,7 +8,7 @@
 
 #include "common.cuh"
 
-__global__ static void rmsnorm_forward_kernel(float *out, float *rstd, const float *inp, const float *weight,
+__global__ static void rmsnorm_forward_kernel(void *out, int od, float *rstd, const float *inp, const float *weight,
                                               size_t N, int C, float eps, int dt)
 {
     size_t bt = MDS_CU_ROW_OF_WARP();
@@ -16,24 +16,23 @@ __global__ static void rmsnorm_forward_kernel(float *out, float *rstd, const flo
     if (bt >= N)
         return;
     const float *x = inp + bt * C;
-    float *o = out + bt * C;
     double ss = 0.0;
     for (int c = lane; c < C; c += 32)
         ss += (double)x[c] * x[c];
     ss = mds_cu_warp_sum<double>(ss);
     float r = (float)(1.0 / sqrt(ss / C + (double)eps));
     for (int c = lane; c < C; c += 32)
-        o[c] = mds_round_to(dt, x[c] * r * weight[c]);
+        mds_cu_put(out, od, bt * C + c, x[c] * r * weight[c], dt);
     if (lane == 0)
         rstd[bt] = r;
 }
 
-void rmsnorm_forward_cuda(float *out, float *rstd, const float *inp, const float *weight, int B, int T, int C,
-                          float eps)
+void rmsnorm_forward_cuda(void *out, int out_dt, float *rstd, const float *inp, const float *weight, int B, int T,
+                          int C, float eps)
 {
     size_t N = (size_t)B * T;
     if (!N) return;
-    rmsnorm_forward_kernel<<<mds_cu_row_blocks(N), 32 * MDS_CU_ROWS>>>(out, rstd, inp, weight, N, C, eps,
+    rmsnorm_forward_kernel<<<mds_cu_row_blocks(N), 32 * MDS_CU_ROWS>>>(out, out_dt, rstd, inp, weight, N, C, eps,
                                                                        mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("rmsnorm_forward");
 }

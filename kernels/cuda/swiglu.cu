@@ -7,7 +7,7 @@
 
 /* A thread per column i of F, down the rows from blockIdx.y in steps of
  * gridDim.y (no division per element). */
-__global__ static void swiglu_forward_kernel(float *out, const float *inp, size_t N, int F, int dt)
+__global__ static void swiglu_forward_kernel(void *out, int od, const float *inp, size_t N, int F, int dt)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= F)
@@ -16,7 +16,7 @@ __global__ static void swiglu_forward_kernel(float *out, const float *inp, size_
         const float *x = inp + n * 2 * (size_t)F;
         float g = x[i];
         float sig = 1.0f / (1.0f + mds_expf(-g));
-        out[n * (size_t)F + i] = mds_round_to(dt, g * sig * x[F + i]);
+        mds_cu_put(out, od, n * (size_t)F + i, g * sig * x[F + i], dt);
     }
 }
 
@@ -41,11 +41,11 @@ static dim3 swiglu_grid(size_t N, int F)
     return dim3((unsigned)((F + 255) / 256), (unsigned)(N < 4096 ? N : 4096));
 }
 
-void swiglu_forward_cuda(float *out, const float *inp, size_t N, int F)
+void swiglu_forward_cuda(void *out, int out_dt, const float *inp, size_t N, int F)
 {
     size_t n = N * (size_t)F;
     if (!n) return;
-    swiglu_forward_kernel<<<swiglu_grid(N, F), 256>>>(out, inp, N, F, mds_cuda_compute_dtype());
+    swiglu_forward_kernel<<<swiglu_grid(N, F), 256>>>(out, out_dt, inp, N, F, mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("swiglu_forward");
 }
 

@@ -4,7 +4,7 @@
 # printed by -v -v to 17 digits, and the saved checkpoints, are bitwise those
 # of the same layout without sequence parallelism: TP2 (GPT fp32 and fp16,
 # the Llama block in bf16), TP4, TP2 x PP2, TP2 x DP2 with the distributed
-# optimizer, TP2 with full recomputation; the configuration table's
+# optimizer, TP2 with full recomputation, TP3 in bf16 with an odd B Ts C; the configuration table's
 # activation memory shrinks; TP 1 turns the flag off with a note; a sequence
 # length not divisible by TP exits 2; HuggingFace folders load and export
 # with it.  About 10 s.
@@ -64,6 +64,14 @@ same llama_tp2 llama_tp2_sp 2 $LLAMA --tensor-model-parallel-size 2
 # shellcheck disable=SC2086
 same llama_tp2 llama_tp2_sp_block1 2 $LLAMA --tensor-model-parallel-size 2 --recompute-granularity full \
     --recompute-method block --recompute-num-layers 1
+# A 16-bit run stores the norms' outputs in 16 bits and gathers them as
+# floats: where B x Ts x C is odd (TP3, hidden size 45, 5 tokens a rank)
+# they stay fp32, the same bits either way
+ODD="--hidden-size 45 --num-attention-heads 3 --seq-length 15 --bf16"
+# shellcheck disable=SC2086
+check tp3_odd_trains ptcp tp3_odd 3 $ODD --tensor-model-parallel-size 3
+# shellcheck disable=SC2086
+same tp3_odd tp3_odd_sp 3 $ODD --tensor-model-parallel-size 3
 
 # HuggingFace folders: exported from a sequence-parallel run's checkpoint
 # (with the flag given), loaded into TP2 runs with and without it

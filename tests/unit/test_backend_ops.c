@@ -367,17 +367,103 @@ static void kept_check(const char *base, tf *t, int dt)
     check_f(name, t, ATOL, dt == MDS_BF16 ? 1.0 / 128 : 1.0 / 1024);
 }
 
-KEPT_OP(t_layernorm_forward)
-static void t_layernorm_forward_at(const struct shape *s, int dt)
+/*
+ * Stored dtypes (backend.h): a tensor the op writes or reads as 16-bit
+ * values.  so_new: an output of n values of dt on the backend (random
+ * 16-bit values first, to be overwritten); so_input: t's values rounded
+ * to dt (host copy too: the reference reads what is stored), uploaded as
+ * dt; so_check: the stored output against the CPU's float output t->ref
+ * rounded to dt, exactly on a backend without rounds_kept (the CPU: its
+ * op is the fp32 function, then one rounding), else within one unit of
+ * the type as kept_check (or tol, where the products themselves are
+ * rounded: the tensor-core attention).  At MDS_F32 they are t's own
+ * buffers and check_f / kept_check.
+ */
+static void *so_new(const tf *t, int dt)
+{
+    if (dt == MDS_F32)
+        return t->dev;
+    uint16_t *h = malloc((t->n ? t->n : 1) * sizeof *h);
+    for (size_t i = 0; i < t->n; i++)
+        h[i] = (uint16_t)rng_next();
+    void *d = upload(h, t->n * sizeof *h);
+    free(h);
+    return d;
+}
+
+static void *so_input(tf *t, int dt)
+{
+    if (dt == MDS_F32)
+        return t->dev;
+    tf_round(t, dt);
+    uint16_t *h = malloc((t->n ? t->n : 1) * sizeof *h);
+    for (size_t i = 0; i < t->n; i++)
+        mds_store(dt, h, i, t->ref[i]);
+    void *d = upload(h, t->n * sizeof *h);
+    free(h);
+    return d;
+}
+
+static void so_free(const tf *t, void *d)
+{
+    if (d != t->dev)
+        be->free(d);
+}
+
+static void so_check(const char *base, tf *t, const void *d, int dt, double tol)
+{
+    char name[48];
+    if (dt == MDS_F32 || d == t->dev) {
+        kept_check(base, t, dt);
+        return;
+    }
+    snprintf(name, sizeof name, "%s stored %s", base, mds_dtype_name(dt));
+    uint16_t *h = malloc((t->n ? t->n : 1) * sizeof *h);
+    float *got = malloc((t->n ? t->n : 1) * sizeof *got);
+    be->copy(h, d, t->n * sizeof *h);
+    for (size_t i = 0; i < t->n; i++)
+        got[i] = mds_load(dt, h, i);
+    round_to_cpu(t->ref, t->n, dt);
+    be->copy(t->dev, got, t->n * sizeof *got);   /* (t's float copy is free to hold it) */
+    double rt = !be->rounds_kept ? 0.0 : tol > 0 ? tol : dt == MDS_BF16 ? 1.0 / 128 : 1.0 / 1024;
+    check_f(name, t, !be->rounds_kept ? 0.0 : tol > 0 ? tol : ATOL, rt);
+    free(h);
+    free(got);
+}
+
+/*
+ * The ops with a stored output run as KEPT_OP's (out_dt fp32, at the
+ * dtypes the backend keeps), then on every backend with out_dt bf16 and
+ * fp16 at that compute dtype: STORED_OP(t_x) defines t_x over both from
+ * t_x_at(shape, dt, od).
+ */
+#define STORED_OP(fn) \
+    static void fn##_at(const struct shape *s, int dt, int od); \
+    static void fn(const struct shape *s) \
+    { \
+        for (int dt = MDS_F32; dt < MDS_NUM_DTYPES; dt++) \
+            for (int od = MDS_F32; od <= dt; od += dt == MDS_F32 ? 1 : dt - MDS_F32) { \
+                if (od == MDS_F32 && dt >= kept_dtypes_end()) \
+                    continue; \
+                set_compute(dt); \
+                fn##_at(s, dt, od); \
+                set_compute(MDS_F32); \
+            } \
+    }
+
+STORED_OP(t_layernorm_forward)
+static void t_layernorm_forward_at(const struct shape *s, int dt, int od)
 {
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->C;
     tf out = tf_rand(BT * C, 1), mean = tf_rand(BT, 1), rstd = tf_rand(BT, 1), inp = tf_rand(BT * C, 2);
     tf w = tf_rand(C, 1), b = tf_rand(C, 1);
+    void *o = so_new(&out, od);
     layernorm_forward_cpu(out.ref, mean.ref, rstd.ref, inp.ref, w.ref, b.ref, s->B, s->T, s->C, 1e-5f);
-    be->ops.layernorm_forward(out.dev, mean.dev, rstd.dev, inp.dev, w.dev, b.dev, s->B, s->T, s->C, 1e-5f);
-    kept_check("out", &out, dt);
+    be->ops.layernorm_forward(o, od, mean.dev, rstd.dev, inp.dev, w.dev, b.dev, s->B, s->T, s->C, 1e-5f);
+    so_check("out", &out, o, dt, 0);
     check_f("mean", &mean, ATOL, RTOL);
     check_f("rstd", &rstd, ATOL, RTOL);
+    so_free(&out, o);
     tf_free(&out); tf_free(&mean); tf_free(&rstd); tf_free(&inp); tf_free(&w); tf_free(&b);
 }
 
@@ -400,19 +486,24 @@ static void t_layernorm_backward_at(const struct shape *s, int dt)
 /* The matmuls in fp32, then with bf16 and fp16 operands (set_compute_dtype:
  * inputs rounded to the type, as the model's are; the CPU's fp32 products
  * of such values are exact, so the tolerance is fp32's; the forward's out
- * is also kept, rounded, where the backend rounds it: kept_check). */
+ * is also kept, rounded, where the backend rounds it: kept_check), the
+ * input stored as a float array and as the type itself (stored dtypes). */
 static void t_matmul_forward(const struct shape *s)
 {
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, OC = (size_t)s->OC;
     for (int dt = MDS_F32; dt < MDS_NUM_DTYPES; dt++)
-        for (int bias = 0; bias < 2; bias++) {
+        for (int k = 0; k < (dt == MDS_F32 ? 2 : 4); k++) {
+            int bias = k & 1, id = k < 2 ? MDS_F32 : dt;
             tf out = tf_rand(BT * OC, 1), inp = tf_rand(BT * C, 1), w = tf_rand(OC * C, 1), b = tf_rand(OC, 1);
             tf_round(&inp, dt); tf_round(&w, dt);
+            void *x = so_input(&inp, id);
             set_compute(dt);
             matmul_forward_cpu(out.ref, inp.ref, w.ref, bias ? b.ref : NULL, s->B, s->T, s->C, s->OC);
-            be->ops.matmul_forward(out.dev, inp.dev, w.dev, bias ? b.dev : NULL, s->B, s->T, s->C, s->OC);
-            kept_check(bias ? "out (bias)" : "out", &out, dt);
+            be->ops.matmul_forward(out.dev, x, id, w.dev, bias ? b.dev : NULL, s->B, s->T, s->C, s->OC);
+            kept_check(id != MDS_F32 ? (bias ? "out (bias, inp stored)" : "out (inp stored)")
+                                     : bias ? "out (bias)" : "out", &out, dt);
             set_compute(MDS_F32);
+            so_free(&inp, x);
             tf_free(&out); tf_free(&inp); tf_free(&w); tf_free(&b);
         }
 }
@@ -421,20 +512,24 @@ static void t_matmul_backward(const struct shape *s)
 {
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, OC = (size_t)s->OC;
     for (int dt = MDS_F32; dt < MDS_NUM_DTYPES; dt++)
-        for (int bias = 0; bias < 2; bias++) {
+        for (int k = 0; k < (dt == MDS_F32 ? 2 : 4); k++) {
+            int bias = k & 1, id = k < 2 ? MDS_F32 : dt;
             tf dinp = tf_rand(BT * C, 1), dw = tf_rand(OC * C, 1), db = tf_rand(OC, 1), dout = tf_rand(BT * OC, 1);
             tf inp = tf_rand(BT * C, 1), w = tf_rand(OC * C, 1);
             tf_round(&dout, dt); tf_round(&inp, dt); tf_round(&w, dt);
-            char name[32];
+            void *x = so_input(&inp, id);
+            char name[48];
             set_compute(dt);
             matmul_backward_cpu(dinp.ref, dw.ref, bias ? db.ref : NULL, dout.ref, inp.ref, w.ref, s->B, s->T, s->C,
                                 s->OC);
-            be->ops.matmul_backward(dinp.dev, dw.dev, bias ? db.dev : NULL, dout.dev, inp.dev, w.dev, s->B, s->T,
+            be->ops.matmul_backward(dinp.dev, dw.dev, bias ? db.dev : NULL, dout.dev, x, id, w.dev, s->B, s->T,
                                     s->C, s->OC);
-            check_f(dt_name(name, sizeof name, "dinp", dt), &dinp, ATOL, RTOL);
-            check_f(dt_name(name, sizeof name, "dweight", dt), &dw, ATOL, RTOL);
+            check_f(dt_name(name, sizeof name, id != MDS_F32 ? "dinp (inp stored)" : "dinp", dt), &dinp, ATOL, RTOL);
+            check_f(dt_name(name, sizeof name, id != MDS_F32 ? "dweight (inp stored)" : "dweight", dt), &dw, ATOL,
+                    RTOL);
             check_f(dt_name(name, sizeof name, "dbias", dt), &db, ATOL, RTOL);
             set_compute(MDS_F32);
+            so_free(&inp, x);
             tf_free(&dinp); tf_free(&dw); tf_free(&db); tf_free(&dout); tf_free(&inp); tf_free(&w);
         }
 }
@@ -489,18 +584,21 @@ static void t_attention_forward(const struct shape *s)
     if (!attention_shape(s)) return;
     for (int dt = MDS_F32; dt < kept_dtypes_end(); dt++)
     for (int dv = dt != MDS_F32; dv < 2; dv++)
+    for (int od = MDS_F32; od <= dt; od += dt == MDS_F32 ? 1 : dt - MDS_F32)   /* out fp32, and stored as dt */
     for (int nkv = s->NH; nkv >= 1; nkv = next_nkv(s->NH, nkv)) {
         struct drops dd = make_drops(dv ? 0.3f : 0.0f, s->B, 3);
         mds_dropout drop = dd.host, ddrop = dd.dev;
         int hs = s->C / s->NH;
         size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, row = C + 2 * (size_t)nkv * hs;
         tf out = tf_rand(BT * C, 1), lse = tf_rand((size_t)s->B * s->NH * s->T, 1), qkv = tf_rand(BT * row, 1);
+        void *o = so_new(&out, od);
         set_compute(dt);
         attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, nkv, drop);
-        be->ops.attention_forward(out.dev, lse.dev, qkv.dev, s->B, s->T, s->C, s->NH, nkv, ddrop);
-        kept_check(dv ? "out (dropout)" : nkv == s->NH ? "out" : "out (gqa)", &out, dt);
+        be->ops.attention_forward(o, od, lse.dev, qkv.dev, s->B, s->T, s->C, s->NH, nkv, ddrop);
+        so_check(dv ? "out (dropout)" : nkv == s->NH ? "out" : "out (gqa)", &out, o, dt, 0);
         check_f(dv ? "lse (dropout)" : nkv == s->NH ? "lse" : "lse (gqa)", &lse, ATOL, RTOL);
         set_compute(MDS_F32);
+        so_free(&out, o);
         tf_free(&out); tf_free(&lse); tf_free(&qkv);
         free_drops(&dd);
     }
@@ -512,6 +610,7 @@ static void t_attention_backward(const struct shape *s)
     if (!attention_shape(s)) return;
     for (int dt = MDS_F32; dt < kept_dtypes_end(); dt++)
     for (int dv = dt != MDS_F32; dv < 2; dv++)
+    for (int od = MDS_F32; od <= dt; od += dt == MDS_F32 ? 1 : dt - MDS_F32)   /* out read as fp32, and as dt */
     for (int nkv = s->NH; nkv >= 1; nkv = next_nkv(s->NH, nkv)) {
         struct drops dd = make_drops(dv ? 0.3f : 0.0f, s->B, 3);
         mds_dropout drop = dd.host, ddrop = dd.dev;
@@ -524,11 +623,15 @@ static void t_attention_backward(const struct shape *s)
         attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, nkv, drop);
         be->copy(out.dev, out.ref, BT * C * sizeof(float));
         be->copy(lse.dev, lse.ref, nl * sizeof(float));
+        void *o = so_input(&out, od);
         tf dqkv = tf_rand(BT * row, 1), dout = tf_rand(BT * C, 1);
         attention_backward_cpu(dqkv.ref, dout.ref, qkv.ref, out.ref, lse.ref, s->B, s->T, s->C, s->NH, nkv, drop);
-        be->ops.attention_backward(dqkv.dev, dout.dev, qkv.dev, out.dev, lse.dev, s->B, s->T, s->C, s->NH, nkv, ddrop);
-        kept_check(dv ? "dqkv (dropout)" : nkv == s->NH ? "dqkv" : "dqkv (gqa)", &dqkv, dt);
+        be->ops.attention_backward(dqkv.dev, dout.dev, qkv.dev, o, od, lse.dev, s->B, s->T, s->C, s->NH, nkv,
+                                   ddrop);
+        kept_check(od != MDS_F32 ? "dqkv (out stored)" : dv ? "dqkv (dropout)" : nkv == s->NH ? "dqkv" : "dqkv (gqa)",
+                   &dqkv, dt);
         set_compute(MDS_F32);
+        so_free(&out, o);
         tf_free(&qkv); tf_free(&out); tf_free(&lse); tf_free(&dqkv); tf_free(&dout);
         free_drops(&dd);
     }
@@ -553,6 +656,7 @@ static void t_attention_16(const struct shape *s, int backward)
 {
     if (!attention_shape(s) || s->C / s->NH > 128 || s->T > 4096) return;
     for (int dt = MDS_BF16; dt <= MDS_F16; dt++)
+    for (int od = MDS_F32; od <= dt; od += dt - MDS_F32)   /* out fp32, and stored as dt */
     for (int nkv = s->NH; nkv >= 1; nkv = next_nkv(s->NH, nkv)) {
         double u = dt == MDS_BF16 ? 1.0 / 512 : 1.0 / 4096;
         struct drops dd = make_drops(0.0f, s->B, 3);
@@ -565,24 +669,33 @@ static void t_attention_16(const struct shape *s, int backward)
         set_compute(dt);
         attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, nkv, dd.host);
         if (!backward) {
-            be->ops.attention_forward(out.dev, lse.dev, qkv.dev, s->B, s->T, s->C, s->NH, nkv, dd.dev);
+            void *o = so_new(&out, od);
+            be->ops.attention_forward(o, od, lse.dev, qkv.dev, s->B, s->T, s->C, s->NH, nkv, dd.dev);
             snprintf(name, sizeof name, "out %s%s", mds_dtype_name(dt), nkv == s->NH ? "" : " (gqa)");
-            check_f(name, &out, 8 * u, 8 * u);
-            kept_values(name, &out, dt);
+            if (od == MDS_F32) {
+                check_f(name, &out, 8 * u, 8 * u);
+                kept_values(name, &out, dt);
+            } else {
+                so_check(name, &out, o, od, 8 * u);
+            }
+            so_free(&out, o);
             snprintf(name, sizeof name, "lse %s%s", mds_dtype_name(dt), nkv == s->NH ? "" : " (gqa)");
             check_f(name, &lse, ATOL, RTOL);
         } else {
             be->copy(out.dev, out.ref, BT * C * sizeof(float));
             be->copy(lse.dev, lse.ref, nl * sizeof(float));
+            void *o = so_input(&out, od);
             tf dqkv = tf_rand(BT * row, 1), dout = tf_rand(BT * C, 1);
             tf_round(&dout, dt);
             attention_backward_cpu(dqkv.ref, dout.ref, qkv.ref, out.ref, lse.ref, s->B, s->T, s->C, s->NH, nkv,
                                    dd.host);
-            be->ops.attention_backward(dqkv.dev, dout.dev, qkv.dev, out.dev, lse.dev, s->B, s->T, s->C, s->NH, nkv,
+            be->ops.attention_backward(dqkv.dev, dout.dev, qkv.dev, o, od, lse.dev, s->B, s->T, s->C, s->NH, nkv,
                                        dd.dev);
-            snprintf(name, sizeof name, "dqkv %s%s", mds_dtype_name(dt), nkv == s->NH ? "" : " (gqa)");
+            snprintf(name, sizeof name, "dqkv %s%s%s", mds_dtype_name(dt), nkv == s->NH ? "" : " (gqa)",
+                     od == MDS_F32 ? "" : " (out stored)");
             check_f(name, &dqkv, 8 * u, 8 * u);
             kept_values(name, &dqkv, dt);
+            so_free(&out, o);
             tf_free(&dqkv); tf_free(&dout);
         }
         set_compute(MDS_F32);
@@ -641,15 +754,17 @@ static void t_rope(const struct shape *s, int backward)
 static void t_rope_forward(const struct shape *s) { t_rope(s, 0); }
 static void t_rope_backward(const struct shape *s) { t_rope(s, 1); }
 
-KEPT_OP(t_rmsnorm_forward)
-static void t_rmsnorm_forward_at(const struct shape *s, int dt)
+STORED_OP(t_rmsnorm_forward)
+static void t_rmsnorm_forward_at(const struct shape *s, int dt, int od)
 {
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->C;
     tf out = tf_rand(BT * C, 1), rstd = tf_rand(BT, 1), inp = tf_rand(BT * C, 2), w = tf_rand(C, 1);
+    void *o = so_new(&out, od);
     rmsnorm_forward_cpu(out.ref, rstd.ref, inp.ref, w.ref, s->B, s->T, s->C, 1e-5f);
-    be->ops.rmsnorm_forward(out.dev, rstd.dev, inp.dev, w.dev, s->B, s->T, s->C, 1e-5f);
-    kept_check("out", &out, dt);
+    be->ops.rmsnorm_forward(o, od, rstd.dev, inp.dev, w.dev, s->B, s->T, s->C, 1e-5f);
+    so_check("out", &out, o, dt, 0);
     check_f("rstd", &rstd, ATOL, RTOL);
+    so_free(&out, o);
     tf_free(&out); tf_free(&rstd); tf_free(&inp); tf_free(&w);
 }
 
@@ -666,14 +781,16 @@ static void t_rmsnorm_backward_at(const struct shape *s, int dt)
     tf_free(&dinp); tf_free(&dw); tf_free(&dout); tf_free(&inp); tf_free(&w); tf_free(&rstd);
 }
 
-KEPT_OP(t_swiglu_forward)
-static void t_swiglu_forward_at(const struct shape *s, int dt)
+STORED_OP(t_swiglu_forward)
+static void t_swiglu_forward_at(const struct shape *s, int dt, int od)
 {
     size_t N = (size_t)s->B * s->T;
     tf out = tf_rand(N * s->OC, 1), inp = tf_rand(N * 2 * s->OC, 5);
+    void *o = so_new(&out, od);
     swiglu_forward_cpu(out.ref, inp.ref, N, s->OC);
-    be->ops.swiglu_forward(out.dev, inp.dev, N, s->OC);
-    kept_check("out", &out, dt);
+    be->ops.swiglu_forward(o, od, inp.dev, N, s->OC);
+    so_check("out", &out, o, dt, 0);
+    so_free(&out, o);
     tf_free(&out); tf_free(&inp);
 }
 
@@ -688,13 +805,15 @@ static void t_swiglu_backward_at(const struct shape *s, int dt)
     tf_free(&dinp); tf_free(&inp); tf_free(&dout);
 }
 
-KEPT_OP(t_gelu_forward)
-static void t_gelu_forward_at(const struct shape *s, int dt)
+STORED_OP(t_gelu_forward)
+static void t_gelu_forward_at(const struct shape *s, int dt, int od)
 {
     tf out = tf_rand(flat(s), 1), inp = tf_rand(flat(s), 4);
+    void *o = so_new(&out, od);
     gelu_forward_cpu(out.ref, inp.ref, flat(s));
-    be->ops.gelu_forward(out.dev, inp.dev, flat(s));
-    kept_check("out", &out, dt);
+    be->ops.gelu_forward(o, od, inp.dev, flat(s));
+    so_check("out", &out, o, dt, 0);
+    so_free(&out, o);
     tf_free(&out); tf_free(&inp);
 }
 
@@ -933,21 +1052,21 @@ static int run_op(const mds_backend *b, const struct op *o)
 
 /* ---- the harness, checked: a backend with wrong entries must be caught ---------------- */
 
-static void wrong_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int B, int T,
-                                 int C, int OC)
+static void wrong_matmul_forward(float *out, const void *inp, int inp_dt, const float *weight, const float *bias,
+                                 int B, int T, int C, int OC)
 {
-    matmul_forward_cpu(out, inp, weight, bias, B, T, C, OC);
+    mds_backend_cpu()->ops.matmul_forward(out, inp, inp_dt, weight, bias, B, T, C, OC);
     out[(size_t)B * T * OC / 2] += 1e-3f;
 }
 
-static void wrong_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *out,
+static void wrong_attention_backward(float *dqkv, const float *dout, const float *qkv, const void *out, int out_dt,
                                      const float *lse, int B, int T, int C, int NH, int NKV, mds_dropout drop)
 {
     /* dq dropped: only dk and dv accumulate */
     size_t row = (size_t)C + 2 * (size_t)NKV * (C / NH), n = (size_t)B * T * row;
     float *keep = malloc(n * sizeof *keep);
     memcpy(keep, dqkv, n * sizeof *keep);
-    attention_backward_cpu(dqkv, dout, qkv, out, lse, B, T, C, NH, NKV, drop);
+    mds_backend_cpu()->ops.attention_backward(dqkv, dout, qkv, out, out_dt, lse, B, T, C, NH, NKV, drop);
     for (size_t i = 0; i < (size_t)B * T; i++)
         memcpy(dqkv + i * row, keep + i * row, (size_t)C * sizeof *keep);
     free(keep);
