@@ -165,6 +165,7 @@ static void done_f32(const void *p, int dt, float *f)
         free(f);
 }
 
+
 static void cpu_layernorm_forward(void *out, int out_dt, float *mean, float *rstd, const float *inp,
                                   const float *weight, const float *bias, int B, int T, int C, float eps)
 {
@@ -220,22 +221,51 @@ static void cpu_attention_backward(float *dqkv, const float *dout, const float *
     done_f32(out, out_dt, o);
 }
 
-static void cpu_matmul_forward(float *out, const void *inp, int inp_dt, const float *weight, const float *bias, int B,
-                               int T, int C, int OC)
+static void cpu_matmul_forward(void *out, int out_dt, const void *inp, int inp_dt, const float *weight,
+                               const float *bias, int B, int T, int C, int OC)
 {
-    float *x = as_f32(inp, inp_dt, (size_t)B * T * C);
-    if (!x) return;
-    matmul_forward_cpu(out, x, weight, bias, B, T, C, OC);
+    size_t n = (size_t)B * T * OC;
+    float *x = as_f32(inp, inp_dt, (size_t)B * T * C), *o = x ? out_f32(out, out_dt, n) : NULL;
+    if (o)
+        matmul_forward_cpu(o, x, weight, bias, B, T, C, OC);
+    store_out(out, out_dt, o, n);
     done_f32(inp, inp_dt, x);
 }
 
-static void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const void *inp,
-                                int inp_dt, const float *weight, int B, int T, int C, int OC)
+static void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const void *dout, int dout_dt,
+                                const void *inp, int inp_dt, const float *weight, int B, int T, int C, int OC)
 {
-    float *x = as_f32(inp, inp_dt, (size_t)B * T * C);
-    if (!x) return;
-    matmul_backward_cpu(dinp, dweight, dbias, dout, x, weight, B, T, C, OC);
+    float *x = as_f32(inp, inp_dt, (size_t)B * T * C), *d = x ? as_f32(dout, dout_dt, (size_t)B * T * OC) : NULL;
+    if (d)
+        matmul_backward_cpu(dinp, dweight, dbias, d, x, weight, B, T, C, OC);
+    done_f32(dout, dout_dt, d);
     done_f32(inp, inp_dt, x);
+}
+
+static void cpu_crossentropy_forward(float *losses, float *maxes, float *sumexp, float *tlogits, const void *logits,
+                                     int logits_dt, const int *targets, const float *mask, int B, int T, int V,
+                                     int v_start)
+{
+    float *l = as_f32(logits, logits_dt, (size_t)B * T * V);
+    if (!l) return;
+    crossentropy_forward_cpu(losses, maxes, sumexp, tlogits, l, targets, mask, B, T, V, v_start);
+    done_f32(logits, logits_dt, l);
+}
+
+/* (16-bit: in place on the float copy, which may be of dlogits itself) */
+static void cpu_crossentropy_backward(void *dlogits, const void *logits, int dt, const float *maxes,
+                                      const float *sumexp, const int *targets, const float *dlosses, int B, int T,
+                                      int V, int v_start)
+{
+    size_t n = (size_t)B * T * V;
+    if (dt == MDS_F32) {
+        crossentropy_backward_cpu(dlogits, logits, maxes, sumexp, targets, dlosses, B, T, V, v_start);
+        return;
+    }
+    float *l = as_f32(logits, dt, n);
+    if (!l) return;
+    crossentropy_backward_cpu(l, l, maxes, sumexp, targets, dlosses, B, T, V, v_start);
+    store_out(dlogits, dt, l, n);
 }
 
 static mds_backend cpu = {
@@ -272,10 +302,10 @@ static mds_backend cpu = {
         .gelu_backward = gelu_backward_cpu,
         .residual_forward = residual_forward_cpu,
         .residual_backward = residual_backward_cpu,
-        .crossentropy_forward = crossentropy_forward_cpu,
+        .crossentropy_forward = cpu_crossentropy_forward,
         .crossentropy_rescale = crossentropy_rescale_cpu,
         .crossentropy_loss = crossentropy_loss_cpu,
-        .crossentropy_backward = crossentropy_backward_cpu,
+        .crossentropy_backward = cpu_crossentropy_backward,
         .loss_reduce = loss_reduce_cpu,
         .loss_grad = loss_grad_cpu,
         .round_to = round_to_cpu,

@@ -19,14 +19,17 @@
  * for all of them.
  *
  * Stored dtypes: the tensors a 16-bit model keeps only as matmul inputs
- * (the norms' outputs, GELU's and SwiGLU's, attention's out) come with a
- * dtype (enum mds_dtype, `out_dt` / `inp_dt`): MDS_F32, a float array as
- * in kernels.h, or MDS_BF16 / MDS_F16, an array of that type's 16-bit
- * values.  A 16-bit out is the fp32 result rounded to nearest even once
- * (round_to's bits), and a 16-bit out_dt is the compute dtype where the
- * backend has one; a 16-bit input is read as its values, exactly.  So the
- * results are those of the fp32 op on an fp32 array holding the same
- * values, rounded: the CPU widens and rounds at the boundaries.
+ * (the norms' outputs, GELU's and SwiGLU's, attention's out) and the
+ * logits with their gradient come with a dtype (enum mds_dtype, `out_dt`,
+ * `inp_dt`, ...): MDS_F32, a float array as in kernels.h, or MDS_BF16 /
+ * MDS_F16, an array of that type's 16-bit values.  A 16-bit out is the
+ * fp32 result rounded to nearest even once (round_to's bits; a GPU's GEMM
+ * may round its own fp32 sum in its epilogue), and a 16-bit dtype is the
+ * compute dtype where the backend has one; a 16-bit input is read as its
+ * values, exactly.  So the results are those of the fp32 op on an fp32
+ * array holding the same values, rounded: the CPU widens and rounds at
+ * the boundaries.  crossentropy_backward's dt is its logits' and dlogits'
+ * (the model runs it in place).
  *
  * Memory: alloc() returns zeroed memory or fails with a message (naming the
  * bytes asked and, where the backend knows it, the bytes free) in error();
@@ -56,10 +59,10 @@ typedef struct mds_ops {
                               const float *weight, const float *bias, int B, int T, int C, float eps);
     void (*layernorm_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                                const float *weight, const float *mean, const float *rstd, int B, int T, int C);
-    void (*matmul_forward)(float *out, const void *inp, int inp_dt, const float *weight, const float *bias,
-                           int B, int T, int C, int OC);
-    void (*matmul_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const void *inp,
-                            int inp_dt, const float *weight, int B, int T, int C, int OC);
+    void (*matmul_forward)(void *out, int out_dt, const void *inp, int inp_dt, const float *weight,
+                           const float *bias, int B, int T, int C, int OC);
+    void (*matmul_backward)(float *dinp, float *dweight, float *dbias, const void *dout, int dout_dt,
+                            const void *inp, int inp_dt, const float *weight, int B, int T, int C, int OC);
     void (*attention_forward)(void *out, int out_dt, float *lse, const float *qkv, int B, int T, int C, int NH,
                               int NKV, mds_dropout drop);
     void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const void *out, int out_dt,
@@ -80,13 +83,15 @@ typedef struct mds_ops {
     void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t N);
     void (*residual_forward)(float *out, const float *inp1, const float *inp2, size_t N);
     void (*residual_backward)(float *dinp1, float *dinp2, const float *dout, size_t N);
-    void (*crossentropy_forward)(float *losses, float *maxes, float *sumexp, float *tlogits, const float *logits,
-                                 const int *targets, const float *mask, int B, int T, int V, int v_start);
+    void (*crossentropy_forward)(float *losses, float *maxes, float *sumexp, float *tlogits, const void *logits,
+                                 int logits_dt, const int *targets, const float *mask, int B, int T, int V,
+                                 int v_start);
     void (*crossentropy_rescale)(float *sumexp, float *maxes, const float *gmax, int B, int T);
     void (*crossentropy_loss)(float *losses, const float *maxes, const float *sumexp, const float *tlogits,
                               const float *mask, int B, int T);
-    void (*crossentropy_backward)(float *dlogits, const float *logits, const float *maxes, const float *sumexp,
-                                  const int *targets, const float *dlosses, int B, int T, int V, int v_start);
+    void (*crossentropy_backward)(void *dlogits, const void *logits, int dt, const float *maxes,
+                                  const float *sumexp, const int *targets, const float *dlosses, int B, int T,
+                                  int V, int v_start);
     void (*loss_reduce)(double *out, const float *losses, const float *mask, size_t N);
     void (*loss_grad)(float *dlosses, const float *mask, float inv, size_t N);
     void (*round_to)(float *x, size_t N, int dtype);

@@ -280,6 +280,7 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
     size_t el = s && m->first_stage && m->cfg.embed_layernorm;   /* the embedding LayerNorm's input and statistics */
     size_t h = m->ses;   /* the stored tensors (sd) in floats: n h / 4, rounded up */
 #define STORED(n) (((n) * h + 3) / 4)
+#define LOGITS(n) (((n) * m->les + 3) / 4)
     size_t sizes[GPT_NUM_ACTS] = {
         s * BTs * C,                               /* encoded */
         STORED(nl * BTs * C), ln ? nl * BTs : 0, nl * BTs, /* ln1, mean, rstd */
@@ -290,7 +291,7 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
         nl * BTs * C,                              /* fcproj */
         (per_slot ? nl : nl ? nl - 1 : 0) * BTs * C, /* residual3 (a chunk's output is its checkpoint) */
         STORED(s * BTs * C), ln ? s * BTs : 0, s * BTs, /* lnf, mean, rstd */
-        s * BT * Vl,                               /* logits */
+        LOGITS(s * BT * Vl),                       /* logits */
         s * BT, s * BT, s * BT, s * BT, s * BT, s * BT, /* losses, maxes, sumexp, tlogits, mask, dlosses */
         s * BT * C, s * BT * C, s * BT * QKVl, s * BT * Cl, s * BT * FC1l, s * BT * Fl, /* backward scratch */
         s * (size_t)m->nck * BTs * C,              /* ckpt */
@@ -298,6 +299,7 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
         el * BTs * C, el * BTs, el * BTs,          /* emb, emb_mean, emb_rstd */
     };
 #undef STORED
+#undef LOGITS
     /* every tensor on a 16-byte boundary (the 16-bit matmul operands are
        read in place) */
     for (int i = 0; i < GPT_NUM_ACTS; i++)
@@ -307,15 +309,15 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
 /* Point the tensors of a at base, with the float counts sizes. */
 static void point_acts(gpt_acts *a, float *base, const size_t *sizes)
 {
-    float *ln1, *atty, *ln2, *fchg, *lnf;   /* (stored as sd) */
+    float *ln1, *atty, *ln2, *fchg, *lnf, *logits;   /* (stored as sd, ld) */
     float **aptrs[GPT_NUM_ACTS] = {
         &a->encoded, &ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &atty, &a->att_lse,
         &a->attproj, &a->residual2, &ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &fchg,
-        &a->fcproj, &a->residual3, &lnf, &a->lnf_mean, &a->lnf_rstd, &a->logits, &a->losses,
+        &a->fcproj, &a->residual3, &lnf, &a->lnf_mean, &a->lnf_rstd, &logits, &a->losses,
         &a->maxes, &a->sumexp, &a->tlogits, &a->mask, &a->dlosses, &a->dresidual, &a->dln,
         &a->dqkv, &a->datty, &a->dfch, &a->dfch_gelu, &a->ckpt, &a->dgrad_in, &a->emb, &a->emb_mean, &a->emb_rstd};
     point_tensors(aptrs, base, sizes, GPT_NUM_ACTS);
-    a->ln1 = ln1, a->atty = atty, a->ln2 = ln2, a->fch_gelu = fchg, a->lnf = lnf;
+    a->ln1 = ln1, a->atty = atty, a->ln2 = ln2, a->fch_gelu = fchg, a->lnf = lnf, a->logits = logits;
 }
 
 size_t gpt_activation_bytes(const gpt_model *m)
@@ -368,6 +370,8 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     if (m->sp && (size_t)B * (size_t)m->Ts * (size_t)cfg->hidden_size % 2)
         m->sd = MDS_F32;
     m->ses = mds_dtype_size(m->sd);
+    m->ld = cfg->dtype;
+    m->les = mds_dtype_size(m->ld);
 
     size_t Ll = (size_t)m->Ll, C = (size_t)m->C, Cl = (size_t)m->Cl, Fl = (size_t)m->Fl;
     size_t Vl = (size_t)m->Vl, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l;
@@ -802,10 +806,10 @@ static void kept_by_op(const gpt_model *m, float *x, size_t n)
         keep(m, x, n);
 }
 
-/* The same of an op's output stored as sd: a 16-bit one the op rounded. */
-static void kept_stored(const gpt_model *m, void *x, size_t n)
+/* The same of an op's output stored as dt: a 16-bit one the op rounded. */
+static void kept_as(const gpt_model *m, int dt, void *x, size_t n)
 {
-    if (m->sd == MDS_F32)
+    if (dt == MDS_F32)
         kept_by_op(m, (float *)x, n);
 }
 
@@ -967,7 +971,7 @@ static void layer_forward(gpt_model *m, int l)
     /* column-parallel QKV (Megatron's f: identity forward; with sequence
        parallelism the all-gather of the sequence) */
     const void *ln1 = sp_stored(m, v.ln1);
-    ops->matmul_forward(v.qkv, ln1, m->sd, p->qkvw + (size_t)l * QKVl * C, layer_part(p->qkvb, l, QKVl), B, T, C,
+    ops->matmul_forward(v.qkv, MDS_F32, ln1, m->sd, p->qkvw + (size_t)l * QKVl * C, layer_part(p->qkvb, l, QKVl), B, T, C,
                         (int)QKVl);
     kept_by_op(m, v.qkv, BT * QKVl);
     if (m->rot) {
@@ -975,12 +979,12 @@ static void layer_forward(gpt_model *m, int l)
         keep(m, v.qkv, BT * QKVl);
     }
     ops->attention_forward(v.atty, m->sd, v.att_lse, v.qkv, B, T, Cl, NHl, m->Gl, da);
-    kept_stored(m, v.atty, BT * (size_t)Cl);
+    kept_as(m, m->sd, v.atty, BT * (size_t)Cl);
     /* row-parallel projection: partial sums, bias on TP rank 0, then g (the
        all-reduce, or the reduce-scatter); Megatron's bias-dropout-add:
        residual + dropout(proj + bias) */
     float *proj = m->sp ? m->sp_full2 : v.attproj;
-    ops->matmul_forward(proj, v.atty, m->sd, p->attprojw + (size_t)l * C * Cl,
+    ops->matmul_forward(proj, MDS_F32, v.atty, m->sd, p->attprojw + (size_t)l * C * Cl,
                         tp0 ? layer_part(p->attprojb, l, C) : NULL, B, T, Cl, C);
     tp_reduce_out(m, v.attproj, proj);
     if (dh1.p > 0.0f) {
@@ -992,15 +996,15 @@ static void layer_forward(gpt_model *m, int l)
     norm_forward(m, v.ln2, m->sd, v.ln2_mean, v.ln2_rstd, v.res2, p->ln2w + lC, layer_part(p->ln2b, l, C),
                  m->cfg.layernorm_eps);
     const void *ln2 = sp_stored(m, v.ln2);
-    ops->matmul_forward(v.fch, ln2, m->sd, p->fcw + (size_t)l * FC1l * C, layer_part(p->fcb, l, FC1l), B, T, C, (int)FC1l);
+    ops->matmul_forward(v.fch, MDS_F32, ln2, m->sd, p->fcw + (size_t)l * FC1l * C, layer_part(p->fcb, l, FC1l), B, T, C, (int)FC1l);
     kept_by_op(m, v.fch, BT * FC1l);
     if (m->cfg.swiglu)
         ops->swiglu_forward(v.fchg, m->sd, v.fch, BT, Fl);
     else
         ops->gelu_forward(v.fchg, m->sd, v.fch, BT * Fl);
-    kept_stored(m, v.fchg, BT * (size_t)Fl);
+    kept_as(m, m->sd, v.fchg, BT * (size_t)Fl);
     float *mlp = m->sp ? m->sp_full2 : v.fcproj;
-    ops->matmul_forward(mlp, v.fchg, m->sd, p->fcprojw + (size_t)l * C * Fl, tp0 ? layer_part(p->fcprojb, l, C) : NULL,
+    ops->matmul_forward(mlp, MDS_F32, v.fchg, m->sd, p->fcprojw + (size_t)l * C * Fl, tp0 ? layer_part(p->fcprojb, l, C) : NULL,
                         B, T, Fl, C);
     tp_reduce_out(m, v.fcproj, mlp);
     if (dh2.p > 0.0f) {
@@ -1039,7 +1043,7 @@ static void layer_backward(gpt_model *m, int l)
     }
     m->be->zero(a->dfch_gelu, BT * Fl * sizeof(float));
     ops->matmul_backward(a->dfch_gelu, g->fcprojw + (size_t)l * C * Fl, layer_part(g->fcprojb, l, C),
-                         dmlp, v.fchg, m->sd, p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
+                         dmlp, MDS_F32, v.fchg, m->sd, p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
     keep(m, a->dfch_gelu, BT * (size_t)Fl);
     m->be->zero(a->dfch, BT * FC1l * sizeof(float));
     if (m->cfg.swiglu)
@@ -1048,7 +1052,7 @@ static void layer_backward(gpt_model *m, int l)
         ops->gelu_backward(a->dfch, v.fch, a->dfch_gelu, BT * Fl);
     kept_by_op(m, a->dfch, BT * FC1l);
     m->be->zero(a->dln, BTC * sizeof(float));
-    ops->matmul_backward(a->dln, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch,
+    ops->matmul_backward(a->dln, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch, MDS_F32,
                          sp_stored(m, v.ln2), m->sd, p->fcw + (size_t)l * FC1l * C, B, T, C,
                          (int)FC1l);
     tp_sum_kept(m, a->dln, BTC);   /* f in backward */
@@ -1063,7 +1067,7 @@ static void layer_backward(gpt_model *m, int l)
     }
     m->be->zero(a->datty, BT * Cl * sizeof(float));
     ops->matmul_backward(a->datty, g->attprojw + (size_t)l * C * Cl, layer_part(g->attprojb, l, C),
-                         datt, v.atty, m->sd, p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
+                         datt, MDS_F32, v.atty, m->sd, p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
     keep(m, a->datty, BT * (size_t)Cl);
     m->be->zero(a->dqkv, BT * QKVl * sizeof(float));
     ops->attention_backward(a->dqkv, a->datty, v.qkv, v.atty, m->sd, v.att_lse, B, T, Cl, NHl,
@@ -1074,7 +1078,7 @@ static void layer_backward(gpt_model *m, int l)
         keep(m, a->dqkv, BT * QKVl);
     }
     m->be->zero(a->dln, BTC * sizeof(float));
-    ops->matmul_backward(a->dln, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv,
+    ops->matmul_backward(a->dln, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv, MDS_F32,
                          sp_stored(m, v.ln1), m->sd, p->qkvw + (size_t)l * QKVl * C, B, T, C,
                          (int)QKVl);
     tp_sum_kept(m, a->dln, BTC);
@@ -1203,9 +1207,9 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
     if (m->params_needed) m->params_needed(m->params_needed_ctx, m->Ll);
     norm_forward(m, a->lnf, m->sd, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, m->cfg.layernorm_eps);
     const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
-    ops->matmul_forward(a->logits, sp_stored(m, a->lnf), m->sd, outw, NULL, B, T, C, Vl);
-    kept_by_op(m, a->logits, BT * (size_t)Vl);   /* logits are stored in the working dtype; the loss is fp32 */
-    ops->crossentropy_forward(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, a->targets,
+    ops->matmul_forward(a->logits, m->ld, sp_stored(m, a->lnf), m->sd, outw, NULL, B, T, C, Vl);
+    kept_as(m, m->ld, a->logits, BT * (size_t)Vl);   /* logits are stored in the working dtype; the loss is fp32 */
+    ops->crossentropy_forward(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, m->ld, a->targets,
                               a->mask, B, T, Vl, m->v_start);
     if (m->cfg.tp_size > 1) {
         /* Megatron's _VocabParallelCrossEntropy: max, rescale, two sums
@@ -1241,13 +1245,13 @@ void gpt_backward(gpt_model *m, float scale)
     if (m->last_stage) {
         float inv = m->num_tokens > 0.0f ? scale / m->num_tokens : 0.0f;
         ops->loss_grad(a->dlosses, a->mask, inv, BT);
-        ops->crossentropy_backward(a->logits, a->logits, a->maxes, a->sumexp, a->targets, a->dlosses,
+        ops->crossentropy_backward(a->logits, a->logits, m->ld, a->maxes, a->sumexp, a->targets, a->dlosses,
                                    B, T, Vl, m->v_start);
-        kept_by_op(m, a->logits, BT * (size_t)Vl);
+        kept_as(m, m->ld, a->logits, BT * (size_t)Vl);
         const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
         float *doutw = m->cfg.untie_embeddings ? g->outw : g->wte;
         m->be->zero(a->dln, BTC * sizeof(float));
-        ops->matmul_backward(a->dln, doutw, NULL, a->logits, sp_stored(m, a->lnf), m->sd, outw, B, T, C, Vl);
+        ops->matmul_backward(a->dln, doutw, NULL, a->logits, m->ld, sp_stored(m, a->lnf), m->sd, outw, B, T, C, Vl);
         tp_sum_kept(m, a->dln, BTC);   /* the output layer is column-parallel */
         const float *last = layer_output(m, m->Ll - 1);
         m->be->zero(a->dresidual, BTC * sizeof(float));

@@ -297,7 +297,7 @@ typedef struct gpt_acts {
     void *lnf;        // (B, Ts, C)  stored as sd
     float *lnf_mean;  // (B, Ts)        LayerNorm only
     float *lnf_rstd;  // (B, Ts)
-    float *logits;    // (B, T, Vl)  overwritten in place by dlogits in backward
+    void *logits;     // (B, T, Vl)  stored as ld; overwritten in place by dlogits in backward
     float *losses;    // (B, T)
     float *maxes;     // (B, T)
     float *sumexp;    // (B, T)
@@ -382,6 +382,11 @@ typedef struct gpt_model {
        of 16-bit values (the gather moves floats).  ses: sd's bytes. */
     int sd;
     size_t ses;
+    /* The logits and, in place, their gradient: stored in the model's
+       dtype (the cross-entropy reads them, the classifier's backward takes
+       the gradient as it is). */
+    int ld;
+    size_t les;
     size_t num_acts;              /* elements per slot */
     int slots, slot;              /* activation slots, the current one */
     float *acts_memory;           /* slots x num_acts floats */

@@ -247,10 +247,10 @@ void layernorm_forward_cuda(void *out, int out_dt, float *mean, float *rstd, con
                             const float *bias, int B, int T, int C, float eps);
 void layernorm_backward_cuda(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                              const float *weight, const float *mean, const float *rstd, int B, int T, int C);
-void matmul_forward_cuda(float *out, const void *inp, int inp_dt, const float *weight, const float *bias, int B,
-                         int T, int C, int OC);
-void matmul_backward_cuda(float *dinp, float *dweight, float *dbias, const float *dout, const void *inp, int inp_dt,
-                          const float *weight, int B, int T, int C, int OC);
+void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, const float *weight, const float *bias,
+                         int B, int T, int C, int OC);
+void matmul_backward_cuda(float *dinp, float *dweight, float *dbias, const void *dout, int dout_dt, const void *inp,
+                          int inp_dt, const float *weight, int B, int T, int C, int OC);
 void attention_forward_cuda(void *out, int out_dt, float *lse, const float *qkv, int B, int T, int C, int NH, int NKV,
                             mds_dropout drop);
 void attention_backward_cuda(float *dqkv, const float *dout, const float *qkv, const void *out, int out_dt,
@@ -271,12 +271,13 @@ void gelu_forward_cuda(void *out, int out_dt, const float *inp, size_t N);
 void gelu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t N);
 void residual_forward_cuda(float *out, const float *inp1, const float *inp2, size_t N);
 void residual_backward_cuda(float *dinp1, float *dinp2, const float *dout, size_t N);
-void crossentropy_forward_cuda(float *losses, float *maxes, float *sumexp, float *tlogits, const float *logits,
-                               const int *targets, const float *mask, int B, int T, int V, int v_start);
+void crossentropy_forward_cuda(float *losses, float *maxes, float *sumexp, float *tlogits, const void *logits,
+                               int logits_dt, const int *targets, const float *mask, int B, int T, int V,
+                               int v_start);
 void crossentropy_rescale_cuda(float *sumexp, float *maxes, const float *gmax, int B, int T);
 void crossentropy_loss_cuda(float *losses, const float *maxes, const float *sumexp, const float *tlogits,
                             const float *mask, int B, int T);
-void crossentropy_backward_cuda(float *dlogits, const float *logits, const float *maxes, const float *sumexp,
+void crossentropy_backward_cuda(void *dlogits, const void *logits, int dt, const float *maxes, const float *sumexp,
                                 const int *targets, const float *dlosses, int B, int T, int V, int v_start);
 void loss_reduce_cuda(double *out, const float *losses, const float *mask, size_t N);
 void loss_grad_cuda(float *dlosses, const float *mask, float inv, size_t N);

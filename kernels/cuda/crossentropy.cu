@@ -8,49 +8,64 @@
  * rounding), with mds_expf, the CPU's exp.  The backward overwrites
  * dlogits and may run in place: each element is read and written by the
  * same thread, and the target logit is read before the block writes
- * anything.  Deliberately simple: not fused with the classifier matmul.
+ * anything.  The logits and their gradient may be stored as 16-bit values
+ * (backend.h's stored dtypes; the kernels are instantiated per dtype).
+ * Deliberately simple: not fused with the classifier matmul.
  */
 #include <math.h>
 
 #include "common.cuh"
 
 /* A thread's elements v, v + st, ..., v + (MDS_CU_ILP - 1) st of a row
- * are loaded together (common.cuh) and then used in that order (each
- * thread's sequence and so every sum as before, bit for bit). */
-__device__ static inline void ce_fetch(float (&x)[MDS_CU_ILP], const float *l, int v, int st)
+ * (stored as LD: backend.h's stored dtypes) are loaded together
+ * (common.cuh) and then used in that order (each thread's sequence and so
+ * every sum as before, bit for bit). */
+template <int LD>
+__device__ static inline void ce_fetch(float (&x)[MDS_CU_ILP], const void *l, int v, int st)
 {
     for (int k = 0; k < MDS_CU_ILP; k++)
-        x[k] = l[v + k * st];
+        x[k] = mds_load(LD, l, v + k * st);
 }
 
+/* Row bt of the logits (V wide, stored as LD). */
+template <int LD>
+__device__ static inline const void *ce_row(const void *logits, size_t bt, int V)
+{
+    return (const char *)logits + bt * V * mds_dtype_size(LD);
+}
+
+template <int LD>
 __global__ static void ce_forward_kernel(float *losses, float *maxes, float *sumexp, float *tlogits,
-                                         const float *logits, const int *targets, const float *mask, int V,
+                                         const void *logits, const int *targets, const float *mask, int V,
                                          int v_start)
 {
     size_t bt = blockIdx.x;
-    const float *l = logits + bt * V;
+    const void *l = ce_row<LD>(logits, bt, V);
     const int st = blockDim.x;
     float mx = -INFINITY, x[MDS_CU_ILP];
     int v = threadIdx.x;
     for (; v + (MDS_CU_ILP - 1) * st < V; v += MDS_CU_ILP * st) {
-        ce_fetch(x, l, v, st);
+        ce_fetch<LD>(x, l, v, st);
         for (int k = 0; k < MDS_CU_ILP; k++)
             mx = x[k] > mx ? x[k] : mx;
     }
-    for (; v < V; v += st)
-        mx = l[v] > mx ? l[v] : mx;
+    for (; v < V; v += st) {
+        float y = mds_load(LD, l, v);
+        mx = y > mx ? y : mx;
+    }
     mx = mds_cu_block_max(mx);
     double s = 0.0;
     for (v = threadIdx.x; v + (MDS_CU_ILP - 1) * st < V; v += MDS_CU_ILP * st) {
-        ce_fetch(x, l, v, st);
+        ce_fetch<LD>(x, l, v, st);
         for (int k = 0; k < MDS_CU_ILP; k++)
             s += mds_expf(x[k] - mx);
     }
     for (; v < V; v += st)
-        s += mds_expf(l[v] - mx);
+        s += mds_expf(mds_load(LD, l, v) - mx);
     s = mds_cu_block_sum<double>(s);
     if (threadIdx.x == 0) {
-        float tl = mds_ce_target_logit(l, targets[bt], V, v_start);
+        long ix = (long)targets[bt] - v_start;   /* (formulas.h's mds_ce_target_logit, on a stored row) */
+        float tl = ix >= 0 && ix < V ? mds_load(LD, l, ix) : 0.0f;
         maxes[bt] = mx;
         sumexp[bt] = (float)s;
         tlogits[bt] = tl;
@@ -58,13 +73,16 @@ __global__ static void ce_forward_kernel(float *losses, float *maxes, float *sum
     }
 }
 
-void crossentropy_forward_cuda(float *losses, float *maxes, float *sumexp, float *tlogits, const float *logits,
-                               const int *targets, const float *mask, int B, int T, int V, int v_start)
+void crossentropy_forward_cuda(float *losses, float *maxes, float *sumexp, float *tlogits, const void *logits,
+                               int logits_dt, const int *targets, const float *mask, int B, int T, int V,
+                               int v_start)
 {
     size_t n = (size_t)B * T;
     if (!n) return;
-    ce_forward_kernel<<<(unsigned)n, MDS_CU_THREADS>>>(losses, maxes, sumexp, tlogits, logits, targets, mask, V,
-                                                       v_start);
+    auto kernel = logits_dt == MDS_BF16 ? ce_forward_kernel<MDS_BF16>
+                : logits_dt == MDS_F16  ? ce_forward_kernel<MDS_F16>
+                                        : ce_forward_kernel<MDS_F32>;
+    kernel<<<(unsigned)n, MDS_CU_THREADS>>>(losses, maxes, sumexp, tlogits, logits, targets, mask, V, v_start);
     MDS_CU_LAUNCHED("crossentropy_forward");
 }
 
@@ -102,45 +120,49 @@ void crossentropy_loss_cuda(float *losses, const float *maxes, const float *sume
     MDS_CU_LAUNCHED("crossentropy_loss");
 }
 
-__global__ static void ce_backward_kernel(float *dlogits, const float *logits, const float *maxes,
+/* dlogits and logits both stored as LD (rows bt * V elements in) */
+template <int LD>
+__global__ static void ce_backward_kernel(void *dlogits, const void *logits, const float *maxes,
                                           const float *sumexp, const int *targets, const float *dlosses, int V,
                                           int v_start, int dt)
 {
-    size_t bt = blockIdx.x;
-    const float *l = logits + bt * V;
-    float *dl = dlogits + bt * V;
+    size_t bt = blockIdx.x, row = bt * V;
+    const void *l = ce_row<LD>(logits, bt, V);
     float d = dlosses[bt];
     if (d == 0.0f) {
         for (int v = threadIdx.x; v < V; v += blockDim.x)
-            dl[v] = 0.0f;
+            mds_cu_put(dlogits, LD, row + v, 0.0f, dt);
         return;
     }
     float mx = maxes[bt], inv = 1.0f / sumexp[bt];
     long ix = (long)targets[bt] - v_start;
     int has = ix >= 0 && ix < V;
-    float lt = has ? l[ix] : 0.0f;
+    float lt = has ? mds_load(LD, l, ix) : 0.0f;
     __syncthreads();   /* every thread holds lt before any writes */
     const int st = blockDim.x;
     float x[MDS_CU_ILP];
     int v = threadIdx.x;
     for (; v + (MDS_CU_ILP - 1) * st < V; v += MDS_CU_ILP * st) {
-        ce_fetch(x, l, v, st);   /* (in place, the same elements this thread writes next) */
+        ce_fetch<LD>(x, l, v, st);   /* (in place, the same elements this thread writes next) */
         for (int k = 0; k < MDS_CU_ILP; k++)
-            dl[v + k * st] = mds_round_to(dt, mds_expf(x[k] - mx) * inv * d);
+            mds_cu_put(dlogits, LD, row + v + k * st, mds_expf(x[k] - mx) * inv * d, dt);
     }
     for (; v < V; v += st)
-        dl[v] = mds_round_to(dt, mds_expf(l[v] - mx) * inv * d);
+        mds_cu_put(dlogits, LD, row + v, mds_expf(mds_load(LD, l, v) - mx) * inv * d, dt);
     __syncthreads();
     if (threadIdx.x == 0 && has)
-        dl[ix] = mds_round_to(dt, (mds_expf(lt - mx) * inv - 1.0f) * d);
+        mds_cu_put(dlogits, LD, row + ix, (mds_expf(lt - mx) * inv - 1.0f) * d, dt);
 }
 
-void crossentropy_backward_cuda(float *dlogits, const float *logits, const float *maxes, const float *sumexp,
+void crossentropy_backward_cuda(void *dlogits, const void *logits, int dt, const float *maxes, const float *sumexp,
                                 const int *targets, const float *dlosses, int B, int T, int V, int v_start)
 {
     size_t n = (size_t)B * T;
     if (!n) return;
-    ce_backward_kernel<<<(unsigned)n, MDS_CU_THREADS>>>(dlogits, logits, maxes, sumexp, targets, dlosses, V,
-                                                        v_start, mds_cuda_compute_dtype());
+    auto kernel = dt == MDS_BF16 ? ce_backward_kernel<MDS_BF16>
+                : dt == MDS_F16  ? ce_backward_kernel<MDS_F16>
+                                 : ce_backward_kernel<MDS_F32>;
+    kernel<<<(unsigned)n, MDS_CU_THREADS>>>(dlogits, logits, maxes, sumexp, targets, dlosses, V, v_start,
+                                            mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("crossentropy_backward");
 }

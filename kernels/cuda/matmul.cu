@@ -50,19 +50,22 @@ static const char *cublas_name(cublasStatus_t s)
     }
 }
 
-/* C (m, n col-major, ldc, fp32) = alpha op(A) op(B) + beta C: fp32
+/* C (m, n col-major, ldc, fp32, or cd: dt's 16-bit values, which the
+ * GEMM rounds its fp32 sums to) = alpha op(A) op(B) + beta C: fp32
  * operands (dt MDS_F32) pedantic on the pedantic handle, or 16-bit ones
  * (MDS_BF16, MDS_F16) with fp32 accumulation on the tensor cores (the
  * default-math handle).  A failure is noted as a runtime one: the next
  * sync() reports it. */
+static cudaDataType cuda_type(int dt) { return dt == MDS_F32 ? CUDA_R_32F : dt == MDS_BF16 ? CUDA_R_16BF : CUDA_R_16F; }
+
 static void gemm(const char *what, int dt, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                 const void *A, int lda, const void *Bm, int ldb, float beta, float *Cm, int ldc)
+                 const void *A, int lda, const void *Bm, int ldb, float beta, void *Cm, int cd, int ldc)
 {
     const float one = 1.0f;
     int f32 = dt == MDS_F32;
-    cudaDataType t = f32 ? CUDA_R_32F : dt == MDS_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    cudaDataType t = cuda_type(dt);
     cublasStatus_t s = cublasGemmEx(f32 ? mds_cuda_cublas() : mds_cuda_cublas_tc(), ta, tb, m, n, k, &one, A, t, lda,
-                                    Bm, t, ldb, &beta, Cm, CUDA_R_32F, ldc,
+                                    Bm, t, ldb, &beta, Cm, cuda_type(cd), ldc,
                                     f32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS) {
         static char msg[96];
@@ -101,6 +104,19 @@ __global__ static void add_bias_kernel(V *out, const V *bias, size_t rows, int c
     }
 }
 
+/* out (rows, OC, stored as od) = src (rows, OC, fp32; NULL: zeros) +
+ * bias, rounded once: a 16-bit output with a bias (one a thread, down
+ * the rows) */
+__global__ static void bias_put_kernel(void *out, int od, const float *src, const float *bias, size_t rows, int OC,
+                                       int dt)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= OC) return;
+    float b = bias[c];
+    for (size_t r = blockIdx.y; r < rows; r += gridDim.y)
+        mds_cu_put(out, od, r * OC + c, (src ? src[r * OC + c] : 0.0f) + b, dt);
+}
+
 static void add_bias(float *out, const float *bias, size_t rows, int OC, int dt)
 {
     int vec = OC % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)bias & 15) == 0;
@@ -116,105 +132,135 @@ static void add_bias(float *out, const float *bias, size_t rows, int OC, int dt)
     MDS_CU_LAUNCHED("matmul_forward (bias)");
 }
 
-/* A 16-bit input's dtype must be the compute dtype (backend.h): noted
- * as a failure, else 0. */
-static int inp_dtype_bad(int inp_dt, int mm_dtype, const char *what)
+/* A 16-bit stored tensor's dtype must be the compute dtype (backend.h):
+ * noted as a failure, else 0. */
+static int stored_bad(int sdt, int mm_dtype, const char *what, const char *tensor)
 {
-    if (inp_dt == MDS_F32 || inp_dt == mm_dtype)
+    if (sdt == MDS_F32 || sdt == mm_dtype)
         return 0;
     static char msg[96];
-    snprintf(msg, sizeof msg, "%s: input stored as %s, compute dtype %s", what, mds_dtype_name(inp_dt),
+    snprintf(msg, sizeof msg, "%s: %s stored as %s, compute dtype %s", what, tensor, mds_dtype_name(sdt),
              mds_dtype_name(mm_dtype));
     mds_cuda_note(cudaErrorInvalidValue, msg);
     return 1;
 }
 
-/* Rows [r0, r0 + n) of a C-wide input as dt's 16-bit values: in place
- * where it is stored so (inp_dt), else copied into x16. */
-static const uint16_t *inp_rows16(const void *inp, int inp_dt, uint16_t *x16, long r0, long n, int C, int dt,
-                                  const char *what)
+/* Rows [r0, r0 + n) of a K-wide operand as dt's 16-bit values: in place
+ * where it is stored so (sdt), else copied into x16. */
+static const uint16_t *rows16(const void *x, int sdt, uint16_t *x16, long r0, long n, int K, int dt, const char *what)
 {
-    if (inp_dt != MDS_F32)
-        return (const uint16_t *)inp + (size_t)r0 * C;
-    to16_cuda(x16, (const float *)inp + (size_t)r0 * C, (size_t)n * C, dt, what);
+    if (sdt != MDS_F32)
+        return (const uint16_t *)x + (size_t)r0 * K;
+    to16_cuda(x16, (const float *)x + (size_t)r0 * K, (size_t)n * K, dt, what);
     return x16;
 }
 
-void matmul_forward_cuda(float *out, const void *inp, int inp_dt, const float *weight, const float *bias, int B,
-                         int T, int C, int OC)
+/* bytes rounded up to 256 (the scratch's pieces stay aligned) */
+static size_t al256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, const float *weight, const float *bias,
+                         int B, int T, int C, int OC)
 {
     size_t rows = (size_t)B * T;
     if (!rows || !OC) return;
     int mm_dtype = mds_cuda_compute_dtype();
-    if (inp_dtype_bad(inp_dt, mm_dtype, "matmul_forward")) return;
+    if (stored_bad(inp_dt, mm_dtype, "matmul_forward", "input") ||
+        stored_bad(out_dt, mm_dtype, "matmul_forward", "output"))
+        return;
+    size_t os = mds_dtype_size(out_dt);
     if (C == 0) {
-        mds_cuda_note(cudaMemsetAsync(out, 0, rows * OC * sizeof(float), 0), "matmul_forward");
+        mds_cuda_note(cudaMemsetAsync(out, 0, rows * OC * os, 0), "matmul_forward");
     } else if (mm_dtype != MDS_F32) {
         /* the input's 16-bit copy only where it is stored as fp32 (the same
-           chunks of rows either way) */
-        int copy = inp_dt == MDS_F32;
-        long R = chunk_rows((long)rows, (size_t)C * 2);
-        uint16_t *w16 = (uint16_t *)mds_cuda_scratch(((size_t)OC + (copy ? (size_t)R : 0)) * C * 2);
-        if (!w16) return;
-        uint16_t *x16 = w16 + (size_t)OC * C;
+           chunks of rows either way); a 16-bit output straight from the
+           GEMM, or with a bias through an fp32 chunk (one rounding) */
+        int copy = inp_dt == MDS_F32, via = out_dt != MDS_F32 && bias;
+        long R = chunk_rows((long)rows, (size_t)C * 2 + (via ? (size_t)OC * 4 : 0));
+        size_t wb = al256((size_t)OC * C * 2), xb = copy ? al256((size_t)R * C * 2) : 0;
+        char *sc = (char *)mds_cuda_scratch(wb + xb + (via ? (size_t)R * OC * 4 : 0));
+        if (!sc) return;
+        uint16_t *w16 = (uint16_t *)sc, *x16 = (uint16_t *)(sc + wb);
+        float *o32 = (float *)(sc + wb + xb);
         to16_cuda(w16, weight, (size_t)OC * C, mm_dtype, "matmul_forward (weight to 16 bits)");
         for (long r0 = 0; r0 < (long)rows; r0 += R) {
             long n = (long)rows - r0 < R ? (long)rows - r0 : R;
-            const uint16_t *x = inp_rows16(inp, inp_dt, x16, r0, n, C, mm_dtype, "matmul_forward (input to 16 bits)");
+            const uint16_t *x = rows16(inp, inp_dt, x16, r0, n, C, mm_dtype, "matmul_forward (input to 16 bits)");
+            char *o = (char *)out + (size_t)r0 * OC * os;
             gemm("matmul_forward", mm_dtype, CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)n, C, w16, C, x, C, 0.0f,
-                 out + (size_t)r0 * OC, OC);
+                 via ? (void *)o32 : (void *)o, via ? MDS_F32 : out_dt, OC);
+            if (via) {
+                dim3 grid((unsigned)((OC + 127) / 128), (unsigned)(n < 2048 ? n : 2048));
+                bias_put_kernel<<<grid, 128>>>(o, out_dt, o32, bias, (size_t)n, OC, mm_dtype);
+                MDS_CU_LAUNCHED("matmul_forward (bias)");
+            }
         }
+        if (out_dt != MDS_F32)
+            return;   /* rounded by the GEMM, or with its bias */
     } else {
-        gemm("matmul_forward", MDS_F32, CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)rows, C, weight, C, inp, C, 0.0f, out, OC);
+        gemm("matmul_forward", MDS_F32, CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)rows, C, weight, C, inp, C, 0.0f, out,
+             MDS_F32, OC);
+    }
+    if (out_dt != MDS_F32) {   /* C == 0: zeros, plus the bias rounded */
+        if (bias) {
+            dim3 grid((unsigned)((OC + 127) / 128), (unsigned)(rows < 2048 ? rows : 2048));
+            bias_put_kernel<<<grid, 128>>>(out, out_dt, (const float *)NULL, bias, rows, OC, mm_dtype);
+            MDS_CU_LAUNCHED("matmul_forward (bias)");
+        }
+        return;
     }
     /* kept as the compute dtype (backend.h, rounds_kept): with the bias
        add, else alone */
-    if (bias)
-        add_bias(out, bias, rows, OC, mm_dtype);
-    else if (mm_dtype != MDS_F32)
-        round_to_cuda(out, rows * OC, mm_dtype);
+    if (bias) {
+        add_bias((float *)out, bias, rows, OC, mm_dtype);
+    } else if (mm_dtype != MDS_F32) {
+        round_to_cuda((float *)out, rows * OC, mm_dtype);
+    }
 }
 
-/* dbias's term: dout itself */
+/* dbias's term: dout itself (stored as dd) */
 struct dbias_term {
-    const float *dout;
-    int OC;
-    __device__ void operator()(long r, int o, double *s) const { s[0] += dout[(size_t)r * OC + o]; }
+    const void *dout;
+    int OC, dd;
+    __device__ void operator()(long r, int o, double *s) const { s[0] += mds_load(dd, dout, (size_t)r * OC + o); }
 };
 
-void matmul_backward_cuda(float *dinp, float *dweight, float *dbias, const float *dout, const void *inp, int inp_dt,
-                          const float *weight, int B, int T, int C, int OC)
+void matmul_backward_cuda(float *dinp, float *dweight, float *dbias, const void *dout, int dout_dt, const void *inp,
+                          int inp_dt, const float *weight, int B, int T, int C, int OC)
 {
     long N = (long)B * T;
     if (!N || !OC || !C) return;
     int mm_dtype = mds_cuda_compute_dtype();
-    if (inp_dtype_bad(inp_dt, mm_dtype, "matmul_backward")) return;
+    if (stored_bad(inp_dt, mm_dtype, "matmul_backward", "input") ||
+        stored_bad(dout_dt, mm_dtype, "matmul_backward", "dout"))
+        return;
     if (dbias)   /* first: its partial sums and the 16-bit copies share the scratch */
-        mds_cu_colsum<1>(dbias, NULL, dbias_term{dout, OC}, N, OC, "matmul_backward (dbias)");
+        mds_cu_colsum<1>(dbias, NULL, dbias_term{dout, OC, dout_dt}, N, OC, "matmul_backward (dbias)");
     if (mm_dtype != MDS_F32) {
-        int copy = inp_dt == MDS_F32;   /* (as the forward's) */
+        /* copies of the operands stored as fp32 only (the same chunks) */
+        int xcopy = inp_dt == MDS_F32, dcopy = dout_dt == MDS_F32;
         long R = chunk_rows(N, ((size_t)C + (size_t)OC) * 2);
-        uint16_t *w16 = (uint16_t *)mds_cuda_scratch(((size_t)OC * C + (size_t)R * ((copy ? (size_t)C : 0) + OC)) * 2);
-        if (!w16) return;
-        uint16_t *d16 = w16 + (size_t)OC * C, *x16 = d16 + (size_t)R * OC;
+        size_t wb = al256((size_t)OC * C * 2), db = dcopy ? al256((size_t)R * OC * 2) : 0;
+        char *sc = (char *)mds_cuda_scratch(wb + db + (xcopy ? (size_t)R * C * 2 : 0));
+        if (!sc) return;
+        uint16_t *w16 = (uint16_t *)sc, *d16 = (uint16_t *)(sc + wb), *x16 = (uint16_t *)(sc + wb + db);
         to16_cuda(w16, weight, (size_t)OC * C, mm_dtype, "matmul_backward (weight to 16 bits)");
         for (long r0 = 0; r0 < N; r0 += R) {
             long n = N - r0 < R ? N - r0 : R;
-            to16_cuda(d16, dout + (size_t)r0 * OC, (size_t)n * OC, mm_dtype, "matmul_backward (dout to 16 bits)");
-            const uint16_t *x = inp_rows16(inp, inp_dt, x16, r0, n, C, mm_dtype, "matmul_backward (input to 16 bits)");
+            const uint16_t *d = rows16(dout, dout_dt, d16, r0, n, OC, mm_dtype, "matmul_backward (dout to 16 bits)");
+            const uint16_t *x = rows16(inp, inp_dt, x16, r0, n, C, mm_dtype, "matmul_backward (input to 16 bits)");
             /* dinp rows (n, C) += dout rows (n, OC) @ weight (OC, C) */
-            gemm("matmul_backward (dinp)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, OC, w16, C, d16, OC, 1.0f,
-                   dinp + (size_t)r0 * C, C);
+            gemm("matmul_backward (dinp)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, OC, w16, C, d, OC, 1.0f,
+                 dinp + (size_t)r0 * C, MDS_F32, C);
             /* dweight (OC, C) += dout rows^T (OC, n) @ inp rows (n, C) */
-            gemm("matmul_backward (dweight)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, (int)n, x, C, d16, OC,
-                   1.0f, dweight, C);
+            gemm("matmul_backward (dweight)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, (int)n, x, C, d, OC, 1.0f,
+                 dweight, MDS_F32, C);
         }
         return;
     }
     /* dinp (N, C) += dout (N, OC) @ weight (OC, C) */
     gemm("matmul_backward (dinp)", MDS_F32, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)N, OC, weight, C, dout, OC, 1.0f, dinp,
-         C);
+         MDS_F32, C);
     /* dweight (OC, C) += dout^T (OC, N) @ inp (N, C) */
     gemm("matmul_backward (dweight)", MDS_F32, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, (int)N, inp, C, dout, OC, 1.0f,
-         dweight, C);
+         dweight, MDS_F32, C);
 }

@@ -378,9 +378,10 @@ inline float mds_cucpu_elem(const void *p, int t, std::size_t i)
 /* One thread per element of C (m, n), column-major: C = alpha op(A) op(B)
  * + beta C, C not read when beta is 0 (cuBLAS's rule: NaN there is
  * overwritten).  A and B fp32, or both 16-bit (each product then exact, as
- * on the tensor cores); C fp32. */
+ * on the tensor cores); C fp32, or (16-bit operands) their type, the fp32
+ * result rounded to nearest even. */
 inline void mds_cucpu_gemm_kernel(int ta, int tb, int m, int n, int k, float alpha, const void *A, int at, int lda,
-                                  const void *Bm, int bt, int ldb, float beta, float *Cm, int ldc)
+                                  const void *Bm, int bt, int ldb, float beta, void *Cm, int ct, int ldc)
 {
     long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (long)m * n)
@@ -392,13 +393,17 @@ inline void mds_cucpu_gemm_kernel(int ta, int tb, int m, int n, int k, float alp
         float b = tb ? mds_cucpu_elem(Bm, bt, (std::size_t)p * ldb + j) : mds_cucpu_elem(Bm, bt, (std::size_t)j * ldb + p);
         s = s + a * b;
     }
-    float *c = Cm + (std::size_t)j * ldc + i;
-    *c = beta == 0.0f ? alpha * s : alpha * s + beta * *c;
+    std::size_t ci = (std::size_t)j * ldc + i;
+    float r = beta == 0.0f ? alpha * s : alpha * s + beta * mds_cucpu_elem(Cm, ct, ci);
+    if (ct == CUDA_R_32F)
+        ((float *)Cm)[ci] = r;
+    else
+        ((std::uint16_t *)Cm)[ci] = ct == CUDA_R_16BF ? mds_f32_to_bf16(r) : mds_f32_to_f16(r);
 }
 
 /* cuBLAS's combinations that mds uses: fp32 operands with (pedantic) fp32
  * compute, or two 16-bit operands of one type with fp32 compute (not
- * pedantic: the tensor cores); C fp32. */
+ * pedantic: the tensor cores); C fp32, or the 16-bit operands' type. */
 inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                    int k, const void *alpha, const void *A, cudaDataType at, int lda, const void *Bm,
                                    cudaDataType bt, int ldb, const void *beta, void *Cm, cudaDataType ct, int ldc,
@@ -409,7 +414,7 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cubla
     int f32 = at == CUDA_R_32F && bt == CUDA_R_32F &&
               (comp == CUBLAS_COMPUTE_32F || comp == CUBLAS_COMPUTE_32F_PEDANTIC);
     int h16 = at == bt && (at == CUDA_R_16BF || at == CUDA_R_16F) && comp == CUBLAS_COMPUTE_32F;
-    if (ct != CUDA_R_32F || (!f32 && !h16))
+    if ((ct != CUDA_R_32F && !(h16 && ct == at)) || (!f32 && !h16))
         return CUBLAS_STATUS_NOT_SUPPORTED;
     int rows_a = ta == CUBLAS_OP_N ? m : k, rows_b = tb == CUBLAS_OP_N ? k : n;
     if (m < 0 || n < 0 || k < 0 || lda < (rows_a > 1 ? rows_a : 1) || ldb < (rows_b > 1 ? rows_b : 1) ||
@@ -420,7 +425,7 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cubla
     std::size_t cells = (std::size_t)m * n;
     mds_cucpu_launch(mds_cucpu_gemm_kernel, dim3((unsigned)((cells + 255) / 256)), dim3(256))(
         (int)ta, (int)tb, m, n, k, *(const float *)alpha, A, (int)at, lda, Bm, (int)bt, ldb, *(const float *)beta,
-        (float *)Cm, ldc);
+        Cm, (int)ct, ldc);
     return mds_cucpu_launch_error == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 

@@ -492,18 +492,23 @@ static void t_matmul_forward(const struct shape *s)
 {
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, OC = (size_t)s->OC;
     for (int dt = MDS_F32; dt < MDS_NUM_DTYPES; dt++)
-        for (int k = 0; k < (dt == MDS_F32 ? 2 : 4); k++) {
-            int bias = k & 1, id = k < 2 ? MDS_F32 : dt;
+        for (int k = 0; k < (dt == MDS_F32 ? 2 : 8); k++) {
+            int bias = k & 1, id = k & 2 ? dt : MDS_F32, od = k & 4 ? dt : MDS_F32;
             tf out = tf_rand(BT * OC, 1), inp = tf_rand(BT * C, 1), w = tf_rand(OC * C, 1), b = tf_rand(OC, 1);
             tf_round(&inp, dt); tf_round(&w, dt);
-            void *x = so_input(&inp, id);
+            void *x = so_input(&inp, id), *o = so_new(&out, od);
+            char name[48];
+            snprintf(name, sizeof name, "out%s%s", bias ? " (bias)" : "", id != MDS_F32 ? " (inp stored)" : "");
             set_compute(dt);
             matmul_forward_cpu(out.ref, inp.ref, w.ref, bias ? b.ref : NULL, s->B, s->T, s->C, s->OC);
-            be->ops.matmul_forward(out.dev, x, id, w.dev, bias ? b.dev : NULL, s->B, s->T, s->C, s->OC);
-            kept_check(id != MDS_F32 ? (bias ? "out (bias, inp stored)" : "out (inp stored)")
-                                     : bias ? "out (bias)" : "out", &out, dt);
+            be->ops.matmul_forward(o, od, x, id, w.dev, bias ? b.dev : NULL, s->B, s->T, s->C, s->OC);
+            if (od == MDS_F32)
+                kept_check(name, &out, dt);
+            else   /* the CPU's exactly (one rounding), a GEMM's within a unit */
+                so_check(name, &out, o, od, 0);
             set_compute(MDS_F32);
             so_free(&inp, x);
+            so_free(&out, o);
             tf_free(&out); tf_free(&inp); tf_free(&w); tf_free(&b);
         }
 }
@@ -512,23 +517,29 @@ static void t_matmul_backward(const struct shape *s)
 {
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, OC = (size_t)s->OC;
     for (int dt = MDS_F32; dt < MDS_NUM_DTYPES; dt++)
-        for (int k = 0; k < (dt == MDS_F32 ? 2 : 4); k++) {
-            int bias = k & 1, id = k < 2 ? MDS_F32 : dt;
+        for (int k = 0; k < (dt == MDS_F32 ? 2 : 8); k++) {
+            int bias = k & 1, id = k & 2 ? dt : MDS_F32, dd = k & 4 ? dt : MDS_F32;
             tf dinp = tf_rand(BT * C, 1), dw = tf_rand(OC * C, 1), db = tf_rand(OC, 1), dout = tf_rand(BT * OC, 1);
             tf inp = tf_rand(BT * C, 1), w = tf_rand(OC * C, 1);
             tf_round(&dout, dt); tf_round(&inp, dt); tf_round(&w, dt);
-            void *x = so_input(&inp, id);
-            char name[48];
+            void *x = so_input(&inp, id), *d = so_input(&dout, dd);
+            char base[40], name[48];
+            snprintf(base, sizeof base, "%%s%s%s", id != MDS_F32 ? " (inp stored)" : "",
+                     dd != MDS_F32 ? " (dout stored)" : "");
             set_compute(dt);
             matmul_backward_cpu(dinp.ref, dw.ref, bias ? db.ref : NULL, dout.ref, inp.ref, w.ref, s->B, s->T, s->C,
                                 s->OC);
-            be->ops.matmul_backward(dinp.dev, dw.dev, bias ? db.dev : NULL, dout.dev, x, id, w.dev, s->B, s->T,
+            be->ops.matmul_backward(dinp.dev, dw.dev, bias ? db.dev : NULL, d, dd, x, id, w.dev, s->B, s->T,
                                     s->C, s->OC);
-            check_f(dt_name(name, sizeof name, id != MDS_F32 ? "dinp (inp stored)" : "dinp", dt), &dinp, ATOL, RTOL);
-            check_f(dt_name(name, sizeof name, id != MDS_F32 ? "dweight (inp stored)" : "dweight", dt), &dw, ATOL,
-                    RTOL);
-            check_f(dt_name(name, sizeof name, "dbias", dt), &db, ATOL, RTOL);
+            char t[3][40];
+            snprintf(t[0], sizeof t[0], base, "dinp");
+            snprintf(t[1], sizeof t[1], base, "dweight");
+            snprintf(t[2], sizeof t[2], base, "dbias");
+            check_f(dt_name(name, sizeof name, t[0], dt), &dinp, ATOL, RTOL);
+            check_f(dt_name(name, sizeof name, t[1], dt), &dw, ATOL, RTOL);
+            check_f(dt_name(name, sizeof name, t[2], dt), &db, ATOL, RTOL);
             set_compute(MDS_F32);
+            so_free(&dout, d);
             so_free(&inp, x);
             tf_free(&dinp); tf_free(&dw); tf_free(&db); tf_free(&dout); tf_free(&inp); tf_free(&w);
         }
@@ -846,21 +857,28 @@ static void t_residual_backward(const struct shape *s)
     tf_free(&d1); tf_free(&d2); tf_free(&dout);
 }
 
+/* the logits as floats, and stored as bf16 and fp16 (their values) */
 static void t_crossentropy_forward(const struct shape *s)
 {
     size_t BT = (size_t)s->B * s->T, V = (size_t)s->V;
+    for (int ld = MDS_F32; ld < MDS_NUM_DTYPES; ld++)
     for (int with_mask = 0; with_mask < 2; with_mask++) {
+        char name[4][32];
         tf losses = tf_rand(BT, 1), maxes = tf_rand(BT, 1), sumexp = tf_rand(BT, 1), tl = tf_rand(BT, 1);
         tf logits = tf_rand(BT * V, 5), mask = tf_mask(BT);
         ti targets = ti_rand(BT, -1, s->v_start + s->V + 2);
+        void *lg = so_input(&logits, ld);
+        set_compute(ld);
         crossentropy_forward_cpu(losses.ref, maxes.ref, sumexp.ref, tl.ref, logits.ref, targets.ref,
                                  with_mask ? mask.ref : NULL, s->B, s->T, s->V, s->v_start);
-        be->ops.crossentropy_forward(losses.dev, maxes.dev, sumexp.dev, tl.dev, logits.dev, targets.dev,
+        be->ops.crossentropy_forward(losses.dev, maxes.dev, sumexp.dev, tl.dev, lg, ld, targets.dev,
                                      with_mask ? mask.dev : NULL, s->B, s->T, s->V, s->v_start);
-        check_f("losses", &losses, ATOL, RTOL);
-        check_f("maxes", &maxes, ATOL, RTOL);
-        check_f("sumexp", &sumexp, ATOL, RTOL);
-        check_f("tlogits", &tl, ATOL, RTOL);
+        check_f(dt_name(name[0], sizeof name[0], "losses", ld), &losses, ATOL, RTOL);
+        check_f(dt_name(name[1], sizeof name[1], "maxes", ld), &maxes, ATOL, RTOL);
+        check_f(dt_name(name[2], sizeof name[2], "sumexp", ld), &sumexp, ATOL, RTOL);
+        check_f(dt_name(name[3], sizeof name[3], "tlogits", ld), &tl, ATOL, RTOL);
+        set_compute(MDS_F32);
+        so_free(&logits, lg);
         tf_free(&losses); tf_free(&maxes); tf_free(&sumexp); tf_free(&tl); tf_free(&logits); tf_free(&mask);
         ti_free(&targets);
     }
@@ -888,29 +906,33 @@ static void t_crossentropy_loss(const struct shape *s)
     tf_free(&losses); tf_free(&maxes); tf_free(&sumexp); tf_free(&tl); tf_free(&mask);
 }
 
-KEPT_OP(t_crossentropy_backward)
-static void t_crossentropy_backward_at(const struct shape *s, int dt)
+STORED_OP(t_crossentropy_backward)
+static void t_crossentropy_backward_at(const struct shape *s, int dt, int od)
 {
     size_t BT = (size_t)s->B * s->T, V = (size_t)s->V;
     tf logits = tf_rand(BT * V, 5), losses = tf_rand(BT, 1), maxes = tf_rand(BT, 1), sumexp = tf_rand(BT, 1);
     tf tl = tf_rand(BT, 1);
     ti targets = ti_rand(BT, -1, s->v_start + s->V + 2);
+    void *lg = so_input(&logits, od);   /* logits and dlogits stored as od */
     crossentropy_forward_cpu(losses.ref, maxes.ref, sumexp.ref, tl.ref, logits.ref, targets.ref, NULL, s->B, s->T,
                              s->V, s->v_start);
     be->copy(maxes.dev, maxes.ref, BT * sizeof(float));
     be->copy(sumexp.dev, sumexp.ref, BT * sizeof(float));
     tf dlosses = tf_rand(BT, 0.01f), dlogits = tf_rand(BT * V, 1);
+    void *dl = so_new(&dlogits, od);
     crossentropy_backward_cpu(dlogits.ref, logits.ref, maxes.ref, sumexp.ref, targets.ref, dlosses.ref, s->B, s->T,
                               s->V, s->v_start);
-    be->ops.crossentropy_backward(dlogits.dev, logits.dev, maxes.dev, sumexp.dev, targets.dev, dlosses.dev, s->B,
-                                  s->T, s->V, s->v_start);
-    kept_check("dlogits", &dlogits, dt);
+    be->ops.crossentropy_backward(dl, lg, od, maxes.dev, sumexp.dev, targets.dev, dlosses.dev, s->B, s->T, s->V,
+                                  s->v_start);
+    so_check("dlogits", &dlogits, dl, dt, 0);
     /* in place, as the model runs it */
     crossentropy_backward_cpu(logits.ref, logits.ref, maxes.ref, sumexp.ref, targets.ref, dlosses.ref, s->B, s->T,
                               s->V, s->v_start);
-    be->ops.crossentropy_backward(logits.dev, logits.dev, maxes.dev, sumexp.dev, targets.dev, dlosses.dev, s->B,
-                                  s->T, s->V, s->v_start);
-    kept_check("dlogits (in place)", &logits, dt);
+    be->ops.crossentropy_backward(lg, lg, od, maxes.dev, sumexp.dev, targets.dev, dlosses.dev, s->B, s->T, s->V,
+                                  s->v_start);
+    so_check("dlogits (in place)", &logits, lg, dt, 0);
+    so_free(&dlogits, dl);
+    so_free(&logits, lg);
     tf_free(&logits); tf_free(&losses); tf_free(&maxes); tf_free(&sumexp); tf_free(&tl); tf_free(&dlosses);
     tf_free(&dlogits); ti_free(&targets);
 }
@@ -1052,11 +1074,12 @@ static int run_op(const mds_backend *b, const struct op *o)
 
 /* ---- the harness, checked: a backend with wrong entries must be caught ---------------- */
 
-static void wrong_matmul_forward(float *out, const void *inp, int inp_dt, const float *weight, const float *bias,
-                                 int B, int T, int C, int OC)
+static void wrong_matmul_forward(void *out, int out_dt, const void *inp, int inp_dt, const float *weight,
+                                 const float *bias, int B, int T, int C, int OC)
 {
-    mds_backend_cpu()->ops.matmul_forward(out, inp, inp_dt, weight, bias, B, T, C, OC);
-    out[(size_t)B * T * OC / 2] += 1e-3f;
+    mds_backend_cpu()->ops.matmul_forward(out, out_dt, inp, inp_dt, weight, bias, B, T, C, OC);
+    size_t i = (size_t)B * T * OC / 2;
+    mds_store(out_dt, out, i, mds_load(out_dt, out, i) + 1e-3f);
 }
 
 static void wrong_attention_backward(float *dqkv, const float *dout, const float *qkv, const void *out, int out_dt,
