@@ -232,14 +232,36 @@ static void cpu_matmul_forward(void *out, int out_dt, const void *inp, int inp_d
     done_f32(inp, inp_dt, x);
 }
 
-static void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const void *dout, int dout_dt,
-                                const void *inp, int inp_dt, const float *weight, int B, int T, int C, int OC)
+static void cpu_matmul_backward(void *dinp, int dinp_dt, float *dweight, float *dbias, const void *dout,
+                                int dout_dt, const void *inp, int inp_dt, const float *weight, int B, int T, int C,
+                                int OC)
 {
-    float *x = as_f32(inp, inp_dt, (size_t)B * T * C), *d = x ? as_f32(dout, dout_dt, (size_t)B * T * OC) : NULL;
-    if (d)
-        matmul_backward_cpu(dinp, dweight, dbias, d, x, weight, B, T, C, OC);
+    size_t n = (size_t)B * T * C;
+    float *x = as_f32(inp, inp_dt, n), *d = x ? as_f32(dout, dout_dt, (size_t)B * T * OC) : NULL;
+    float *di = d ? as_f32(dinp, dinp_dt, n) : NULL;   /* (added into: its values first) */
+    if (di)
+        matmul_backward_cpu(di, dweight, dbias, d, x, weight, B, T, C, OC);
+    store_out(dinp, dinp_dt, di, n);
     done_f32(dout, dout_dt, d);
     done_f32(inp, inp_dt, x);
+}
+
+static void cpu_gelu_backward(void *dinp, const float *inp, const void *dout, int dt, size_t N)
+{
+    float *d = as_f32(dout, dt, N), *di = d ? as_f32(dinp, dt, N) : NULL;
+    if (di)
+        gelu_backward_cpu(di, inp, d, N);
+    store_out(dinp, dt, di, N);
+    done_f32(dout, dt, d);
+}
+
+static void cpu_swiglu_backward(void *dinp, const float *inp, const void *dout, int dt, size_t N, int F)
+{
+    float *d = as_f32(dout, dt, N * (size_t)F), *di = d ? as_f32(dinp, dt, 2 * N * (size_t)F) : NULL;
+    if (di)
+        swiglu_backward_cpu(di, inp, d, N, F);
+    store_out(dinp, dt, di, 2 * N * (size_t)F);
+    done_f32(dout, dt, d);
 }
 
 static void cpu_crossentropy_forward(float *losses, float *maxes, float *sumexp, float *tlogits, const void *logits,
@@ -297,9 +319,9 @@ static mds_backend cpu = {
         .rmsnorm_forward = cpu_rmsnorm_forward,
         .rmsnorm_backward = rmsnorm_backward_cpu,
         .swiglu_forward = cpu_swiglu_forward,
-        .swiglu_backward = swiglu_backward_cpu,
+        .swiglu_backward = cpu_swiglu_backward,
         .gelu_forward = cpu_gelu_forward,
-        .gelu_backward = gelu_backward_cpu,
+        .gelu_backward = cpu_gelu_backward,
         .residual_forward = residual_forward_cpu,
         .residual_backward = residual_backward_cpu,
         .crossentropy_forward = cpu_crossentropy_forward,

@@ -28,8 +28,10 @@
  * compute dtype where the backend has one; a 16-bit input is read as its
  * values, exactly.  So the results are those of the fp32 op on an fp32
  * array holding the same values, rounded: the CPU widens and rounds at
- * the boundaries.  crossentropy_backward's dt is its logits' and dlogits'
- * (the model runs it in place).
+ * the boundaries (an output the op adds into, as matmul_backward's dinp,
+ * is read, added to in fp32 and rounded once).  crossentropy_backward's
+ * dt is its logits' and dlogits' (the model runs it in place), GELU's and
+ * SwiGLU's backward's their dinp's and dout's (the MLP's gradients).
  *
  * Memory: alloc() returns zeroed memory or fails with a message (naming the
  * bytes asked and, where the backend knows it, the bytes free) in error();
@@ -61,7 +63,7 @@ typedef struct mds_ops {
                                const float *weight, const float *mean, const float *rstd, int B, int T, int C);
     void (*matmul_forward)(void *out, int out_dt, const void *inp, int inp_dt, const float *weight,
                            const float *bias, int B, int T, int C, int OC);
-    void (*matmul_backward)(float *dinp, float *dweight, float *dbias, const void *dout, int dout_dt,
+    void (*matmul_backward)(void *dinp, int dinp_dt, float *dweight, float *dbias, const void *dout, int dout_dt,
                             const void *inp, int inp_dt, const float *weight, int B, int T, int C, int OC);
     void (*attention_forward)(void *out, int out_dt, float *lse, const float *qkv, int B, int T, int C, int NH,
                               int NKV, mds_dropout drop);
@@ -78,9 +80,9 @@ typedef struct mds_ops {
     void (*rmsnorm_backward)(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                              const float *rstd, int B, int T, int C);
     void (*swiglu_forward)(void *out, int out_dt, const float *inp, size_t N, int F);
-    void (*swiglu_backward)(float *dinp, const float *inp, const float *dout, size_t N, int F);
+    void (*swiglu_backward)(void *dinp, const float *inp, const void *dout, int dt, size_t N, int F);
     void (*gelu_forward)(void *out, int out_dt, const float *inp, size_t N);
-    void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t N);
+    void (*gelu_backward)(void *dinp, const float *inp, const void *dout, int dt, size_t N);
     void (*residual_forward)(float *out, const float *inp1, const float *inp2, size_t N);
     void (*residual_backward)(float *dinp1, float *dinp2, const float *dout, size_t N);
     void (*crossentropy_forward)(float *losses, float *maxes, float *sumexp, float *tlogits, const void *logits,

@@ -280,7 +280,7 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
     size_t el = s && m->first_stage && m->cfg.embed_layernorm;   /* the embedding LayerNorm's input and statistics */
     size_t h = m->ses;   /* the stored tensors (sd) in floats: n h / 4, rounded up */
 #define STORED(n) (((n) * h + 3) / 4)
-#define LOGITS(n) (((n) * m->les + 3) / 4)
+#define WSTORED(n) (((n) * m->wes + 3) / 4)
     size_t sizes[GPT_NUM_ACTS] = {
         s * BTs * C,                               /* encoded */
         STORED(nl * BTs * C), ln ? nl * BTs : 0, nl * BTs, /* ln1, mean, rstd */
@@ -291,15 +291,15 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
         nl * BTs * C,                              /* fcproj */
         (per_slot ? nl : nl ? nl - 1 : 0) * BTs * C, /* residual3 (a chunk's output is its checkpoint) */
         STORED(s * BTs * C), ln ? s * BTs : 0, s * BTs, /* lnf, mean, rstd */
-        LOGITS(s * BT * Vl),                       /* logits */
+        WSTORED(s * BT * Vl),                       /* logits */
         s * BT, s * BT, s * BT, s * BT, s * BT, s * BT, /* losses, maxes, sumexp, tlogits, mask, dlosses */
-        s * BT * C, s * BT * C, s * BT * QKVl, s * BT * Cl, s * BT * FC1l, s * BT * Fl, /* backward scratch */
+        s * BT * C, s * BT * C, s * BT * QKVl, s * BT * Cl, WSTORED(s * BT * FC1l), WSTORED(s * BT * Fl), /* backward scratch */
         s * (size_t)m->nck * BTs * C,              /* ckpt */
         m->sp ? s * BTs * C : 0,                   /* dgrad_in */
         el * BTs * C, el * BTs, el * BTs,          /* emb, emb_mean, emb_rstd */
     };
 #undef STORED
-#undef LOGITS
+#undef WSTORED
     /* every tensor on a 16-byte boundary (the 16-bit matmul operands are
        read in place) */
     for (int i = 0; i < GPT_NUM_ACTS; i++)
@@ -309,15 +309,16 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
 /* Point the tensors of a at base, with the float counts sizes. */
 static void point_acts(gpt_acts *a, float *base, const size_t *sizes)
 {
-    float *ln1, *atty, *ln2, *fchg, *lnf, *logits;   /* (stored as sd, ld) */
+    float *ln1, *atty, *ln2, *fchg, *lnf, *logits, *dfch, *dfchg;   /* (stored as sd, wd) */
     float **aptrs[GPT_NUM_ACTS] = {
         &a->encoded, &ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &atty, &a->att_lse,
         &a->attproj, &a->residual2, &ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &fchg,
         &a->fcproj, &a->residual3, &lnf, &a->lnf_mean, &a->lnf_rstd, &logits, &a->losses,
         &a->maxes, &a->sumexp, &a->tlogits, &a->mask, &a->dlosses, &a->dresidual, &a->dln,
-        &a->dqkv, &a->datty, &a->dfch, &a->dfch_gelu, &a->ckpt, &a->dgrad_in, &a->emb, &a->emb_mean, &a->emb_rstd};
+        &a->dqkv, &a->datty, &dfch, &dfchg, &a->ckpt, &a->dgrad_in, &a->emb, &a->emb_mean, &a->emb_rstd};
     point_tensors(aptrs, base, sizes, GPT_NUM_ACTS);
     a->ln1 = ln1, a->atty = atty, a->ln2 = ln2, a->fch_gelu = fchg, a->lnf = lnf, a->logits = logits;
+    a->dfch = dfch, a->dfch_gelu = dfchg;
 }
 
 size_t gpt_activation_bytes(const gpt_model *m)
@@ -370,8 +371,8 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     if (m->sp && (size_t)B * (size_t)m->Ts * (size_t)cfg->hidden_size % 2)
         m->sd = MDS_F32;
     m->ses = mds_dtype_size(m->sd);
-    m->ld = cfg->dtype;
-    m->les = mds_dtype_size(m->ld);
+    m->wd = cfg->dtype;
+    m->wes = mds_dtype_size(m->wd);
 
     size_t Ll = (size_t)m->Ll, C = (size_t)m->C, Cl = (size_t)m->Cl, Fl = (size_t)m->Fl;
     size_t Vl = (size_t)m->Vl, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l;
@@ -1041,18 +1042,20 @@ static void layer_backward(gpt_model *m, int l)
         keep(m, a->dln, BTC);
         dmlp = a->dln;
     }
-    m->be->zero(a->dfch_gelu, BT * Fl * sizeof(float));
-    ops->matmul_backward(a->dfch_gelu, g->fcprojw + (size_t)l * C * Fl, layer_part(g->fcprojb, l, C),
+    /* the MLP's gradients stored as wd (a 16-bit dinp the matmul rounds) */
+    m->be->zero(a->dfch_gelu, BT * Fl * m->wes);
+    ops->matmul_backward(a->dfch_gelu, m->wd, g->fcprojw + (size_t)l * C * Fl, layer_part(g->fcprojb, l, C),
                          dmlp, MDS_F32, v.fchg, m->sd, p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
-    keep(m, a->dfch_gelu, BT * (size_t)Fl);
-    m->be->zero(a->dfch, BT * FC1l * sizeof(float));
+    if (m->wd == MDS_F32)
+        keep(m, a->dfch_gelu, BT * (size_t)Fl);
+    m->be->zero(a->dfch, BT * FC1l * m->wes);
     if (m->cfg.swiglu)
-        ops->swiglu_backward(a->dfch, v.fch, a->dfch_gelu, BT, Fl);
+        ops->swiglu_backward(a->dfch, v.fch, a->dfch_gelu, m->wd, BT, Fl);
     else
-        ops->gelu_backward(a->dfch, v.fch, a->dfch_gelu, BT * Fl);
-    kept_by_op(m, a->dfch, BT * FC1l);
+        ops->gelu_backward(a->dfch, v.fch, a->dfch_gelu, m->wd, BT * Fl);
+    kept_as(m, m->wd, a->dfch, BT * FC1l);
     m->be->zero(a->dln, BTC * sizeof(float));
-    ops->matmul_backward(a->dln, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch, MDS_F32,
+    ops->matmul_backward(a->dln, MDS_F32, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch, m->wd,
                          sp_stored(m, v.ln2), m->sd, p->fcw + (size_t)l * FC1l * C, B, T, C,
                          (int)FC1l);
     tp_sum_kept(m, a->dln, BTC);   /* f in backward */
@@ -1066,7 +1069,7 @@ static void layer_backward(gpt_model *m, int l)
         datt = a->dln;
     }
     m->be->zero(a->datty, BT * Cl * sizeof(float));
-    ops->matmul_backward(a->datty, g->attprojw + (size_t)l * C * Cl, layer_part(g->attprojb, l, C),
+    ops->matmul_backward(a->datty, MDS_F32, g->attprojw + (size_t)l * C * Cl, layer_part(g->attprojb, l, C),
                          datt, MDS_F32, v.atty, m->sd, p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
     keep(m, a->datty, BT * (size_t)Cl);
     m->be->zero(a->dqkv, BT * QKVl * sizeof(float));
@@ -1078,7 +1081,7 @@ static void layer_backward(gpt_model *m, int l)
         keep(m, a->dqkv, BT * QKVl);
     }
     m->be->zero(a->dln, BTC * sizeof(float));
-    ops->matmul_backward(a->dln, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv, MDS_F32,
+    ops->matmul_backward(a->dln, MDS_F32, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv, MDS_F32,
                          sp_stored(m, v.ln1), m->sd, p->qkvw + (size_t)l * QKVl * C, B, T, C,
                          (int)QKVl);
     tp_sum_kept(m, a->dln, BTC);
@@ -1207,9 +1210,9 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
     if (m->params_needed) m->params_needed(m->params_needed_ctx, m->Ll);
     norm_forward(m, a->lnf, m->sd, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, m->cfg.layernorm_eps);
     const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
-    ops->matmul_forward(a->logits, m->ld, sp_stored(m, a->lnf), m->sd, outw, NULL, B, T, C, Vl);
-    kept_as(m, m->ld, a->logits, BT * (size_t)Vl);   /* logits are stored in the working dtype; the loss is fp32 */
-    ops->crossentropy_forward(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, m->ld, a->targets,
+    ops->matmul_forward(a->logits, m->wd, sp_stored(m, a->lnf), m->sd, outw, NULL, B, T, C, Vl);
+    kept_as(m, m->wd, a->logits, BT * (size_t)Vl);   /* logits are stored in the working dtype; the loss is fp32 */
+    ops->crossentropy_forward(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, m->wd, a->targets,
                               a->mask, B, T, Vl, m->v_start);
     if (m->cfg.tp_size > 1) {
         /* Megatron's _VocabParallelCrossEntropy: max, rescale, two sums
@@ -1245,13 +1248,13 @@ void gpt_backward(gpt_model *m, float scale)
     if (m->last_stage) {
         float inv = m->num_tokens > 0.0f ? scale / m->num_tokens : 0.0f;
         ops->loss_grad(a->dlosses, a->mask, inv, BT);
-        ops->crossentropy_backward(a->logits, a->logits, m->ld, a->maxes, a->sumexp, a->targets, a->dlosses,
+        ops->crossentropy_backward(a->logits, a->logits, m->wd, a->maxes, a->sumexp, a->targets, a->dlosses,
                                    B, T, Vl, m->v_start);
-        kept_as(m, m->ld, a->logits, BT * (size_t)Vl);
+        kept_as(m, m->wd, a->logits, BT * (size_t)Vl);
         const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
         float *doutw = m->cfg.untie_embeddings ? g->outw : g->wte;
         m->be->zero(a->dln, BTC * sizeof(float));
-        ops->matmul_backward(a->dln, doutw, NULL, a->logits, m->ld, sp_stored(m, a->lnf), m->sd, outw, B, T, C, Vl);
+        ops->matmul_backward(a->dln, MDS_F32, doutw, NULL, a->logits, m->wd, sp_stored(m, a->lnf), m->sd, outw, B, T, C, Vl);
         tp_sum_kept(m, a->dln, BTC);   /* the output layer is column-parallel */
         const float *last = layer_output(m, m->Ll - 1);
         m->be->zero(a->dresidual, BTC * sizeof(float));

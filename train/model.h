@@ -297,7 +297,7 @@ typedef struct gpt_acts {
     void *lnf;        // (B, Ts, C)  stored as sd
     float *lnf_mean;  // (B, Ts)        LayerNorm only
     float *lnf_rstd;  // (B, Ts)
-    void *logits;     // (B, T, Vl)  stored as ld; overwritten in place by dlogits in backward
+    void *logits;     // (B, T, Vl)  stored as wd; overwritten in place by dlogits in backward
     float *losses;    // (B, T)
     float *maxes;     // (B, T)
     float *sumexp;    // (B, T)
@@ -308,8 +308,8 @@ typedef struct gpt_acts {
     float *dln;       // (B, T, C)   backward: gradient into a LayerNorm output
     float *dqkv;      // (B, T, QKVl)
     float *datty;     // (B, T, Cl)
-    float *dfch;      // (B, T, FC1l)
-    float *dfch_gelu; // (B, T, Fl)
+    void *dfch;       // (B, T, FC1l)  stored as wd
+    void *dfch_gelu;  // (B, T, Fl)  stored as wd
     float *ckpt;      // (nck, B, Ts, C)  recomputation: chunk k's output (chunk k + 1's input)
     float *dgrad_in;  // (B, Ts, C)  sequence parallelism: the stage's gradient slice received/sent
     float *emb;       // (B, Ts, C)  embed_layernorm: the word embeddings, its input
@@ -382,11 +382,12 @@ typedef struct gpt_model {
        of 16-bit values (the gather moves floats).  ses: sd's bytes. */
     int sd;
     size_t ses;
-    /* The logits and, in place, their gradient: stored in the model's
-       dtype (the cross-entropy reads them, the classifier's backward takes
-       the gradient as it is). */
-    int ld;
-    size_t les;
+    /* The logits (and, in place, their gradient) and the MLP's activation
+       gradients (dfch_gelu, dfch): stored in the model's dtype (ops that
+       take a stored dtype write and read them; no gather moves them).
+       wes: wd's bytes. */
+    int wd;
+    size_t wes;
     size_t num_acts;              /* elements per slot */
     int slots, slot;              /* activation slots, the current one */
     float *acts_memory;           /* slots x num_acts floats */

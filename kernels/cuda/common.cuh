@@ -249,8 +249,8 @@ void layernorm_backward_cuda(float *dinp, float *dweight, float *dbias, const fl
                              const float *weight, const float *mean, const float *rstd, int B, int T, int C);
 void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, const float *weight, const float *bias,
                          int B, int T, int C, int OC);
-void matmul_backward_cuda(float *dinp, float *dweight, float *dbias, const void *dout, int dout_dt, const void *inp,
-                          int inp_dt, const float *weight, int B, int T, int C, int OC);
+void matmul_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias, const void *dout, int dout_dt,
+                          const void *inp, int inp_dt, const float *weight, int B, int T, int C, int OC);
 void attention_forward_cuda(void *out, int out_dt, float *lse, const float *qkv, int B, int T, int C, int NH, int NKV,
                             mds_dropout drop);
 void attention_backward_cuda(float *dqkv, const float *dout, const float *qkv, const void *out, int out_dt,
@@ -266,9 +266,9 @@ void rmsnorm_forward_cuda(void *out, int out_dt, float *rstd, const float *inp, 
 void rmsnorm_backward_cuda(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
                            const float *rstd, int B, int T, int C);
 void swiglu_forward_cuda(void *out, int out_dt, const float *inp, size_t N, int F);
-void swiglu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t N, int F);
+void swiglu_backward_cuda(void *dinp, const float *inp, const void *dout, int gd, size_t N, int F);
 void gelu_forward_cuda(void *out, int out_dt, const float *inp, size_t N);
-void gelu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t N);
+void gelu_backward_cuda(void *dinp, const float *inp, const void *dout, int gd, size_t N);
 void residual_forward_cuda(float *out, const float *inp1, const float *inp2, size_t N);
 void residual_backward_cuda(float *dinp1, float *dinp2, const float *dout, size_t N);
 void crossentropy_forward_cuda(float *losses, float *maxes, float *sumexp, float *tlogits, const void *logits,

@@ -27,7 +27,8 @@ __global__ static void gelu_forward_kernel(void *out, int od, const float *inp, 
     }
 }
 
-__global__ static void gelu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t N, int dt)
+/* dinp and dout stored as gd (backend.h's stored dtypes) */
+__global__ static void gelu_backward_kernel(void *dinp, const float *inp, const void *dout, int gd, size_t N, int dt)
 {
     size_t S = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += MDS_CU_ILP * S) {
@@ -35,14 +36,14 @@ __global__ static void gelu_backward_kernel(float *dinp, const float *inp, const
         for (int k = 0; k < MDS_CU_ILP; k++) {
             size_t j = i + k * S;
             x[k] = j < N ? inp[j] : 0.0f;
-            d[k] = j < N ? dout[j] : 0.0f;
-            di[k] = j < N ? dinp[j] : 0.0f;
+            d[k] = j < N ? mds_load(gd, dout, j) : 0.0f;
+            di[k] = j < N ? mds_load(gd, dinp, j) : 0.0f;
         }
         for (int k = 0; k < MDS_CU_ILP; k++) {
             float sig = gelu_sig(x[k]);
             float grad = sig + 2.0f * x[k] * sig * (1.0f - sig) * GELU_SCALE * (1.0f + 3.0f * GELU_CUBE * x[k] * x[k]);
             if (i + k * S < N)
-                dinp[i + k * S] = mds_round_to(dt, di[k] + grad * d[k]);
+                mds_cu_put(dinp, gd, i + k * S, di[k] + grad * d[k], dt);
         }
     }
 }
@@ -54,9 +55,9 @@ void gelu_forward_cuda(void *out, int out_dt, const float *inp, size_t N)
     MDS_CU_LAUNCHED("gelu_forward");
 }
 
-void gelu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t N)
+void gelu_backward_cuda(void *dinp, const float *inp, const void *dout, int gd, size_t N)
 {
     if (!N) return;
-    gelu_backward_kernel<<<mds_cu_ilp_blocks(N, 256), 256>>>(dinp, inp, dout, N, mds_cuda_compute_dtype());
+    gelu_backward_kernel<<<mds_cu_ilp_blocks(N, 256), 256>>>(dinp, inp, dout, gd, N, mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("gelu_backward");
 }

@@ -224,14 +224,15 @@ struct dbias_term {
     __device__ void operator()(long r, int o, double *s) const { s[0] += mds_load(dd, dout, (size_t)r * OC + o); }
 };
 
-void matmul_backward_cuda(float *dinp, float *dweight, float *dbias, const void *dout, int dout_dt, const void *inp,
-                          int inp_dt, const float *weight, int B, int T, int C, int OC)
+void matmul_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias, const void *dout, int dout_dt,
+                          const void *inp, int inp_dt, const float *weight, int B, int T, int C, int OC)
 {
     long N = (long)B * T;
     if (!N || !OC || !C) return;
     int mm_dtype = mds_cuda_compute_dtype();
     if (stored_bad(inp_dt, mm_dtype, "matmul_backward", "input") ||
-        stored_bad(dout_dt, mm_dtype, "matmul_backward", "dout"))
+        stored_bad(dout_dt, mm_dtype, "matmul_backward", "dout") ||
+        stored_bad(dinp_dt, mm_dtype, "matmul_backward", "dinp"))
         return;
     if (dbias)   /* first: its partial sums and the 16-bit copies share the scratch */
         mds_cu_colsum<1>(dbias, NULL, dbias_term{dout, OC, dout_dt}, N, OC, "matmul_backward (dbias)");
@@ -248,9 +249,10 @@ void matmul_backward_cuda(float *dinp, float *dweight, float *dbias, const void 
             long n = N - r0 < R ? N - r0 : R;
             const uint16_t *d = rows16(dout, dout_dt, d16, r0, n, OC, mm_dtype, "matmul_backward (dout to 16 bits)");
             const uint16_t *x = rows16(inp, inp_dt, x16, r0, n, C, mm_dtype, "matmul_backward (input to 16 bits)");
-            /* dinp rows (n, C) += dout rows (n, OC) @ weight (OC, C) */
+            /* dinp rows (n, C) += dout rows (n, OC) @ weight (OC, C) (a 16-bit dinp
+               read, added to in fp32 and rounded by the GEMM) */
             gemm("matmul_backward (dinp)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, OC, w16, C, d, OC, 1.0f,
-                 dinp + (size_t)r0 * C, MDS_F32, C);
+                 (char *)dinp + (size_t)r0 * C * mds_dtype_size(dinp_dt), dinp_dt, C);
             /* dweight (OC, C) += dout rows^T (OC, n) @ inp rows (n, C) */
             gemm("matmul_backward (dweight)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, (int)n, x, C, d, OC, 1.0f,
                  dweight, MDS_F32, C);

@@ -20,19 +20,20 @@ __global__ static void swiglu_forward_kernel(void *out, int od, const float *inp
     }
 }
 
-__global__ static void swiglu_backward_kernel(float *dinp, const float *inp, const float *dout, size_t N, int F,
-                                              int dt)
+/* dinp and dout stored as gd (backend.h's stored dtypes) */
+__global__ static void swiglu_backward_kernel(void *dinp, const float *inp, const void *dout, int gd, size_t N,
+                                              int F, int dt)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= F)
         return;
     for (size_t n = blockIdx.y; n < N; n += gridDim.y) {
         const float *x = inp + n * 2 * (size_t)F;
-        float *dx = dinp + n * 2 * (size_t)F;
-        float g = x[i], up = x[F + i], d = dout[n * (size_t)F + i];
+        size_t r = n * 2 * (size_t)F;   /* dinp's row */
+        float g = x[i], up = x[F + i], d = mds_load(gd, dout, n * (size_t)F + i);
         float sig = 1.0f / (1.0f + mds_expf(-g));
-        dx[i] = mds_round_to(dt, dx[i] + d * up * sig * (1.0f + g * (1.0f - sig)));
-        dx[F + i] = mds_round_to(dt, dx[F + i] + d * g * sig);
+        mds_cu_put(dinp, gd, r + i, mds_load(gd, dinp, r + i) + d * up * sig * (1.0f + g * (1.0f - sig)), dt);
+        mds_cu_put(dinp, gd, r + F + i, mds_load(gd, dinp, r + F + i) + d * g * sig, dt);
     }
 }
 
@@ -49,10 +50,10 @@ void swiglu_forward_cuda(void *out, int out_dt, const float *inp, size_t N, int 
     MDS_CU_LAUNCHED("swiglu_forward");
 }
 
-void swiglu_backward_cuda(float *dinp, const float *inp, const float *dout, size_t N, int F)
+void swiglu_backward_cuda(void *dinp, const float *inp, const void *dout, int gd, size_t N, int F)
 {
     size_t n = N * (size_t)F;
     if (!n) return;
-    swiglu_backward_kernel<<<swiglu_grid(N, F), 256>>>(dinp, inp, dout, N, F, mds_cuda_compute_dtype());
+    swiglu_backward_kernel<<<swiglu_grid(N, F), 256>>>(dinp, inp, dout, gd, N, F, mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("swiglu_backward");
 }

@@ -517,30 +517,34 @@ static void t_matmul_backward(const struct shape *s)
 {
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, OC = (size_t)s->OC;
     for (int dt = MDS_F32; dt < MDS_NUM_DTYPES; dt++)
-        for (int k = 0; k < (dt == MDS_F32 ? 2 : 8); k++) {
-            int bias = k & 1, id = k & 2 ? dt : MDS_F32, dd = k & 4 ? dt : MDS_F32;
+        for (int k = 0; k < (dt == MDS_F32 ? 2 : 16); k++) {
+            int bias = k & 1, id = k & 2 ? dt : MDS_F32, dd = k & 4 ? dt : MDS_F32, ds = k & 8 ? dt : MDS_F32;
             tf dinp = tf_rand(BT * C, 1), dw = tf_rand(OC * C, 1), db = tf_rand(OC, 1), dout = tf_rand(BT * OC, 1);
             tf inp = tf_rand(BT * C, 1), w = tf_rand(OC * C, 1);
             tf_round(&dout, dt); tf_round(&inp, dt); tf_round(&w, dt);
-            void *x = so_input(&inp, id), *d = so_input(&dout, dd);
-            char base[40], name[48];
-            snprintf(base, sizeof base, "%%s%s%s", id != MDS_F32 ? " (inp stored)" : "",
-                     dd != MDS_F32 ? " (dout stored)" : "");
+            void *x = so_input(&inp, id), *d = so_input(&dout, dd), *di = so_input(&dinp, ds);
+            char base[48], name[64];
+            snprintf(base, sizeof base, "%%s%s%s%s", id != MDS_F32 ? " (inp stored)" : "",
+                     dd != MDS_F32 ? " (dout stored)" : "", ds != MDS_F32 ? " (dinp stored)" : "");
             set_compute(dt);
             matmul_backward_cpu(dinp.ref, dw.ref, bias ? db.ref : NULL, dout.ref, inp.ref, w.ref, s->B, s->T, s->C,
                                 s->OC);
-            be->ops.matmul_backward(dinp.dev, dw.dev, bias ? db.dev : NULL, d, dd, x, id, w.dev, s->B, s->T,
+            be->ops.matmul_backward(di, ds, dw.dev, bias ? db.dev : NULL, d, dd, x, id, w.dev, s->B, s->T,
                                     s->C, s->OC);
-            char t[3][40];
+            char t[3][56];
             snprintf(t[0], sizeof t[0], base, "dinp");
             snprintf(t[1], sizeof t[1], base, "dweight");
             snprintf(t[2], sizeof t[2], base, "dbias");
-            check_f(dt_name(name, sizeof name, t[0], dt), &dinp, ATOL, RTOL);
+            if (ds == MDS_F32)
+                check_f(dt_name(name, sizeof name, t[0], dt), &dinp, ATOL, RTOL);
+            else   /* added into, then rounded once: the CPU exactly, a GEMM within a unit */
+                so_check(t[0], &dinp, di, ds, 0);
             check_f(dt_name(name, sizeof name, t[1], dt), &dw, ATOL, RTOL);
             check_f(dt_name(name, sizeof name, t[2], dt), &db, ATOL, RTOL);
             set_compute(MDS_F32);
             so_free(&dout, d);
             so_free(&inp, x);
+            so_free(&dinp, di);
             tf_free(&dinp); tf_free(&dw); tf_free(&db); tf_free(&dout); tf_free(&inp); tf_free(&w);
         }
 }
@@ -805,14 +809,18 @@ static void t_swiglu_forward_at(const struct shape *s, int dt, int od)
     tf_free(&out); tf_free(&inp);
 }
 
-KEPT_OP(t_swiglu_backward)
-static void t_swiglu_backward_at(const struct shape *s, int dt)
+/* (dinp, added into, and dout stored as od) */
+STORED_OP(t_swiglu_backward)
+static void t_swiglu_backward_at(const struct shape *s, int dt, int od)
 {
     size_t N = (size_t)s->B * s->T;
     tf dinp = tf_rand(N * 2 * s->OC, 1), inp = tf_rand(N * 2 * s->OC, 5), dout = tf_rand(N * s->OC, 1);
+    void *di = so_input(&dinp, od), *d = so_input(&dout, od);
     swiglu_backward_cpu(dinp.ref, inp.ref, dout.ref, N, s->OC);
-    be->ops.swiglu_backward(dinp.dev, inp.dev, dout.dev, N, s->OC);
-    kept_check("dinp", &dinp, dt);
+    be->ops.swiglu_backward(di, inp.dev, d, od, N, s->OC);
+    so_check("dinp", &dinp, di, dt, 0);
+    so_free(&dinp, di);
+    so_free(&dout, d);
     tf_free(&dinp); tf_free(&inp); tf_free(&dout);
 }
 
@@ -828,13 +836,16 @@ static void t_gelu_forward_at(const struct shape *s, int dt, int od)
     tf_free(&out); tf_free(&inp);
 }
 
-KEPT_OP(t_gelu_backward)
-static void t_gelu_backward_at(const struct shape *s, int dt)
+STORED_OP(t_gelu_backward)
+static void t_gelu_backward_at(const struct shape *s, int dt, int od)
 {
     tf dinp = tf_rand(flat(s), 1), inp = tf_rand(flat(s), 4), dout = tf_rand(flat(s), 1);
+    void *di = so_input(&dinp, od), *d = so_input(&dout, od);
     gelu_backward_cpu(dinp.ref, inp.ref, dout.ref, flat(s));
-    be->ops.gelu_backward(dinp.dev, inp.dev, dout.dev, flat(s));
-    kept_check("dinp", &dinp, dt);
+    be->ops.gelu_backward(di, inp.dev, d, od, flat(s));
+    so_check("dinp", &dinp, di, dt, 0);
+    so_free(&dinp, di);
+    so_free(&dout, d);
     tf_free(&dinp); tf_free(&inp); tf_free(&dout);
 }
 
