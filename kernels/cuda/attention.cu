@@ -979,10 +979,13 @@ FA_UNROLL
 FA_UNROLL
     for (int nd = 0; nd < ND; nd++)
 FA_UNROLL
-        for (int i = 0; i < 4; i++) {
-            int rr = r[i >> 1], d = nd * 8 + t * 2 + (i & 1);
-            if (rr < T && d < hs)
-                mds_cu_put(a.out, a.od, ob + (size_t)rr * a.C + d, o[nd][i] / l[i >> 1], a.kd);
+        for (int i = 0; i < 4; i += 2) {   /* columns d and d + 1 of row rr: a pair */
+            int rr = r[i >> 1], d = nd * 8 + t * 2;
+            float li = l[i >> 1];
+            if (rr < T && d + 1 < hs)
+                mds_cu_put2(a.out, a.od, ob + (size_t)rr * a.C + d, o[nd][i] / li, o[nd][i + 1] / li, a.kd);
+            else if (rr < T && d < hs)
+                mds_cu_put(a.out, a.od, ob + (size_t)rr * a.C + d, o[nd][i] / li, a.kd);
         }
     if (t == 0)
 FA_UNROLL

@@ -232,6 +232,21 @@ __device__ static inline void mds_cu_put(void *out, int od, size_t i, float v, i
         mds_store(od, out, i, v);
 }
 
+/* Elements i and i + 1, as two mds_cu_put: one 32-bit store of the two
+ * 16-bit values where od is 16-bit and element i is 4-byte aligned. */
+__device__ static inline void mds_cu_put2(void *out, int od, size_t i, float v0, float v1, int dt)
+{
+    uint16_t *p = (uint16_t *)out + i;
+    if (od != MDS_F32 && ((uintptr_t)p & 3) == 0) {
+        uint32_t lo = od == MDS_BF16 ? mds_f32_to_bf16(v0) : mds_f32_to_f16(v0);
+        uint32_t hi = od == MDS_BF16 ? mds_f32_to_bf16(v1) : mds_f32_to_f16(v1);
+        *(uint32_t *)p = lo | hi << 16;
+        return;
+    }
+    mds_cu_put(out, od, i, v0, dt);
+    mds_cu_put(out, od, i + 1, v1, dt);
+}
+
 #ifdef __cplusplus
 extern "C" {
 #endif
