@@ -217,6 +217,14 @@ void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, con
     }
 }
 
+/* x (n, stored as xd) += src (fp32), rounded once (mds_cu_put) */
+__global__ static void add_put_kernel(void *x, int xd, const float *src, size_t n, int dt)
+{
+    size_t S = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += S)
+        mds_cu_put(x, xd, i, mds_load(xd, x, i) + src[i], dt);
+}
+
 /* dbias's term: dout itself (stored as dd) */
 struct dbias_term {
     const void *dout;
@@ -237,22 +245,35 @@ void matmul_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias,
     if (dbias)   /* first: its partial sums and the 16-bit copies share the scratch */
         mds_cu_colsum<1>(dbias, NULL, dbias_term{dout, OC, dout_dt}, N, OC, "matmul_backward (dbias)");
     if (mm_dtype != MDS_F32) {
-        /* copies of the operands stored as fp32 only (the same chunks) */
-        int xcopy = inp_dt == MDS_F32, dcopy = dout_dt == MDS_F32;
-        long R = chunk_rows(N, ((size_t)C + (size_t)OC) * 2);
+        /* copies of the operands stored as fp32 only (the same chunks); a
+           16-bit dinp through an fp32 chunk of the product, added with one
+           rounding (cuBLAS's beta = 1 on a 16-bit C is not that: on the
+           H200 it missed by many units) */
+        int xcopy = inp_dt == MDS_F32, dcopy = dout_dt == MDS_F32, via = dinp_dt != MDS_F32;
+        long R = chunk_rows(N, ((size_t)C + (size_t)OC) * 2 + (via ? (size_t)C * 4 : 0));
         size_t wb = al256((size_t)OC * C * 2), db = dcopy ? al256((size_t)R * OC * 2) : 0;
-        char *sc = (char *)mds_cuda_scratch(wb + db + (xcopy ? (size_t)R * C * 2 : 0));
+        size_t xb = xcopy ? al256((size_t)R * C * 2) : 0;
+        char *sc = (char *)mds_cuda_scratch(wb + db + xb + (via ? (size_t)R * C * 4 : 0));
         if (!sc) return;
         uint16_t *w16 = (uint16_t *)sc, *d16 = (uint16_t *)(sc + wb), *x16 = (uint16_t *)(sc + wb + db);
+        float *o32 = (float *)(sc + wb + db + xb);
         to16_cuda(w16, weight, (size_t)OC * C, mm_dtype, "matmul_backward (weight to 16 bits)");
         for (long r0 = 0; r0 < N; r0 += R) {
             long n = N - r0 < R ? N - r0 : R;
             const uint16_t *d = rows16(dout, dout_dt, d16, r0, n, OC, mm_dtype, "matmul_backward (dout to 16 bits)");
             const uint16_t *x = rows16(inp, inp_dt, x16, r0, n, C, mm_dtype, "matmul_backward (input to 16 bits)");
-            /* dinp rows (n, C) += dout rows (n, OC) @ weight (OC, C) (a 16-bit dinp
-               read, added to in fp32 and rounded by the GEMM) */
-            gemm("matmul_backward (dinp)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, OC, w16, C, d, OC, 1.0f,
-                 (char *)dinp + (size_t)r0 * C * mds_dtype_size(dinp_dt), dinp_dt, C);
+            /* dinp rows (n, C) += dout rows (n, OC) @ weight (OC, C) */
+            if (via) {
+                gemm("matmul_backward (dinp)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, OC, w16, C, d, OC, 0.0f,
+                     o32, MDS_F32, C);
+                size_t e = (size_t)n * C;
+                add_put_kernel<<<mds_cu_ilp_blocks(e, 256), 256>>>((uint16_t *)dinp + (size_t)r0 * C, dinp_dt, o32,
+                                                                   e, mm_dtype);
+                MDS_CU_LAUNCHED("matmul_backward (dinp, 16 bits)");
+            } else {
+                gemm("matmul_backward (dinp)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, OC, w16, C, d, OC,
+                     1.0f, (float *)dinp + (size_t)r0 * C, MDS_F32, C);
+            }
             /* dweight (OC, C) += dout rows^T (OC, n) @ inp rows (n, C) */
             gemm("matmul_backward (dweight)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, (int)n, x, C, d, OC, 1.0f,
                  dweight, MDS_F32, C);

@@ -403,7 +403,8 @@ inline void mds_cucpu_gemm_kernel(int ta, int tb, int m, int n, int k, float alp
 
 /* cuBLAS's combinations that mds uses: fp32 operands with (pedantic) fp32
  * compute, or two 16-bit operands of one type with fp32 compute (not
- * pedantic: the tensor cores); C fp32, or the 16-bit operands' type. */
+ * pedantic: the tensor cores); C fp32, or the 16-bit operands' type with
+ * beta 0. */
 inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                    int k, const void *alpha, const void *A, cudaDataType at, int lda, const void *Bm,
                                    cudaDataType bt, int ldb, const void *beta, void *Cm, cudaDataType ct, int ldc,
@@ -415,6 +416,11 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cubla
               (comp == CUBLAS_COMPUTE_32F || comp == CUBLAS_COMPUTE_32F_PEDANTIC);
     int h16 = at == bt && (at == CUDA_R_16BF || at == CUDA_R_16F) && comp == CUBLAS_COMPUTE_32F;
     if ((ct != CUDA_R_32F && !(h16 && ct == at)) || (!f32 && !h16))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    /* a 16-bit C only written (beta 0): on an H200, cuBLAS adding into a
+       16-bit C (beta 1) missed the fp32 sum rounded once by many units, so
+       mds never asks for it, and the emulation refuses it to keep it so */
+    if (ct != CUDA_R_32F && beta && *(const float *)beta != 0.0f)
         return CUBLAS_STATUS_NOT_SUPPORTED;
     int rows_a = ta == CUBLAS_OP_N ? m : k, rows_b = tb == CUBLAS_OP_N ? k : n;
     if (m < 0 || n < 0 || k < 0 || lda < (rows_a > 1 ? rows_a : 1) || ldb < (rows_b > 1 ? rows_b : 1) ||
