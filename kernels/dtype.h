@@ -135,13 +135,19 @@ static inline MDS_DT_HD float mds_load(int dt, const void *p, size_t i)
     return dt == MDS_BF16 ? mds_bf16_to_f32(h) : mds_f16_to_f32(h);
 }
 
+/* x as the bits of dt (MDS_BF16 or MDS_F16), rounded to nearest even. */
+static inline MDS_DT_HD uint16_t mds_f32_to_16(int dt, float x)
+{
+    return dt == MDS_BF16 ? mds_f32_to_bf16(x) : mds_f32_to_f16(x);
+}
+
 /* Stores x, rounded, as element i of a dt array. */
 static inline MDS_DT_HD void mds_store(int dt, void *p, size_t i, float x)
 {
     if (dt == MDS_F32)
         ((float *)p)[i] = x;
     else
-        ((uint16_t *)p)[i] = dt == MDS_BF16 ? mds_f32_to_bf16(x) : mds_f32_to_f16(x);
+        ((uint16_t *)p)[i] = mds_f32_to_16(dt, x);
 }
 
 #ifdef __cplusplus

@@ -550,9 +550,7 @@ template <int DT>
 __device__ static inline am_u32 am_pack(float lo, float hi)
 {
 #ifdef MDS_TESTS_CUDACPU_CUDA_SHIM_H
-    am_u16 a = DT == MDS_BF16 ? mds_f32_to_bf16(lo) : mds_f32_to_f16(lo);
-    am_u16 b = DT == MDS_BF16 ? mds_f32_to_bf16(hi) : mds_f32_to_f16(hi);
-    return (am_u32)a | ((am_u32)b << 16);
+    return (am_u32)mds_f32_to_16(DT, lo) | ((am_u32)mds_f32_to_16(DT, hi) << 16);
 #else
     am_u32 r;
     if (DT == MDS_BF16)

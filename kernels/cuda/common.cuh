@@ -238,9 +238,7 @@ __device__ static inline void mds_cu_put2(void *out, int od, size_t i, float v0,
 {
     uint16_t *p = (uint16_t *)out + i;
     if (od != MDS_F32 && ((uintptr_t)p & 3) == 0) {
-        uint32_t lo = od == MDS_BF16 ? mds_f32_to_bf16(v0) : mds_f32_to_f16(v0);
-        uint32_t hi = od == MDS_BF16 ? mds_f32_to_bf16(v1) : mds_f32_to_f16(v1);
-        *(uint32_t *)p = lo | hi << 16;
+        *(uint32_t *)p = (uint32_t)mds_f32_to_16(od, v0) | (uint32_t)mds_f32_to_16(od, v1) << 16;
         return;
     }
     mds_cu_put(out, od, i, v0, dt);

@@ -49,12 +49,6 @@ void round_to_cuda(float *x, size_t N, int dtype)
     MDS_CU_LAUNCHED("round_to");
 }
 
-template <int DT>
-__device__ static inline uint16_t to16_one(float v)
-{
-    return DT == MDS_BF16 ? mds_f32_to_bf16(v) : mds_f32_to_f16(v);
-}
-
 /* dst[i] = src[i] as DT, rounded to nearest even (exact on values of DT):
  * four a thread (a float4 load, an 8-byte store) from `head`, the elements
  * before src's first 16-byte boundary, when dst + head is 8-byte aligned
@@ -65,23 +59,23 @@ __global__ static void to16_kernel(uint16_t *dst, const float *src, size_t n, si
     size_t id = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
     if (!vec) {
         for (size_t i = id; i < n; i += stride)
-            dst[i] = to16_one<DT>(src[i]);
+            dst[i] = mds_f32_to_16(DT, src[i]);
         return;
     }
     size_t n4 = (n - head) / 4, tail = head + 4 * n4 + id;
     if (id < head)
-        dst[id] = to16_one<DT>(src[id]);
+        dst[id] = mds_f32_to_16(DT, src[id]);
     const float4 *s4 = (const float4 *)(src + head);
     uint2 *d4 = (uint2 *)(dst + head);
     for (size_t i = id; i < n4; i += stride) {
         float4 a = s4[i];
         uint2 w;
-        w.x = (uint32_t)to16_one<DT>(a.x) | (uint32_t)to16_one<DT>(a.y) << 16;
-        w.y = (uint32_t)to16_one<DT>(a.z) | (uint32_t)to16_one<DT>(a.w) << 16;
+        w.x = (uint32_t)mds_f32_to_16(DT, a.x) | (uint32_t)mds_f32_to_16(DT, a.y) << 16;
+        w.y = (uint32_t)mds_f32_to_16(DT, a.z) | (uint32_t)mds_f32_to_16(DT, a.w) << 16;
         d4[i] = w;
     }
     if (tail < n)
-        dst[tail] = to16_one<DT>(src[tail]);
+        dst[tail] = mds_f32_to_16(DT, src[tail]);
 }
 
 void to16_cuda(uint16_t *dst, const float *src, size_t n, int dt, const char *what)

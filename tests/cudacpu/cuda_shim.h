@@ -398,7 +398,7 @@ inline void mds_cucpu_gemm_kernel(int ta, int tb, int m, int n, int k, float alp
     if (ct == CUDA_R_32F)
         ((float *)Cm)[ci] = r;
     else
-        ((std::uint16_t *)Cm)[ci] = ct == CUDA_R_16BF ? mds_f32_to_bf16(r) : mds_f32_to_f16(r);
+        ((std::uint16_t *)Cm)[ci] = mds_f32_to_16(ct == CUDA_R_16BF ? MDS_BF16 : MDS_F16, r);
 }
 
 /* cuBLAS's combinations that mds uses: fp32 operands with (pedantic) fp32
