@@ -117,6 +117,13 @@ __global__ static void bias_put_kernel(void *out, int od, const float *src, cons
         mds_cu_put(out, od, r * OC + c, (src ? src[r * OC + c] : 0.0f) + b, dt);
 }
 
+static void bias_put(void *out, int od, const float *src, const float *bias, size_t rows, int OC, int dt)
+{
+    dim3 grid((unsigned)((OC + 127) / 128), (unsigned)(rows < 2048 ? rows : 2048));
+    bias_put_kernel<<<grid, 128>>>(out, od, src, bias, rows, OC, dt);
+    MDS_CU_LAUNCHED("matmul_forward (bias)");
+}
+
 static void add_bias(float *out, const float *bias, size_t rows, int OC, int dt)
 {
     int vec = OC % 4 == 0 && ((uintptr_t)out & 15) == 0 && ((uintptr_t)bias & 15) == 0;
@@ -188,11 +195,8 @@ void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, con
             char *o = (char *)out + (size_t)r0 * OC * os;
             gemm("matmul_forward", mm_dtype, CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)n, C, w16, C, x, C, 0.0f,
                  via ? (void *)o32 : (void *)o, via ? MDS_F32 : out_dt, OC);
-            if (via) {
-                dim3 grid((unsigned)((OC + 127) / 128), (unsigned)(n < 2048 ? n : 2048));
-                bias_put_kernel<<<grid, 128>>>(o, out_dt, o32, bias, (size_t)n, OC, mm_dtype);
-                MDS_CU_LAUNCHED("matmul_forward (bias)");
-            }
+            if (via)
+                bias_put(o, out_dt, o32, bias, (size_t)n, OC, mm_dtype);
         }
         if (out_dt != MDS_F32)
             return;   /* rounded by the GEMM, or with its bias */
@@ -201,11 +205,8 @@ void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, con
              MDS_F32, OC);
     }
     if (out_dt != MDS_F32) {   /* C == 0: zeros, plus the bias rounded */
-        if (bias) {
-            dim3 grid((unsigned)((OC + 127) / 128), (unsigned)(rows < 2048 ? rows : 2048));
-            bias_put_kernel<<<grid, 128>>>(out, out_dt, (const float *)NULL, bias, rows, OC, mm_dtype);
-            MDS_CU_LAUNCHED("matmul_forward (bias)");
-        }
+        if (bias)
+            bias_put(out, out_dt, NULL, bias, rows, OC, mm_dtype);
         return;
     }
     /* kept as the compute dtype (backend.h, rounds_kept): with the bias
