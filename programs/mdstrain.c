@@ -1874,12 +1874,12 @@ static int check_logits(const struct config *c, int world_size)
     }
     double loss, ntok;
     if (gpt_forward(&model, ids, ids, NULL, &loss, &ntok) != 0) cli_die(1, "forward failed");
-    size_t nl = BT * (size_t)model.Vl;   /* (stored as the model's wd) */
+    size_t nl = BT * (size_t)model.Vl;   /* (stored as the model's act_dtype) */
     float *got = malloc(nl * sizeof(float));
     if (!got) cli_die(1, "out of memory");
-    model.be->copy(got, model.acts.logits, nl * model.wes);
-    for (size_t i = nl; model.wd != MDS_F32 && i-- > 0;)   /* widened in place, from the end */
-        got[i] = mds_load(model.wd, got, i);
+    model.be->copy(got, model.acts.logits, nl * mds_dtype_size(model.act_dtype));
+    for (size_t i = nl; model.act_dtype != MDS_F32 && i-- > 0;)   /* widened in place, from the end */
+        got[i] = mds_load(model.act_dtype, got, i);
     double maxref = 0, maxdiff = 0;
     size_t worst = 0;
     for (size_t r = 0; r < BT; r++)

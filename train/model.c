@@ -278,9 +278,10 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
     size_t s = per_slot ? 1 : 0;
     int ln = m->cfg.normalization == GPT_NORM_LAYERNORM;   /* LayerNorm keeps mean and rstd; RMSNorm rstd only */
     size_t el = s && m->first_stage && m->cfg.embed_layernorm;   /* the embedding LayerNorm's input and statistics */
-    size_t h = m->ses;   /* the stored tensors (sd) in floats: n h / 4, rounded up */
+    /* the stored tensors (sd, act_dtype) in floats: their bytes / 4, rounded up */
+    size_t h = mds_dtype_size(m->sd), wh = mds_dtype_size(m->act_dtype);
 #define STORED(n) (((n) * h + 3) / 4)
-#define WSTORED(n) (((n) * m->wes + 3) / 4)
+#define WSTORED(n) (((n) * wh + 3) / 4)
     size_t sizes[GPT_NUM_ACTS] = {
         s * BTs * C,                               /* encoded */
         STORED(nl * BTs * C), ln ? nl * BTs : 0, nl * BTs, /* ln1, mean, rstd */
@@ -309,7 +310,7 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
 /* Point the tensors of a at base, with the float counts sizes. */
 static void point_acts(gpt_acts *a, float *base, const size_t *sizes)
 {
-    float *ln1, *atty, *ln2, *fchg, *lnf, *logits, *dfch, *dfchg;   /* (stored as sd, wd) */
+    float *ln1, *atty, *ln2, *fchg, *lnf, *logits, *dfch, *dfchg;   /* (stored as sd, act_dtype) */
     float **aptrs[GPT_NUM_ACTS] = {
         &a->encoded, &ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &atty, &a->att_lse,
         &a->attproj, &a->residual2, &ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &fchg,
@@ -370,9 +371,7 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     m->sd = cfg->dtype;
     if (m->sp && (size_t)B * (size_t)m->Ts * (size_t)cfg->hidden_size % 2)
         m->sd = MDS_F32;
-    m->ses = mds_dtype_size(m->sd);
-    m->wd = cfg->dtype;
-    m->wes = mds_dtype_size(m->wd);
+    m->act_dtype = cfg->dtype;
 
     size_t Ll = (size_t)m->Ll, C = (size_t)m->C, Cl = (size_t)m->Cl, Fl = (size_t)m->Fl;
     size_t Vl = (size_t)m->Vl, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l;
@@ -435,7 +434,6 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     m->opt_pieces = &m->opt_whole;
     m->opt_npieces = 1;
     m->opt_slots = m->num_params;
-    m->act_dtype = cfg->dtype;
     for (int i = 0; i < GPT_NUM_PARAMS; i++)
         m->param_dtype[i] = cfg->dtype;
     void *pp = NULL, *gp = NULL, *op = NULL, *ap = NULL, *tp = NULL, *dp = NULL, *rp = NULL, *kp = NULL, *mp = NULL,
@@ -781,7 +779,7 @@ static const void *sp_stored(const gpt_model *m, const void *part)
 {
     if (!m->sp || !part)
         return part;
-    sp_gather(m, m->sp_full, part, (size_t)m->C, m->ses);
+    sp_gather(m, m->sp_full, part, (size_t)m->C, mds_dtype_size(m->sd));
     return m->sp_full;
 }
 
@@ -899,7 +897,7 @@ typedef struct layer_view {
 } layer_view;
 
 /* Element i of a stored (sd) tensor. */
-static void *stored_at(const gpt_model *m, void *base, size_t i) { return (char *)base + i * m->ses; }
+static void *stored_at(const gpt_model *m, void *base, size_t i) { return (char *)base + i * mds_dtype_size(m->sd); }
 
 /* The tensors of layer l: index i of the per-layer tensors of a. */
 static void layer_tensors(const gpt_model *m, const gpt_acts *a, size_t i, layer_view *v)
@@ -1042,20 +1040,20 @@ static void layer_backward(gpt_model *m, int l)
         keep(m, a->dln, BTC);
         dmlp = a->dln;
     }
-    /* the MLP's gradients stored as wd (a 16-bit dinp the matmul rounds) */
-    m->be->zero(a->dfch_gelu, BT * Fl * m->wes);
-    ops->matmul_backward(a->dfch_gelu, m->wd, g->fcprojw + (size_t)l * C * Fl, layer_part(g->fcprojb, l, C),
+    /* the MLP's gradients stored as act_dtype (a 16-bit dinp the matmul rounds) */
+    m->be->zero(a->dfch_gelu, BT * Fl * mds_dtype_size(m->act_dtype));
+    ops->matmul_backward(a->dfch_gelu, m->act_dtype, g->fcprojw + (size_t)l * C * Fl, layer_part(g->fcprojb, l, C),
                          dmlp, MDS_F32, v.fchg, m->sd, p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
-    if (m->wd == MDS_F32)
+    if (m->act_dtype == MDS_F32)
         keep(m, a->dfch_gelu, BT * (size_t)Fl);
-    m->be->zero(a->dfch, BT * FC1l * m->wes);
+    m->be->zero(a->dfch, BT * FC1l * mds_dtype_size(m->act_dtype));
     if (m->cfg.swiglu)
-        ops->swiglu_backward(a->dfch, v.fch, a->dfch_gelu, m->wd, BT, Fl);
+        ops->swiglu_backward(a->dfch, v.fch, a->dfch_gelu, m->act_dtype, BT, Fl);
     else
-        ops->gelu_backward(a->dfch, v.fch, a->dfch_gelu, m->wd, BT * Fl);
-    kept_as(m, m->wd, a->dfch, BT * FC1l);
+        ops->gelu_backward(a->dfch, v.fch, a->dfch_gelu, m->act_dtype, BT * Fl);
+    kept_as(m, m->act_dtype, a->dfch, BT * FC1l);
     m->be->zero(a->dln, BTC * sizeof(float));
-    ops->matmul_backward(a->dln, MDS_F32, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch, m->wd,
+    ops->matmul_backward(a->dln, MDS_F32, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch, m->act_dtype,
                          sp_stored(m, v.ln2), m->sd, p->fcw + (size_t)l * FC1l * C, B, T, C,
                          (int)FC1l);
     tp_sum_kept(m, a->dln, BTC);   /* f in backward */
@@ -1210,9 +1208,9 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
     if (m->params_needed) m->params_needed(m->params_needed_ctx, m->Ll);
     norm_forward(m, a->lnf, m->sd, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, m->cfg.layernorm_eps);
     const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
-    ops->matmul_forward(a->logits, m->wd, sp_stored(m, a->lnf), m->sd, outw, NULL, B, T, C, Vl);
-    kept_as(m, m->wd, a->logits, BT * (size_t)Vl);   /* logits are stored in the working dtype; the loss is fp32 */
-    ops->crossentropy_forward(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, m->wd, a->targets,
+    ops->matmul_forward(a->logits, m->act_dtype, sp_stored(m, a->lnf), m->sd, outw, NULL, B, T, C, Vl);
+    kept_as(m, m->act_dtype, a->logits, BT * (size_t)Vl);   /* logits are stored in the working dtype; the loss is fp32 */
+    ops->crossentropy_forward(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, m->act_dtype, a->targets,
                               a->mask, B, T, Vl, m->v_start);
     if (m->cfg.tp_size > 1) {
         /* Megatron's _VocabParallelCrossEntropy: max, rescale, two sums
@@ -1248,13 +1246,13 @@ void gpt_backward(gpt_model *m, float scale)
     if (m->last_stage) {
         float inv = m->num_tokens > 0.0f ? scale / m->num_tokens : 0.0f;
         ops->loss_grad(a->dlosses, a->mask, inv, BT);
-        ops->crossentropy_backward(a->logits, a->logits, m->wd, a->maxes, a->sumexp, a->targets, a->dlosses,
+        ops->crossentropy_backward(a->logits, a->logits, m->act_dtype, a->maxes, a->sumexp, a->targets, a->dlosses,
                                    B, T, Vl, m->v_start);
-        kept_as(m, m->wd, a->logits, BT * (size_t)Vl);
+        kept_as(m, m->act_dtype, a->logits, BT * (size_t)Vl);
         const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
         float *doutw = m->cfg.untie_embeddings ? g->outw : g->wte;
         m->be->zero(a->dln, BTC * sizeof(float));
-        ops->matmul_backward(a->dln, MDS_F32, doutw, NULL, a->logits, m->wd, sp_stored(m, a->lnf), m->sd, outw, B, T, C, Vl);
+        ops->matmul_backward(a->dln, MDS_F32, doutw, NULL, a->logits, m->act_dtype, sp_stored(m, a->lnf), m->sd, outw, B, T, C, Vl);
         tp_sum_kept(m, a->dln, BTC);   /* the output layer is column-parallel */
         const float *last = layer_output(m, m->Ll - 1);
         m->be->zero(a->dresidual, BTC * sizeof(float));

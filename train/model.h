@@ -297,7 +297,7 @@ typedef struct gpt_acts {
     void *lnf;        // (B, Ts, C)  stored as sd
     float *lnf_mean;  // (B, Ts)        LayerNorm only
     float *lnf_rstd;  // (B, Ts)
-    void *logits;     // (B, T, Vl)  stored as wd; overwritten in place by dlogits in backward
+    void *logits;     // (B, T, Vl)  stored as act_dtype; overwritten in place by dlogits in backward
     float *losses;    // (B, T)
     float *maxes;     // (B, T)
     float *sumexp;    // (B, T)
@@ -308,8 +308,8 @@ typedef struct gpt_acts {
     float *dln;       // (B, T, C)   backward: gradient into a LayerNorm output
     float *dqkv;      // (B, T, QKVl)
     float *datty;     // (B, T, Cl)
-    void *dfch;       // (B, T, FC1l)  stored as wd
-    void *dfch_gelu;  // (B, T, Fl)  stored as wd
+    void *dfch;       // (B, T, FC1l)  stored as act_dtype
+    void *dfch_gelu;  // (B, T, Fl)  stored as act_dtype
     float *ckpt;      // (nck, B, Ts, C)  recomputation: chunk k's output (chunk k + 1's input)
     float *dgrad_in;  // (B, Ts, C)  sequence parallelism: the stage's gradient slice received/sent
     float *emb;       // (B, Ts, C)  embed_layernorm: the word embeddings, its input
@@ -373,21 +373,19 @@ typedef struct gpt_model {
     int B, T;
     int sp, Ts, t0;               /* sequence parallelism: on, tokens per rank, first global token */
     size_t act_sizes[GPT_NUM_ACTS];   /* floats (the stored tensors': their bytes / 4, rounded up) */
-    int act_dtype;                /* dtype of the activations (enum mds_dtype) */
+    /* dtype of the activations (enum mds_dtype); the logits (and, in
+       place, their gradient) and the MLP's activation gradients (dfch_gelu,
+       dfch) are stored in it (ops that take a stored dtype write and read
+       them; no gather moves them); the others are fp32 arrays rounded to
+       it, but for the tensors stored as sd (below) */
+    int act_dtype;
     /* The tensors only matmuls read (and attention's backward, its out):
        the norms' outputs, GELU's or SwiGLU's, attention's.  A 16-bit model
        stores them in its dtype (backend.h's stored dtypes: the matmuls
        take them without a copy); fp32 otherwise, and where sequence
        parallelism's gather of B x Ts x C of them would be an odd number
-       of 16-bit values (the gather moves floats).  ses: sd's bytes. */
+       of 16-bit values (the gather moves floats). */
     int sd;
-    size_t ses;
-    /* The logits (and, in place, their gradient) and the MLP's activation
-       gradients (dfch_gelu, dfch): stored in the model's dtype (ops that
-       take a stored dtype write and read them; no gather moves them).
-       wes: wd's bytes. */
-    int wd;
-    size_t wes;
     size_t num_acts;              /* elements per slot */
     int slots, slot;              /* activation slots, the current one */
     float *acts_memory;           /* slots x num_acts floats */
