@@ -125,7 +125,7 @@ NVCCFLAGS += -arch=sm_$(CUDA_ARCH) -std=c++17 -fmad=false -Xcompiler -Wall,-Wext
 ifeq ($(WERROR),1)
 NVCCFLAGS += -Werror all-warnings -Xcompiler -Werror
 endif
-CUDA_LDLIBS := -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcublas -lcudart -lstdc++
+CUDA_LDLIBS := -L$(CUDA_LIB) -Wl,-rpath,$(CUDA_LIB) -lcublasLt -lcublas -lcudart -lstdc++
 endif
 LDLIBS += -lm
 # what links libmds (LDLIBS stays the optional libraries' list, as `make config` shows it)

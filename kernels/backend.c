@@ -186,39 +186,80 @@ static void cpu_rmsnorm_forward(void *out, int out_dt, float *rstd, const float 
     store_out(out, out_dt, o, n);
 }
 
-static void cpu_gelu_forward(void *out, int out_dt, const float *inp, size_t N)
+static void cpu_gelu_forward(void *out, int out_dt, const void *inp, int inp_dt, size_t N)
 {
-    float *o = out_f32(out, out_dt, N);
-    if (!o) return;
-    gelu_forward_cpu(o, inp, N);
+    float *x = as_f32(inp, inp_dt, N), *o = x ? out_f32(out, out_dt, N) : NULL;
+    if (o)
+        gelu_forward_cpu(o, x, N);
     store_out(out, out_dt, o, N);
+    done_f32(inp, inp_dt, x);
 }
 
-static void cpu_swiglu_forward(void *out, int out_dt, const float *inp, size_t N, int F)
+static void cpu_swiglu_forward(void *out, int out_dt, const void *inp, int inp_dt, size_t N, int F)
 {
-    float *o = out_f32(out, out_dt, N * (size_t)F);
-    if (!o) return;
-    swiglu_forward_cpu(o, inp, N, F);
+    float *x = as_f32(inp, inp_dt, 2 * N * (size_t)F), *o = x ? out_f32(out, out_dt, N * (size_t)F) : NULL;
+    if (o)
+        swiglu_forward_cpu(o, x, N, F);
     store_out(out, out_dt, o, N * (size_t)F);
+    done_f32(inp, inp_dt, x);
 }
 
-static void cpu_attention_forward(void *out, int out_dt, float *lse, const float *qkv, int B, int T, int C, int NH,
-                                  int NKV, mds_dropout drop)
+/* The qkv row width of attention's shapes. */
+static size_t qkv_row(int C, int NH, int NKV) { return (size_t)C + 2 * (size_t)NKV * (size_t)(C / NH); }
+
+static void cpu_attention_forward(void *out, int out_dt, float *lse, const void *qkv, int qkv_dt, int B, int T,
+                                  int C, int NH, int NKV, mds_dropout drop)
 {
     size_t n = (size_t)B * T * C;
-    float *o = out_f32(out, out_dt, n);
-    if (!o) return;
-    attention_forward_cpu(o, lse, qkv, B, T, C, NH, NKV, drop);
+    float *q = as_f32(qkv, qkv_dt, (size_t)B * T * qkv_row(C, NH, NKV)), *o = q ? out_f32(out, out_dt, n) : NULL;
+    if (o)
+        attention_forward_cpu(o, lse, q, B, T, C, NH, NKV, drop);
     store_out(out, out_dt, o, n);
+    done_f32(qkv, qkv_dt, q);
 }
 
-static void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const void *out, int out_dt,
-                                   const float *lse, int B, int T, int C, int NH, int NKV, mds_dropout drop)
+static void cpu_attention_backward(float *dqkv, const void *dout, int dout_dt, const void *qkv, int qkv_dt,
+                                   const void *out, int out_dt, const float *lse, int B, int T, int C, int NH,
+                                   int NKV, mds_dropout drop)
 {
-    float *o = as_f32(out, out_dt, (size_t)B * T * C);
-    if (!o) return;
-    attention_backward_cpu(dqkv, dout, qkv, o, lse, B, T, C, NH, NKV, drop);
+    size_t n = (size_t)B * T * C;
+    float *o = as_f32(out, out_dt, n), *d = o ? as_f32(dout, dout_dt, n) : NULL;
+    float *q = d ? as_f32(qkv, qkv_dt, (size_t)B * T * qkv_row(C, NH, NKV)) : NULL;
+    if (q)
+        attention_backward_cpu(dqkv, d, q, o, lse, B, T, C, NH, NKV, drop);
+    done_f32(qkv, qkv_dt, q);
+    done_f32(dout, dout_dt, d);
     done_f32(out, out_dt, o);
+}
+
+/* in place: a 16-bit qkv widened, turned, rounded back */
+static void cpu_rope_forward(void *qkv, int qkv_dt, const float *cos_t, const float *sin_t, int B, int T, int NH,
+                             int NKV, int hs, int rot, int interleaved)
+{
+    size_t n = (size_t)B * T * ((size_t)NH + 2 * (size_t)NKV) * (size_t)hs;
+    float *q = as_f32(qkv, qkv_dt, n);
+    if (!q) return;
+    rope_forward_cpu(q, cos_t, sin_t, B, T, NH, NKV, hs, rot, interleaved);
+    store_out(qkv, qkv_dt, q, n);
+}
+
+static void cpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const void *dout, int dout_dt,
+                                   const float *inp, const float *weight, const float *mean, const float *rstd, int B,
+                                   int T, int C)
+{
+    float *d = as_f32(dout, dout_dt, (size_t)B * T * C);
+    if (!d) return;
+    layernorm_backward_cpu(dinp, dweight, dbias, d, inp, weight, mean, rstd, B, T, C);
+    done_f32(dout, dout_dt, d);
+}
+
+static void cpu_rmsnorm_backward(float *dinp, float *dweight, const void *dout, int dout_dt, const float *inp,
+                                 const float *weight, const float *rstd, int B, int T, int C)
+{
+    float *d = as_f32(dout, dout_dt, (size_t)B * T * C);
+    if (!d) return;
+    rmsnorm_backward_cpu(dinp, dweight, d, inp, weight, rstd, B, T, C);
+    done_f32(dout, dout_dt, d);
 }
 
 static void cpu_matmul_forward(void *out, int out_dt, const void *inp, int inp_dt, const float *weight,
@@ -238,30 +279,40 @@ static void cpu_matmul_backward(void *dinp, int dinp_dt, float *dweight, float *
 {
     size_t n = (size_t)B * T * C;
     float *x = as_f32(inp, inp_dt, n), *d = x ? as_f32(dout, dout_dt, (size_t)B * T * OC) : NULL;
-    float *di = d ? as_f32(dinp, dinp_dt, n) : NULL;   /* (added into: its values first) */
-    if (di)
+    float *di = d ? out_f32(dinp, dinp_dt, n) : NULL;   /* (written: backend.h) */
+    if (di) {
+        memset(di, 0, n * sizeof *di);
         matmul_backward_cpu(di, dweight, dbias, d, x, weight, B, T, C, OC);
+    }
     store_out(dinp, dinp_dt, di, n);
     done_f32(dout, dout_dt, d);
     done_f32(inp, inp_dt, x);
 }
 
-static void cpu_gelu_backward(void *dinp, const float *inp, const void *dout, int dt, size_t N)
+static void cpu_gelu_backward(void *dinp, const void *inp, int inp_dt, const void *dout, int dt, size_t N)
 {
-    float *d = as_f32(dout, dt, N), *di = d ? as_f32(dinp, dt, N) : NULL;
-    if (di)
-        gelu_backward_cpu(di, inp, d, N);
+    float *x = as_f32(inp, inp_dt, N), *d = x ? as_f32(dout, dt, N) : NULL, *di = d ? out_f32(dinp, dt, N) : NULL;
+    if (di) {
+        memset(di, 0, N * sizeof *di);
+        gelu_backward_cpu(di, x, d, N);
+    }
     store_out(dinp, dt, di, N);
     done_f32(dout, dt, d);
+    done_f32(inp, inp_dt, x);
 }
 
-static void cpu_swiglu_backward(void *dinp, const float *inp, const void *dout, int dt, size_t N, int F)
+static void cpu_swiglu_backward(void *dinp, const void *inp, int inp_dt, const void *dout, int dt, size_t N, int F)
 {
-    float *d = as_f32(dout, dt, N * (size_t)F), *di = d ? as_f32(dinp, dt, 2 * N * (size_t)F) : NULL;
-    if (di)
-        swiglu_backward_cpu(di, inp, d, N, F);
-    store_out(dinp, dt, di, 2 * N * (size_t)F);
+    size_t n2 = 2 * N * (size_t)F;
+    float *x = as_f32(inp, inp_dt, n2), *d = x ? as_f32(dout, dt, N * (size_t)F) : NULL;
+    float *di = d ? out_f32(dinp, dt, n2) : NULL;
+    if (di) {
+        memset(di, 0, n2 * sizeof *di);
+        swiglu_backward_cpu(di, x, d, N, F);
+    }
+    store_out(dinp, dt, di, n2);
     done_f32(dout, dt, d);
+    done_f32(inp, inp_dt, x);
 }
 
 static void cpu_crossentropy_forward(float *losses, float *maxes, float *sumexp, float *tlogits, const void *logits,
@@ -290,6 +341,13 @@ static void cpu_crossentropy_backward(void *dlogits, const void *logits, int dt,
     store_out(dlogits, dt, l, n);
 }
 
+static void cpu_residual_forward(float *out, const float *inp1, const float *inp2, size_t N, int dt)
+{
+    residual_forward_cpu(out, inp1, inp2, N);
+    if (dt != MDS_F32)
+        round_to_cpu(out, N, dt);
+}
+
 static mds_backend cpu = {
     .name = "cpu",
     .device = "host",
@@ -307,22 +365,22 @@ static mds_backend cpu = {
         .encoder_forward = encoder_forward_cpu,
         .encoder_backward = encoder_backward_cpu,
         .layernorm_forward = cpu_layernorm_forward,
-        .layernorm_backward = layernorm_backward_cpu,
+        .layernorm_backward = cpu_layernorm_backward,
         .matmul_forward = cpu_matmul_forward,
         .matmul_backward = cpu_matmul_backward,
         .attention_forward = cpu_attention_forward,
         .attention_backward = cpu_attention_backward,
         .dropout_forward = dropout_forward_cpu,
         .dropout_backward = dropout_backward_cpu,
-        .rope_forward = rope_forward_cpu,
+        .rope_forward = cpu_rope_forward,
         .rope_backward = rope_backward_cpu,
         .rmsnorm_forward = cpu_rmsnorm_forward,
-        .rmsnorm_backward = rmsnorm_backward_cpu,
+        .rmsnorm_backward = cpu_rmsnorm_backward,
         .swiglu_forward = cpu_swiglu_forward,
         .swiglu_backward = cpu_swiglu_backward,
         .gelu_forward = cpu_gelu_forward,
         .gelu_backward = cpu_gelu_backward,
-        .residual_forward = residual_forward_cpu,
+        .residual_forward = cpu_residual_forward,
         .residual_backward = residual_backward_cpu,
         .crossentropy_forward = cpu_crossentropy_forward,
         .crossentropy_rescale = crossentropy_rescale_cpu,

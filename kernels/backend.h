@@ -19,8 +19,11 @@
  * for all of them.
  *
  * Stored dtypes: the tensors a 16-bit model keeps only as matmul inputs
- * (the norms' outputs, GELU's and SwiGLU's, attention's out) and the
- * logits with their gradient come with a dtype (enum mds_dtype, `out_dt`,
+ * (the norms' outputs, GELU's and SwiGLU's, attention's out), the
+ * outputs of the matmuls that feed attention and the activation (qkv,
+ * which rope_forward turns in place, and fch), the logits with their
+ * gradient and the gradients the matmuls write for the norms and
+ * attention (the backward ops' dout) come with a dtype (enum mds_dtype, `out_dt`,
  * `inp_dt`, ...): MDS_F32, a float array as in kernels.h, or MDS_BF16 /
  * MDS_F16, an array of that type's 16-bit values.  A 16-bit out is the
  * fp32 result rounded to nearest even once (round_to's bits; a GPU's GEMM
@@ -28,10 +31,15 @@
  * compute dtype where the backend has one; a 16-bit input is read as its
  * values, exactly.  So the results are those of the fp32 op on an fp32
  * array holding the same values, rounded: the CPU widens and rounds at
- * the boundaries (an output the op adds into, as matmul_backward's dinp,
- * is read, added to in fp32 and rounded once).  crossentropy_backward's
- * dt is its logits' and dlogits' (the model runs it in place), GELU's and
- * SwiGLU's backward's their dinp's and dout's (the MLP's gradients).
+ * the boundaries.  crossentropy_backward's dt is its logits' and dlogits'
+ * (the model runs it in place), GELU's and SwiGLU's backward's their
+ * dinp's and dout's (the MLP's gradients).
+ *
+ * Written, not added into: the dinp of matmul_backward, gelu_backward and
+ * swiglu_backward is the gradient itself (kernels.h's functions add into
+ * theirs; the CPU backend zeroes first), so a GPU writes it once, 16-bit
+ * straight from the GEMM, without reading what was there.  The other
+ * backward ops add into their outputs as kernels.h says.
  *
  * Memory: alloc() returns zeroed memory or fails with a message (naming the
  * bytes asked and, where the backend knows it, the bytes free) in error();
@@ -59,31 +67,35 @@ typedef struct mds_ops {
                              int B, int T, int C, int V, int v_start);
     void (*layernorm_forward)(void *out, int out_dt, float *mean, float *rstd, const float *inp,
                               const float *weight, const float *bias, int B, int T, int C, float eps);
-    void (*layernorm_backward)(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                               const float *weight, const float *mean, const float *rstd, int B, int T, int C);
+    void (*layernorm_backward)(float *dinp, float *dweight, float *dbias, const void *dout, int dout_dt,
+                               const float *inp, const float *weight, const float *mean, const float *rstd, int B,
+                               int T, int C);
     void (*matmul_forward)(void *out, int out_dt, const void *inp, int inp_dt, const float *weight,
                            const float *bias, int B, int T, int C, int OC);
     void (*matmul_backward)(void *dinp, int dinp_dt, float *dweight, float *dbias, const void *dout, int dout_dt,
                             const void *inp, int inp_dt, const float *weight, int B, int T, int C, int OC);
-    void (*attention_forward)(void *out, int out_dt, float *lse, const float *qkv, int B, int T, int C, int NH,
-                              int NKV, mds_dropout drop);
-    void (*attention_backward)(float *dqkv, const float *dout, const float *qkv, const void *out, int out_dt,
-                               const float *lse, int B, int T, int C, int NH, int NKV, mds_dropout drop);
+    void (*attention_forward)(void *out, int out_dt, float *lse, const void *qkv, int qkv_dt, int B, int T, int C,
+                              int NH, int NKV, mds_dropout drop);
+    void (*attention_backward)(float *dqkv, const void *dout, int dout_dt, const void *qkv, int qkv_dt,
+                               const void *out, int out_dt, const float *lse, int B, int T, int C, int NH, int NKV,
+                               mds_dropout drop);
     void (*dropout_forward)(float *out, const float *inp, int B, int T, int C, mds_dropout drop);
     void (*dropout_backward)(float *dinp, const float *dout, int B, int T, int C, mds_dropout drop);
-    void (*rope_forward)(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV,
-                         int hs, int rot, int interleaved);
+    void (*rope_forward)(void *qkv, int qkv_dt, const float *cos_t, const float *sin_t, int B, int T, int NH,
+                         int NKV, int hs, int rot, int interleaved);
     void (*rope_backward)(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV,
                           int hs, int rot, int interleaved);
     void (*rmsnorm_forward)(void *out, int out_dt, float *rstd, const float *inp, const float *weight, int B, int T,
                             int C, float eps);
-    void (*rmsnorm_backward)(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
-                             const float *rstd, int B, int T, int C);
-    void (*swiglu_forward)(void *out, int out_dt, const float *inp, size_t N, int F);
-    void (*swiglu_backward)(void *dinp, const float *inp, const void *dout, int dt, size_t N, int F);
-    void (*gelu_forward)(void *out, int out_dt, const float *inp, size_t N);
-    void (*gelu_backward)(void *dinp, const float *inp, const void *dout, int dt, size_t N);
-    void (*residual_forward)(float *out, const float *inp1, const float *inp2, size_t N);
+    void (*rmsnorm_backward)(float *dinp, float *dweight, const void *dout, int dout_dt, const float *inp,
+                             const float *weight, const float *rstd, int B, int T, int C);
+    void (*swiglu_forward)(void *out, int out_dt, const void *inp, int inp_dt, size_t N, int F);
+    void (*swiglu_backward)(void *dinp, const void *inp, int inp_dt, const void *dout, int dt, size_t N, int F);
+    void (*gelu_forward)(void *out, int out_dt, const void *inp, int inp_dt, size_t N);
+    void (*gelu_backward)(void *dinp, const void *inp, int inp_dt, const void *dout, int dt, size_t N);
+    /* out = inp1 + inp2 kept as dt (enum mds_dtype): the fp32 sum rounded
+       to dt's values (round_to's bits), fp32 itself at MDS_F32 */
+    void (*residual_forward)(float *out, const float *inp1, const float *inp2, size_t N, int dt);
     void (*residual_backward)(float *dinp1, float *dinp2, const float *dout, size_t N);
     void (*crossentropy_forward)(float *losses, float *maxes, float *sumexp, float *tlogits, const void *logits,
                                  int logits_dt, const int *targets, const float *mask, int B, int T, int V,
@@ -122,10 +134,12 @@ typedef struct mds_backend {
        cudaHostAlloc; the CPU: malloc), for comm.h's host staging */
     int (*host_alloc)(void **ptr, size_t bytes);         /* 0, or -1 with error() */
     void (*host_free)(void *ptr);
-    /* The inputs of the matmuls and attentions that follow are values of
-       dtype (enum mds_dtype; the caller rounded them: the model's --bf16 /
-       --fp16), so a backend may multiply in that type with fp32
-       accumulation and fp32 results (CUDA: the tensor cores).  A product
+    /* The inputs of the matmuls and attentions that follow, the matmuls'
+       weights and biases included, are values of dtype (enum mds_dtype;
+       the caller rounded them: the model's --bf16 / --fp16), so a backend
+       may multiply in that type with fp32 accumulation and fp32 results
+       (CUDA: the tensor cores, a 16-bit output's bias in the GEMM's
+       epilogue).  A product
        of two such values is exact in fp32, so the matmuls change only the
        order of their sums; attention also rounds its probabilities and
        score gradients to dtype before their products, as flash attention

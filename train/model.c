@@ -285,10 +285,10 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
     size_t sizes[GPT_NUM_ACTS] = {
         s * BTs * C,                               /* encoded */
         STORED(nl * BTs * C), ln ? nl * BTs : 0, nl * BTs, /* ln1, mean, rstd */
-        nl * BT * QKVl, STORED(nl * BT * Cl), nl * NHl * BT, /* qkv, atty, att_lse */
+        WSTORED(nl * BT * QKVl), STORED(nl * BT * Cl), nl * NHl * BT, /* qkv, atty, att_lse */
         nl * BTs * C, nl * BTs * C,                /* attproj, residual2 */
         STORED(nl * BTs * C), ln ? nl * BTs : 0, nl * BTs, /* ln2, mean, rstd */
-        nl * BT * FC1l, STORED(nl * BT * Fl),      /* fch, fch_gelu */
+        WSTORED(nl * BT * FC1l), STORED(nl * BT * Fl), /* fch, fch_gelu */
         nl * BTs * C,                              /* fcproj */
         (per_slot ? nl : nl ? nl - 1 : 0) * BTs * C, /* residual3 (a chunk's output is its checkpoint) */
         STORED(s * BTs * C), ln ? s * BTs : 0, s * BTs, /* lnf, mean, rstd */
@@ -310,15 +310,16 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
 /* Point the tensors of a at base, with the float counts sizes. */
 static void point_acts(gpt_acts *a, float *base, const size_t *sizes)
 {
-    float *ln1, *atty, *ln2, *fchg, *lnf, *logits, *dfch, *dfchg;   /* (stored as sd, act_dtype) */
+    float *ln1, *qkv, *atty, *ln2, *fch, *fchg, *lnf, *logits, *dfch, *dfchg;   /* (stored as sd, act_dtype) */
     float **aptrs[GPT_NUM_ACTS] = {
-        &a->encoded, &ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &atty, &a->att_lse,
-        &a->attproj, &a->residual2, &ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &fchg,
+        &a->encoded, &ln1, &a->ln1_mean, &a->ln1_rstd, &qkv, &atty, &a->att_lse,
+        &a->attproj, &a->residual2, &ln2, &a->ln2_mean, &a->ln2_rstd, &fch, &fchg,
         &a->fcproj, &a->residual3, &lnf, &a->lnf_mean, &a->lnf_rstd, &logits, &a->losses,
         &a->maxes, &a->sumexp, &a->tlogits, &a->mask, &a->dlosses, &a->dresidual, &a->dln,
         &a->dqkv, &a->datty, &dfch, &dfchg, &a->ckpt, &a->dgrad_in, &a->emb, &a->emb_mean, &a->emb_rstd};
     point_tensors(aptrs, base, sizes, GPT_NUM_ACTS);
-    a->ln1 = ln1, a->atty = atty, a->ln2 = ln2, a->fch_gelu = fchg, a->lnf = lnf, a->logits = logits;
+    a->ln1 = ln1, a->qkv = qkv, a->atty = atty, a->ln2 = ln2, a->fch = fch, a->fch_gelu = fchg, a->lnf = lnf;
+    a->logits = logits;
     a->dfch = dfch, a->dfch_gelu = dfchg;
 }
 
@@ -372,6 +373,7 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     if (m->sp && (size_t)B * (size_t)m->Ts * (size_t)cfg->hidden_size % 2)
         m->sd = MDS_F32;
     m->act_dtype = cfg->dtype;
+    m->gd = cfg->tp_size > 1 ? MDS_F32 : m->act_dtype;
 
     size_t Ll = (size_t)m->Ll, C = (size_t)m->C, Cl = (size_t)m->Cl, Fl = (size_t)m->Fl;
     size_t Vl = (size_t)m->Vl, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l;
@@ -836,6 +838,15 @@ static void tp_sum_kept(const gpt_model *m, float *x, size_t n)
     }
 }
 
+/* dln (n) as a matmul_backward wrote it (stored as gd), kept and summed
+ * over TP (tp_sum_kept) where it is fp32; a 16-bit one, rounded by the
+ * matmul, has no TP to sum over (model.h). */
+static void dln_summed(const gpt_model *m, float *dln, size_t n)
+{
+    if (m->gd == MDS_F32)
+        tp_sum_kept(m, dln, n);
+}
+
 /* The norm of the configuration, forward over this rank's Ts tokens:
  * LayerNorm (with mean) or RMSNorm. */
 /* With apply_layernorm_1p the norm scales by 1 + w (Megatron's
@@ -845,7 +856,7 @@ static const float *norm_gamma(const gpt_model *m, const float *w)
 {
     if (!m->cfg.apply_layernorm_1p) return w;
     float *ones = m->ln1p_memory, *g = m->ln1p_memory + m->C;
-    m->be->ops.residual_forward(g, w, ones, (size_t)m->C);
+    m->be->ops.residual_forward(g, w, ones, (size_t)m->C, MDS_F32);
     return g;
 }
 
@@ -865,17 +876,17 @@ static void norm_forward(const gpt_model *m, void *out, int od, float *mean, flo
 
 /* Its backward over the whole sequence (see model.h): the input and the
  * statistics are the kept slices, gathered with sequence parallelism. */
-static void norm_backward(const gpt_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                          const float *w, const float *mean, const float *rstd)
+static void norm_backward(const gpt_model *m, float *dinp, float *dw, float *db, const void *dout, int dd,
+                          const float *inp, const float *w, const float *mean, const float *rstd)
 {
     w = norm_gamma(m, w);
     inp = sp_whole(m, m->sp_full2, inp, (size_t)m->C);
     mean = sp_whole(m, m->sp_mean, mean, 1);
     rstd = sp_whole(m, m->sp_rstd, rstd, 1);
     if (m->cfg.normalization == GPT_NORM_RMSNORM)
-        m->be->ops.rmsnorm_backward(dinp, dw, dout, inp, w, rstd, m->B, m->T, m->C);
+        m->be->ops.rmsnorm_backward(dinp, dw, dout, dd, inp, w, rstd, m->B, m->T, m->C);
     else
-        m->be->ops.layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, m->B, m->T, m->C);
+        m->be->ops.layernorm_backward(dinp, dw, db, dout, dd, inp, w, mean, rstd, m->B, m->T, m->C);
     kept_by_op(m, dinp, (size_t)m->B * m->T * m->C);   /* the residual stream's gradient */
 }
 
@@ -892,12 +903,17 @@ static float *layer_part(float *base, size_t l, size_t n) { return base ? base +
 typedef struct layer_view {
     const float *in;  // (B, T, C)
     void *ln1, *atty, *ln2, *fchg;   /* stored as sd */
-    float *ln1_mean, *ln1_rstd, *qkv, *att_lse, *attproj, *res2, *ln2_mean, *ln2_rstd;
-    float *fch, *fcproj, *res3;
+    void *qkv, *fch;                 /* stored as act_dtype */
+    float *ln1_mean, *ln1_rstd, *att_lse, *attproj, *res2, *ln2_mean, *ln2_rstd;
+    float *fcproj, *res3;
 } layer_view;
 
-/* Element i of a stored (sd) tensor. */
+/* Element i of a stored (sd) tensor, and of one stored as act_dtype. */
 static void *stored_at(const gpt_model *m, void *base, size_t i) { return (char *)base + i * mds_dtype_size(m->sd); }
+static void *wstored_at(const gpt_model *m, void *base, size_t i)
+{
+    return (char *)base + i * mds_dtype_size(m->act_dtype);
+}
 
 /* The tensors of layer l: index i of the per-layer tensors of a. */
 static void layer_tensors(const gpt_model *m, const gpt_acts *a, size_t i, layer_view *v)
@@ -906,7 +922,7 @@ static void layer_tensors(const gpt_model *m, const gpt_acts *a, size_t i, layer
     v->ln1 = stored_at(m, a->ln1, i * BTC);
     v->ln1_mean = layer_part(a->ln1_mean, i, BTs);
     v->ln1_rstd = a->ln1_rstd + i * BTs;
-    v->qkv = a->qkv + i * BT * (size_t)m->QKVl;
+    v->qkv = wstored_at(m, a->qkv, i * BT * (size_t)m->QKVl);
     v->atty = stored_at(m, a->atty, i * BT * (size_t)m->Cl);
     v->att_lse = a->att_lse + i * (size_t)m->NHl * BT;
     v->attproj = a->attproj + i * BTC;
@@ -914,7 +930,7 @@ static void layer_tensors(const gpt_model *m, const gpt_acts *a, size_t i, layer
     v->ln2 = stored_at(m, a->ln2, i * BTC);
     v->ln2_mean = layer_part(a->ln2_mean, i, BTs);
     v->ln2_rstd = a->ln2_rstd + i * BTs;
-    v->fch = a->fch + i * BT * (size_t)m->FC1l;
+    v->fch = wstored_at(m, a->fch, i * BT * (size_t)m->FC1l);
     v->fchg = stored_at(m, a->fch_gelu, i * BT * (size_t)m->Fl);
     v->fcproj = a->fcproj + i * BTC;
     v->res3 = a->residual3 + i * BTC;
@@ -970,14 +986,13 @@ static void layer_forward(gpt_model *m, int l)
     /* column-parallel QKV (Megatron's f: identity forward; with sequence
        parallelism the all-gather of the sequence) */
     const void *ln1 = sp_stored(m, v.ln1);
-    ops->matmul_forward(v.qkv, MDS_F32, ln1, m->sd, p->qkvw + (size_t)l * QKVl * C, layer_part(p->qkvb, l, QKVl), B, T, C,
+    int ad = m->act_dtype;   /* qkv's and fch's */
+    ops->matmul_forward(v.qkv, ad, ln1, m->sd, p->qkvw + (size_t)l * QKVl * C, layer_part(p->qkvb, l, QKVl), B, T, C,
                         (int)QKVl);
-    kept_by_op(m, v.qkv, BT * QKVl);
-    if (m->rot) {
-        ops->rope_forward(v.qkv, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
-        keep(m, v.qkv, BT * QKVl);
-    }
-    ops->attention_forward(v.atty, m->sd, v.att_lse, v.qkv, B, T, Cl, NHl, m->Gl, da);
+    kept_as(m, ad, v.qkv, BT * QKVl);
+    if (m->rot)   /* (a 16-bit qkv rounded as it is turned; fp32 needs no keeping) */
+        ops->rope_forward(v.qkv, ad, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
+    ops->attention_forward(v.atty, m->sd, v.att_lse, v.qkv, ad, B, T, Cl, NHl, m->Gl, da);
     kept_as(m, m->sd, v.atty, BT * (size_t)Cl);
     /* row-parallel projection: partial sums, bias on TP rank 0, then g (the
        all-reduce, or the reduce-scatter); Megatron's bias-dropout-add:
@@ -990,17 +1005,17 @@ static void layer_forward(gpt_model *m, int l)
         ops->dropout_forward(v.attproj, v.attproj, B, Ts, C, dh1);
         keep(m, v.attproj, BTsC);
     }
-    ops->residual_forward(v.res2, v.in, v.attproj, BTsC);
-    keep(m, v.res2, BTsC);
+    ops->residual_forward(v.res2, v.in, v.attproj, BTsC, m->act_dtype);   /* kept */
     norm_forward(m, v.ln2, m->sd, v.ln2_mean, v.ln2_rstd, v.res2, p->ln2w + lC, layer_part(p->ln2b, l, C),
                  m->cfg.layernorm_eps);
     const void *ln2 = sp_stored(m, v.ln2);
-    ops->matmul_forward(v.fch, MDS_F32, ln2, m->sd, p->fcw + (size_t)l * FC1l * C, layer_part(p->fcb, l, FC1l), B, T, C, (int)FC1l);
-    kept_by_op(m, v.fch, BT * FC1l);
+    ops->matmul_forward(v.fch, ad, ln2, m->sd, p->fcw + (size_t)l * FC1l * C, layer_part(p->fcb, l, FC1l), B, T, C,
+                        (int)FC1l);
+    kept_as(m, ad, v.fch, BT * FC1l);
     if (m->cfg.swiglu)
-        ops->swiglu_forward(v.fchg, m->sd, v.fch, BT, Fl);
+        ops->swiglu_forward(v.fchg, m->sd, v.fch, ad, BT, Fl);
     else
-        ops->gelu_forward(v.fchg, m->sd, v.fch, BT * Fl);
+        ops->gelu_forward(v.fchg, m->sd, v.fch, ad, BT * Fl);
     kept_as(m, m->sd, v.fchg, BT * (size_t)Fl);
     float *mlp = m->sp ? m->sp_full2 : v.fcproj;
     ops->matmul_forward(mlp, MDS_F32, v.fchg, m->sd, p->fcprojw + (size_t)l * C * Fl, tp0 ? layer_part(p->fcprojb, l, C) : NULL,
@@ -1010,8 +1025,7 @@ static void layer_forward(gpt_model *m, int l)
         ops->dropout_forward(v.fcproj, v.fcproj, B, Ts, C, dh2);
         keep(m, v.fcproj, BTsC);
     }
-    ops->residual_forward(v.res3, v.res2, v.fcproj, BTsC);
-    keep(m, v.res3, BTsC);
+    ops->residual_forward(v.res3, v.res2, v.fcproj, BTsC, m->act_dtype);   /* kept */
 }
 
 /* Layer l's backward: on entry dresidual is d(residual3[l]), on return
@@ -1040,24 +1054,21 @@ static void layer_backward(gpt_model *m, int l)
         keep(m, a->dln, BTC);
         dmlp = a->dln;
     }
-    /* the MLP's gradients stored as act_dtype (a 16-bit dinp the matmul rounds) */
-    m->be->zero(a->dfch_gelu, BT * Fl * mds_dtype_size(m->act_dtype));
+    /* the MLP's gradients stored as act_dtype (a 16-bit dinp the matmul
+       rounds); the backward ops write their dinp (backend.h): nothing to zero */
     ops->matmul_backward(a->dfch_gelu, m->act_dtype, g->fcprojw + (size_t)l * C * Fl, layer_part(g->fcprojb, l, C),
                          dmlp, MDS_F32, v.fchg, m->sd, p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
     if (m->act_dtype == MDS_F32)
         keep(m, a->dfch_gelu, BT * (size_t)Fl);
-    m->be->zero(a->dfch, BT * FC1l * mds_dtype_size(m->act_dtype));
     if (m->cfg.swiglu)
-        ops->swiglu_backward(a->dfch, v.fch, a->dfch_gelu, m->act_dtype, BT, Fl);
+        ops->swiglu_backward(a->dfch, v.fch, m->act_dtype, a->dfch_gelu, m->act_dtype, BT, Fl);
     else
-        ops->gelu_backward(a->dfch, v.fch, a->dfch_gelu, m->act_dtype, BT * Fl);
+        ops->gelu_backward(a->dfch, v.fch, m->act_dtype, a->dfch_gelu, m->act_dtype, BT * Fl);
     kept_as(m, m->act_dtype, a->dfch, BT * FC1l);
-    m->be->zero(a->dln, BTC * sizeof(float));
-    ops->matmul_backward(a->dln, MDS_F32, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch, m->act_dtype,
-                         sp_stored(m, v.ln2), m->sd, p->fcw + (size_t)l * FC1l * C, B, T, C,
-                         (int)FC1l);
-    tp_sum_kept(m, a->dln, BTC);   /* f in backward */
-    norm_backward(m, a->dresidual, g->ln2w + lC, layer_part(g->ln2b, l, C), a->dln, v.res2, p->ln2w + lC,
+    ops->matmul_backward(a->dln, m->gd, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch,
+                         m->act_dtype, sp_stored(m, v.ln2), m->sd, p->fcw + (size_t)l * FC1l * C, B, T, C, (int)FC1l);
+    dln_summed(m, a->dln, BTC);   /* f in backward */
+    norm_backward(m, a->dresidual, g->ln2w + lC, layer_part(g->ln2b, l, C), a->dln, m->gd, v.res2, p->ln2w + lC,
                   v.ln2_mean, v.ln2_rstd);
     /* now dresidual is d(residual2[l]) */
     const float *datt = a->dresidual;   /* d(attproj): through the attention output's dropout */
@@ -1066,24 +1077,21 @@ static void layer_backward(gpt_model *m, int l)
         keep(m, a->dln, BTC);
         datt = a->dln;
     }
-    m->be->zero(a->datty, BT * Cl * sizeof(float));
-    ops->matmul_backward(a->datty, MDS_F32, g->attprojw + (size_t)l * C * Cl, layer_part(g->attprojb, l, C),
+    ops->matmul_backward(a->datty, m->act_dtype, g->attprojw + (size_t)l * C * Cl, layer_part(g->attprojb, l, C),
                          datt, MDS_F32, v.atty, m->sd, p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
-    keep(m, a->datty, BT * (size_t)Cl);
+    kept_as(m, m->act_dtype, a->datty, BT * (size_t)Cl);
     m->be->zero(a->dqkv, BT * QKVl * sizeof(float));
-    ops->attention_backward(a->dqkv, a->datty, v.qkv, v.atty, m->sd, v.att_lse, B, T, Cl, NHl,
-                            m->Gl, da);
+    ops->attention_backward(a->dqkv, a->datty, m->act_dtype, v.qkv, m->act_dtype, v.atty, m->sd, v.att_lse, B, T, Cl,
+                            NHl, m->Gl, da);
     kept_by_op(m, a->dqkv, BT * QKVl);
     if (m->rot) {   /* back through the rotation: d(q, k) before it */
         ops->rope_backward(a->dqkv, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
         keep(m, a->dqkv, BT * QKVl);
     }
-    m->be->zero(a->dln, BTC * sizeof(float));
-    ops->matmul_backward(a->dln, MDS_F32, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv, MDS_F32,
-                         sp_stored(m, v.ln1), m->sd, p->qkvw + (size_t)l * QKVl * C, B, T, C,
-                         (int)QKVl);
-    tp_sum_kept(m, a->dln, BTC);
-    norm_backward(m, a->dresidual, g->ln1w + lC, layer_part(g->ln1b, l, C), a->dln, v.in, p->ln1w + lC,
+    ops->matmul_backward(a->dln, m->gd, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv,
+                         MDS_F32, sp_stored(m, v.ln1), m->sd, p->qkvw + (size_t)l * QKVl * C, B, T, C, (int)QKVl);
+    dln_summed(m, a->dln, BTC);
+    norm_backward(m, a->dresidual, g->ln1w + lC, layer_part(g->ln1b, l, C), a->dln, m->gd, v.in, p->ln1w + lC,
                   v.ln1_mean, v.ln1_rstd);
 }
 
@@ -1112,9 +1120,8 @@ static void embed_forward(gpt_model *m)
     if (eln) {
         norm_forward(m, a->encoded, MDS_F32, a->emb_mean, a->emb_rstd, a->emb, p->emblnw, p->emblnb, GPT_EMBED_LN_EPS);
         for (size_t b = 0; p->wpe && b < (size_t)B; b++)   /* positions t0 .. t0 + Ts - 1 */
-            ops->residual_forward(a->encoded + b * TsC, a->encoded + b * TsC, p->wpe + (size_t)m->t0 * C, TsC);
-        if (p->wpe)
-            keep(m, a->encoded, BTsC);
+            ops->residual_forward(a->encoded + b * TsC, a->encoded + b * TsC, p->wpe + (size_t)m->t0 * C, TsC,
+                                  m->act_dtype);   /* kept */
     }
     mds_dropout d = site_dropout(m, m->cfg.hidden_dropout, 0, 0);
     d.t0 = m->t0;
@@ -1149,7 +1156,7 @@ static void embed_backward(gpt_model *m)
         ops->encoder_backward(NULL, g->wpe, demb, a->inputs, B, T, C, m->Vl, m->v_start);
     float *dwords = demb == a->dln ? a->dresidual : a->dln;
     m->be->zero(dwords, BTC * sizeof(float));
-    norm_backward(m, dwords, g->emblnw, g->emblnb, demb, a->emb, p->emblnw, a->emb_mean, a->emb_rstd);
+    norm_backward(m, dwords, g->emblnw, g->emblnb, demb, MDS_F32, a->emb, p->emblnw, a->emb_mean, a->emb_rstd);
     ops->encoder_backward(g->wte, NULL, dwords, a->inputs, B, T, C, m->Vl, m->v_start);
 }
 
@@ -1251,12 +1258,12 @@ void gpt_backward(gpt_model *m, float scale)
         kept_as(m, m->act_dtype, a->logits, BT * (size_t)Vl);
         const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
         float *doutw = m->cfg.untie_embeddings ? g->outw : g->wte;
-        m->be->zero(a->dln, BTC * sizeof(float));
-        ops->matmul_backward(a->dln, MDS_F32, doutw, NULL, a->logits, m->act_dtype, sp_stored(m, a->lnf), m->sd, outw, B, T, C, Vl);
-        tp_sum_kept(m, a->dln, BTC);   /* the output layer is column-parallel */
+        ops->matmul_backward(a->dln, m->gd, doutw, NULL, a->logits, m->act_dtype, sp_stored(m, a->lnf), m->sd, outw, B,
+                             T, C, Vl);
+        dln_summed(m, a->dln, BTC);   /* the output layer is column-parallel */
         const float *last = layer_output(m, m->Ll - 1);
         m->be->zero(a->dresidual, BTC * sizeof(float));
-        norm_backward(m, a->dresidual, g->lnfw, g->lnfb, a->dln, last, p->lnfw, a->lnf_mean, a->lnf_rstd);
+        norm_backward(m, a->dresidual, g->lnfw, g->lnfb, a->dln, m->gd, last, p->lnfw, a->lnf_mean, a->lnf_rstd);
     } else if (m->sp) {
         /* the caller put this rank's slice of the next stage's gradient in
            dgrad_in (else in dresidual); the residual stream's gradient is

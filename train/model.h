@@ -282,7 +282,7 @@ typedef struct gpt_acts {
     void *ln1;        // (Lk, B, Ts, C)  stored as sd (gpt_model)
     float *ln1_mean;  // (Lk, B, Ts)   LayerNorm only
     float *ln1_rstd;  // (Lk, B, Ts)
-    float *qkv;       // (Lk, B, T, QKVl)  q and k rotated with RoPE
+    void *qkv;        // (Lk, B, T, QKVl)  q and k rotated with RoPE; stored as act_dtype
     void *atty;       // (Lk, B, T, Cl)  stored as sd
     float *att_lse;   // (Lk, B, NHl, T)
     float *attproj;   // (Lk, B, Ts, C)
@@ -290,7 +290,7 @@ typedef struct gpt_acts {
     void *ln2;        // (Lk, B, Ts, C)  stored as sd
     float *ln2_mean;  // (Lk, B, Ts)   LayerNorm only
     float *ln2_rstd;  // (Lk, B, Ts)
-    float *fch;       // (Lk, B, T, FC1l)
+    void *fch;        // (Lk, B, T, FC1l)  stored as act_dtype
     void *fch_gelu;   // (Lk, B, T, Fl)  GELU, or SwiGLU, of fch; stored as sd
     float *fcproj;    // (Lk, B, Ts, C)
     float *residual3; // (Lk, B, Ts, C)
@@ -373,11 +373,13 @@ typedef struct gpt_model {
     int B, T;
     int sp, Ts, t0;               /* sequence parallelism: on, tokens per rank, first global token */
     size_t act_sizes[GPT_NUM_ACTS];   /* floats (the stored tensors': their bytes / 4, rounded up) */
-    /* dtype of the activations (enum mds_dtype); the logits (and, in
-       place, their gradient) and the MLP's activation gradients (dfch_gelu,
-       dfch) are stored in it (ops that take a stored dtype write and read
-       them; no gather moves them); the others are fp32 arrays rounded to
-       it, but for the tensors stored as sd (below) */
+    /* dtype of the activations (enum mds_dtype); the outputs of the
+       matmuls before attention and the activation (qkv, fch), the logits
+       (and, in place, their gradient), the MLP's activation gradients
+       (dfch_gelu, dfch) and attention's out's (datty) are stored in it (ops that take
+       a stored dtype write and read them; no gather moves them); the
+       others are fp32 arrays rounded to it, but for the tensors stored as
+       sd and gd (below) */
     int act_dtype;
     /* The tensors only matmuls read (and attention's backward, its out):
        the norms' outputs, GELU's or SwiGLU's, attention's.  A 16-bit model
@@ -386,6 +388,11 @@ typedef struct gpt_model {
        parallelism's gather of B x Ts x C of them would be an odd number
        of 16-bit values (the gather moves floats). */
     int sd;
+    /* dln's: the gradient the matmuls hand the norms' backward, stored as
+       act_dtype (written by the matmul, read by the norm) but where TP
+       sums it between them (then fp32: the sum is in fp32, rounded once).
+       datty, attention's out's gradient (never summed), is act_dtype. */
+    int gd;
     size_t num_acts;              /* elements per slot */
     int slots, slot;              /* activation slots, the current one */
     float *acts_memory;           /* slots x num_acts floats */

@@ -207,11 +207,13 @@ FA_UNROLL
 /* What every kernel of this file is given (pointers device memory),
  * made once per op by fa_args_of. */
 struct fa_args {
-    const float *qkv;     /* (B, T, row): per token [q (NH hs) | k (NKV hs) | v (NKV hs)] */
+    const void *qsrc;     /* (B, T, row) stored as qd: per token [q (NH hs) | k (NKV hs) | v (NKV hs)] */
+    int qd;
+    const float *qkv;     /* the same as floats (the fp32 kernels: qsrc itself, or a widened copy) */
     void *out;            /* (B, T, C) stored as od (backend.h): written forward, read backward */
     float *lse;           /* (B, NH, T) */
     float *dqkv;          /* (B, T, row), added into (backward) */
-    const float *dout;    /* (B, T, C) (backward) */
+    const void *dout;     /* (B, T, C) stored as dd (backward; the fp32 kernels: MDS_F32 only) */
     float *Dg;            /* (B, NH, T): D = rowsum(dO * O), the backward's scratch */
     int T, C, NH, NKV, hs;
     size_t row;           /* C + 2 NKV hs */
@@ -224,6 +226,7 @@ struct fa_args {
     int Tp;               /* T rounded up to 64 (AM_ROWS) */
     int kd;               /* the dtype out and dqkv are kept as (rounds_kept: the compute dtype) */
     int od;               /* out's stored dtype (the fp32 kernels: MDS_F32 only) */
+    int dd;               /* dout's */
 };
 
 /* The dropout factor of pair (query t, key j) of head h: 1 without
@@ -350,7 +353,7 @@ __global__ static void fa_rowdot_kernel(fa_args a)
     size_t base = ((size_t)b * a.T + t0) * a.C + (size_t)h * hs;
     for (int e = threadIdx.x; e < n * hs; e += blockDim.x) {
         int r = e / hs, c = e % hs;
-        dOs[r * ld + c] = a.dout[base + (size_t)r * a.C + c];
+        dOs[r * ld + c] = mds_load(a.dd, a.dout, base + (size_t)r * a.C + c);
         Os[r * ld + c] = mds_load(a.od, a.out, base + (size_t)r * a.C + c);
     }
     __syncthreads();
@@ -379,7 +382,7 @@ __device__ static void fa_load_queries(float *Qs, float *dOs, float *Ls, float *
 {
     size_t at = ((size_t)b * a.NH + h) * a.T + q0;
     fa_load<D>(Qs, a.qkv + ((size_t)b * a.T + q0) * a.row + (size_t)h * a.hs, a.row, rows, n, a.hs);
-    fa_load<D>(dOs, a.dout + ((size_t)b * a.T + q0) * a.C + (size_t)h * a.hs, a.C, rows, n, a.hs);
+    fa_load<D>(dOs, (const float *)a.dout + ((size_t)b * a.T + q0) * a.C + (size_t)h * a.hs, a.C, rows, n, a.hs);
     for (int r = threadIdx.x; r < rows; r += FA_THREADS) {
         Ls[r] = r < n ? a.lse[at + r] : 0.0f;
         Ds[r] = r < n ? a.Dg[at + r] : 0.0f;
@@ -659,28 +662,32 @@ __device__ static inline void am_ctoa(am_u32 (&a)[4], const float (&c0)[4], cons
  * conversion.  Rounded as the kernels rounded their tiles before (cvt.rn):
  * the same operands, the same bits. */
 template <int DT, int D>
-__global__ static void am_heads_kernel(am_u16 *dst, const float *src, size_t stride, int T, int Tp, int nh, int hs,
-                                      int vec)
+__global__ static void am_heads_kernel(am_u16 *dst, const void *src, int sd, size_t stride, int T, int Tp, int nh,
+                                      int hs, int vec)
 {
     size_t e = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
     if (e >= (size_t)Tp * D)
         return;
     int j = blockIdx.y, b = blockIdx.z, t = (int)(e / D), d = (int)(e % D);
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    uint2 w = make_uint2(0u, 0u);   /* (am_pack of zeros) */
     if (t < T && d < hs) {
-        const float *p = src + ((size_t)b * T + t) * stride + (size_t)j * hs + d;
-        if (vec) {
-            v = __ldg((const float4 *)p);
+        size_t i = ((size_t)b * T + t) * stride + (size_t)j * hs + d;
+        if (sd != MDS_F32 && vec) {   /* stored as DT: its bits as they are */
+            w = *(const uint2 *)((const am_u16 *)src + i);
         } else {
-            v.x = __ldg(p);
-            if (d + 1 < hs) v.y = __ldg(p + 1);
-            if (d + 2 < hs) v.z = __ldg(p + 2);
-            if (d + 3 < hs) v.w = __ldg(p + 3);
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (vec) {
+                v = __ldg((const float4 *)((const float *)src + i));
+            } else {
+                v.x = mds_load(sd, src, i);
+                if (d + 1 < hs) v.y = mds_load(sd, src, i + 1);
+                if (d + 2 < hs) v.z = mds_load(sd, src, i + 2);
+                if (d + 3 < hs) v.w = mds_load(sd, src, i + 3);
+            }
+            w.x = am_pack<DT>(v.x, v.y);
+            w.y = am_pack<DT>(v.z, v.w);
         }
     }
-    uint2 w;
-    w.x = am_pack<DT>(v.x, v.y);
-    w.y = am_pack<DT>(v.z, v.w);
     *(uint2 *)(dst + (((size_t)b * nh + j) * Tp + t) * D + d) = w;
 }
 
@@ -1164,14 +1171,15 @@ template <int D> static size_t am_heads_bytes(const fa_args &a, int B, int nh)
     return (size_t)B * nh * a.Tp * D * sizeof(am_u16);
 }
 
-/* nh heads of hs floats, from column 0 of rows of src (stride floats
- * apart), packed into dst (am_heads_kernel); vec as fa_args's. */
+/* nh heads of hs values, from column 0 of rows of src (stored as sd,
+ * stride values apart), packed into dst (am_heads_kernel); vec as
+ * fa_args's. */
 template <int DT, int D>
-static void am_heads(am_u16 *dst, const float *src, size_t stride, const fa_args &a, int B, int nh, int vec)
+static void am_heads(am_u16 *dst, const void *src, int sd, size_t stride, const fa_args &a, int B, int nh, int vec)
 {
     size_t n4 = (size_t)a.Tp * D / 4;
     auto kernel = am_heads_kernel<DT, D>;
-    kernel<<<dim3((unsigned)((n4 + 255) / 256), nh, B), 256>>>(dst, src, stride, a.T, a.Tp, nh, a.hs, vec);
+    kernel<<<dim3((unsigned)((n4 + 255) / 256), nh, B), 256>>>(dst, src, sd, stride, a.T, a.Tp, nh, a.hs, vec);
     MDS_CU_LAUNCHED("attention (16-bit heads)");
 }
 
@@ -1183,7 +1191,7 @@ static void am_forward(fa_args a, int B)
     if (att_smem((const void *)am_forward_kernel<DT, D>, smem, "attention_forward")) return;
     am_u16 *p16 = (am_u16 *)mds_cuda_scratch(am_heads_bytes<D>(a, B, nhp));
     if (!p16) return;
-    am_heads<DT, D>(p16, a.qkv, a.row, a, B, nhp, a.vec);
+    am_heads<DT, D>(p16, a.qsrc, a.qd, a.row, a, B, nhp, a.vec);
     a.p16 = p16;
     auto kernel = am_forward_kernel<DT, D>;
     kernel<<<am_grid(a, a.NH, B), AM_THREADS, smem>>>(a);
@@ -1203,8 +1211,8 @@ static void am_backward(fa_args a, int B, int dvec)
     if (!s) return;
     a.Dg = (float *)s;
     fa_rowdot(a, B);
-    am_heads<DT, D>((am_u16 *)(s + dg), a.qkv, a.row, a, B, nhp, a.vec);
-    am_heads<DT, D>((am_u16 *)(s + dg + pq), a.dout, a.C, a, B, a.NH, dvec);
+    am_heads<DT, D>((am_u16 *)(s + dg), a.qsrc, a.qd, a.row, a, B, nhp, a.vec);
+    am_heads<DT, D>((am_u16 *)(s + dg + pq), a.dout, a.dd, a.C, a, B, a.NH, dvec);
     a.p16 = (const am_u16 *)(s + dg), a.d16 = (const am_u16 *)(s + dg + pq);
     auto dq = am_dq_kernel<DT, D>, dkv = am_dkv_kernel<DT, D>;
     dq<<<am_grid(a, a.NH, B), AM_THREADS, sq>>>(a);
@@ -1282,11 +1290,12 @@ static void fa_backward(const fa_args &a, int B)
 
 static int fa_aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-static fa_args fa_args_of(const float *qkv, int T, int C, int NH, int NKV, mds_dropout drop)
+static fa_args fa_args_of(const void *qkv, int qd, int T, int C, int NH, int NKV, mds_dropout drop)
 {
     fa_args a;
     memset(&a, 0, sizeof a);
-    a.qkv = qkv;
+    a.qsrc = qkv, a.qd = qd;
+    a.qkv = qd == MDS_F32 ? (const float *)qkv : NULL;
     a.T = T, a.C = C, a.NH = NH, a.NKV = NKV, a.hs = C / NH;
     a.row = (size_t)C + 2 * (size_t)NKV * a.hs;
     a.scale = 1.0f / sqrtf((float)a.hs);
@@ -1302,22 +1311,55 @@ static fa_args fa_args_of(const float *qkv, int T, int C, int NH, int NKV, mds_d
 /* The padded head width of head size hs: 64, 128 or 256. */
 static int fa_width(int hs) { return hs <= 64 ? 64 : hs <= 128 ? 128 : 256; }
 
-void attention_forward_cuda(void *out, int out_dt, float *lse, const float *qkv, int B, int T, int C, int NH, int NKV,
-                            mds_dropout drop)
+/* x (n, stored as xd) widened to floats */
+__global__ static void fa_widen_kernel(float *dst, const void *x, int xd, size_t n)
+{
+    size_t S = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += S)
+        dst[i] = mds_load(xd, x, i);
+}
+
+/* x (n values stored as xd) widened into dst, named what */
+static void fa_widen(float *dst, const void *x, int xd, size_t n, const char *what)
+{
+    fa_widen_kernel<<<mds_cu_blocks(n, 256), 256>>>(dst, x, xd, n);
+    MDS_CU_LAUNCHED(what);
+}
+
+/* A stored tensor's dtype: fp32 or the compute dtype (noted failure: 1). */
+static int fa_stored_bad(int sd, int kd, const char *what)
+{
+    if (sd == MDS_F32 || sd == kd)
+        return 0;
+    mds_cuda_note(cudaErrorInvalidValue, what);
+    return 1;
+}
+
+void attention_forward_cuda(void *out, int out_dt, float *lse, const void *qkv, int qkv_dt, int B, int T, int C,
+                            int NH, int NKV, mds_dropout drop)
 {
     if (att_check(B, T, C, NH, NKV, "attention_forward")) return;
-    fa_args a = fa_args_of(qkv, T, C, NH, NKV, drop);
+    fa_args a = fa_args_of(qkv, qkv_dt, T, C, NH, NKV, drop);
+    if (fa_stored_bad(qkv_dt, a.kd, "attention_forward: qkv stored in a dtype other than the compute one") ||
+        fa_stored_bad(out_dt, a.kd, "attention_forward: out stored in a dtype other than the compute one"))
+        return;
     a.out = out, a.od = out_dt, a.lse = lse;
     if (am_takes(a)) {
         am_run(a, B, 0, 0);
         return;
     }
-    /* the fp32 kernels write floats: a 16-bit out from a float copy */
-    size_t n = (size_t)B * T * C;
-    if (out_dt != MDS_F32) {
-        a.out = mds_cuda_scratch(n * sizeof(float));
-        a.od = MDS_F32;
-        if (!a.out) return;
+    /* the fp32 kernels read and write floats: a 16-bit qkv widened, a
+       16-bit out from a float copy (both in the scratch) */
+    size_t n = (size_t)B * T * C, nq = (size_t)B * T * a.row;
+    size_t ob = out_dt != MDS_F32 ? (n * sizeof(float) + 255) / 256 * 256 : 0;
+    size_t need = ob + (qkv_dt != MDS_F32 ? nq * sizeof(float) : 0);
+    char *s = NULL;
+    if (need && !(s = (char *)mds_cuda_scratch(need))) return;
+    if (out_dt != MDS_F32)
+        a.out = s, a.od = MDS_F32;
+    if (qkv_dt != MDS_F32) {
+        fa_widen((float *)(s + ob), qkv, qkv_dt, nq, "attention_forward (qkv to floats)");
+        a.qkv = (const float *)(s + ob);
     }
     switch (fa_width(a.hs)) {
     case 64: fa_forward<64>(a, B); break;
@@ -1330,20 +1372,37 @@ void attention_forward_cuda(void *out, int out_dt, float *lse, const float *qkv,
         round_to_cuda((float *)out, n, a.kd);
 }
 
-void attention_backward_cuda(float *dqkv, const float *dout, const float *qkv, const void *out, int out_dt,
-                             const float *lse, int B, int T, int C, int NH, int NKV, mds_dropout drop)
+void attention_backward_cuda(float *dqkv, const void *dout, int dout_dt, const void *qkv, int qkv_dt, const void *out,
+                             int out_dt, const float *lse, int B, int T, int C, int NH, int NKV, mds_dropout drop)
 {
     if (att_check(B, T, C, NH, NKV, "attention_backward")) return;
-    fa_args a = fa_args_of(qkv, T, C, NH, NKV, drop);
-    size_t n = (size_t)B * NH * T;
-    /* out and lse are only read backward (D's rows: any stored dtype) */
-    a.out = (void *)out, a.od = out_dt, a.lse = (float *)lse, a.dqkv = dqkv, a.dout = dout;
+    fa_args a = fa_args_of(qkv, qkv_dt, T, C, NH, NKV, drop);
+    if (fa_stored_bad(qkv_dt, a.kd, "attention_backward: qkv stored in a dtype other than the compute one") ||
+        fa_stored_bad(out_dt, a.kd, "attention_backward: out stored in a dtype other than the compute one") ||
+        fa_stored_bad(dout_dt, a.kd, "attention_backward: dout stored in a dtype other than the compute one"))
+        return;
+    size_t n = (size_t)B * NH * T, dg = (n * sizeof(float) + 255) / 256 * 256, nd = (size_t)B * T * C;
+    size_t nq = (size_t)B * T * a.row, db = dout_dt != MDS_F32 ? (nd * sizeof(float) + 255) / 256 * 256 : 0;
+    /* out, lse and dout are only read backward (D's rows and the packed
+       dO: any stored dtype) */
+    a.out = (void *)out, a.od = out_dt, a.lse = (float *)lse, a.dqkv = dqkv, a.dout = dout, a.dd = dout_dt;
     if (am_takes(a)) {   /* D in its scratch, beside the 16-bit copies */
         am_run(a, B, 1, a.vec && fa_aligned16(dout));
         return;
     }
-    a.Dg = (float *)mds_cuda_scratch(n * sizeof(float));
-    if (!a.Dg) return;
+    /* the fp32 kernels read dO and qkv as floats: 16-bit ones widened,
+       after D in the scratch */
+    char *s = (char *)mds_cuda_scratch(dg + db + (qkv_dt != MDS_F32 ? nq * sizeof(float) : 0));
+    if (!s) return;
+    a.Dg = (float *)s;
+    if (dout_dt != MDS_F32) {
+        fa_widen((float *)(s + dg), dout, dout_dt, nd, "attention_backward (dout to floats)");
+        a.dout = s + dg, a.dd = MDS_F32;
+    }
+    if (qkv_dt != MDS_F32) {
+        fa_widen((float *)(s + dg + db), qkv, qkv_dt, nq, "attention_backward (qkv to floats)");
+        a.qkv = (const float *)(s + dg + db);
+    }
     fa_rowdot(a, B);
     switch (fa_width(a.hs)) {
     case 64: fa_backward<64>(a, B); break;

@@ -12,6 +12,7 @@
  * with the CUDA error string.  What it deliberately does not do: several
  * GPUs in one process, peer copies, communication (train/comm_nccl.c).
  */
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -24,6 +25,10 @@
 static char cu_err[256];
 static int cu_failed;
 static cublasHandle_t cu_blas, cu_blas_tc;   /* pedantic fp32; default math (16-bit operands) */
+static cublasLtHandle_t cu_lt;                /* the bias epilogue's GEMMs (matmul.cu) */
+static void *cu_lt_ws;                        /* and their workspace: MDS_CUDA_LT_WS bytes, or none */
+static int cu_lt_ws_tried;
+#define MDS_CUDA_LT_WS ((size_t)32 << 20)
 static void *cu_scratch;
 static size_t cu_scratch_bytes;
 static mds_mem_ledger cu_ledger;   /* alloc() and the scratch: mem_held() */
@@ -63,6 +68,23 @@ void *mds_cuda_scratch(size_t bytes)
 
 struct cublasContext *mds_cuda_cublas(void) { return cu_blas; }
 struct cublasContext *mds_cuda_cublas_tc(void) { return cu_blas_tc; }
+struct cublasLtContext *mds_cuda_cublaslt(void) { return cu_lt; }
+
+void *mds_cuda_lt_workspace(size_t *bytes)
+{
+    if (!cu_lt_ws_tried) {   /* once: without it cuBLASLt still runs, with fewer algorithms */
+        cu_lt_ws_tried = 1;
+        if (cudaMalloc(&cu_lt_ws, MDS_CUDA_LT_WS) != cudaSuccess) {
+            cudaGetLastError();
+            cu_lt_ws = NULL;
+        } else if (mds_mem_ledger_add(&cu_ledger, cu_lt_ws, MDS_CUDA_LT_WS) != 0) {
+            cudaFree(cu_lt_ws);
+            cu_lt_ws = NULL;
+        }
+    }
+    *bytes = cu_lt_ws ? MDS_CUDA_LT_WS : 0;
+    return cu_lt_ws;
+}
 
 static int cu_compute_dtype = MDS_F32;
 void mds_cuda_set_compute_dtype(int dtype)
@@ -248,6 +270,8 @@ extern "C" const mds_backend *mds_backend_cuda_probe(int device)
     bound = device;
     if (cublasCreate(&cu_blas) != CUBLAS_STATUS_SUCCESS || cublasCreate(&cu_blas_tc) != CUBLAS_STATUS_SUCCESS)
         return NULL;
+    if (cublasLtCreate(&cu_lt) != CUBLAS_STATUS_SUCCESS)
+        cu_lt = NULL;   /* matmul.cu then adds the bias after the GEMM */
     cublasSetMathMode(cu_blas, CUBLAS_PEDANTIC_MATH);
     cublasSetStream(cu_blas, 0);
     cublasSetStream(cu_blas_tc, 0);

@@ -258,31 +258,32 @@ void encoder_backward_cuda(float *dwte, float *dwpe, const float *dout, const in
                            int v_start);
 void layernorm_forward_cuda(void *out, int out_dt, float *mean, float *rstd, const float *inp, const float *weight,
                             const float *bias, int B, int T, int C, float eps);
-void layernorm_backward_cuda(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                             const float *weight, const float *mean, const float *rstd, int B, int T, int C);
+void layernorm_backward_cuda(float *dinp, float *dweight, float *dbias, const void *dout, int dout_dt,
+                             const float *inp, const float *weight, const float *mean, const float *rstd, int B, int T,
+                             int C);
 void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, const float *weight, const float *bias,
                          int B, int T, int C, int OC);
 void matmul_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias, const void *dout, int dout_dt,
                           const void *inp, int inp_dt, const float *weight, int B, int T, int C, int OC);
-void attention_forward_cuda(void *out, int out_dt, float *lse, const float *qkv, int B, int T, int C, int NH, int NKV,
-                            mds_dropout drop);
-void attention_backward_cuda(float *dqkv, const float *dout, const float *qkv, const void *out, int out_dt,
-                             const float *lse, int B, int T, int C, int NH, int NKV, mds_dropout drop);
+void attention_forward_cuda(void *out, int out_dt, float *lse, const void *qkv, int qkv_dt, int B, int T, int C,
+                            int NH, int NKV, mds_dropout drop);
+void attention_backward_cuda(float *dqkv, const void *dout, int dout_dt, const void *qkv, int qkv_dt, const void *out,
+                             int out_dt, const float *lse, int B, int T, int C, int NH, int NKV, mds_dropout drop);
 void dropout_forward_cuda(float *out, const float *inp, int B, int T, int C, mds_dropout drop);
 void dropout_backward_cuda(float *dinp, const float *dout, int B, int T, int C, mds_dropout drop);
-void rope_forward_cuda(float *qkv, const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV, int hs,
-                       int rot, int interleaved);
+void rope_forward_cuda(void *qkv, int qkv_dt, const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV,
+                       int hs, int rot, int interleaved);
 void rope_backward_cuda(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV, int hs,
                         int rot, int interleaved);
 void rmsnorm_forward_cuda(void *out, int out_dt, float *rstd, const float *inp, const float *weight, int B, int T,
                           int C, float eps);
-void rmsnorm_backward_cuda(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
-                           const float *rstd, int B, int T, int C);
-void swiglu_forward_cuda(void *out, int out_dt, const float *inp, size_t N, int F);
-void swiglu_backward_cuda(void *dinp, const float *inp, const void *dout, int gd, size_t N, int F);
-void gelu_forward_cuda(void *out, int out_dt, const float *inp, size_t N);
-void gelu_backward_cuda(void *dinp, const float *inp, const void *dout, int gd, size_t N);
-void residual_forward_cuda(float *out, const float *inp1, const float *inp2, size_t N);
+void rmsnorm_backward_cuda(float *dinp, float *dweight, const void *dout, int dout_dt, const float *inp,
+                           const float *weight, const float *rstd, int B, int T, int C);
+void swiglu_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, size_t N, int F);
+void swiglu_backward_cuda(void *dinp, const void *inp, int inp_dt, const void *dout, int gd, size_t N, int F);
+void gelu_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, size_t N);
+void gelu_backward_cuda(void *dinp, const void *inp, int inp_dt, const void *dout, int gd, size_t N);
+void residual_forward_cuda(float *out, const float *inp1, const float *inp2, size_t N, int dt);
 void residual_backward_cuda(float *dinp1, float *dinp2, const float *dout, size_t N);
 void crossentropy_forward_cuda(float *losses, float *maxes, float *sumexp, float *tlogits, const void *logits,
                                int logits_dt, const int *targets, const float *mask, int B, int T, int V,
@@ -313,6 +314,10 @@ int mds_cuda_compute_dtype(void);
  * and default math for the 16-bit products on the tensor cores. */
 struct cublasContext *mds_cuda_cublas(void);
 struct cublasContext *mds_cuda_cublas_tc(void);
+/* The cuBLASLt handle (NULL when cublasLtCreate failed) and its workspace
+ * (allocated on first use; NULL and *bytes 0 when it could not be). */
+struct cublasLtContext *mds_cuda_cublaslt(void);
+void *mds_cuda_lt_workspace(size_t *bytes);
 
 #ifdef __cplusplus
 }

@@ -51,7 +51,7 @@ void layernorm_forward_cuda(void *out, int out_dt, float *mean, float *rstd, con
     MDS_CU_LAUNCHED("layernorm_forward");
 }
 
-__global__ static void layernorm_backward_dinp_kernel(float *dinp, const float *dout, const float *inp,
+__global__ static void layernorm_backward_dinp_kernel(float *dinp, const void *dout, int dd, const float *inp,
                                                       const float *weight, const float *mean, const float *rstd,
                                                       size_t N, int C, int dt)
 {
@@ -59,13 +59,13 @@ __global__ static void layernorm_backward_dinp_kernel(float *dinp, const float *
     int lane = threadIdx.x & 31;
     if (bt >= N)
         return;
-    const float *x = inp + bt * C, *d = dout + bt * C;
+    const float *x = inp + bt * C;
     float *di = dinp + bt * C;
     float m = mean[bt], r = rstd[bt];
     double sg = 0.0, sgn = 0.0;
     for (int c = lane; c < C; c += 32) {
         float n = (x[c] - m) * r;
-        float g = d[c] * weight[c];
+        float g = mds_load(dd, dout, bt * C + c) * weight[c];
         sg += g;
         sgn += (double)g * n;
     }
@@ -74,31 +74,33 @@ __global__ static void layernorm_backward_dinp_kernel(float *dinp, const float *
     float mg = (float)(sg / C), mgn = (float)(sgn / C);
     for (int c = lane; c < C; c += 32) {
         float n = (x[c] - m) * r;
-        float g = d[c] * weight[c];
+        float g = mds_load(dd, dout, bt * C + c) * weight[c];
         di[c] = mds_round_to(dt, di[c] + r * (g - mg - n * mgn));
     }
 }
 
 /* the weight gradients' terms, as the CPU forms them: d * ((x - mean) * rstd), d */
 struct ln_weight_terms {
-    const float *dout, *inp, *mean, *rstd;
-    int C;
+    const void *dout;
+    const float *inp, *mean, *rstd;
+    int C, dd;
     __device__ void operator()(long bt, int c, double *s) const
     {
-        float d = dout[(size_t)bt * C + c];
+        float d = mds_load(dd, dout, (size_t)bt * C + c);
         s[0] += (double)d * ((inp[(size_t)bt * C + c] - mean[bt]) * rstd[bt]);
         s[1] += d;
     }
 };
 
-void layernorm_backward_cuda(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                             const float *weight, const float *mean, const float *rstd, int B, int T, int C)
+void layernorm_backward_cuda(float *dinp, float *dweight, float *dbias, const void *dout, int dout_dt,
+                             const float *inp, const float *weight, const float *mean, const float *rstd, int B, int T,
+                             int C)
 {
     long N = (long)B * T;
     if (!N) return;
-    layernorm_backward_dinp_kernel<<<mds_cu_row_blocks((size_t)N), 32 * MDS_CU_ROWS>>>(dinp, dout, inp, weight, mean,
-                                                                                     rstd, (size_t)N, C,
-                                                                                     mds_cuda_compute_dtype());
+    layernorm_backward_dinp_kernel<<<mds_cu_row_blocks((size_t)N), 32 * MDS_CU_ROWS>>>(
+        dinp, dout, dout_dt, inp, weight, mean, rstd, (size_t)N, C, mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("layernorm_backward");
-    mds_cu_colsum<2>(dweight, dbias, ln_weight_terms{dout, inp, mean, rstd, C}, N, C, "layernorm_backward (weights)");
+    mds_cu_colsum<2>(dweight, dbias, ln_weight_terms{dout, inp, mean, rstd, C, dout_dt}, N, C,
+                     "layernorm_backward (weights)");
 }

@@ -20,19 +20,25 @@
  * the weight gradient accumulates over the chunks in order (beta = 1).
  *
  * Row-major (M, K) x (N, K)^T is, in cuBLAS's column-major view,
- * C^T (N, M) = W (N, K as op T) x inp^T; dinp and dweight accumulate with
- * beta = 1 (+=, kernels.h's contract).  The bias is a separate kernel after
- * the product, as the CPU adds it after the sum; dbias is a column sum of
- * dout in double (common.cuh's mds_cu_colsum).  cuBLAS is deterministic run
- * to run on one GPU model and toolkit.  An input stored in 16 bits
- * (backend.h's stored dtypes: the model's norm, GELU/SwiGLU and attention
- * outputs) is multiplied as it is, without a copy.  Not yet: the bias and
- * GELU epilogues of cuBLASLt, 16-bit storage of the other operands (their
- * conversions read fp32 and write 16-bit copies: memory traffic a 16-bit
- * model would not have).
+ * C^T (N, M) = W (N, K as op T) x inp^T; dweight accumulates with beta = 1
+ * (+=, kernels.h's contract), dinp is written (beta = 0, backend.h), a
+ * 16-bit one rounded by the GEMM's epilogue.  The bias is a separate kernel
+ * after the product, as the CPU adds it after the sum; dbias is a column
+ * sum of dout in double (common.cuh's mds_cu_colsum).  cuBLAS is
+ * deterministic run to run on one GPU model and toolkit.  An input stored
+ * in 16 bits (backend.h's stored dtypes: the model's norm, GELU/SwiGLU and
+ * attention outputs) is multiplied as it is, without a copy, and a 16-bit
+ * output with a bias (qkv, fch) comes from cuBLASLt's BIAS epilogue (below).
+ * Not yet: the GELU epilogue, 16-bit storage of the other operands (the
+ * residual stream's gradient and dqkv: their conversions read fp32 and
+ * write 16-bit copies, memory traffic a 16-bit model would not have), and
+ * plans cached between calls (each call asks cuBLASLt's heuristic anew).
  */
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "common.cuh"
 #include "dtype.h"
@@ -71,6 +77,98 @@ static void gemm(const char *what, int dt, cublasOperation_t ta, cublasOperation
         static char msg[96];
         snprintf(msg, sizeof msg, "%s (cublasGemmEx%s%s: %s)", what, f32 ? "" : ", ", f32 ? "" : mds_dtype_name(dt),
                  cublas_name(s));
+        mds_cuda_note(cudaErrorUnknown, msg);
+    }
+}
+
+/*
+ * cuBLASLt with the BIAS epilogue: D (m, n col-major, ld m) = A^T B + bias,
+ * A (k, m) and B (k, n) with ld k, all 16-bit of one type (dt), the bias m
+ * values of dt, one a row of D (a column of the row-major output), added to
+ * the fp32 sum before D's one rounding: matmul_forward's 16-bit output
+ * with its bias, as the CPU computes it, in the GEMM itself.  A plan is
+ * made for the pointers it will run on (cuBLASLt's heuristic assumes 256
+ * bytes of alignment unless told, and reads the bias pointer's), so
+ * matmul_forward makes every chunk's before its first product and falls
+ * back to an fp32 chunk and bias_put where cuBLASLt offers no algorithm.
+ */
+typedef struct {
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+    void *ws;
+    size_t wsb;
+} lt_plan;
+
+static void lt_free(lt_plan *p)
+{
+    if (p->d) cublasLtMatrixLayoutDestroy(p->d);
+    if (p->b) cublasLtMatrixLayoutDestroy(p->b);
+    if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    memset(p, 0, sizeof *p);
+}
+
+/* The largest power of two up to 256 dividing address p. */
+static uint32_t lt_align(uintptr_t p)
+{
+    uint32_t a = 256;
+    while (a > 1 && p % a)
+        a /= 2;
+    return a;
+}
+
+/* 0 with *p ready, or -1 (nothing held) when cuBLASLt has no algorithm. */
+static int lt_make(lt_plan *p, int dt, int m, int n, int k, const void *A, const void *Bm, const void *bias,
+                   const void *D)
+{
+    memset(p, 0, sizeof *p);
+    cublasLtHandle_t lt = mds_cuda_cublaslt();
+    if (!lt)
+        return -1;
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    cudaDataType t = cuda_type(dt);
+    uint32_t al[4] = {lt_align((uintptr_t)A), lt_align((uintptr_t)Bm), lt_align((uintptr_t)D),
+                      lt_align((uintptr_t)D)};
+    p->ws = mds_cuda_lt_workspace(&p->wsb);
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t r;
+    int found = 0, ok = cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == 0;
+    ok = ok && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == 0;
+    ok = ok && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == 0;
+    ok = ok && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) == 0;
+    ok = ok && cublasLtMatrixLayoutCreate(&p->a, t, (uint64_t)k, (uint64_t)m, k) == 0;
+    ok = ok && cublasLtMatrixLayoutCreate(&p->b, t, (uint64_t)k, (uint64_t)n, k) == 0;
+    ok = ok && cublasLtMatrixLayoutCreate(&p->d, t, (uint64_t)m, (uint64_t)n, m) == 0;
+    ok = ok && cublasLtMatmulPreferenceCreate(&pref) == 0;
+    ok = ok && cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &p->wsb,
+                                                    sizeof p->wsb) == 0;
+    for (int i = 0; ok && i < 4; i++)
+        ok = cublasLtMatmulPreferenceSetAttribute(pref, (cublasLtMatmulPreferenceAttributes_t)(
+                                                            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES + i),
+                                                  &al[i], sizeof al[i]) == 0;
+    ok = ok && cublasLtMatmulAlgoGetHeuristic(lt, p->op, p->a, p->b, p->d, p->d, pref, 1, &r, &found) == 0 && found;
+    if (pref)
+        cublasLtMatmulPreferenceDestroy(pref);
+    if (!ok) {
+        lt_free(p);
+        return -1;
+    }
+    p->algo = r.algo;
+    return 0;
+}
+
+/* Run plan p on A, B and D (the pointers it was made for, with its bias). */
+static void lt_run(const char *what, lt_plan *p, const void *A, const void *Bm, void *D)
+{
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t s = cublasLtMatmul(mds_cuda_cublaslt(), p->op, &one, A, p->a, Bm, p->b, &zero, D, p->d, D, p->d,
+                                      &p->algo, p->ws, p->wsb, 0);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        static char msg[96];
+        snprintf(msg, sizeof msg, "%s (cublasLtMatmul, bias epilogue: %s)", what, cublas_name(s));
         mds_cuda_note(cudaErrorUnknown, msg);
     }
 }
@@ -180,24 +278,53 @@ void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, con
     } else if (mm_dtype != MDS_F32) {
         /* the input's 16-bit copy only where it is stored as fp32 (the same
            chunks of rows either way); a 16-bit output straight from the
-           GEMM, or with a bias through an fp32 chunk (one rounding) */
-        int copy = inp_dt == MDS_F32, via = out_dt != MDS_F32 && bias;
-        long R = chunk_rows((long)rows, (size_t)C * 2 + (via ? (size_t)OC * 4 : 0));
-        size_t wb = al256((size_t)OC * C * 2), xb = copy ? al256((size_t)R * C * 2) : 0;
-        char *sc = (char *)mds_cuda_scratch(wb + xb + (via ? (size_t)R * OC * 4 : 0));
-        if (!sc) return;
-        uint16_t *w16 = (uint16_t *)sc, *x16 = (uint16_t *)(sc + wb);
-        float *o32 = (float *)(sc + wb + xb);
+           GEMM, with a bias in cuBLASLt's epilogue, else (no algorithm for
+           it) through an fp32 chunk and bias_put (one rounding either way) */
+        int copy = inp_dt == MDS_F32, epi = out_dt != MDS_F32 && bias, via = 0;
+        long R = chunk_rows((long)rows, (size_t)C * 2), nch = ((long)rows + R - 1) / R;
+        size_t wb = al256((size_t)OC * C * 2), bb = epi ? al256((size_t)OC * 2) : 0;
+        size_t xb = copy ? al256((size_t)R * C * 2) : 0;
+        char *sc = (char *)mds_cuda_scratch(wb + bb + xb);
+        lt_plan *plans = epi && sc ? (lt_plan *)calloc((size_t)nch, sizeof *plans) : NULL;
+        for (long c = 0; plans && c < nch; c++) {   /* every chunk's plan, on its pointers */
+            long r0 = c * R, n = (long)rows - r0 < R ? (long)rows - r0 : R;
+            const void *x = copy ? (const void *)(sc + wb + bb)
+                                 : (const void *)((const uint16_t *)inp + (size_t)r0 * C);
+            if (lt_make(&plans[c], mm_dtype, OC, (int)n, C, sc, x, sc + wb, (char *)out + (size_t)r0 * OC * os) != 0) {
+                for (long d = 0; d < c; d++)
+                    lt_free(&plans[d]);
+                free(plans);
+                plans = NULL;
+            }
+        }
+        if (sc && epi && !plans) {   /* no cuBLASLt for it: the bias after an fp32 chunk (nothing in sc yet) */
+            epi = 0, via = 1, bb = 0;
+            R = chunk_rows((long)rows, (size_t)C * 2 + (size_t)OC * 4);
+            xb = copy ? al256((size_t)R * C * 2) : 0;
+            sc = (char *)mds_cuda_scratch(wb + xb + (size_t)R * OC * 4);
+        }
+        if (!sc)
+            return;
+        uint16_t *w16 = (uint16_t *)sc, *b16 = (uint16_t *)(sc + wb), *x16 = (uint16_t *)(sc + wb + bb);
+        float *o32 = (float *)(sc + wb + bb + xb);
         to16_cuda(w16, weight, (size_t)OC * C, mm_dtype, "matmul_forward (weight to 16 bits)");
-        for (long r0 = 0; r0 < (long)rows; r0 += R) {
+        if (epi)   /* (the working bias is a value of the compute dtype: exact) */
+            to16_cuda(b16, bias, (size_t)OC, mm_dtype, "matmul_forward (bias to 16 bits)");
+        for (long r0 = 0, c = 0; r0 < (long)rows; r0 += R, c++) {
             long n = (long)rows - r0 < R ? (long)rows - r0 : R;
             const uint16_t *x = rows16(inp, inp_dt, x16, r0, n, C, mm_dtype, "matmul_forward (input to 16 bits)");
             char *o = (char *)out + (size_t)r0 * OC * os;
+            if (epi) {
+                lt_run("matmul_forward", &plans[c], w16, x, o);
+                lt_free(&plans[c]);
+                continue;
+            }
             gemm("matmul_forward", mm_dtype, CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)n, C, w16, C, x, C, 0.0f,
                  via ? (void *)o32 : (void *)o, via ? MDS_F32 : out_dt, OC);
             if (via)
                 bias_put(o, out_dt, o32, bias, (size_t)n, OC, mm_dtype);
         }
+        free(plans);
         if (out_dt != MDS_F32)
             return;   /* rounded by the GEMM, or with its bias */
     } else {
@@ -216,14 +343,6 @@ void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, con
     } else if (mm_dtype != MDS_F32) {
         round_to_cuda((float *)out, rows * OC, mm_dtype);
     }
-}
-
-/* x (n, stored as xd) += src (fp32), rounded once (mds_cu_put) */
-__global__ static void add_put_kernel(void *x, int xd, const float *src, size_t n, int dt)
-{
-    size_t S = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += S)
-        mds_cu_put(x, xd, i, mds_load(xd, x, i) + src[i], dt);
 }
 
 /* dbias's term: dout itself (stored as dd) */
@@ -246,43 +365,33 @@ void matmul_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias,
     if (dbias)   /* first: its partial sums and the 16-bit copies share the scratch */
         mds_cu_colsum<1>(dbias, NULL, dbias_term{dout, OC, dout_dt}, N, OC, "matmul_backward (dbias)");
     if (mm_dtype != MDS_F32) {
-        /* copies of the operands stored as fp32 only (the same chunks); a
-           16-bit dinp through an fp32 chunk of the product, added with one
-           rounding (cuBLAS's beta = 1 on a 16-bit C is not that: on the
-           H200 it missed by many units) */
-        int xcopy = inp_dt == MDS_F32, dcopy = dout_dt == MDS_F32, via = dinp_dt != MDS_F32;
-        long R = chunk_rows(N, ((size_t)C + (size_t)OC) * 2 + (via ? (size_t)C * 4 : 0));
+        /* copies of the operands stored as fp32 only (the same chunks);
+           dinp written by the GEMM (beta 0: backend.h), a 16-bit one
+           rounded in its epilogue */
+        int xcopy = inp_dt == MDS_F32, dcopy = dout_dt == MDS_F32;
+        long R = chunk_rows(N, ((size_t)C + (size_t)OC) * 2);
         size_t wb = al256((size_t)OC * C * 2), db = dcopy ? al256((size_t)R * OC * 2) : 0;
         size_t xb = xcopy ? al256((size_t)R * C * 2) : 0;
-        char *sc = (char *)mds_cuda_scratch(wb + db + xb + (via ? (size_t)R * C * 4 : 0));
+        char *sc = (char *)mds_cuda_scratch(wb + db + xb);
         if (!sc) return;
         uint16_t *w16 = (uint16_t *)sc, *d16 = (uint16_t *)(sc + wb), *x16 = (uint16_t *)(sc + wb + db);
-        float *o32 = (float *)(sc + wb + db + xb);
+        size_t ds = mds_dtype_size(dinp_dt);
         to16_cuda(w16, weight, (size_t)OC * C, mm_dtype, "matmul_backward (weight to 16 bits)");
         for (long r0 = 0; r0 < N; r0 += R) {
             long n = N - r0 < R ? N - r0 : R;
             const uint16_t *d = rows16(dout, dout_dt, d16, r0, n, OC, mm_dtype, "matmul_backward (dout to 16 bits)");
             const uint16_t *x = rows16(inp, inp_dt, x16, r0, n, C, mm_dtype, "matmul_backward (input to 16 bits)");
-            /* dinp rows (n, C) += dout rows (n, OC) @ weight (OC, C) */
-            if (via) {
-                gemm("matmul_backward (dinp)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, OC, w16, C, d, OC, 0.0f,
-                     o32, MDS_F32, C);
-                size_t e = (size_t)n * C;
-                add_put_kernel<<<mds_cu_ilp_blocks(e, 256), 256>>>((uint16_t *)dinp + (size_t)r0 * C, dinp_dt, o32,
-                                                                   e, mm_dtype);
-                MDS_CU_LAUNCHED("matmul_backward (dinp, 16 bits)");
-            } else {
-                gemm("matmul_backward (dinp)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, OC, w16, C, d, OC,
-                     1.0f, (float *)dinp + (size_t)r0 * C, MDS_F32, C);
-            }
+            /* dinp rows (n, C) = dout rows (n, OC) @ weight (OC, C) */
+            gemm("matmul_backward (dinp)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, OC, w16, C, d, OC, 0.0f,
+                 (char *)dinp + (size_t)r0 * C * ds, dinp_dt, C);
             /* dweight (OC, C) += dout rows^T (OC, n) @ inp rows (n, C) */
             gemm("matmul_backward (dweight)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, (int)n, x, C, d, OC, 1.0f,
                  dweight, MDS_F32, C);
         }
         return;
     }
-    /* dinp (N, C) += dout (N, OC) @ weight (OC, C) */
-    gemm("matmul_backward (dinp)", MDS_F32, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)N, OC, weight, C, dout, OC, 1.0f, dinp,
+    /* dinp (N, C) = dout (N, OC) @ weight (OC, C) */
+    gemm("matmul_backward (dinp)", MDS_F32, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)N, OC, weight, C, dout, OC, 0.0f, dinp,
          MDS_F32, C);
     /* dweight (OC, C) += dout^T (OC, N) @ inp (N, C) */
     gemm("matmul_backward (dweight)", MDS_F32, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, (int)N, inp, C, dout, OC, 1.0f,

@@ -1,12 +1,13 @@
 /*
  * residual.cu - CUDA residual add (forward) and its gradient (backward),
- * elementwise, the CPU's bits.  Nothing fused.
+ * elementwise, the CPU's bits; the forward's sum kept as its dt (rounded
+ * as it is stored: backend.h).
  */
 #include "common.cuh"
 
 /* MDS_CU_ILP elements a thread at a time (common.cuh); the backward (no
  * model calls it) as the CPU's loop, whatever the pointers alias */
-__global__ static void residual_forward_kernel(float *out, const float *a, const float *b, size_t N)
+__global__ static void residual_forward_kernel(float *out, const float *a, const float *b, size_t N, int dt)
 {
     size_t S = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += MDS_CU_ILP * S) {
@@ -18,7 +19,7 @@ __global__ static void residual_forward_kernel(float *out, const float *a, const
         }
         for (int k = 0; k < MDS_CU_ILP; k++)
             if (i + k * S < N)
-                out[i + k * S] = x[k] + y[k];
+                out[i + k * S] = mds_round_to(dt, x[k] + y[k]);
     }
 }
 
@@ -31,10 +32,10 @@ __global__ static void residual_backward_kernel(float *d1, float *d2, const floa
     }
 }
 
-void residual_forward_cuda(float *out, const float *inp1, const float *inp2, size_t N)
+void residual_forward_cuda(float *out, const float *inp1, const float *inp2, size_t N, int dt)
 {
     if (!N) return;
-    residual_forward_kernel<<<mds_cu_ilp_blocks(N, 256), 256>>>(out, inp1, inp2, N);
+    residual_forward_kernel<<<mds_cu_ilp_blocks(N, 256), 256>>>(out, inp1, inp2, N, dt);
     MDS_CU_LAUNCHED("residual_forward");
 }
 

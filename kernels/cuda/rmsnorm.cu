@@ -37,46 +37,46 @@ void rmsnorm_forward_cuda(void *out, int out_dt, float *rstd, const float *inp, 
     MDS_CU_LAUNCHED("rmsnorm_forward");
 }
 
-__global__ static void rmsnorm_backward_dinp_kernel(float *dinp, const float *dout, const float *inp,
+__global__ static void rmsnorm_backward_dinp_kernel(float *dinp, const void *dout, int dd, const float *inp,
                                                     const float *weight, const float *rstd, size_t N, int C, int dt)
 {
     size_t bt = MDS_CU_ROW_OF_WARP();
     int lane = threadIdx.x & 31;
     if (bt >= N)
         return;
-    const float *x = inp + bt * C, *d = dout + bt * C;
+    const float *x = inp + bt * C;
     float *di = dinp + bt * C;
     float r = rstd[bt];
     double sgn = 0.0;
     for (int c = lane; c < C; c += 32)
-        sgn += (double)(d[c] * weight[c]) * (x[c] * r);
+        sgn += (double)(mds_load(dd, dout, bt * C + c) * weight[c]) * (x[c] * r);
     sgn = mds_cu_warp_sum<double>(sgn);
     float mgn = (float)(sgn / C);
     for (int c = lane; c < C; c += 32) {
         float n = x[c] * r;
-        float g = d[c] * weight[c];
+        float g = mds_load(dd, dout, bt * C + c) * weight[c];
         di[c] = mds_round_to(dt, di[c] + r * (g - n * mgn));
     }
 }
 
 /* the weight gradient's term, as the CPU forms it: d * (x * rstd) */
 struct rms_weight_term {
-    const float *dout, *inp, *rstd;
-    int C;
+    const void *dout;
+    const float *inp, *rstd;
+    int C, dd;
     __device__ void operator()(long bt, int c, double *s) const
     {
-        s[0] += (double)dout[(size_t)bt * C + c] * (inp[(size_t)bt * C + c] * rstd[bt]);
+        s[0] += (double)mds_load(dd, dout, (size_t)bt * C + c) * (inp[(size_t)bt * C + c] * rstd[bt]);
     }
 };
 
-void rmsnorm_backward_cuda(float *dinp, float *dweight, const float *dout, const float *inp, const float *weight,
-                           const float *rstd, int B, int T, int C)
+void rmsnorm_backward_cuda(float *dinp, float *dweight, const void *dout, int dout_dt, const float *inp,
+                           const float *weight, const float *rstd, int B, int T, int C)
 {
     long N = (long)B * T;
     if (!N) return;
-    rmsnorm_backward_dinp_kernel<<<mds_cu_row_blocks((size_t)N), 32 * MDS_CU_ROWS>>>(dinp, dout, inp, weight, rstd,
-                                                                                   (size_t)N, C,
-                                                                                   mds_cuda_compute_dtype());
+    rmsnorm_backward_dinp_kernel<<<mds_cu_row_blocks((size_t)N), 32 * MDS_CU_ROWS>>>(
+        dinp, dout, dout_dt, inp, weight, rstd, (size_t)N, C, mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("rmsnorm_backward");
-    mds_cu_colsum<1>(dweight, NULL, rms_weight_term{dout, inp, rstd, C}, N, C, "rmsnorm_backward (weights)");
+    mds_cu_colsum<1>(dweight, NULL, rms_weight_term{dout, inp, rstd, C, dout_dt}, N, C, "rmsnorm_backward (weights)");
 }

@@ -5,7 +5,7 @@
  * __syncthreads a switch to the next fiber, __shared__ a thread_local), so
  * that the CUDA backend's kernels and wrappers run, compiled by g++, on a
  * machine without a GPU (make check-cuda-cpu, docs/architecture.md "CUDA on
- * the CPU").  tests/cudacpu/include/{cuda_runtime,cublas_v2}.h include this
+ * the CPU").  tests/cudacpu/include/{cuda_runtime,cublas_v2,cublasLt}.h include this
  * file; tests/cudacpu/hipcc.sh rewrites the two spellings C++ cannot parse
  * (kernel<<<grid, block, smem>>>(args) and `extern __shared__ T x[];`).
  *
@@ -29,7 +29,9 @@
  *    stream runs them, the results are the same run to run;
  *  - cublasGemmEx is a reference GEMM launched as a kernel on the stream
  *    (column-major, cuBLAS's transposes, leading-dimension checks and
- *    beta = 0 semantics), fp32 products summed in order.
+ *    beta = 0 semantics), fp32 products summed in order; cublasLtMatmul
+ *    the same GEMM, for the 16-bit products matmul.cu asks of it (with the
+ *    BIAS epilogue: the bias added in fp32, then the one rounding).
  * What it cannot show: GPU timing, races that fibers run in order hide,
  * cuBLAS's own numerics, tensor cores, NCCL.
  */
@@ -381,7 +383,8 @@ inline float mds_cucpu_elem(const void *p, int t, std::size_t i)
  * on the tensor cores); C fp32, or (16-bit operands) their type, the fp32
  * result rounded to nearest even. */
 inline void mds_cucpu_gemm_kernel(int ta, int tb, int m, int n, int k, float alpha, const void *A, int at, int lda,
-                                  const void *Bm, int bt, int ldb, float beta, void *Cm, int ct, int ldc)
+                                  const void *Bm, int bt, int ldb, float beta, void *Cm, int ct, int ldc,
+                                  const void *bias)
 {
     long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (long)m * n)
@@ -395,6 +398,8 @@ inline void mds_cucpu_gemm_kernel(int ta, int tb, int m, int n, int k, float alp
     }
     std::size_t ci = (std::size_t)j * ldc + i;
     float r = beta == 0.0f ? alpha * s : alpha * s + beta * mds_cucpu_elem(Cm, ct, ci);
+    if (bias)   /* cuBLASLt's BIAS epilogue: one value a row of C, C's type, added before the rounding */
+        r = r + mds_cucpu_elem(bias, ct, (std::size_t)i);
     if (ct == CUDA_R_32F)
         ((float *)Cm)[ci] = r;
     else
@@ -431,7 +436,190 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cubla
     std::size_t cells = (std::size_t)m * n;
     mds_cucpu_launch(mds_cucpu_gemm_kernel, dim3((unsigned)((cells + 255) / 256)), dim3(256))(
         (int)ta, (int)tb, m, n, k, *(const float *)alpha, A, (int)at, lda, Bm, (int)bt, ldb, *(const float *)beta,
-        Cm, (int)ct, ldc);
+        Cm, (int)ct, ldc, (const void *)nullptr);
+    return mds_cucpu_launch_error == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+/* ---- cuBLASLt: the subset matmul.cu uses, on the same reference GEMM --------------------- */
+
+/* cublasLtMatmul with a transpose each for A and B, 16-bit A, B and D of
+ * one type (fp32 compute and scale), C == D with beta 0, and the DEFAULT or
+ * BIAS epilogue (the bias in D's type, the default); anything else is
+ * refused as NOT_SUPPORTED by the heuristic, as a GPU may refuse it. */
+typedef enum {
+    CUBLASLT_MATMUL_DESC_TRANSA = 3,
+    CUBLASLT_MATMUL_DESC_TRANSB = 4,
+    CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
+    CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+} cublasLtMatmulDescAttributes_t;
+typedef enum { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_BIAS = 4 } cublasLtEpilogue_t;
+typedef enum {
+    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
+} cublasLtMatmulPreferenceAttributes_t;
+struct cublasLtContext { int unused; };
+typedef struct cublasLtContext *cublasLtHandle_t;
+struct cublasLtMatmulDescOpaque { int ta, tb, epi; const void *bias; cublasComputeType_t comp; cudaDataType scale; };
+typedef struct cublasLtMatmulDescOpaque *cublasLtMatmulDesc_t;
+struct cublasLtMatrixLayoutOpaque { cudaDataType t; std::uint64_t rows, cols; std::int64_t ld; };
+typedef struct cublasLtMatrixLayoutOpaque *cublasLtMatrixLayout_t;
+/* the alignments A, B, C, D are promised to have (cuBLASLt assumes 256
+   bytes unless told less; an algorithm chosen so fails on a pointer
+   aligned less, and so does the emulation) */
+struct cublasLtMatmulPreferenceOpaque { std::size_t ws; std::uint32_t align[4]; };
+typedef struct cublasLtMatmulPreferenceOpaque *cublasLtMatmulPreference_t;
+typedef struct { std::uint32_t align[4]; } cublasLtMatmulAlgo_t;
+typedef struct {
+    cublasLtMatmulAlgo_t algo;
+    std::size_t workspaceSize;
+    cublasStatus_t state;
+    float wavesCount;
+    int reserved[4];
+} cublasLtMatmulHeuristicResult_t;
+
+inline cublasStatus_t cublasLtCreate(cublasLtHandle_t *h)
+{
+    static cublasLtContext ctx;
+    *h = &ctx;
+    return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t comp, cudaDataType scale)
+{
+    *d = new cublasLtMatmulDescOpaque{0, 0, CUBLASLT_EPILOGUE_DEFAULT, nullptr, comp, scale};
+    return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d)
+{
+    delete d;
+    return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a,
+                                                     const void *v, std::size_t n)
+{
+    switch (a) {
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+    case CUBLASLT_MATMUL_DESC_TRANSB:
+    case CUBLASLT_MATMUL_DESC_EPILOGUE:
+        if (n != sizeof(int)) return CUBLAS_STATUS_INVALID_VALUE;
+        (a == CUBLASLT_MATMUL_DESC_TRANSA   ? d->ta
+         : a == CUBLASLT_MATMUL_DESC_TRANSB ? d->tb
+                                            : d->epi) = *(const int *)v;
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+        if (n != sizeof(void *)) return CUBLAS_STATUS_INVALID_VALUE;
+        d->bias = *(const void *const *)v;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    return CUBLAS_STATUS_INVALID_VALUE;
+}
+inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType t, std::uint64_t rows,
+                                                 std::uint64_t cols, std::int64_t ld)
+{
+    *l = new cublasLtMatrixLayoutOpaque{t, rows, cols, ld};
+    return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l)
+{
+    delete l;
+    return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p)
+{
+    *p = new cublasLtMatmulPreferenceOpaque{0, {256, 256, 256, 256}};
+    return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p)
+{
+    delete p;
+    return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                                           cublasLtMatmulPreferenceAttributes_t a, const void *v,
+                                                           std::size_t n)
+{
+    if (a == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES && n == sizeof(std::size_t)) {
+        p->ws = *(const std::size_t *)v;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    /* the alignments: powers of two, as cuBLASLt wants them (uint32_t) */
+    if (a >= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES && a <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES &&
+        n == sizeof(std::uint32_t)) {
+        std::uint32_t al = *(const std::uint32_t *)v;
+        if (!al || (al & (al - 1)))
+            return CUBLAS_STATUS_INVALID_VALUE;
+        p->align[a - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES] = al;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    return CUBLAS_STATUS_INVALID_VALUE;
+}
+
+/* What the emulation runs: the shapes must agree as cuBLASLt checks them. */
+inline cublasStatus_t mds_cucpu_lt_check(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                         cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dl)
+{
+    int h16 = a->t == b->t && (a->t == CUDA_R_16BF || a->t == CUDA_R_16F);
+    if (!h16 || d->comp != CUBLAS_COMPUTE_32F || d->scale != CUDA_R_32F || dl->t != a->t || c->t != dl->t ||
+        (d->epi != CUBLASLT_EPILOGUE_DEFAULT && d->epi != CUBLASLT_EPILOGUE_BIAS) ||
+        (d->epi == CUBLASLT_EPILOGUE_BIAS && !d->bias))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    std::uint64_t m = dl->rows, n = dl->cols, k = d->ta ? a->rows : a->cols;
+    if ((d->ta ? a->cols : a->rows) != m || (d->tb ? b->rows : b->cols) != n || (d->tb ? b->cols : b->rows) != k ||
+        c->rows != m || c->cols != n || a->ld < (std::int64_t)a->rows || b->ld < (std::int64_t)b->rows ||
+        dl->ld < (std::int64_t)m)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
+                                                     cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                                     cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dl,
+                                                     cublasLtMatmulPreference_t pref, int want,
+                                                     cublasLtMatmulHeuristicResult_t *res, int *found)
+{
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    cublasStatus_t st = mds_cucpu_lt_check(d, a, b, c, dl);
+    *found = 0;
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return st;
+    if (want >= 1) {
+        res[0] = cublasLtMatmulHeuristicResult_t{};
+        for (int i = 0; i < 4; i++)
+            res[0].algo.align[i] = pref ? pref->align[i] : 256;
+        res[0].state = CUBLAS_STATUS_SUCCESS;
+        *found = 1;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
+                                     cublasLtMatrixLayout_t a, const void *Bm, cublasLtMatrixLayout_t b,
+                                     const void *beta, const void *Cm, cublasLtMatrixLayout_t c, void *Dm,
+                                     cublasLtMatrixLayout_t dl, const cublasLtMatmulAlgo_t *algo, void *,
+                                     std::size_t, cudaStream_t s)
+{
+    if (!h)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    cublasStatus_t st = mds_cucpu_lt_check(d, a, b, c, dl);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return st;
+    /* C is D, written only (beta 0): the shim's GEMM reads no C then */
+    if (!alpha || !beta || *(const float *)beta != 0.0f || Cm != Dm || s || !algo)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    const void *ptrs[4] = {A, Bm, Cm, Dm};
+    for (int i = 0; i < 4; i++)
+        if ((std::uintptr_t)ptrs[i] % algo->align[i])
+            return CUBLAS_STATUS_INVALID_VALUE;   /* (the GPU: a misaligned access, or this) */
+    int m = (int)dl->rows, n = (int)dl->cols, k = (int)(d->ta ? a->rows : a->cols);
+    if (!m || !n)
+        return CUBLAS_STATUS_SUCCESS;
+    std::size_t cells = (std::size_t)m * n;
+    mds_cucpu_launch(mds_cucpu_gemm_kernel, dim3((unsigned)((cells + 255) / 256)), dim3(256))(
+        d->ta, d->tb, m, n, k, *(const float *)alpha, A, (int)a->t, (int)a->ld, Bm, (int)b->t, (int)b->ld, 0.0f, Dm,
+        (int)dl->t, (int)dl->ld, d->epi == CUBLASLT_EPILOGUE_BIAS ? d->bias : nullptr);
     return mds_cucpu_launch_error == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 

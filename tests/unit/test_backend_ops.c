@@ -467,18 +467,21 @@ static void t_layernorm_forward_at(const struct shape *s, int dt, int od)
     tf_free(&out); tf_free(&mean); tf_free(&rstd); tf_free(&inp); tf_free(&w); tf_free(&b);
 }
 
-KEPT_OP(t_layernorm_backward)
-static void t_layernorm_backward_at(const struct shape *s, int dt)
+/* (dout stored as dd) */
+STORED_OP(t_layernorm_backward)
+static void t_layernorm_backward_at(const struct shape *s, int dt, int dd)
 {
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->C;
     tf dinp = tf_rand(BT * C, 1), dw = tf_rand(C, 1), db = tf_rand(C, 1), dout = tf_rand(BT * C, 1);
     tf inp = tf_rand(BT * C, 2), w = tf_rand(C, 1), mean = tf_rand(BT, 0.5f), rstd = tf_pos(BT, 0.5f, 2.0f);
+    void *d = so_input(&dout, dd);
     layernorm_backward_cpu(dinp.ref, dw.ref, db.ref, dout.ref, inp.ref, w.ref, mean.ref, rstd.ref, s->B, s->T, s->C);
-    be->ops.layernorm_backward(dinp.dev, dw.dev, db.dev, dout.dev, inp.dev, w.dev, mean.dev, rstd.dev, s->B, s->T,
+    be->ops.layernorm_backward(dinp.dev, dw.dev, db.dev, d, dd, inp.dev, w.dev, mean.dev, rstd.dev, s->B, s->T,
                                s->C);
-    kept_check("dinp", &dinp, dt);
-    check_f("dweight", &dw, ATOL, RTOL);
-    check_f("dbias", &db, ATOL, RTOL);
+    kept_check(dd != MDS_F32 ? "dinp (dout stored)" : "dinp", &dinp, dt);
+    check_f(dd != MDS_F32 ? "dweight (dout stored)" : "dweight", &dw, ATOL, RTOL);
+    check_f(dd != MDS_F32 ? "dbias (dout stored)" : "dbias", &db, ATOL, RTOL);
+    so_free(&dout, d);
     tf_free(&dinp); tf_free(&dw); tf_free(&db); tf_free(&dout); tf_free(&inp); tf_free(&w); tf_free(&mean);
     tf_free(&rstd);
 }
@@ -495,7 +498,7 @@ static void t_matmul_forward(const struct shape *s)
         for (int k = 0; k < (dt == MDS_F32 ? 2 : 8); k++) {
             int bias = k & 1, id = k & 2 ? dt : MDS_F32, od = k & 4 ? dt : MDS_F32;
             tf out = tf_rand(BT * OC, 1), inp = tf_rand(BT * C, 1), w = tf_rand(OC * C, 1), b = tf_rand(OC, 1);
-            tf_round(&inp, dt); tf_round(&w, dt);
+            tf_round(&inp, dt); tf_round(&w, dt); tf_round(&b, dt);   /* (the bias too: backend.h) */
             void *x = so_input(&inp, id), *o = so_new(&out, od);
             char name[48];
             snprintf(name, sizeof name, "out%s%s", bias ? " (bias)" : "", id != MDS_F32 ? " (inp stored)" : "");
@@ -522,7 +525,8 @@ static void t_matmul_backward(const struct shape *s)
             tf dinp = tf_rand(BT * C, 1), dw = tf_rand(OC * C, 1), db = tf_rand(OC, 1), dout = tf_rand(BT * OC, 1);
             tf inp = tf_rand(BT * C, 1), w = tf_rand(OC * C, 1);
             tf_round(&dout, dt); tf_round(&inp, dt); tf_round(&w, dt);
-            void *x = so_input(&inp, id), *d = so_input(&dout, dd), *di = so_input(&dinp, ds);
+            void *x = so_input(&inp, id), *d = so_input(&dout, dd), *di = so_new(&dinp, ds);
+            memset(dinp.ref, 0, dinp.n * sizeof(float));   /* written over what di holds (backend.h) */
             char base[48], name[64];
             snprintf(base, sizeof base, "%%s%s%s%s", id != MDS_F32 ? " (inp stored)" : "",
                      dd != MDS_F32 ? " (dout stored)" : "", ds != MDS_F32 ? " (dinp stored)" : "");
@@ -537,7 +541,7 @@ static void t_matmul_backward(const struct shape *s)
             snprintf(t[2], sizeof t[2], base, "dbias");
             if (ds == MDS_F32)
                 check_f(dt_name(name, sizeof name, t[0], dt), &dinp, ATOL, RTOL);
-            else   /* added into, then rounded once: the CPU exactly, a GEMM within a unit */
+            else   /* rounded once: the CPU exactly, a GEMM within a unit */
                 so_check(t[0], &dinp, di, ds, 0);
             check_f(dt_name(name, sizeof name, t[1], dt), &dw, ATOL, RTOL);
             check_f(dt_name(name, sizeof name, t[2], dt), &db, ATOL, RTOL);
@@ -599,21 +603,22 @@ static void t_attention_forward(const struct shape *s)
     if (!attention_shape(s)) return;
     for (int dt = MDS_F32; dt < kept_dtypes_end(); dt++)
     for (int dv = dt != MDS_F32; dv < 2; dv++)
-    for (int od = MDS_F32; od <= dt; od += dt == MDS_F32 ? 1 : dt - MDS_F32)   /* out fp32, and stored as dt */
+    for (int od = MDS_F32; od <= dt; od += dt == MDS_F32 ? 1 : dt - MDS_F32)   /* out and qkv fp32, and stored as dt */
     for (int nkv = s->NH; nkv >= 1; nkv = next_nkv(s->NH, nkv)) {
         struct drops dd = make_drops(dv ? 0.3f : 0.0f, s->B, 3);
         mds_dropout drop = dd.host, ddrop = dd.dev;
         int hs = s->C / s->NH;
         size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, row = C + 2 * (size_t)nkv * hs;
         tf out = tf_rand(BT * C, 1), lse = tf_rand((size_t)s->B * s->NH * s->T, 1), qkv = tf_rand(BT * row, 1);
-        void *o = so_new(&out, od);
+        void *o = so_new(&out, od), *q = so_input(&qkv, od);
         set_compute(dt);
         attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, nkv, drop);
-        be->ops.attention_forward(o, od, lse.dev, qkv.dev, s->B, s->T, s->C, s->NH, nkv, ddrop);
+        be->ops.attention_forward(o, od, lse.dev, q, od, s->B, s->T, s->C, s->NH, nkv, ddrop);
         so_check(dv ? "out (dropout)" : nkv == s->NH ? "out" : "out (gqa)", &out, o, dt, 0);
         check_f(dv ? "lse (dropout)" : nkv == s->NH ? "lse" : "lse (gqa)", &lse, ATOL, RTOL);
         set_compute(MDS_F32);
         so_free(&out, o);
+        so_free(&qkv, q);
         tf_free(&out); tf_free(&lse); tf_free(&qkv);
         free_drops(&dd);
     }
@@ -625,7 +630,7 @@ static void t_attention_backward(const struct shape *s)
     if (!attention_shape(s)) return;
     for (int dt = MDS_F32; dt < kept_dtypes_end(); dt++)
     for (int dv = dt != MDS_F32; dv < 2; dv++)
-    for (int od = MDS_F32; od <= dt; od += dt == MDS_F32 ? 1 : dt - MDS_F32)   /* out read as fp32, and as dt */
+    for (int od = MDS_F32; od <= dt; od += dt == MDS_F32 ? 1 : dt - MDS_F32)   /* out, dout, qkv: fp32, and dt */
     for (int nkv = s->NH; nkv >= 1; nkv = next_nkv(s->NH, nkv)) {
         struct drops dd = make_drops(dv ? 0.3f : 0.0f, s->B, 3);
         mds_dropout drop = dd.host, ddrop = dd.dev;
@@ -633,6 +638,7 @@ static void t_attention_backward(const struct shape *s)
         size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, row = C + 2 * (size_t)nkv * hs;
         size_t nl = (size_t)s->B * s->NH * s->T;
         tf qkv = tf_rand(BT * row, 1), out = tf_rand(BT * C, 1), lse = tf_rand(nl, 1);
+        void *q = so_input(&qkv, od);
         set_compute(dt);
         /* a consistent forward (out, lse) for the backward to start from */
         attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, nkv, drop);
@@ -640,12 +646,14 @@ static void t_attention_backward(const struct shape *s)
         be->copy(lse.dev, lse.ref, nl * sizeof(float));
         void *o = so_input(&out, od);
         tf dqkv = tf_rand(BT * row, 1), dout = tf_rand(BT * C, 1);
+        void *d = so_input(&dout, od);
         attention_backward_cpu(dqkv.ref, dout.ref, qkv.ref, out.ref, lse.ref, s->B, s->T, s->C, s->NH, nkv, drop);
-        be->ops.attention_backward(dqkv.dev, dout.dev, qkv.dev, o, od, lse.dev, s->B, s->T, s->C, s->NH, nkv,
-                                   ddrop);
-        kept_check(od != MDS_F32 ? "dqkv (out stored)" : dv ? "dqkv (dropout)" : nkv == s->NH ? "dqkv" : "dqkv (gqa)",
-                   &dqkv, dt);
+        be->ops.attention_backward(dqkv.dev, d, od, q, od, o, od, lse.dev, s->B, s->T, s->C, s->NH, nkv, ddrop);
+        kept_check(od != MDS_F32 ? dv ? "dqkv (out, dout, qkv stored; dropout)" : "dqkv (out, dout, qkv stored)"
+                   : dv ? "dqkv (dropout)" : nkv == s->NH ? "dqkv" : "dqkv (gqa)", &dqkv, dt);
         set_compute(MDS_F32);
+        so_free(&qkv, q);
+        so_free(&dout, d);
         so_free(&out, o);
         tf_free(&qkv); tf_free(&out); tf_free(&lse); tf_free(&dqkv); tf_free(&dout);
         free_drops(&dd);
@@ -672,9 +680,10 @@ static void t_attention_16(const struct shape *s, int backward)
     if (!attention_shape(s) || s->C / s->NH > 128 || s->T > 4096) return;
     for (int dt = MDS_BF16; dt <= MDS_F16; dt++)
     for (int od = MDS_F32; od <= dt; od += dt - MDS_F32)   /* out fp32, and stored as dt */
+    for (int dd = MDS_F32; dd <= (backward ? dt : MDS_F32); dd += dt - MDS_F32)   /* dout and qkv the same */
     for (int nkv = s->NH; nkv >= 1; nkv = next_nkv(s->NH, nkv)) {
         double u = dt == MDS_BF16 ? 1.0 / 512 : 1.0 / 4096;
-        struct drops dd = make_drops(0.0f, s->B, 3);
+        struct drops drops = make_drops(0.0f, s->B, 3);
         int hs = s->C / s->NH;
         size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, row = C + 2 * (size_t)nkv * hs;
         size_t nl = (size_t)s->B * s->NH * s->T;
@@ -682,10 +691,10 @@ static void t_attention_16(const struct shape *s, int backward)
         tf qkv = tf_rand(BT * row, 1), out = tf_rand(BT * C, 1), lse = tf_rand(nl, 1);
         tf_round(&qkv, dt);
         set_compute(dt);
-        attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, nkv, dd.host);
+        attention_forward_cpu(out.ref, lse.ref, qkv.ref, s->B, s->T, s->C, s->NH, nkv, drops.host);
         if (!backward) {
-            void *o = so_new(&out, od);
-            be->ops.attention_forward(o, od, lse.dev, qkv.dev, s->B, s->T, s->C, s->NH, nkv, dd.dev);
+            void *o = so_new(&out, od), *q = so_input(&qkv, od);
+            be->ops.attention_forward(o, od, lse.dev, q, od, s->B, s->T, s->C, s->NH, nkv, drops.dev);
             snprintf(name, sizeof name, "out %s%s", mds_dtype_name(dt), nkv == s->NH ? "" : " (gqa)");
             if (od == MDS_F32) {
                 check_f(name, &out, 8 * u, 8 * u);
@@ -694,6 +703,7 @@ static void t_attention_16(const struct shape *s, int backward)
                 so_check(name, &out, o, od, 8 * u);
             }
             so_free(&out, o);
+            so_free(&qkv, q);
             snprintf(name, sizeof name, "lse %s%s", mds_dtype_name(dt), nkv == s->NH ? "" : " (gqa)");
             check_f(name, &lse, ATOL, RTOL);
         } else {
@@ -702,20 +712,23 @@ static void t_attention_16(const struct shape *s, int backward)
             void *o = so_input(&out, od);
             tf dqkv = tf_rand(BT * row, 1), dout = tf_rand(BT * C, 1);
             tf_round(&dout, dt);
+            void *d = so_input(&dout, dd), *q = so_input(&qkv, dd);   /* (qkv with dout) */
             attention_backward_cpu(dqkv.ref, dout.ref, qkv.ref, out.ref, lse.ref, s->B, s->T, s->C, s->NH, nkv,
-                                   dd.host);
-            be->ops.attention_backward(dqkv.dev, dout.dev, qkv.dev, o, od, lse.dev, s->B, s->T, s->C, s->NH, nkv,
-                                       dd.dev);
-            snprintf(name, sizeof name, "dqkv %s%s%s", mds_dtype_name(dt), nkv == s->NH ? "" : " (gqa)",
-                     od == MDS_F32 ? "" : " (out stored)");
+                                   drops.host);
+            be->ops.attention_backward(dqkv.dev, d, dd, q, dd, o, od, lse.dev, s->B, s->T, s->C, s->NH, nkv,
+                                       drops.dev);
+            snprintf(name, sizeof name, "dqkv %s%s%s%s", mds_dtype_name(dt), nkv == s->NH ? "" : " (gqa)",
+                     od == MDS_F32 ? "" : " (out stored)", dd == MDS_F32 ? "" : " (dout, qkv stored)");
             check_f(name, &dqkv, 8 * u, 8 * u);
             kept_values(name, &dqkv, dt);
+            so_free(&qkv, q);
+            so_free(&dout, d);
             so_free(&out, o);
             tf_free(&dqkv); tf_free(&dout);
         }
         set_compute(MDS_F32);
         tf_free(&qkv); tf_free(&out); tf_free(&lse);
-        free_drops(&dd);
+        free_drops(&drops);
     }
 }
 
@@ -750,16 +763,23 @@ static void t_rope(const struct shape *s, int backward)
             float *cs = malloc((nt ? nt : 1) * sizeof *cs), *sn = malloc((nt ? nt : 1) * sizeof *sn);
             rope_tables(cs, sn, s->T, rot, 10000.0, 0.0);
             float *dcs = upload(cs, nt * sizeof *cs), *dsn = upload(sn, nt * sizeof *sn);
-            tf x = tf_rand(n, 2);
-            if (backward) {
-                rope_backward_cpu(x.ref, cs, sn, s->B, s->T, s->NH, 1, hs, rot, inter);
-                be->ops.rope_backward(x.dev, dcs, dsn, s->B, s->T, s->NH, 1, hs, rot, inter);
-            } else {
-                rope_forward_cpu(x.ref, cs, sn, s->B, s->T, s->NH, 1, hs, rot, inter);
-                be->ops.rope_forward(x.dev, dcs, dsn, s->B, s->T, s->NH, 1, hs, rot, inter);
+            for (int qd = MDS_F32; qd < (backward ? MDS_F32 + 1 : MDS_NUM_DTYPES); qd++) {   /* qkv stored as qd */
+                tf x = tf_rand(n, 2);
+                void *d = so_input(&x, qd);
+                if (backward) {
+                    rope_backward_cpu(x.ref, cs, sn, s->B, s->T, s->NH, 1, hs, rot, inter);
+                    be->ops.rope_backward(x.dev, dcs, dsn, s->B, s->T, s->NH, 1, hs, rot, inter);
+                } else {
+                    rope_forward_cpu(x.ref, cs, sn, s->B, s->T, s->NH, 1, hs, rot, inter);
+                    be->ops.rope_forward(d, qd, dcs, dsn, s->B, s->T, s->NH, 1, hs, rot, inter);
+                }
+                if (qd == MDS_F32)
+                    check_f(backward ? "dqkv" : "qkv", &x, ATOL, RTOL);
+                else   /* turned and rounded once: the CPU exactly */
+                    so_check("qkv", &x, d, qd, 0);
+                so_free(&x, d);
+                tf_free(&x);
             }
-            check_f(backward ? "dqkv" : "qkv", &x, ATOL, RTOL);
-            tf_free(&x);
             be->free(dcs);
             be->free(dsn);
             free(cs);
@@ -783,16 +803,19 @@ static void t_rmsnorm_forward_at(const struct shape *s, int dt, int od)
     tf_free(&out); tf_free(&rstd); tf_free(&inp); tf_free(&w);
 }
 
-KEPT_OP(t_rmsnorm_backward)
-static void t_rmsnorm_backward_at(const struct shape *s, int dt)
+/* (dout stored as dd) */
+STORED_OP(t_rmsnorm_backward)
+static void t_rmsnorm_backward_at(const struct shape *s, int dt, int dd)
 {
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->C;
     tf dinp = tf_rand(BT * C, 1), dw = tf_rand(C, 1), dout = tf_rand(BT * C, 1), inp = tf_rand(BT * C, 2);
     tf w = tf_rand(C, 1), rstd = tf_pos(BT, 0.5f, 2.0f);
+    void *d = so_input(&dout, dd);
     rmsnorm_backward_cpu(dinp.ref, dw.ref, dout.ref, inp.ref, w.ref, rstd.ref, s->B, s->T, s->C);
-    be->ops.rmsnorm_backward(dinp.dev, dw.dev, dout.dev, inp.dev, w.dev, rstd.dev, s->B, s->T, s->C);
-    kept_check("dinp", &dinp, dt);
-    check_f("dweight", &dw, ATOL, RTOL);
+    be->ops.rmsnorm_backward(dinp.dev, dw.dev, d, dd, inp.dev, w.dev, rstd.dev, s->B, s->T, s->C);
+    kept_check(dd != MDS_F32 ? "dinp (dout stored)" : "dinp", &dinp, dt);
+    check_f(dd != MDS_F32 ? "dweight (dout stored)" : "dweight", &dw, ATOL, RTOL);
+    so_free(&dout, d);
     tf_free(&dinp); tf_free(&dw); tf_free(&dout); tf_free(&inp); tf_free(&w); tf_free(&rstd);
 }
 
@@ -801,25 +824,28 @@ static void t_swiglu_forward_at(const struct shape *s, int dt, int od)
 {
     size_t N = (size_t)s->B * s->T;
     tf out = tf_rand(N * s->OC, 1), inp = tf_rand(N * 2 * s->OC, 5);
-    void *o = so_new(&out, od);
+    void *o = so_new(&out, od), *x = so_input(&inp, od);
     swiglu_forward_cpu(out.ref, inp.ref, N, s->OC);
-    be->ops.swiglu_forward(o, od, inp.dev, N, s->OC);
+    be->ops.swiglu_forward(o, od, x, od, N, s->OC);
     so_check("out", &out, o, dt, 0);
     so_free(&out, o);
+    so_free(&inp, x);
     tf_free(&out); tf_free(&inp);
 }
 
-/* (dinp, added into, and dout stored as od) */
+/* (dinp, written, dout and inp stored as od) */
 STORED_OP(t_swiglu_backward)
 static void t_swiglu_backward_at(const struct shape *s, int dt, int od)
 {
     size_t N = (size_t)s->B * s->T;
     tf dinp = tf_rand(N * 2 * s->OC, 1), inp = tf_rand(N * 2 * s->OC, 5), dout = tf_rand(N * s->OC, 1);
-    void *di = so_input(&dinp, od), *d = so_input(&dout, od);
+    void *di = so_new(&dinp, od), *d = so_input(&dout, od), *x = so_input(&inp, od);
+    memset(dinp.ref, 0, dinp.n * sizeof(float));   /* written over what di holds (backend.h) */
     swiglu_backward_cpu(dinp.ref, inp.ref, dout.ref, N, s->OC);
-    be->ops.swiglu_backward(di, inp.dev, d, od, N, s->OC);
+    be->ops.swiglu_backward(di, x, od, d, od, N, s->OC);
     so_check("dinp", &dinp, di, dt, 0);
     so_free(&dinp, di);
+    so_free(&inp, x);
     so_free(&dout, d);
     tf_free(&dinp); tf_free(&inp); tf_free(&dout);
 }
@@ -828,11 +854,12 @@ STORED_OP(t_gelu_forward)
 static void t_gelu_forward_at(const struct shape *s, int dt, int od)
 {
     tf out = tf_rand(flat(s), 1), inp = tf_rand(flat(s), 4);
-    void *o = so_new(&out, od);
+    void *o = so_new(&out, od), *x = so_input(&inp, od);
     gelu_forward_cpu(out.ref, inp.ref, flat(s));
-    be->ops.gelu_forward(o, od, inp.dev, flat(s));
+    be->ops.gelu_forward(o, od, x, od, flat(s));
     so_check("out", &out, o, dt, 0);
     so_free(&out, o);
+    so_free(&inp, x);
     tf_free(&out); tf_free(&inp);
 }
 
@@ -840,22 +867,30 @@ STORED_OP(t_gelu_backward)
 static void t_gelu_backward_at(const struct shape *s, int dt, int od)
 {
     tf dinp = tf_rand(flat(s), 1), inp = tf_rand(flat(s), 4), dout = tf_rand(flat(s), 1);
-    void *di = so_input(&dinp, od), *d = so_input(&dout, od);
+    void *di = so_new(&dinp, od), *d = so_input(&dout, od), *x = so_input(&inp, od);
+    memset(dinp.ref, 0, dinp.n * sizeof(float));   /* written over what di holds (backend.h) */
     gelu_backward_cpu(dinp.ref, inp.ref, dout.ref, flat(s));
-    be->ops.gelu_backward(di, inp.dev, d, od, flat(s));
+    be->ops.gelu_backward(di, x, od, d, od, flat(s));
     so_check("dinp", &dinp, di, dt, 0);
     so_free(&dinp, di);
+    so_free(&inp, x);
     so_free(&dout, d);
     tf_free(&dinp); tf_free(&inp); tf_free(&dout);
 }
 
+/* the sum kept as each dtype: the CPU's bits, then round_to's */
 static void t_residual_forward(const struct shape *s)
 {
-    tf out = tf_rand(flat(s), 1), a = tf_rand(flat(s), 1), b = tf_rand(flat(s), 1);
-    residual_forward_cpu(out.ref, a.ref, b.ref, flat(s));
-    be->ops.residual_forward(out.dev, a.dev, b.dev, flat(s));
-    check_f("out", &out, ATOL, RTOL);
-    tf_free(&out); tf_free(&a); tf_free(&b);
+    for (int dt = MDS_F32; dt < MDS_NUM_DTYPES; dt++) {
+        tf out = tf_rand(flat(s), 1), a = tf_rand(flat(s), 1), b = tf_rand(flat(s), 1);
+        char name[32];
+        residual_forward_cpu(out.ref, a.ref, b.ref, flat(s));
+        if (dt != MDS_F32)
+            round_to_cpu(out.ref, flat(s), dt);
+        be->ops.residual_forward(out.dev, a.dev, b.dev, flat(s), dt);
+        check_f(dt_name(name, sizeof name, "out", dt), &out, 0.0, 0.0);
+        tf_free(&out); tf_free(&a); tf_free(&b);
+    }
 }
 
 static void t_residual_backward(const struct shape *s)
@@ -1093,14 +1128,16 @@ static void wrong_matmul_forward(void *out, int out_dt, const void *inp, int inp
     mds_store(out_dt, out, i, mds_load(out_dt, out, i) + 1e-3f);
 }
 
-static void wrong_attention_backward(float *dqkv, const float *dout, const float *qkv, const void *out, int out_dt,
-                                     const float *lse, int B, int T, int C, int NH, int NKV, mds_dropout drop)
+static void wrong_attention_backward(float *dqkv, const void *dout, int dout_dt, const void *qkv, int qkv_dt,
+                                     const void *out, int out_dt, const float *lse, int B, int T, int C, int NH,
+                                     int NKV, mds_dropout drop)
 {
     /* dq dropped: only dk and dv accumulate */
     size_t row = (size_t)C + 2 * (size_t)NKV * (C / NH), n = (size_t)B * T * row;
     float *keep = malloc(n * sizeof *keep);
     memcpy(keep, dqkv, n * sizeof *keep);
-    mds_backend_cpu()->ops.attention_backward(dqkv, dout, qkv, out, out_dt, lse, B, T, C, NH, NKV, drop);
+    mds_backend_cpu()->ops.attention_backward(dqkv, dout, dout_dt, qkv, qkv_dt, out, out_dt, lse, B, T, C, NH, NKV,
+                                              drop);
     for (size_t i = 0; i < (size_t)B * T; i++)
         memcpy(dqkv + i * row, keep + i * row, (size_t)C * sizeof *keep);
     free(keep);
