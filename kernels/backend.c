@@ -218,29 +218,47 @@ static void cpu_attention_forward(void *out, int out_dt, float *lse, const void 
     done_f32(qkv, qkv_dt, q);
 }
 
-static void cpu_attention_backward(float *dqkv, const void *dout, int dout_dt, const void *qkv, int qkv_dt,
-                                   const void *out, int out_dt, const float *lse, int B, int T, int C, int NH,
-                                   int NKV, mds_dropout drop)
+static void cpu_attention_backward(void *dqkv, int dqkv_dt, const void *dout, int dout_dt, const void *qkv,
+                                   int qkv_dt, const void *out, int out_dt, const float *lse, int B, int T, int C,
+                                   int NH, int NKV, mds_dropout drop)
 {
-    size_t n = (size_t)B * T * C;
+    size_t n = (size_t)B * T * C, nq = (size_t)B * T * qkv_row(C, NH, NKV);
     float *o = as_f32(out, out_dt, n), *d = o ? as_f32(dout, dout_dt, n) : NULL;
-    float *q = d ? as_f32(qkv, qkv_dt, (size_t)B * T * qkv_row(C, NH, NKV)) : NULL;
-    if (q)
-        attention_backward_cpu(dqkv, d, q, o, lse, B, T, C, NH, NKV, drop);
+    float *q = d ? as_f32(qkv, qkv_dt, nq) : NULL, *dq = q ? out_f32(dqkv, dqkv_dt, nq) : NULL;
+    if (dq) {   /* (written: backend.h) */
+        memset(dq, 0, nq * sizeof *dq);
+        attention_backward_cpu(dq, d, q, o, lse, B, T, C, NH, NKV, drop);
+    }
+    store_out(dqkv, dqkv_dt, dq, nq);
     done_f32(qkv, qkv_dt, q);
     done_f32(dout, dout_dt, d);
     done_f32(out, out_dt, o);
 }
 
-/* in place: a 16-bit qkv widened, turned, rounded back */
-static void cpu_rope_forward(void *qkv, int qkv_dt, const float *cos_t, const float *sin_t, int B, int T, int NH,
-                             int NKV, int hs, int rot, int interleaved)
+/* in place: a 16-bit qkv (dqkv) widened, turned, rounded back */
+static void cpu_rope(void *qkv, int qkv_dt, const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV,
+                     int hs, int rot, int interleaved, int backward)
 {
     size_t n = (size_t)B * T * ((size_t)NH + 2 * (size_t)NKV) * (size_t)hs;
     float *q = as_f32(qkv, qkv_dt, n);
     if (!q) return;
-    rope_forward_cpu(q, cos_t, sin_t, B, T, NH, NKV, hs, rot, interleaved);
+    if (backward)
+        rope_backward_cpu(q, cos_t, sin_t, B, T, NH, NKV, hs, rot, interleaved);
+    else
+        rope_forward_cpu(q, cos_t, sin_t, B, T, NH, NKV, hs, rot, interleaved);
     store_out(qkv, qkv_dt, q, n);
+}
+
+static void cpu_rope_forward(void *qkv, int qkv_dt, const float *cos_t, const float *sin_t, int B, int T, int NH,
+                             int NKV, int hs, int rot, int interleaved)
+{
+    cpu_rope(qkv, qkv_dt, cos_t, sin_t, B, T, NH, NKV, hs, rot, interleaved, 0);
+}
+
+static void cpu_rope_backward(void *dqkv, int dqkv_dt, const float *cos_t, const float *sin_t, int B, int T, int NH,
+                              int NKV, int hs, int rot, int interleaved)
+{
+    cpu_rope(dqkv, dqkv_dt, cos_t, sin_t, B, T, NH, NKV, hs, rot, interleaved, 1);
 }
 
 static void cpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const void *dout, int dout_dt,
@@ -373,7 +391,7 @@ static mds_backend cpu = {
         .dropout_forward = dropout_forward_cpu,
         .dropout_backward = dropout_backward_cpu,
         .rope_forward = cpu_rope_forward,
-        .rope_backward = rope_backward_cpu,
+        .rope_backward = cpu_rope_backward,
         .rmsnorm_forward = cpu_rmsnorm_forward,
         .rmsnorm_backward = cpu_rmsnorm_backward,
         .swiglu_forward = cpu_swiglu_forward,

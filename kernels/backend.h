@@ -22,8 +22,9 @@
  * (the norms' outputs, GELU's and SwiGLU's, attention's out), the
  * outputs of the matmuls that feed attention and the activation (qkv,
  * which rope_forward turns in place, and fch), the logits with their
- * gradient and the gradients the matmuls write for the norms and
- * attention (the backward ops' dout) come with a dtype (enum mds_dtype, `out_dt`,
+ * gradient, the gradients the matmuls write for the norms and attention
+ * (the backward ops' dout) and the one attention writes for the QKV
+ * matmul (dqkv, which rope_backward turns in place) come with a dtype (enum mds_dtype, `out_dt`,
  * `inp_dt`, ...): MDS_F32, a float array as in kernels.h, or MDS_BF16 /
  * MDS_F16, an array of that type's 16-bit values.  A 16-bit out is the
  * fp32 result rounded to nearest even once (round_to's bits; a GPU's GEMM
@@ -36,10 +37,11 @@
  * dinp's and dout's (the MLP's gradients).
  *
  * Written, not added into: the dinp of matmul_backward, gelu_backward and
- * swiglu_backward is the gradient itself (kernels.h's functions add into
- * theirs; the CPU backend zeroes first), so a GPU writes it once, 16-bit
- * straight from the GEMM, without reading what was there.  The other
- * backward ops add into their outputs as kernels.h says.
+ * swiglu_backward, and attention_backward's dqkv, are the gradient itself
+ * (kernels.h's functions add into theirs; the CPU backend zeroes first),
+ * so a GPU writes each once, 16-bit straight from the GEMM or the kernel,
+ * without reading what was there.  The other backward ops add into their
+ * outputs as kernels.h says.
  *
  * Memory: alloc() returns zeroed memory or fails with a message (naming the
  * bytes asked and, where the backend knows it, the bytes free) in error();
@@ -76,15 +78,15 @@ typedef struct mds_ops {
                             const void *inp, int inp_dt, const float *weight, int B, int T, int C, int OC);
     void (*attention_forward)(void *out, int out_dt, float *lse, const void *qkv, int qkv_dt, int B, int T, int C,
                               int NH, int NKV, mds_dropout drop);
-    void (*attention_backward)(float *dqkv, const void *dout, int dout_dt, const void *qkv, int qkv_dt,
-                               const void *out, int out_dt, const float *lse, int B, int T, int C, int NH, int NKV,
-                               mds_dropout drop);
+    void (*attention_backward)(void *dqkv, int dqkv_dt, const void *dout, int dout_dt, const void *qkv,
+                               int qkv_dt, const void *out, int out_dt, const float *lse, int B, int T, int C, int NH,
+                               int NKV, mds_dropout drop);
     void (*dropout_forward)(float *out, const float *inp, int B, int T, int C, mds_dropout drop);
     void (*dropout_backward)(float *dinp, const float *dout, int B, int T, int C, mds_dropout drop);
     void (*rope_forward)(void *qkv, int qkv_dt, const float *cos_t, const float *sin_t, int B, int T, int NH,
                          int NKV, int hs, int rot, int interleaved);
-    void (*rope_backward)(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV,
-                          int hs, int rot, int interleaved);
+    void (*rope_backward)(void *dqkv, int dqkv_dt, const float *cos_t, const float *sin_t, int B, int T, int NH,
+                          int NKV, int hs, int rot, int interleaved);
     void (*rmsnorm_forward)(void *out, int out_dt, float *rstd, const float *inp, const float *weight, int B, int T,
                             int C, float eps);
     void (*rmsnorm_backward)(float *dinp, float *dweight, const void *dout, int dout_dt, const float *inp,

@@ -294,7 +294,8 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
         STORED(s * BTs * C), ln ? s * BTs : 0, s * BTs, /* lnf, mean, rstd */
         WSTORED(s * BT * Vl),                       /* logits */
         s * BT, s * BT, s * BT, s * BT, s * BT, s * BT, /* losses, maxes, sumexp, tlogits, mask, dlosses */
-        s * BT * C, s * BT * C, s * BT * QKVl, s * BT * Cl, WSTORED(s * BT * FC1l), WSTORED(s * BT * Fl), /* backward scratch */
+        s * BT * C, s * BT * C, WSTORED(s * BT * QKVl), WSTORED(s * BT * Cl), /* backward: dresidual, dln, dqkv, datty, */
+        WSTORED(s * BT * FC1l), WSTORED(s * BT * Fl),                 /* dfch, dfch_gelu */
         s * (size_t)m->nck * BTs * C,              /* ckpt */
         m->sp ? s * BTs * C : 0,                   /* dgrad_in */
         el * BTs * C, el * BTs, el * BTs,          /* emb, emb_mean, emb_rstd */
@@ -310,17 +311,17 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
 /* Point the tensors of a at base, with the float counts sizes. */
 static void point_acts(gpt_acts *a, float *base, const size_t *sizes)
 {
-    float *ln1, *qkv, *atty, *ln2, *fch, *fchg, *lnf, *logits, *dfch, *dfchg;   /* (stored as sd, act_dtype) */
+    float *ln1, *qkv, *atty, *ln2, *fch, *fchg, *lnf, *logits, *dqkv, *dfch, *dfchg;   /* (stored as sd, act_dtype) */
     float **aptrs[GPT_NUM_ACTS] = {
         &a->encoded, &ln1, &a->ln1_mean, &a->ln1_rstd, &qkv, &atty, &a->att_lse,
         &a->attproj, &a->residual2, &ln2, &a->ln2_mean, &a->ln2_rstd, &fch, &fchg,
         &a->fcproj, &a->residual3, &lnf, &a->lnf_mean, &a->lnf_rstd, &logits, &a->losses,
         &a->maxes, &a->sumexp, &a->tlogits, &a->mask, &a->dlosses, &a->dresidual, &a->dln,
-        &a->dqkv, &a->datty, &dfch, &dfchg, &a->ckpt, &a->dgrad_in, &a->emb, &a->emb_mean, &a->emb_rstd};
+        &dqkv, &a->datty, &dfch, &dfchg, &a->ckpt, &a->dgrad_in, &a->emb, &a->emb_mean, &a->emb_rstd};
     point_tensors(aptrs, base, sizes, GPT_NUM_ACTS);
     a->ln1 = ln1, a->qkv = qkv, a->atty = atty, a->ln2 = ln2, a->fch = fch, a->fch_gelu = fchg, a->lnf = lnf;
     a->logits = logits;
-    a->dfch = dfch, a->dfch_gelu = dfchg;
+    a->dqkv = dqkv, a->dfch = dfch, a->dfch_gelu = dfchg;
 }
 
 size_t gpt_activation_bytes(const gpt_model *m)
@@ -1080,16 +1081,12 @@ static void layer_backward(gpt_model *m, int l)
     ops->matmul_backward(a->datty, m->act_dtype, g->attprojw + (size_t)l * C * Cl, layer_part(g->attprojb, l, C),
                          datt, MDS_F32, v.atty, m->sd, p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
     kept_as(m, m->act_dtype, a->datty, BT * (size_t)Cl);
-    m->be->zero(a->dqkv, BT * QKVl * sizeof(float));
-    ops->attention_backward(a->dqkv, a->datty, m->act_dtype, v.qkv, m->act_dtype, v.atty, m->sd, v.att_lse, B, T, Cl,
-                            NHl, m->Gl, da);
-    kept_by_op(m, a->dqkv, BT * QKVl);
-    if (m->rot) {   /* back through the rotation: d(q, k) before it */
-        ops->rope_backward(a->dqkv, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
-        keep(m, a->dqkv, BT * QKVl);
-    }
-    ops->matmul_backward(a->dln, m->gd, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv,
-                         MDS_F32, sp_stored(m, v.ln1), m->sd, p->qkvw + (size_t)l * QKVl * C, B, T, C, (int)QKVl);
+    int ad = m->act_dtype;   /* datty's, dqkv's */
+    ops->attention_backward(a->dqkv, ad, a->datty, ad, v.qkv, ad, v.atty, m->sd, v.att_lse, B, T, Cl, NHl, m->Gl, da);
+    kept_as(m, ad, a->dqkv, BT * QKVl);
+    if (m->rot)   /* back through the rotation: d(q, k) before it (16-bit: rounded as it is turned) */
+        ops->rope_backward(a->dqkv, ad, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
+    ops->matmul_backward(a->dln, m->gd, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv, ad, sp_stored(m, v.ln1), m->sd, p->qkvw + (size_t)l * QKVl * C, B, T, C, (int)QKVl);
     dln_summed(m, a->dln, BTC);
     norm_backward(m, a->dresidual, g->ln1w + lC, layer_part(g->ln1b, l, C), a->dln, m->gd, v.in, p->ln1w + lC,
                   v.ln1_mean, v.ln1_rstd);

@@ -306,8 +306,8 @@ typedef struct gpt_acts {
     float *dlosses;   // (B, T)
     float *dresidual; // (B, T, C)   backward: the residual stream's gradient
     float *dln;       // (B, T, C)   backward: gradient into a LayerNorm output
-    float *dqkv;      // (B, T, QKVl)
-    float *datty;     // (B, T, Cl)
+    void *dqkv;       // (B, T, QKVl)  stored as act_dtype
+    float *datty;     // (B, T, Cl)  stored as act_dtype
     void *dfch;       // (B, T, FC1l)  stored as act_dtype
     void *dfch_gelu;  // (B, T, Fl)  stored as act_dtype
     float *ckpt;      // (nck, B, Ts, C)  recomputation: chunk k's output (chunk k + 1's input)
@@ -376,7 +376,8 @@ typedef struct gpt_model {
     /* dtype of the activations (enum mds_dtype); the outputs of the
        matmuls before attention and the activation (qkv, fch), the logits
        (and, in place, their gradient), the MLP's activation gradients
-       (dfch_gelu, dfch) and attention's out's (datty) are stored in it (ops that take
+       (dfch_gelu, dfch), attention's out's (datty) and attention's
+       own (dqkv) are stored in it (ops that take
        a stored dtype write and read them; no gather moves them); the
        others are fp32 arrays rounded to it, but for the tensors stored as
        sd and gd (below) */

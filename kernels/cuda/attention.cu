@@ -212,7 +212,9 @@ struct fa_args {
     const float *qkv;     /* the same as floats (the fp32 kernels: qsrc itself, or a widened copy) */
     void *out;            /* (B, T, C) stored as od (backend.h): written forward, read backward */
     float *lse;           /* (B, NH, T) */
-    float *dqkv;          /* (B, T, row), added into (backward) */
+    float *dqkv;          /* (B, T, row) floats the fp32 kernels add into (backward: zeroed first) */
+    void *dqs;            /* (B, T, row) stored as gd, written by the tensor-core kernels */
+    int gd;
     const void *dout;     /* (B, T, C) stored as dd (backward; the fp32 kernels: MDS_F32 only) */
     float *Dg;            /* (B, NH, T): D = rowsum(dO * O), the backward's scratch */
     int T, C, NH, NKV, hs;
@@ -859,11 +861,13 @@ FA_UNROLL
     }
 }
 
-/* acc's rows (rbase + 16-row fragment layout) added into rows of x (row
- * stride `stride`): rows below T, columns below hs. */
+/* acc's rows (rbase + 16-row fragment layout) written into rows of x
+ * (stored as xd, from element x0, row stride `stride`): rows below T,
+ * columns below hs, each element by one thread (backend.h: written, not
+ * added into; 0 + acc as the CPU's sum from a zeroed dqkv). */
 template <int D>
-__device__ static inline void am_add_out(float *x, size_t stride, const float (&acc)[D / 8][4], int rbase, int T,
-                                         int hs, int kd)
+__device__ static inline void am_put_out(void *x, int xd, size_t x0, size_t stride, const float (&acc)[D / 8][4],
+                                         int rbase, int T, int hs, int kd)
 {
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 FA_UNROLL
@@ -872,7 +876,7 @@ FA_UNROLL
         for (int i = 0; i < 4; i++) {
             int rr = rbase + g + 8 * (i >> 1), d = nd * 8 + t * 2 + (i & 1);
             if (rr < T && d < hs)
-                x[(size_t)rr * stride + d] = mds_round_to(kd, x[(size_t)rr * stride + d] + acc[nd][i]);
+                mds_cu_put(x, xd, x0 + (size_t)rr * stride + d, 0.0f + acc[nd][i], kd);
         }
 }
 
@@ -1072,7 +1076,7 @@ FA_UNROLL
         am_accum<DT, D>(acc, s, Ks);
         __syncthreads();
     }
-    am_add_out<D>(a.dqkv + (size_t)b * T * a.row + (size_t)h * hs, a.row, acc, q0 + warp * 16, T, hs, a.kd);
+    am_put_out<D>(a.dqs, a.gd, (size_t)b * T * a.row + (size_t)h * hs, a.row, acc, q0 + warp * 16, T, hs, a.kd);
 }
 
 /* dk and dv of the 64 keys from k0 of group grp, row b: for the group's
@@ -1142,8 +1146,8 @@ FA_UNROLL
         am_accum<DT, D>(ak, dp, Qs);
         __syncthreads();
     }
-    am_add_out<D>(a.dqkv + (size_t)b * T * a.row + koff, a.row, ak, k0 + warp * 16, T, hs, a.kd);
-    am_add_out<D>(a.dqkv + (size_t)b * T * a.row + voff, a.row, av, k0 + warp * 16, T, hs, a.kd);
+    am_put_out<D>(a.dqs, a.gd, (size_t)b * T * a.row + koff, a.row, ak, k0 + warp * 16, T, hs, a.kd);
+    am_put_out<D>(a.dqs, a.gd, (size_t)b * T * a.row + voff, a.row, av, k0 + warp * 16, T, hs, a.kd);
 }
 
 /* Shared memory: the forward's Q and two stages of K and V; the dq
@@ -1372,29 +1376,36 @@ void attention_forward_cuda(void *out, int out_dt, float *lse, const void *qkv, 
         round_to_cuda((float *)out, n, a.kd);
 }
 
-void attention_backward_cuda(float *dqkv, const void *dout, int dout_dt, const void *qkv, int qkv_dt, const void *out,
-                             int out_dt, const float *lse, int B, int T, int C, int NH, int NKV, mds_dropout drop)
+void attention_backward_cuda(void *dqkv, int dqkv_dt, const void *dout, int dout_dt, const void *qkv, int qkv_dt,
+                             const void *out, int out_dt, const float *lse, int B, int T, int C, int NH, int NKV,
+                             mds_dropout drop)
 {
     if (att_check(B, T, C, NH, NKV, "attention_backward")) return;
     fa_args a = fa_args_of(qkv, qkv_dt, T, C, NH, NKV, drop);
     if (fa_stored_bad(qkv_dt, a.kd, "attention_backward: qkv stored in a dtype other than the compute one") ||
         fa_stored_bad(out_dt, a.kd, "attention_backward: out stored in a dtype other than the compute one") ||
-        fa_stored_bad(dout_dt, a.kd, "attention_backward: dout stored in a dtype other than the compute one"))
+        fa_stored_bad(dout_dt, a.kd, "attention_backward: dout stored in a dtype other than the compute one") ||
+        fa_stored_bad(dqkv_dt, a.kd, "attention_backward: dqkv stored in a dtype other than the compute one"))
         return;
     size_t n = (size_t)B * NH * T, dg = (n * sizeof(float) + 255) / 256 * 256, nd = (size_t)B * T * C;
     size_t nq = (size_t)B * T * a.row, db = dout_dt != MDS_F32 ? (nd * sizeof(float) + 255) / 256 * 256 : 0;
+    size_t qb = qkv_dt != MDS_F32 ? (nq * sizeof(float) + 255) / 256 * 256 : 0;
     /* out, lse and dout are only read backward (D's rows and the packed
        dO: any stored dtype) */
-    a.out = (void *)out, a.od = out_dt, a.lse = (float *)lse, a.dqkv = dqkv, a.dout = dout, a.dd = dout_dt;
-    if (am_takes(a)) {   /* D in its scratch, beside the 16-bit copies */
+    a.out = (void *)out, a.od = out_dt, a.lse = (float *)lse, a.dout = dout, a.dd = dout_dt;
+    a.dqs = dqkv, a.gd = dqkv_dt;
+    if (am_takes(a)) {   /* D in its scratch, beside the 16-bit copies; dqkv written as stored */
         am_run(a, B, 1, a.vec && fa_aligned16(dout));
         return;
     }
-    /* the fp32 kernels read dO and qkv as floats: 16-bit ones widened,
-       after D in the scratch */
-    char *s = (char *)mds_cuda_scratch(dg + db + (qkv_dt != MDS_F32 ? nq * sizeof(float) : 0));
+    /* the fp32 kernels read dO and qkv as floats (16-bit ones widened,
+       after D in the scratch) and add into a zeroed float dqkv (a 16-bit
+       one's: after them, rounded into it at the end) */
+    char *s = (char *)mds_cuda_scratch(dg + db + qb + (dqkv_dt != MDS_F32 ? nq * sizeof(float) : 0));
     if (!s) return;
     a.Dg = (float *)s;
+    a.dqkv = dqkv_dt != MDS_F32 ? (float *)(s + dg + db + qb) : (float *)dqkv;
+    mds_cuda_note(cudaMemsetAsync(a.dqkv, 0, nq * sizeof(float), 0), "attention_backward (dqkv)");
     if (dout_dt != MDS_F32) {
         fa_widen((float *)(s + dg), dout, dout_dt, nd, "attention_backward (dout to floats)");
         a.dout = s + dg, a.dd = MDS_F32;
@@ -1409,6 +1420,8 @@ void attention_backward_cuda(float *dqkv, const void *dout, int dout_dt, const v
     case 128: fa_backward<128>(a, B); break;
     default: fa_backward<256>(a, B); break;
     }
-    if (a.kd != MDS_F32)
-        round_to_cuda(dqkv, (size_t)B * T * a.row, a.kd);
+    if (dqkv_dt != MDS_F32)
+        to16_cuda((uint16_t *)dqkv, a.dqkv, nq, dqkv_dt, "attention_backward (dqkv to 16 bits)");
+    else if (a.kd != MDS_F32)
+        round_to_cuda((float *)dqkv, nq, a.kd);
 }

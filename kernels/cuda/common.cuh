@@ -267,14 +267,15 @@ void matmul_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias,
                           const void *inp, int inp_dt, const float *weight, int B, int T, int C, int OC);
 void attention_forward_cuda(void *out, int out_dt, float *lse, const void *qkv, int qkv_dt, int B, int T, int C,
                             int NH, int NKV, mds_dropout drop);
-void attention_backward_cuda(float *dqkv, const void *dout, int dout_dt, const void *qkv, int qkv_dt, const void *out,
-                             int out_dt, const float *lse, int B, int T, int C, int NH, int NKV, mds_dropout drop);
+void attention_backward_cuda(void *dqkv, int dqkv_dt, const void *dout, int dout_dt, const void *qkv, int qkv_dt,
+                             const void *out, int out_dt, const float *lse, int B, int T, int C, int NH, int NKV,
+                             mds_dropout drop);
 void dropout_forward_cuda(float *out, const float *inp, int B, int T, int C, mds_dropout drop);
 void dropout_backward_cuda(float *dinp, const float *dout, int B, int T, int C, mds_dropout drop);
 void rope_forward_cuda(void *qkv, int qkv_dt, const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV,
                        int hs, int rot, int interleaved);
-void rope_backward_cuda(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV, int hs,
-                        int rot, int interleaved);
+void rope_backward_cuda(void *dqkv, int dqkv_dt, const float *cos_t, const float *sin_t, int B, int T, int NH,
+                        int NKV, int hs, int rot, int interleaved);
 void rmsnorm_forward_cuda(void *out, int out_dt, float *rstd, const float *inp, const float *weight, int B, int T,
                           int C, float eps);
 void rmsnorm_backward_cuda(float *dinp, float *dweight, const void *dout, int dout_dt, const float *inp,

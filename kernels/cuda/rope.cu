@@ -1,8 +1,8 @@
 /*
  * rope.cu - CUDA rotary position embeddings in place over the q and k heads
  * of the fused qkv rows, forward and backward (the inverse rotation), one
- * thread per rotated pair: rope.c's expressions, the CPU's bits (the
- * forward's qkv fp32, or stored in 16 bits and rounded once).  The cos
+ * thread per rotated pair: rope.c's expressions, the CPU's bits (qkv or
+ * dqkv fp32, or stored in 16 bits and rounded once).  The cos
  * and sin tables are rope_tables()'s, uploaded by the model.
  */
 #include "common.cuh"
@@ -43,8 +43,8 @@ void rope_forward_cuda(void *qkv, int qkv_dt, const float *cos_t, const float *s
     rope_cuda(qkv, qkv_dt, cos_t, sin_t, B, T, NH, NKV, hs, rot, interleaved, 1.0f, "rope_forward");
 }
 
-void rope_backward_cuda(float *dqkv, const float *cos_t, const float *sin_t, int B, int T, int NH, int NKV, int hs,
-                        int rot, int interleaved)
+void rope_backward_cuda(void *dqkv, int dqkv_dt, const float *cos_t, const float *sin_t, int B, int T, int NH,
+                        int NKV, int hs, int rot, int interleaved)
 {
-    rope_cuda(dqkv, MDS_F32, cos_t, sin_t, B, T, NH, NKV, hs, rot, interleaved, -1.0f, "rope_backward");
+    rope_cuda(dqkv, dqkv_dt, cos_t, sin_t, B, T, NH, NKV, hs, rot, interleaved, -1.0f, "rope_backward");
 }

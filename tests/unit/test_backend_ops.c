@@ -646,12 +646,14 @@ static void t_attention_backward(const struct shape *s)
         be->copy(lse.dev, lse.ref, nl * sizeof(float));
         void *o = so_input(&out, od);
         tf dqkv = tf_rand(BT * row, 1), dout = tf_rand(BT * C, 1);
-        void *d = so_input(&dout, od);
+        void *d = so_input(&dout, od), *dq = so_new(&dqkv, od);
+        memset(dqkv.ref, 0, dqkv.n * sizeof(float));   /* written over what dq holds (backend.h) */
         attention_backward_cpu(dqkv.ref, dout.ref, qkv.ref, out.ref, lse.ref, s->B, s->T, s->C, s->NH, nkv, drop);
-        be->ops.attention_backward(dqkv.dev, d, od, q, od, o, od, lse.dev, s->B, s->T, s->C, s->NH, nkv, ddrop);
-        kept_check(od != MDS_F32 ? dv ? "dqkv (out, dout, qkv stored; dropout)" : "dqkv (out, dout, qkv stored)"
-                   : dv ? "dqkv (dropout)" : nkv == s->NH ? "dqkv" : "dqkv (gqa)", &dqkv, dt);
+        be->ops.attention_backward(dq, od, d, od, q, od, o, od, lse.dev, s->B, s->T, s->C, s->NH, nkv, ddrop);
+        so_check(od != MDS_F32 ? dv ? "dqkv (all stored; dropout)" : "dqkv (all stored)"
+                 : dv ? "dqkv (dropout)" : nkv == s->NH ? "dqkv" : "dqkv (gqa)", &dqkv, dq, dt, 0);
         set_compute(MDS_F32);
+        so_free(&dqkv, dq);
         so_free(&qkv, q);
         so_free(&dout, d);
         so_free(&out, o);
@@ -712,15 +714,21 @@ static void t_attention_16(const struct shape *s, int backward)
             void *o = so_input(&out, od);
             tf dqkv = tf_rand(BT * row, 1), dout = tf_rand(BT * C, 1);
             tf_round(&dout, dt);
-            void *d = so_input(&dout, dd), *q = so_input(&qkv, dd);   /* (qkv with dout) */
+            void *d = so_input(&dout, dd), *q = so_input(&qkv, dd), *dq = so_new(&dqkv, dd);   /* (with dout) */
+            memset(dqkv.ref, 0, dqkv.n * sizeof(float));   /* written over what dq holds (backend.h) */
             attention_backward_cpu(dqkv.ref, dout.ref, qkv.ref, out.ref, lse.ref, s->B, s->T, s->C, s->NH, nkv,
                                    drops.host);
-            be->ops.attention_backward(dqkv.dev, d, dd, q, dd, o, od, lse.dev, s->B, s->T, s->C, s->NH, nkv,
+            be->ops.attention_backward(dq, dd, d, dd, q, dd, o, od, lse.dev, s->B, s->T, s->C, s->NH, nkv,
                                        drops.dev);
             snprintf(name, sizeof name, "dqkv %s%s%s%s", mds_dtype_name(dt), nkv == s->NH ? "" : " (gqa)",
-                     od == MDS_F32 ? "" : " (out stored)", dd == MDS_F32 ? "" : " (dout, qkv stored)");
-            check_f(name, &dqkv, 8 * u, 8 * u);
-            kept_values(name, &dqkv, dt);
+                     od == MDS_F32 ? "" : " (out stored)", dd == MDS_F32 ? "" : " (d, qkv stored)");
+            if (dd == MDS_F32) {
+                check_f(name, &dqkv, 8 * u, 8 * u);
+                kept_values(name, &dqkv, dt);
+            } else {
+                so_check(name, &dqkv, dq, dd, 8 * u);
+            }
+            so_free(&dqkv, dq);
             so_free(&qkv, q);
             so_free(&dout, d);
             so_free(&out, o);
@@ -763,12 +771,12 @@ static void t_rope(const struct shape *s, int backward)
             float *cs = malloc((nt ? nt : 1) * sizeof *cs), *sn = malloc((nt ? nt : 1) * sizeof *sn);
             rope_tables(cs, sn, s->T, rot, 10000.0, 0.0);
             float *dcs = upload(cs, nt * sizeof *cs), *dsn = upload(sn, nt * sizeof *sn);
-            for (int qd = MDS_F32; qd < (backward ? MDS_F32 + 1 : MDS_NUM_DTYPES); qd++) {   /* qkv stored as qd */
+            for (int qd = MDS_F32; qd < MDS_NUM_DTYPES; qd++) {   /* qkv (dqkv) stored as qd */
                 tf x = tf_rand(n, 2);
                 void *d = so_input(&x, qd);
                 if (backward) {
                     rope_backward_cpu(x.ref, cs, sn, s->B, s->T, s->NH, 1, hs, rot, inter);
-                    be->ops.rope_backward(x.dev, dcs, dsn, s->B, s->T, s->NH, 1, hs, rot, inter);
+                    be->ops.rope_backward(d, qd, dcs, dsn, s->B, s->T, s->NH, 1, hs, rot, inter);
                 } else {
                     rope_forward_cpu(x.ref, cs, sn, s->B, s->T, s->NH, 1, hs, rot, inter);
                     be->ops.rope_forward(d, qd, dcs, dsn, s->B, s->T, s->NH, 1, hs, rot, inter);
@@ -776,7 +784,7 @@ static void t_rope(const struct shape *s, int backward)
                 if (qd == MDS_F32)
                     check_f(backward ? "dqkv" : "qkv", &x, ATOL, RTOL);
                 else   /* turned and rounded once: the CPU exactly */
-                    so_check("qkv", &x, d, qd, 0);
+                    so_check(backward ? "dqkv" : "qkv", &x, d, qd, 0);
                 so_free(&x, d);
                 tf_free(&x);
             }
@@ -1128,18 +1136,18 @@ static void wrong_matmul_forward(void *out, int out_dt, const void *inp, int inp
     mds_store(out_dt, out, i, mds_load(out_dt, out, i) + 1e-3f);
 }
 
-static void wrong_attention_backward(float *dqkv, const void *dout, int dout_dt, const void *qkv, int qkv_dt,
-                                     const void *out, int out_dt, const float *lse, int B, int T, int C, int NH,
-                                     int NKV, mds_dropout drop)
+static void wrong_attention_backward(void *dqkv, int dqkv_dt, const void *dout, int dout_dt, const void *qkv,
+                                     int qkv_dt, const void *out, int out_dt, const float *lse, int B, int T, int C,
+                                     int NH, int NKV, mds_dropout drop)
 {
-    /* dq dropped: only dk and dv accumulate */
-    size_t row = (size_t)C + 2 * (size_t)NKV * (C / NH), n = (size_t)B * T * row;
-    float *keep = malloc(n * sizeof *keep);
-    memcpy(keep, dqkv, n * sizeof *keep);
-    mds_backend_cpu()->ops.attention_backward(dqkv, dout, dout_dt, qkv, qkv_dt, out, out_dt, lse, B, T, C, NH, NKV,
-                                              drop);
+    /* dq dropped: only dk and dv written */
+    size_t es = mds_dtype_size(dqkv_dt), row = (size_t)C + 2 * (size_t)NKV * (C / NH), n = (size_t)B * T * row;
+    char *keep = malloc(n * es), *x = dqkv;
+    memcpy(keep, dqkv, n * es);
+    mds_backend_cpu()->ops.attention_backward(dqkv, dqkv_dt, dout, dout_dt, qkv, qkv_dt, out, out_dt, lse, B, T, C,
+                                              NH, NKV, drop);
     for (size_t i = 0; i < (size_t)B * T; i++)
-        memcpy(dqkv + i * row, keep + i * row, (size_t)C * sizeof *keep);
+        memcpy(x + i * row * es, keep + i * row * es, (size_t)C * es);
     free(keep);
 }
 
