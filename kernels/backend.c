@@ -359,9 +359,12 @@ static void cpu_crossentropy_backward(void *dlogits, const void *logits, int dt,
     store_out(dlogits, dt, l, n);
 }
 
-static void cpu_residual_forward(float *out, const float *inp1, const float *inp2, size_t N, int dt)
+static void cpu_residual_forward(float *out, const float *inp1, const void *inp2, int inp2_dt, size_t N, int dt)
 {
-    residual_forward_cpu(out, inp1, inp2, N);
+    float *b = as_f32(inp2, inp2_dt, N);
+    if (!b) return;
+    residual_forward_cpu(out, inp1, b, N);
+    done_f32(inp2, inp2_dt, b);
     if (dt != MDS_F32)
         round_to_cpu(out, N, dt);
 }

@@ -21,7 +21,8 @@
  * Stored dtypes: the tensors a 16-bit model keeps only as matmul inputs
  * (the norms' outputs, GELU's and SwiGLU's, attention's out), the
  * outputs of the matmuls that feed attention and the activation (qkv,
- * which rope_forward turns in place, and fch), the logits with their
+ * which rope_forward turns in place, and fch) and of the projections the
+ * residual adds take (residual_forward's inp2), the logits with their
  * gradient, the gradients the matmuls write for the norms and attention
  * (the backward ops' dout) and the one attention writes for the QKV
  * matmul (dqkv, which rope_backward turns in place) come with a dtype (enum mds_dtype, `out_dt`,
@@ -95,9 +96,10 @@ typedef struct mds_ops {
     void (*swiglu_backward)(void *dinp, const void *inp, int inp_dt, const void *dout, int dt, size_t N, int F);
     void (*gelu_forward)(void *out, int out_dt, const void *inp, int inp_dt, size_t N);
     void (*gelu_backward)(void *dinp, const void *inp, int inp_dt, const void *dout, int dt, size_t N);
-    /* out = inp1 + inp2 kept as dt (enum mds_dtype): the fp32 sum rounded
-       to dt's values (round_to's bits), fp32 itself at MDS_F32 */
-    void (*residual_forward)(float *out, const float *inp1, const float *inp2, size_t N, int dt);
+    /* out = inp1 + inp2 (stored as inp2_dt) kept as dt (enum mds_dtype):
+       the fp32 sum rounded to dt's values (round_to's bits), fp32 itself
+       at MDS_F32 */
+    void (*residual_forward)(float *out, const float *inp1, const void *inp2, int inp2_dt, size_t N, int dt);
     void (*residual_backward)(float *dinp1, float *dinp2, const float *dout, size_t N);
     void (*crossentropy_forward)(float *losses, float *maxes, float *sumexp, float *tlogits, const void *logits,
                                  int logits_dt, const int *targets, const float *mask, int B, int T, int V,

@@ -279,17 +279,18 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
     int ln = m->cfg.normalization == GPT_NORM_LAYERNORM;   /* LayerNorm keeps mean and rstd; RMSNorm rstd only */
     size_t el = s && m->first_stage && m->cfg.embed_layernorm;   /* the embedding LayerNorm's input and statistics */
     /* the stored tensors (sd, act_dtype) in floats: their bytes / 4, rounded up */
-    size_t h = mds_dtype_size(m->sd), wh = mds_dtype_size(m->act_dtype);
+    size_t h = mds_dtype_size(m->sd), wh = mds_dtype_size(m->act_dtype), ph = mds_dtype_size(m->pd);
 #define STORED(n) (((n) * h + 3) / 4)
 #define WSTORED(n) (((n) * wh + 3) / 4)
+#define PSTORED(n) (((n) * ph + 3) / 4)
     size_t sizes[GPT_NUM_ACTS] = {
         s * BTs * C,                               /* encoded */
         STORED(nl * BTs * C), ln ? nl * BTs : 0, nl * BTs, /* ln1, mean, rstd */
         WSTORED(nl * BT * QKVl), STORED(nl * BT * Cl), nl * NHl * BT, /* qkv, atty, att_lse */
-        nl * BTs * C, nl * BTs * C,                /* attproj, residual2 */
+        PSTORED(nl * BTs * C), nl * BTs * C,       /* attproj, residual2 */
         STORED(nl * BTs * C), ln ? nl * BTs : 0, nl * BTs, /* ln2, mean, rstd */
         WSTORED(nl * BT * FC1l), STORED(nl * BT * Fl), /* fch, fch_gelu */
-        nl * BTs * C,                              /* fcproj */
+        PSTORED(nl * BTs * C),                     /* fcproj */
         (per_slot ? nl : nl ? nl - 1 : 0) * BTs * C, /* residual3 (a chunk's output is its checkpoint) */
         STORED(s * BTs * C), ln ? s * BTs : 0, s * BTs, /* lnf, mean, rstd */
         WSTORED(s * BT * Vl),                       /* logits */
@@ -302,6 +303,7 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
     };
 #undef STORED
 #undef WSTORED
+#undef PSTORED
     /* every tensor on a 16-byte boundary (the 16-bit matmul operands are
        read in place) */
     for (int i = 0; i < GPT_NUM_ACTS; i++)
@@ -375,6 +377,7 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
         m->sd = MDS_F32;
     m->act_dtype = cfg->dtype;
     m->gd = cfg->tp_size > 1 ? MDS_F32 : m->act_dtype;
+    m->pd = cfg->tp_size > 1 || cfg->hidden_dropout > 0.0f ? MDS_F32 : m->act_dtype;
 
     size_t Ll = (size_t)m->Ll, C = (size_t)m->C, Cl = (size_t)m->Cl, Fl = (size_t)m->Fl;
     size_t Vl = (size_t)m->Vl, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l;
@@ -857,7 +860,7 @@ static const float *norm_gamma(const gpt_model *m, const float *w)
 {
     if (!m->cfg.apply_layernorm_1p) return w;
     float *ones = m->ln1p_memory, *g = m->ln1p_memory + m->C;
-    m->be->ops.residual_forward(g, w, ones, (size_t)m->C, MDS_F32);
+    m->be->ops.residual_forward(g, w, ones, MDS_F32, (size_t)m->C, MDS_F32);
     return g;
 }
 
@@ -905,8 +908,9 @@ typedef struct layer_view {
     const float *in;  // (B, T, C)
     void *ln1, *atty, *ln2, *fchg;   /* stored as sd */
     void *qkv, *fch;                 /* stored as act_dtype */
-    float *ln1_mean, *ln1_rstd, *att_lse, *attproj, *res2, *ln2_mean, *ln2_rstd;
-    float *fcproj, *res3;
+    void *attproj, *fcproj;          /* stored as pd */
+    float *ln1_mean, *ln1_rstd, *att_lse, *res2, *ln2_mean, *ln2_rstd;
+    float *res3;
 } layer_view;
 
 /* Element i of a stored (sd) tensor, and of one stored as act_dtype. */
@@ -926,14 +930,14 @@ static void layer_tensors(const gpt_model *m, const gpt_acts *a, size_t i, layer
     v->qkv = wstored_at(m, a->qkv, i * BT * (size_t)m->QKVl);
     v->atty = stored_at(m, a->atty, i * BT * (size_t)m->Cl);
     v->att_lse = a->att_lse + i * (size_t)m->NHl * BT;
-    v->attproj = a->attproj + i * BTC;
+    v->attproj = (char *)a->attproj + i * BTC * mds_dtype_size(m->pd);
     v->res2 = a->residual2 + i * BTC;
     v->ln2 = stored_at(m, a->ln2, i * BTC);
     v->ln2_mean = layer_part(a->ln2_mean, i, BTs);
     v->ln2_rstd = a->ln2_rstd + i * BTs;
     v->fch = wstored_at(m, a->fch, i * BT * (size_t)m->FC1l);
     v->fchg = stored_at(m, a->fch_gelu, i * BT * (size_t)m->Fl);
-    v->fcproj = a->fcproj + i * BTC;
+    v->fcproj = (char *)a->fcproj + i * BTC * mds_dtype_size(m->pd);
     v->res3 = a->residual3 + i * BTC;
 }
 
@@ -961,6 +965,15 @@ static void layer_view_of(const gpt_model *m, int l, layer_view *v)
         layer_tensors(m, &m->work, (size_t)(l % m->rc_chunk), v);
     v->res3 = layer_output(m, l);
     v->in = l == 0 ? m->acts.encoded : layer_output(m, l - 1);
+}
+
+/* A row-parallel projection's output as matmul_forward wrote it: stored
+ * as pd, a 16-bit one rounded by the matmul and never summed (model.h),
+ * else fp32 partial sums in full (tp_reduce_out into dst). */
+static void proj_out(const gpt_model *m, void *dst, float *full)
+{
+    if (m->pd == MDS_F32)
+        tp_reduce_out(m, (float *)dst, full);
 }
 
 /* Layer l's forward in the current slot: pre-LN attention, then the MLP,
@@ -998,15 +1011,15 @@ static void layer_forward(gpt_model *m, int l)
     /* row-parallel projection: partial sums, bias on TP rank 0, then g (the
        all-reduce, or the reduce-scatter); Megatron's bias-dropout-add:
        residual + dropout(proj + bias) */
-    float *proj = m->sp ? m->sp_full2 : v.attproj;
-    ops->matmul_forward(proj, MDS_F32, v.atty, m->sd, p->attprojw + (size_t)l * C * Cl,
-                        tp0 ? layer_part(p->attprojb, l, C) : NULL, B, T, Cl, C);
-    tp_reduce_out(m, v.attproj, proj);
-    if (dh1.p > 0.0f) {
+    float *proj = m->sp ? m->sp_full2 : (float *)v.attproj;   /* (fp32 but where pd says: proj_out) */
+    ops->matmul_forward(m->pd == MDS_F32 ? (void *)proj : v.attproj, m->pd, v.atty, m->sd,
+                        p->attprojw + (size_t)l * C * Cl, tp0 ? layer_part(p->attprojb, l, C) : NULL, B, T, Cl, C);
+    proj_out(m, v.attproj, proj);
+    if (dh1.p > 0.0f) {   /* (pd is fp32 then) */
         ops->dropout_forward(v.attproj, v.attproj, B, Ts, C, dh1);
         keep(m, v.attproj, BTsC);
     }
-    ops->residual_forward(v.res2, v.in, v.attproj, BTsC, m->act_dtype);   /* kept */
+    ops->residual_forward(v.res2, v.in, v.attproj, m->pd, BTsC, m->act_dtype);   /* kept */
     norm_forward(m, v.ln2, m->sd, v.ln2_mean, v.ln2_rstd, v.res2, p->ln2w + lC, layer_part(p->ln2b, l, C),
                  m->cfg.layernorm_eps);
     const void *ln2 = sp_stored(m, v.ln2);
@@ -1018,15 +1031,15 @@ static void layer_forward(gpt_model *m, int l)
     else
         ops->gelu_forward(v.fchg, m->sd, v.fch, ad, BT * Fl);
     kept_as(m, m->sd, v.fchg, BT * (size_t)Fl);
-    float *mlp = m->sp ? m->sp_full2 : v.fcproj;
-    ops->matmul_forward(mlp, MDS_F32, v.fchg, m->sd, p->fcprojw + (size_t)l * C * Fl, tp0 ? layer_part(p->fcprojb, l, C) : NULL,
-                        B, T, Fl, C);
-    tp_reduce_out(m, v.fcproj, mlp);
+    float *mlp = m->sp ? m->sp_full2 : (float *)v.fcproj;
+    ops->matmul_forward(m->pd == MDS_F32 ? (void *)mlp : v.fcproj, m->pd, v.fchg, m->sd,
+                        p->fcprojw + (size_t)l * C * Fl, tp0 ? layer_part(p->fcprojb, l, C) : NULL, B, T, Fl, C);
+    proj_out(m, v.fcproj, mlp);
     if (dh2.p > 0.0f) {
         ops->dropout_forward(v.fcproj, v.fcproj, B, Ts, C, dh2);
         keep(m, v.fcproj, BTsC);
     }
-    ops->residual_forward(v.res3, v.res2, v.fcproj, BTsC, m->act_dtype);   /* kept */
+    ops->residual_forward(v.res3, v.res2, v.fcproj, m->pd, BTsC, m->act_dtype);   /* kept */
 }
 
 /* Layer l's backward: on entry dresidual is d(residual3[l]), on return
@@ -1117,8 +1130,8 @@ static void embed_forward(gpt_model *m)
     if (eln) {
         norm_forward(m, a->encoded, MDS_F32, a->emb_mean, a->emb_rstd, a->emb, p->emblnw, p->emblnb, GPT_EMBED_LN_EPS);
         for (size_t b = 0; p->wpe && b < (size_t)B; b++)   /* positions t0 .. t0 + Ts - 1 */
-            ops->residual_forward(a->encoded + b * TsC, a->encoded + b * TsC, p->wpe + (size_t)m->t0 * C, TsC,
-                                  m->act_dtype);   /* kept */
+            ops->residual_forward(a->encoded + b * TsC, a->encoded + b * TsC, p->wpe + (size_t)m->t0 * C, MDS_F32,
+                                  TsC, m->act_dtype);   /* kept */
     }
     mds_dropout d = site_dropout(m, m->cfg.hidden_dropout, 0, 0);
     d.t0 = m->t0;

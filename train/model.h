@@ -394,6 +394,10 @@ typedef struct gpt_model {
        sums it between them (then fp32: the sum is in fp32, rounded once).
        datty, attention's out's gradient (never summed), is act_dtype. */
     int gd;
+    /* attproj's and fcproj's: the row-parallel projections' outputs, which
+       the residual adds read, stored as act_dtype where nothing between
+       reads them as floats (no TP sum, no hidden dropout), else fp32 */
+    int pd;
     size_t num_acts;              /* elements per slot */
     int slots, slot;              /* activation slots, the current one */
     float *acts_memory;           /* slots x num_acts floats */

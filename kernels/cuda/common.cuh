@@ -284,7 +284,7 @@ void swiglu_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, siz
 void swiglu_backward_cuda(void *dinp, const void *inp, int inp_dt, const void *dout, int gd, size_t N, int F);
 void gelu_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, size_t N);
 void gelu_backward_cuda(void *dinp, const void *inp, int inp_dt, const void *dout, int gd, size_t N);
-void residual_forward_cuda(float *out, const float *inp1, const float *inp2, size_t N, int dt);
+void residual_forward_cuda(float *out, const float *inp1, const void *inp2, int inp2_dt, size_t N, int dt);
 void residual_backward_cuda(float *dinp1, float *dinp2, const float *dout, size_t N);
 void crossentropy_forward_cuda(float *losses, float *maxes, float *sumexp, float *tlogits, const void *logits,
                                int logits_dt, const int *targets, const float *mask, int B, int T, int V,

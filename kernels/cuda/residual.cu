@@ -7,7 +7,7 @@
 
 /* MDS_CU_ILP elements a thread at a time (common.cuh); the backward (no
  * model calls it) as the CPU's loop, whatever the pointers alias */
-__global__ static void residual_forward_kernel(float *out, const float *a, const float *b, size_t N, int dt)
+__global__ static void residual_forward_kernel(float *out, const float *a, const void *b, int bd, size_t N, int dt)
 {
     size_t S = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += MDS_CU_ILP * S) {
@@ -15,7 +15,7 @@ __global__ static void residual_forward_kernel(float *out, const float *a, const
         for (int k = 0; k < MDS_CU_ILP; k++) {
             size_t j = i + k * S;
             x[k] = j < N ? a[j] : 0.0f;
-            y[k] = j < N ? b[j] : 0.0f;
+            y[k] = j < N ? mds_load(bd, b, j) : 0.0f;
         }
         for (int k = 0; k < MDS_CU_ILP; k++)
             if (i + k * S < N)
@@ -32,10 +32,10 @@ __global__ static void residual_backward_kernel(float *d1, float *d2, const floa
     }
 }
 
-void residual_forward_cuda(float *out, const float *inp1, const float *inp2, size_t N, int dt)
+void residual_forward_cuda(float *out, const float *inp1, const void *inp2, int inp2_dt, size_t N, int dt)
 {
     if (!N) return;
-    residual_forward_kernel<<<mds_cu_ilp_blocks(N, 256), 256>>>(out, inp1, inp2, N, dt);
+    residual_forward_kernel<<<mds_cu_ilp_blocks(N, 256), 256>>>(out, inp1, inp2, inp2_dt, N, dt);
     MDS_CU_LAUNCHED("residual_forward");
 }
 

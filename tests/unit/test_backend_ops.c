@@ -886,19 +886,23 @@ static void t_gelu_backward_at(const struct shape *s, int dt, int od)
     tf_free(&dinp); tf_free(&inp); tf_free(&dout);
 }
 
-/* the sum kept as each dtype: the CPU's bits, then round_to's */
+/* the sum kept as each dtype, inp2 fp32 and stored as it: the CPU's
+ * bits, then round_to's */
 static void t_residual_forward(const struct shape *s)
 {
-    for (int dt = MDS_F32; dt < MDS_NUM_DTYPES; dt++) {
-        tf out = tf_rand(flat(s), 1), a = tf_rand(flat(s), 1), b = tf_rand(flat(s), 1);
-        char name[32];
-        residual_forward_cpu(out.ref, a.ref, b.ref, flat(s));
-        if (dt != MDS_F32)
-            round_to_cpu(out.ref, flat(s), dt);
-        be->ops.residual_forward(out.dev, a.dev, b.dev, flat(s), dt);
-        check_f(dt_name(name, sizeof name, "out", dt), &out, 0.0, 0.0);
-        tf_free(&out); tf_free(&a); tf_free(&b);
-    }
+    for (int dt = MDS_F32; dt < MDS_NUM_DTYPES; dt++)
+        for (int bd = MDS_F32; bd <= dt; bd += dt == MDS_F32 ? 1 : dt - MDS_F32) {
+            tf out = tf_rand(flat(s), 1), a = tf_rand(flat(s), 1), b = tf_rand(flat(s), 1);
+            void *y = so_input(&b, bd);
+            char name[48];
+            residual_forward_cpu(out.ref, a.ref, b.ref, flat(s));
+            if (dt != MDS_F32)
+                round_to_cpu(out.ref, flat(s), dt);
+            be->ops.residual_forward(out.dev, a.dev, y, bd, flat(s), dt);
+            check_f(dt_name(name, sizeof name, bd != MDS_F32 ? "out (inp2 stored)" : "out", dt), &out, 0.0, 0.0);
+            so_free(&b, y);
+            tf_free(&out); tf_free(&a); tf_free(&b);
+        }
 }
 
 static void t_residual_backward(const struct shape *s)
