@@ -29,10 +29,10 @@
  * in 16 bits (backend.h's stored dtypes: the model's norm, GELU/SwiGLU and
  * attention outputs) is multiplied as it is, without a copy, and a 16-bit
  * output with a bias (qkv, fch) comes from cuBLASLt's BIAS epilogue (below).
- * Not yet: the GELU epilogue, 16-bit storage of the other operands (the
- * residual stream's gradient and dqkv: their conversions read fp32 and
- * write 16-bit copies, memory traffic a 16-bit model would not have), and
- * plans cached between calls (each call asks cuBLASLt's heuristic anew).
+ * Not yet: the GELU epilogue, 16-bit storage of the residual stream's
+ * gradient (its conversion reads fp32 and writes a 16-bit copy, memory
+ * traffic a 16-bit model would not have), 16-bit working weights kept
+ * between calls (each call copies its weight to 16 bits).
  */
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -86,11 +86,13 @@ static void gemm(const char *what, int dt, cublasOperation_t ta, cublasOperation
  * A (k, m) and B (k, n) with ld k, all 16-bit of one type (dt), the bias m
  * values of dt, one a row of D (a column of the row-major output), added to
  * the fp32 sum before D's one rounding: matmul_forward's 16-bit output
- * with its bias, as the CPU computes it, in the GEMM itself.  A plan is
- * made for the pointers it will run on (cuBLASLt's heuristic assumes 256
- * bytes of alignment unless told, and reads the bias pointer's), so
- * matmul_forward makes every chunk's before its first product and falls
- * back to an fp32 chunk and bias_put where cuBLASLt offers no algorithm.
+ * with its bias, as the CPU computes it, in the GEMM itself.  A plan
+ * depends on the shapes, the dtype and its pointers' alignments (cuBLASLt's
+ * heuristic assumes 256 bytes unless told, and reads the bias pointer's),
+ * so plans are kept by those (lt_get, the heuristic asked once per kind of
+ * call) and run on the call's pointers; matmul_forward finds every chunk's
+ * before its first product and falls back to an fp32 chunk and bias_put
+ * where cuBLASLt offers no algorithm.
  */
 typedef struct {
     cublasLtMatmulDesc_t op;
@@ -158,6 +160,42 @@ static int lt_make(lt_plan *p, int dt, int m, int n, int k, const void *A, const
     }
     p->algo = r.algo;
     return 0;
+}
+
+/* Plans kept between calls (one thread drives the backend), the answer
+ * "no algorithm" included: LT_KEPT of them, the oldest replaced first. */
+#define LT_KEPT 32
+typedef struct {
+    int dt, m, n, k, ok;
+    uint32_t al[5];   /* A, B, C, D, bias */
+    lt_plan p;
+} lt_kept;
+static lt_kept lt_cache[LT_KEPT];
+static int lt_ncache, lt_oldest;
+
+/* The plan for these shapes and pointers (its bias pointer set to bias),
+ * or NULL when cuBLASLt has no algorithm for them. */
+static lt_plan *lt_get(int dt, int m, int n, int k, const void *A, const void *Bm, const void *bias, const void *D)
+{
+    uint32_t al[5] = {lt_align((uintptr_t)A), lt_align((uintptr_t)Bm), lt_align((uintptr_t)D),
+                      lt_align((uintptr_t)D), lt_align((uintptr_t)bias)};
+    for (int i = 0; i < lt_ncache; i++) {
+        lt_kept *e = &lt_cache[i];
+        if (e->dt != dt || e->m != m || e->n != n || e->k != k || memcmp(e->al, al, sizeof al) != 0)
+            continue;
+        if (!e->ok)
+            return NULL;
+        if (cublasLtMatmulDescSetAttribute(e->p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) != 0)
+            return NULL;
+        return &e->p;
+    }
+    lt_kept *e = lt_ncache < LT_KEPT ? &lt_cache[lt_ncache++] : &lt_cache[lt_oldest++ % LT_KEPT];
+    if (e->ok)
+        lt_free(&e->p);
+    e->dt = dt, e->m = m, e->n = n, e->k = k;
+    memcpy(e->al, al, sizeof al);
+    e->ok = lt_make(&e->p, dt, m, n, k, A, Bm, bias, D) == 0;
+    return e->ok ? &e->p : NULL;
 }
 
 /* Run plan p on A, B and D (the pointers it was made for, with its bias). */
@@ -263,6 +301,13 @@ static const uint16_t *rows16(const void *x, int sdt, uint16_t *x16, long r0, lo
 /* bytes rounded up to 256 (the scratch's pieces stay aligned) */
 static size_t al256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+/* Where chunk r0's input rows (K wide) will be: the 16-bit copy x16 where
+ * the input is fp32 (copy), else the stored rows themselves. */
+static const void *lt_x(const void *inp, int copy, const void *x16, long r0, int K)
+{
+    return copy ? x16 : (const void *)((const uint16_t *)inp + (size_t)r0 * K);
+}
+
 void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, const float *weight, const float *bias,
                          int B, int T, int C, int OC)
 {
@@ -285,20 +330,14 @@ void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, con
         size_t wb = al256((size_t)OC * C * 2), bb = epi ? al256((size_t)OC * 2) : 0;
         size_t xb = copy ? al256((size_t)R * C * 2) : 0;
         char *sc = (char *)mds_cuda_scratch(wb + bb + xb);
-        lt_plan *plans = epi && sc ? (lt_plan *)calloc((size_t)nch, sizeof *plans) : NULL;
-        for (long c = 0; plans && c < nch; c++) {   /* every chunk's plan, on its pointers */
+        for (long c = 0; sc && epi && c < nch; c++) {   /* a plan for every chunk, on its pointers */
             long r0 = c * R, n = (long)rows - r0 < R ? (long)rows - r0 : R;
-            const void *x = copy ? (const void *)(sc + wb + bb)
-                                 : (const void *)((const uint16_t *)inp + (size_t)r0 * C);
-            if (lt_make(&plans[c], mm_dtype, OC, (int)n, C, sc, x, sc + wb, (char *)out + (size_t)r0 * OC * os) != 0) {
-                for (long d = 0; d < c; d++)
-                    lt_free(&plans[d]);
-                free(plans);
-                plans = NULL;
-            }
+            if (!lt_get(mm_dtype, OC, (int)n, C, sc, lt_x(inp, copy, sc + wb + bb, r0, C), sc + wb,
+                        (char *)out + (size_t)r0 * OC * os))
+                epi = 0;
         }
-        if (sc && epi && !plans) {   /* no cuBLASLt for it: the bias after an fp32 chunk (nothing in sc yet) */
-            epi = 0, via = 1, bb = 0;
+        if (sc && out_dt != MDS_F32 && bias && !epi) {   /* no cuBLASLt: an fp32 chunk (sc holds nothing yet) */
+            via = 1, bb = 0;
             R = chunk_rows((long)rows, (size_t)C * 2 + (size_t)OC * 4);
             xb = copy ? al256((size_t)R * C * 2) : 0;
             sc = (char *)mds_cuda_scratch(wb + xb + (size_t)R * OC * 4);
@@ -310,13 +349,16 @@ void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, con
         to16_cuda(w16, weight, (size_t)OC * C, mm_dtype, "matmul_forward (weight to 16 bits)");
         if (epi)   /* (the working bias is a value of the compute dtype: exact) */
             to16_cuda(b16, bias, (size_t)OC, mm_dtype, "matmul_forward (bias to 16 bits)");
-        for (long r0 = 0, c = 0; r0 < (long)rows; r0 += R, c++) {
+        for (long r0 = 0; r0 < (long)rows; r0 += R) {
             long n = (long)rows - r0 < R ? (long)rows - r0 : R;
             const uint16_t *x = rows16(inp, inp_dt, x16, r0, n, C, mm_dtype, "matmul_forward (input to 16 bits)");
             char *o = (char *)out + (size_t)r0 * OC * os;
-            if (epi) {
-                lt_run("matmul_forward", &plans[c], w16, x, o);
-                lt_free(&plans[c]);
+            if (epi) {   /* (found above: kept, or made again the same) */
+                lt_plan *pl = lt_get(mm_dtype, OC, (int)n, C, w16, x, b16, o);
+                if (pl)
+                    lt_run("matmul_forward", pl, w16, x, o);
+                else
+                    mds_cuda_note(cudaErrorUnknown, "matmul_forward (cuBLASLt's plan gone)");
                 continue;
             }
             gemm("matmul_forward", mm_dtype, CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)n, C, w16, C, x, C, 0.0f,
@@ -324,7 +366,6 @@ void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, con
             if (via)
                 bias_put(o, out_dt, o32, bias, (size_t)n, OC, mm_dtype);
         }
-        free(plans);
         if (out_dt != MDS_F32)
             return;   /* rounded by the GEMM, or with its bias */
     } else {
