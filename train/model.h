@@ -285,14 +285,14 @@ typedef struct gpt_acts {
     void *qkv;        // (Lk, B, T, QKVl)  q and k rotated with RoPE; stored as act_dtype
     void *atty;       // (Lk, B, T, Cl)  stored as sd
     float *att_lse;   // (Lk, B, NHl, T)
-    float *attproj;   // (Lk, B, Ts, C)
+    void *attproj;    // (Lk, B, Ts, C)  stored as pd
     float *residual2; // (Lk, B, Ts, C)
     void *ln2;        // (Lk, B, Ts, C)  stored as sd
     float *ln2_mean;  // (Lk, B, Ts)   LayerNorm only
     float *ln2_rstd;  // (Lk, B, Ts)
     void *fch;        // (Lk, B, T, FC1l)  stored as act_dtype
     void *fch_gelu;   // (Lk, B, T, Fl)  GELU, or SwiGLU, of fch; stored as sd
-    float *fcproj;    // (Lk, B, Ts, C)
+    void *fcproj;     // (Lk, B, Ts, C)  stored as pd
     float *residual3; // (Lk, B, Ts, C)
     void *lnf;        // (B, Ts, C)  stored as sd
     float *lnf_mean;  // (B, Ts)        LayerNorm only
