@@ -198,17 +198,33 @@ static lt_plan *lt_get(int dt, int m, int n, int k, const void *A, const void *B
     return e->ok ? &e->p : NULL;
 }
 
-/* Run plan p on A, B and D (the pointers it was made for, with its bias). */
-static void lt_run(const char *what, lt_plan *p, const void *A, const void *Bm, void *D)
+/* Kept plan p refused when it was run: that kind of call has no
+ * algorithm from now on. */
+static void lt_refuse(lt_plan *p)
+{
+    for (int i = 0; i < lt_ncache; i++)
+        if (&lt_cache[i].p == p && lt_cache[i].ok) {
+            lt_free(p);
+            lt_cache[i].ok = 0;
+        }
+}
+
+/* Run plan p on A, B and D (the pointers it was made for, with its bias):
+ * 0, or 1 when cuBLASLt refused it without running anything (the caller
+ * then takes the way without it); other failures are noted (0). */
+static int lt_run(const char *what, lt_plan *p, const void *A, const void *Bm, void *D)
 {
     const float one = 1.0f, zero = 0.0f;
     cublasStatus_t s = cublasLtMatmul(mds_cuda_cublaslt(), p->op, &one, A, p->a, Bm, p->b, &zero, D, p->d, D, p->d,
                                       &p->algo, p->ws, p->wsb, 0);
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE || s == CUBLAS_STATUS_ARCH_MISMATCH)
+        return 1;
     if (s != CUBLAS_STATUS_SUCCESS) {
         static char msg[96];
         snprintf(msg, sizeof msg, "%s (cublasLtMatmul, bias epilogue: %s)", what, cublas_name(s));
         mds_cuda_note(cudaErrorUnknown, msg);
     }
+    return 0;
 }
 
 /* Rows per chunk of the 16-bit copies: `per_row` bytes each, 256 MiB at most. */
@@ -355,10 +371,15 @@ void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, con
             char *o = (char *)out + (size_t)r0 * OC * os;
             if (epi) {   /* (found above: kept, or made again the same) */
                 lt_plan *pl = lt_get(mm_dtype, OC, (int)n, C, w16, x, b16, o);
-                if (pl)
-                    lt_run("matmul_forward", pl, w16, x, o);
-                else
-                    mds_cuda_note(cudaErrorUnknown, "matmul_forward (cuBLASLt's plan gone)");
+                if (!pl || lt_run("matmul_forward", pl, w16, x, o) != 0) {
+                    /* refused after all: this kind of call goes without
+                       cuBLASLt from now on, this one from its start (its
+                       first pass now finds no plan) */
+                    if (pl)
+                        lt_refuse(pl);
+                    matmul_forward_cuda(out, out_dt, inp, inp_dt, weight, bias, B, T, C, OC);
+                    return;
+                }
                 continue;
             }
             gemm("matmul_forward", mm_dtype, CUBLAS_OP_T, CUBLAS_OP_N, OC, (int)n, C, w16, C, x, C, 0.0f,

@@ -42,6 +42,8 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <type_traits>
@@ -556,6 +558,15 @@ inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPrefere
     return CUBLAS_STATUS_INVALID_VALUE;
 }
 
+/* MDS_CUCPU_LT=heuristic: the heuristic offers no algorithm; =matmul: it
+ * does, and cublasLtMatmul refuses it (NOT_SUPPORTED): the two ways a GPU
+ * may turn matmul.cu to its path without cuBLASLt (make check-cuda-cpu). */
+inline int mds_cucpu_lt_refuses(const char *where)
+{
+    const char *e = getenv("MDS_CUCPU_LT");
+    return e && strcmp(e, where) == 0;
+}
+
 /* What the emulation runs: the shapes must agree as cuBLASLt checks them. */
 inline cublasStatus_t mds_cucpu_lt_check(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
                                          cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dl)
@@ -585,6 +596,8 @@ inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasL
     *found = 0;
     if (st != CUBLAS_STATUS_SUCCESS)
         return st;
+    if (mds_cucpu_lt_refuses("heuristic"))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
     if (want >= 1) {
         res[0] = cublasLtMatmulHeuristicResult_t{};
         for (int i = 0; i < 4; i++)
@@ -606,6 +619,8 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     cublasStatus_t st = mds_cucpu_lt_check(d, a, b, c, dl);
     if (st != CUBLAS_STATUS_SUCCESS)
         return st;
+    if (mds_cucpu_lt_refuses("matmul"))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
     /* C is D, written only (beta 0): the shim's GEMM reads no C then */
     if (!alpha || !beta || *(const float *)beta != 0.0f || Cm != Dm || s || !algo)
         return CUBLAS_STATUS_NOT_SUPPORTED;
