@@ -278,32 +278,28 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
     size_t s = per_slot ? 1 : 0;
     int ln = m->cfg.normalization == GPT_NORM_LAYERNORM;   /* LayerNorm keeps mean and rstd; RMSNorm rstd only */
     size_t el = s && m->first_stage && m->cfg.embed_layernorm;   /* the embedding LayerNorm's input and statistics */
-    /* the stored tensors (sd, act_dtype) in floats: their bytes / 4, rounded up */
-    size_t h = mds_dtype_size(m->sd), wh = mds_dtype_size(m->act_dtype), ph = mds_dtype_size(m->pd);
-#define STORED(n) (((n) * h + 3) / 4)
-#define WSTORED(n) (((n) * wh + 3) / 4)
-#define PSTORED(n) (((n) * ph + 3) / 4)
+    /* the stored tensors (sd, act_dtype, pd) in floats: their bytes / 4, rounded up */
+    int sd = m->sd, ad = m->act_dtype, pd = m->pd;
+#define STORED(dt, n) (((n) * mds_dtype_size(dt) + 3) / 4)
     size_t sizes[GPT_NUM_ACTS] = {
         s * BTs * C,                               /* encoded */
-        STORED(nl * BTs * C), ln ? nl * BTs : 0, nl * BTs, /* ln1, mean, rstd */
-        WSTORED(nl * BT * QKVl), STORED(nl * BT * Cl), nl * NHl * BT, /* qkv, atty, att_lse */
-        PSTORED(nl * BTs * C), nl * BTs * C,       /* attproj, residual2 */
-        STORED(nl * BTs * C), ln ? nl * BTs : 0, nl * BTs, /* ln2, mean, rstd */
-        WSTORED(nl * BT * FC1l), STORED(nl * BT * Fl), /* fch, fch_gelu */
-        PSTORED(nl * BTs * C),                     /* fcproj */
+        STORED(sd, nl * BTs * C), ln ? nl * BTs : 0, nl * BTs, /* ln1, mean, rstd */
+        STORED(ad, nl * BT * QKVl), STORED(sd, nl * BT * Cl), nl * NHl * BT, /* qkv, atty, att_lse */
+        STORED(pd, nl * BTs * C), nl * BTs * C,       /* attproj, residual2 */
+        STORED(sd, nl * BTs * C), ln ? nl * BTs : 0, nl * BTs, /* ln2, mean, rstd */
+        STORED(ad, nl * BT * FC1l), STORED(sd, nl * BT * Fl), /* fch, fch_gelu */
+        STORED(pd, nl * BTs * C),                     /* fcproj */
         (per_slot ? nl : nl ? nl - 1 : 0) * BTs * C, /* residual3 (a chunk's output is its checkpoint) */
-        STORED(s * BTs * C), ln ? s * BTs : 0, s * BTs, /* lnf, mean, rstd */
-        WSTORED(s * BT * Vl),                       /* logits */
+        STORED(sd, s * BTs * C), ln ? s * BTs : 0, s * BTs, /* lnf, mean, rstd */
+        STORED(ad, s * BT * Vl),                       /* logits */
         s * BT, s * BT, s * BT, s * BT, s * BT, s * BT, /* losses, maxes, sumexp, tlogits, mask, dlosses */
-        s * BT * C, s * BT * C, WSTORED(s * BT * QKVl), WSTORED(s * BT * Cl), /* backward: dresidual, dln, dqkv, datty, */
-        WSTORED(s * BT * FC1l), WSTORED(s * BT * Fl),                 /* dfch, dfch_gelu */
+        s * BT * C, s * BT * C, STORED(ad, s * BT * QKVl), /* backward: dresidual, dln, dqkv, */
+        STORED(ad, s * BT * Cl), STORED(ad, s * BT * FC1l), STORED(ad, s * BT * Fl), /* datty, dfch, dfch_gelu */
         s * (size_t)m->nck * BTs * C,              /* ckpt */
         m->sp ? s * BTs * C : 0,                   /* dgrad_in */
         el * BTs * C, el * BTs, el * BTs,          /* emb, emb_mean, emb_rstd */
     };
 #undef STORED
-#undef WSTORED
-#undef PSTORED
     /* every tensor on a 16-byte boundary (the 16-bit matmul operands are
        read in place) */
     for (int i = 0; i < GPT_NUM_ACTS; i++)
@@ -812,7 +808,9 @@ static void kept_by_op(const gpt_model *m, float *x, size_t n)
         keep(m, x, n);
 }
 
-/* The same of an op's output stored as dt: a 16-bit one the op rounded. */
+/* The same of an op's output stored as dt: a 16-bit one the op rounded.
+ * (A tensor stored as act_dtype itself never needs it: a 16-bit one the
+ * op rounded, an fp32 one has nothing to be rounded to.) */
 static void kept_as(const gpt_model *m, int dt, void *x, size_t n)
 {
     if (dt == MDS_F32)
@@ -914,31 +912,27 @@ typedef struct layer_view {
     float *res3;
 } layer_view;
 
-/* Element i of a stored (sd) tensor, and of one stored as act_dtype. */
-static void *stored_at(const gpt_model *m, void *base, size_t i) { return (char *)base + i * mds_dtype_size(m->sd); }
-static void *wstored_at(const gpt_model *m, void *base, size_t i)
-{
-    return (char *)base + i * mds_dtype_size(m->act_dtype);
-}
+/* Element i of a tensor stored as dt. */
+static void *stored_at(void *base, int dt, size_t i) { return (char *)base + i * mds_dtype_size(dt); }
 
 /* The tensors of layer l: index i of the per-layer tensors of a. */
 static void layer_tensors(const gpt_model *m, const gpt_acts *a, size_t i, layer_view *v)
 {
     size_t BT = (size_t)m->B * (size_t)m->T, BTs = (size_t)m->B * (size_t)m->Ts, BTC = BTs * (size_t)m->C;
-    v->ln1 = stored_at(m, a->ln1, i * BTC);
+    v->ln1 = stored_at(a->ln1, m->sd, i * BTC);
     v->ln1_mean = layer_part(a->ln1_mean, i, BTs);
     v->ln1_rstd = a->ln1_rstd + i * BTs;
-    v->qkv = wstored_at(m, a->qkv, i * BT * (size_t)m->QKVl);
-    v->atty = stored_at(m, a->atty, i * BT * (size_t)m->Cl);
+    v->qkv = stored_at(a->qkv, m->act_dtype, i * BT * (size_t)m->QKVl);
+    v->atty = stored_at(a->atty, m->sd, i * BT * (size_t)m->Cl);
     v->att_lse = a->att_lse + i * (size_t)m->NHl * BT;
-    v->attproj = (char *)a->attproj + i * BTC * mds_dtype_size(m->pd);
+    v->attproj = stored_at(a->attproj, m->pd, i * BTC);
     v->res2 = a->residual2 + i * BTC;
-    v->ln2 = stored_at(m, a->ln2, i * BTC);
+    v->ln2 = stored_at(a->ln2, m->sd, i * BTC);
     v->ln2_mean = layer_part(a->ln2_mean, i, BTs);
     v->ln2_rstd = a->ln2_rstd + i * BTs;
-    v->fch = wstored_at(m, a->fch, i * BT * (size_t)m->FC1l);
-    v->fchg = stored_at(m, a->fch_gelu, i * BT * (size_t)m->Fl);
-    v->fcproj = (char *)a->fcproj + i * BTC * mds_dtype_size(m->pd);
+    v->fch = stored_at(a->fch, m->act_dtype, i * BT * (size_t)m->FC1l);
+    v->fchg = stored_at(a->fch_gelu, m->sd, i * BT * (size_t)m->Fl);
+    v->fcproj = stored_at(a->fcproj, m->pd, i * BTC);
     v->res3 = a->residual3 + i * BTC;
 }
 
@@ -1004,7 +998,6 @@ static void layer_forward(gpt_model *m, int l)
     int ad = m->act_dtype;   /* qkv's and fch's */
     ops->matmul_forward(v.qkv, ad, ln1, m->sd, p->qkvw + (size_t)l * QKVl * C, layer_part(p->qkvb, l, QKVl), B, T, C,
                         (int)QKVl);
-    kept_as(m, ad, v.qkv, BT * QKVl);
     if (m->rot)   /* (a 16-bit qkv rounded as it is turned; fp32 needs no keeping) */
         ops->rope_forward(v.qkv, ad, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
     ops->attention_forward(v.atty, m->sd, v.att_lse, v.qkv, ad, B, T, Cl, NHl, m->Gl, da);
@@ -1012,8 +1005,8 @@ static void layer_forward(gpt_model *m, int l)
     /* row-parallel projection: partial sums, bias on TP rank 0, then g (the
        all-reduce, or the reduce-scatter); Megatron's bias-dropout-add:
        residual + dropout(proj + bias) */
-    float *proj = m->sp ? m->sp_full2 : (float *)v.attproj;   /* (fp32 but where pd says: proj_out) */
-    ops->matmul_forward(m->pd == MDS_F32 ? (void *)proj : v.attproj, m->pd, v.atty, m->sd,
+    float *proj = m->sp ? m->sp_full2 : (float *)v.attproj;   /* (stored as pd: proj_out) */
+    ops->matmul_forward(proj, m->pd, v.atty, m->sd,
                         p->attprojw + (size_t)l * C * Cl, tp0 ? layer_part(p->attprojb, l, C) : NULL, B, T, Cl, C);
     proj_out(m, v.attproj, proj);
     if (dh1.p > 0.0f) {   /* (pd is fp32 then) */
@@ -1026,14 +1019,13 @@ static void layer_forward(gpt_model *m, int l)
     const void *ln2 = sp_stored(m, v.ln2);
     ops->matmul_forward(v.fch, ad, ln2, m->sd, p->fcw + (size_t)l * FC1l * C, layer_part(p->fcb, l, FC1l), B, T, C,
                         (int)FC1l);
-    kept_as(m, ad, v.fch, BT * FC1l);
     if (m->cfg.swiglu)
         ops->swiglu_forward(v.fchg, m->sd, v.fch, ad, BT, Fl);
     else
         ops->gelu_forward(v.fchg, m->sd, v.fch, ad, BT * Fl);
     kept_as(m, m->sd, v.fchg, BT * (size_t)Fl);
     float *mlp = m->sp ? m->sp_full2 : (float *)v.fcproj;
-    ops->matmul_forward(m->pd == MDS_F32 ? (void *)mlp : v.fcproj, m->pd, v.fchg, m->sd,
+    ops->matmul_forward(mlp, m->pd, v.fchg, m->sd,
                         p->fcprojw + (size_t)l * C * Fl, tp0 ? layer_part(p->fcprojb, l, C) : NULL, B, T, Fl, C);
     proj_out(m, v.fcproj, mlp);
     if (dh2.p > 0.0f) {
@@ -1073,13 +1065,10 @@ static void layer_backward(gpt_model *m, int l)
        rounds); the backward ops write their dinp (backend.h): nothing to zero */
     ops->matmul_backward(a->dfch_gelu, m->act_dtype, g->fcprojw + (size_t)l * C * Fl, layer_part(g->fcprojb, l, C),
                          dmlp, MDS_F32, v.fchg, m->sd, p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
-    if (m->act_dtype == MDS_F32)
-        keep(m, a->dfch_gelu, BT * (size_t)Fl);
     if (m->cfg.swiglu)
         ops->swiglu_backward(a->dfch, v.fch, m->act_dtype, a->dfch_gelu, m->act_dtype, BT, Fl);
     else
         ops->gelu_backward(a->dfch, v.fch, m->act_dtype, a->dfch_gelu, m->act_dtype, BT * Fl);
-    kept_as(m, m->act_dtype, a->dfch, BT * FC1l);
     ops->matmul_backward(a->dln, m->gd, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch,
                          m->act_dtype, sp_stored(m, v.ln2), m->sd, p->fcw + (size_t)l * FC1l * C, B, T, C, (int)FC1l);
     dln_summed(m, a->dln, BTC);   /* f in backward */
@@ -1094,13 +1083,12 @@ static void layer_backward(gpt_model *m, int l)
     }
     ops->matmul_backward(a->datty, m->act_dtype, g->attprojw + (size_t)l * C * Cl, layer_part(g->attprojb, l, C),
                          datt, MDS_F32, v.atty, m->sd, p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
-    kept_as(m, m->act_dtype, a->datty, BT * (size_t)Cl);
     int ad = m->act_dtype;   /* datty's, dqkv's */
     ops->attention_backward(a->dqkv, ad, a->datty, ad, v.qkv, ad, v.atty, m->sd, v.att_lse, B, T, Cl, NHl, m->Gl, da);
-    kept_as(m, ad, a->dqkv, BT * QKVl);
     if (m->rot)   /* back through the rotation: d(q, k) before it (16-bit: rounded as it is turned) */
         ops->rope_backward(a->dqkv, ad, rcos, rsin, B, T, NHl, m->Gl, m->hs, m->rot, m->cfg.rotary_interleaved);
-    ops->matmul_backward(a->dln, m->gd, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv, ad, sp_stored(m, v.ln1), m->sd, p->qkvw + (size_t)l * QKVl * C, B, T, C, (int)QKVl);
+    ops->matmul_backward(a->dln, m->gd, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv, ad,
+                         sp_stored(m, v.ln1), m->sd, p->qkvw + (size_t)l * QKVl * C, B, T, C, (int)QKVl);
     dln_summed(m, a->dln, BTC);
     norm_backward(m, a->dresidual, g->ln1w + lC, layer_part(g->ln1b, l, C), a->dln, m->gd, v.in, p->ln1w + lC,
                   v.ln1_mean, v.ln1_rstd);
@@ -1227,7 +1215,6 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
     norm_forward(m, a->lnf, m->sd, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, m->cfg.layernorm_eps);
     const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
     ops->matmul_forward(a->logits, m->act_dtype, sp_stored(m, a->lnf), m->sd, outw, NULL, B, T, C, Vl);
-    kept_as(m, m->act_dtype, a->logits, BT * (size_t)Vl);   /* logits are stored in the working dtype; the loss is fp32 */
     ops->crossentropy_forward(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, m->act_dtype, a->targets,
                               a->mask, B, T, Vl, m->v_start);
     if (m->cfg.tp_size > 1) {
@@ -1266,7 +1253,6 @@ void gpt_backward(gpt_model *m, float scale)
         ops->loss_grad(a->dlosses, a->mask, inv, BT);
         ops->crossentropy_backward(a->logits, a->logits, m->act_dtype, a->maxes, a->sumexp, a->targets, a->dlosses,
                                    B, T, Vl, m->v_start);
-        kept_as(m, m->act_dtype, a->logits, BT * (size_t)Vl);
         const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
         float *doutw = m->cfg.untie_embeddings ? g->outw : g->wte;
         ops->matmul_backward(a->dln, m->gd, doutw, NULL, a->logits, m->act_dtype, sp_stored(m, a->lnf), m->sd, outw, B,
