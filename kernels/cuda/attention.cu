@@ -1210,7 +1210,7 @@ static void am_backward(fa_args a, int B, int dvec)
     size_t sq = am_dq_smem<D>(), skv = am_dkv_smem<D>();
     if (att_smem((const void *)am_dq_kernel<DT, D>, sq, "attention_backward (dq)")) return;
     if (att_smem((const void *)am_dkv_kernel<DT, D>, skv, "attention_backward (dk, dv)")) return;
-    size_t n = (size_t)B * a.NH * a.T, dg = (n * sizeof(float) + 255) / 256 * 256, pq = am_heads_bytes<D>(a, B, nhp);
+    size_t n = (size_t)B * a.NH * a.T, dg = mds_cu_al256(n * sizeof(float)), pq = am_heads_bytes<D>(a, B, nhp);
     char *s = (char *)mds_cuda_scratch(dg + pq + am_heads_bytes<D>(a, B, a.NH));
     if (!s) return;
     a.Dg = (float *)s;
@@ -1330,22 +1330,13 @@ static void fa_widen(float *dst, const void *x, int xd, size_t n, const char *wh
     MDS_CU_LAUNCHED(what);
 }
 
-/* A stored tensor's dtype: fp32 or the compute dtype (noted failure: 1). */
-static int fa_stored_bad(int sd, int kd, const char *what)
-{
-    if (sd == MDS_F32 || sd == kd)
-        return 0;
-    mds_cuda_note(cudaErrorInvalidValue, what);
-    return 1;
-}
-
 void attention_forward_cuda(void *out, int out_dt, float *lse, const void *qkv, int qkv_dt, int B, int T, int C,
                             int NH, int NKV, mds_dropout drop)
 {
     if (att_check(B, T, C, NH, NKV, "attention_forward")) return;
     fa_args a = fa_args_of(qkv, qkv_dt, T, C, NH, NKV, drop);
-    if (fa_stored_bad(qkv_dt, a.kd, "attention_forward: qkv stored in a dtype other than the compute one") ||
-        fa_stored_bad(out_dt, a.kd, "attention_forward: out stored in a dtype other than the compute one"))
+    if (mds_cu_stored_bad(qkv_dt, a.kd, "attention_forward", "qkv") ||
+        mds_cu_stored_bad(out_dt, a.kd, "attention_forward", "out"))
         return;
     a.out = out, a.od = out_dt, a.lse = lse;
     if (am_takes(a)) {
@@ -1355,7 +1346,7 @@ void attention_forward_cuda(void *out, int out_dt, float *lse, const void *qkv, 
     /* the fp32 kernels read and write floats: a 16-bit qkv widened, a
        16-bit out from a float copy (both in the scratch) */
     size_t n = (size_t)B * T * C, nq = (size_t)B * T * a.row;
-    size_t ob = out_dt != MDS_F32 ? (n * sizeof(float) + 255) / 256 * 256 : 0;
+    size_t ob = out_dt != MDS_F32 ? mds_cu_al256(n * sizeof(float)) : 0;
     size_t need = ob + (qkv_dt != MDS_F32 ? nq * sizeof(float) : 0);
     char *s = NULL;
     if (need && !(s = (char *)mds_cuda_scratch(need))) return;
@@ -1382,14 +1373,14 @@ void attention_backward_cuda(void *dqkv, int dqkv_dt, const void *dout, int dout
 {
     if (att_check(B, T, C, NH, NKV, "attention_backward")) return;
     fa_args a = fa_args_of(qkv, qkv_dt, T, C, NH, NKV, drop);
-    if (fa_stored_bad(qkv_dt, a.kd, "attention_backward: qkv stored in a dtype other than the compute one") ||
-        fa_stored_bad(out_dt, a.kd, "attention_backward: out stored in a dtype other than the compute one") ||
-        fa_stored_bad(dout_dt, a.kd, "attention_backward: dout stored in a dtype other than the compute one") ||
-        fa_stored_bad(dqkv_dt, a.kd, "attention_backward: dqkv stored in a dtype other than the compute one"))
+    if (mds_cu_stored_bad(qkv_dt, a.kd, "attention_backward", "qkv") ||
+        mds_cu_stored_bad(out_dt, a.kd, "attention_backward", "out") ||
+        mds_cu_stored_bad(dout_dt, a.kd, "attention_backward", "dout") ||
+        mds_cu_stored_bad(dqkv_dt, a.kd, "attention_backward", "dqkv"))
         return;
-    size_t n = (size_t)B * NH * T, dg = (n * sizeof(float) + 255) / 256 * 256, nd = (size_t)B * T * C;
-    size_t nq = (size_t)B * T * a.row, db = dout_dt != MDS_F32 ? (nd * sizeof(float) + 255) / 256 * 256 : 0;
-    size_t qb = qkv_dt != MDS_F32 ? (nq * sizeof(float) + 255) / 256 * 256 : 0;
+    size_t n = (size_t)B * NH * T, dg = mds_cu_al256(n * sizeof(float)), nd = (size_t)B * T * C;
+    size_t nq = (size_t)B * T * a.row, db = dout_dt != MDS_F32 ? mds_cu_al256(nd * sizeof(float)) : 0;
+    size_t qb = qkv_dt != MDS_F32 ? mds_cu_al256(nq * sizeof(float)) : 0;
     /* out, lse and dout are only read backward (D's rows and the packed
        dO: any stored dtype) */
     a.out = (void *)out, a.od = out_dt, a.lse = (float *)lse, a.dout = dout, a.dd = dout_dt;

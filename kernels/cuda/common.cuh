@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "kernels.h"
 #include "dropout.h"
@@ -243,6 +244,22 @@ __device__ static inline void mds_cu_put2(void *out, int od, size_t i, float v0,
     }
     mds_cu_put(out, od, i, v0, dt);
     mds_cu_put(out, od, i + 1, v1, dt);
+}
+
+/* bytes rounded up to 256 (the scratch's pieces stay aligned) */
+static inline size_t mds_cu_al256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+/* A stored tensor's dtype sdt must be fp32 or the compute dtype kd
+ * (backend.h): noted as a failure of op `what` (1), else 0. */
+static inline int mds_cu_stored_bad(int sdt, int kd, const char *what, const char *tensor)
+{
+    if (sdt == MDS_F32 || sdt == kd)
+        return 0;
+    static char msg[96];
+    snprintf(msg, sizeof msg, "%s: %s stored as %s, compute dtype %s", what, tensor, mds_dtype_name(sdt),
+             mds_dtype_name(kd));
+    mds_cuda_note(cudaErrorInvalidValue, msg);
+    return 1;
 }
 
 #ifdef __cplusplus

@@ -120,9 +120,9 @@ static uint32_t lt_align(uintptr_t p)
     return a;
 }
 
-/* 0 with *p ready, or -1 (nothing held) when cuBLASLt has no algorithm. */
-static int lt_make(lt_plan *p, int dt, int m, int n, int k, const void *A, const void *Bm, const void *bias,
-                   const void *D)
+/* 0 with *p ready, or -1 (nothing held) when cuBLASLt has no algorithm;
+ * al: the alignments A, B, C and D have (lt_get's). */
+static int lt_make(lt_plan *p, int dt, int m, int n, int k, const uint32_t *al, const void *bias)
 {
     memset(p, 0, sizeof *p);
     cublasLtHandle_t lt = mds_cuda_cublaslt();
@@ -131,8 +131,6 @@ static int lt_make(lt_plan *p, int dt, int m, int n, int k, const void *A, const
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
     cudaDataType t = cuda_type(dt);
-    uint32_t al[4] = {lt_align((uintptr_t)A), lt_align((uintptr_t)Bm), lt_align((uintptr_t)D),
-                      lt_align((uintptr_t)D)};
     p->ws = mds_cuda_lt_workspace(&p->wsb);
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t r;
@@ -194,7 +192,7 @@ static lt_plan *lt_get(int dt, int m, int n, int k, const void *A, const void *B
         lt_free(&e->p);
     e->dt = dt, e->m = m, e->n = n, e->k = k;
     memcpy(e->al, al, sizeof al);
-    e->ok = lt_make(&e->p, dt, m, n, k, A, Bm, bias, D) == 0;
+    e->ok = lt_make(&e->p, dt, m, n, k, al, bias) == 0;
     return e->ok ? &e->p : NULL;
 }
 
@@ -291,19 +289,6 @@ static void add_bias(float *out, const float *bias, size_t rows, int OC, int dt)
     MDS_CU_LAUNCHED("matmul_forward (bias)");
 }
 
-/* A 16-bit stored tensor's dtype must be the compute dtype (backend.h):
- * noted as a failure, else 0. */
-static int stored_bad(int sdt, int mm_dtype, const char *what, const char *tensor)
-{
-    if (sdt == MDS_F32 || sdt == mm_dtype)
-        return 0;
-    static char msg[96];
-    snprintf(msg, sizeof msg, "%s: %s stored as %s, compute dtype %s", what, tensor, mds_dtype_name(sdt),
-             mds_dtype_name(mm_dtype));
-    mds_cuda_note(cudaErrorInvalidValue, msg);
-    return 1;
-}
-
 /* Rows [r0, r0 + n) of a K-wide operand as dt's 16-bit values: in place
  * where it is stored so (sdt), else copied into x16. */
 static const uint16_t *rows16(const void *x, int sdt, uint16_t *x16, long r0, long n, int K, int dt, const char *what)
@@ -313,9 +298,6 @@ static const uint16_t *rows16(const void *x, int sdt, uint16_t *x16, long r0, lo
     to16_cuda(x16, (const float *)x + (size_t)r0 * K, (size_t)n * K, dt, what);
     return x16;
 }
-
-/* bytes rounded up to 256 (the scratch's pieces stay aligned) */
-static size_t al256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 /* Where chunk r0's input rows (K wide) will be: the 16-bit copy x16 where
  * the input is fp32 (copy), else the stored rows themselves. */
@@ -330,8 +312,8 @@ void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, con
     size_t rows = (size_t)B * T;
     if (!rows || !OC) return;
     int mm_dtype = mds_cuda_compute_dtype();
-    if (stored_bad(inp_dt, mm_dtype, "matmul_forward", "input") ||
-        stored_bad(out_dt, mm_dtype, "matmul_forward", "output"))
+    if (mds_cu_stored_bad(inp_dt, mm_dtype, "matmul_forward", "input") ||
+        mds_cu_stored_bad(out_dt, mm_dtype, "matmul_forward", "output"))
         return;
     size_t os = mds_dtype_size(out_dt);
     if (C == 0) {
@@ -343,8 +325,8 @@ void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, con
            it) through an fp32 chunk and bias_put (one rounding either way) */
         int copy = inp_dt == MDS_F32, epi = out_dt != MDS_F32 && bias, via = 0;
         long R = chunk_rows((long)rows, (size_t)C * 2), nch = ((long)rows + R - 1) / R;
-        size_t wb = al256((size_t)OC * C * 2), bb = epi ? al256((size_t)OC * 2) : 0;
-        size_t xb = copy ? al256((size_t)R * C * 2) : 0;
+        size_t wb = mds_cu_al256((size_t)OC * C * 2), bb = epi ? mds_cu_al256((size_t)OC * 2) : 0;
+        size_t xb = copy ? mds_cu_al256((size_t)R * C * 2) : 0;
         char *sc = (char *)mds_cuda_scratch(wb + bb + xb);
         for (long c = 0; sc && epi && c < nch; c++) {   /* a plan for every chunk, on its pointers */
             long r0 = c * R, n = (long)rows - r0 < R ? (long)rows - r0 : R;
@@ -355,7 +337,7 @@ void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, con
         if (sc && out_dt != MDS_F32 && bias && !epi) {   /* no cuBLASLt: an fp32 chunk (sc holds nothing yet) */
             via = 1, bb = 0;
             R = chunk_rows((long)rows, (size_t)C * 2 + (size_t)OC * 4);
-            xb = copy ? al256((size_t)R * C * 2) : 0;
+            xb = copy ? mds_cu_al256((size_t)R * C * 2) : 0;
             sc = (char *)mds_cuda_scratch(wb + xb + (size_t)R * OC * 4);
         }
         if (!sc)
@@ -420,9 +402,9 @@ void matmul_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias,
     long N = (long)B * T;
     if (!N || !OC || !C) return;
     int mm_dtype = mds_cuda_compute_dtype();
-    if (stored_bad(inp_dt, mm_dtype, "matmul_backward", "input") ||
-        stored_bad(dout_dt, mm_dtype, "matmul_backward", "dout") ||
-        stored_bad(dinp_dt, mm_dtype, "matmul_backward", "dinp"))
+    if (mds_cu_stored_bad(inp_dt, mm_dtype, "matmul_backward", "input") ||
+        mds_cu_stored_bad(dout_dt, mm_dtype, "matmul_backward", "dout") ||
+        mds_cu_stored_bad(dinp_dt, mm_dtype, "matmul_backward", "dinp"))
         return;
     if (dbias)   /* first: its partial sums and the 16-bit copies share the scratch */
         mds_cu_colsum<1>(dbias, NULL, dbias_term{dout, OC, dout_dt}, N, OC, "matmul_backward (dbias)");
@@ -432,8 +414,8 @@ void matmul_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias,
            rounded in its epilogue */
         int xcopy = inp_dt == MDS_F32, dcopy = dout_dt == MDS_F32;
         long R = chunk_rows(N, ((size_t)C + (size_t)OC) * 2);
-        size_t wb = al256((size_t)OC * C * 2), db = dcopy ? al256((size_t)R * OC * 2) : 0;
-        size_t xb = xcopy ? al256((size_t)R * C * 2) : 0;
+        size_t wb = mds_cu_al256((size_t)OC * C * 2), db = dcopy ? mds_cu_al256((size_t)R * OC * 2) : 0;
+        size_t xb = xcopy ? mds_cu_al256((size_t)R * C * 2) : 0;
         char *sc = (char *)mds_cuda_scratch(wb + db + xb);
         if (!sc) return;
         uint16_t *w16 = (uint16_t *)sc, *d16 = (uint16_t *)(sc + wb), *x16 = (uint16_t *)(sc + wb + db);
