@@ -6,7 +6,8 @@
 # device, no PyTorch) goes through every section: a row per shape with its
 # figures, the micro-batch the probe predicted fits (and did: the peak stays
 # under the 95 % it aimed at), and the host-staged layouts' bytes exactly as
-# bench/comm_plan.py computes them; and the token file made for llm.c.
+# bench/comm_plan.py computes them; PyTorch run again at a smaller
+# micro-batch where it runs out of memory; and the token file made for llm.c.
 # About 20 s.
 . tests/cli/lib.sh
 MDSTRAIN=${MDSTRAIN:-$BUILD/mdstrain}
@@ -48,6 +49,25 @@ check bench_dry_mb_by_memory grep -Eq '^  gpt-tiny +micro-batch ([0-9]+): memory
 check bench_dry_peak_fits awk '$1 == "gpt-tiny" && $4 == "|" { found = 1; if ($9 > 0.95 * 96) exit 1 } END { exit !found }' "$T/dry"
 check bench_dry_torch_skipped grep -q "^  torch: 'import torch' fails for /nonexistent" "$T/dry"
 check bench_dry_llmc_skipped grep -q '^  llm.c: skipped' "$T/dry"
+# PyTorch out of memory at mdstrain's micro-batch (4, the memory bound above):
+# run again at 3/4 of it and compared by tokens/s.  A stand-in python whose
+# "torch" runs out of memory the first time, then takes 10 ms an iteration.
+cat >"$T/python" <<'EOF2'
+#!/bin/sh
+case "$1" in -c) exit 0 ;; esac
+if [ ! -f "$FAKE_TORCH_STATE" ]; then
+    : >"$FAKE_TORCH_STATE"
+    echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB" >&2; exit 1
+fi
+echo "torch ms_per_iter 10.0 threads 1 version 0.0+stand-in blas none"
+EOF2
+chmod +x "$T/python"
+BUILD=$BUILD MDS_BENCH_GPU_DRYRUN=1 MDS_BENCH_GPU_STAGED=0 MDS_BENCH_GPU_SHAPES=gpt-tiny MDS_TORCH_PYTHON="$T/python" \
+    FAKE_TORCH_STATE="$T/torch.state" MDS_BENCH_GPU_REPORT="$T/report2.txt" sh bench/gpu.sh >"$T/dry2" 2>&1
+check bench_dry_torch_smaller grep -Eq '^  gpt-tiny +4 +64 \|.*\| +10\.0 +19200 .*\(torch at micro-batch 3\)$' "$T/dry2"
+check bench_dry_torch_ratio awk '$1 == "gpt-tiny" && $4 == "|" { d = $17 - $6 / 19200; found = $17 ~ /x$/ && d < 0.006 && d > -0.006 }
+                                 END { exit !found }' "$T/dry2"
+check bench_dry_torch_note grep -q '^  gpt-tiny: torch ran out of memory at micro-batch 4 and ran at 3$' "$T/dry2"
 for l in TP2 PP2 DP2 'DP2 --overlap-grad-reduce'; do
     check "bench_dry_staged_$(echo "$l" | tr -c 'A-Za-z0-9\n' _)" grep -Eq "^  $l +$N  .* exact\$" "$T/dry"
 done
