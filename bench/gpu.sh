@@ -38,8 +38,9 @@
 #     bytes per iteration, and every rank's bytes checked exactly against
 #     bench/comm_plan.py.
 #
-# MDS_BENCH_GPU_SHAPES="gpt2-124m gpt2-1.3b" runs only the shapes named
-# (default: all); MDS_BENCH_GPU_STAGED=0 skips section 4 and its reserve.
+# MDS_BENCH_GPU_SHAPES="gpt2-124m gpt2-1.3b" runs only the shapes named, in
+# that order (default: all, 124M, Llama 1B, 1.3B, 350M: the budget may end
+# before the last); MDS_BENCH_GPU_STAGED=0 skips section 4 and its reserve.
 # MDS_BENCH_COMMIT names the commit in the header (default: git's HEAD, with
 # "+changes" when the tree differs from it); a device's copy of the tree has
 # a history of its own, so the call that runs it there says which commit.
@@ -100,8 +101,6 @@ tnomem() { grep -qE 'OutOfMemoryError|CUDA out of memory' "$T/$1.torch"; }
 # shape NAME SEQ VOCAB TORCH_FLAGS -- MDSTRAIN_FLAGS...
 shape() {
     name=$1 seq=$2 vocab=$3 tflags=$4; shift 5
-    case " ${MDS_BENCH_GPU_SHAPES:-$name} " in *" $name "*) ;; *)
-        echo "$name: not in MDS_BENCH_GPU_SHAPES" >>"$T/notes"; return ;; esac
     if [ "$(left)" -lt $((RESERVE + 30)) ]; then   # section 4 keeps its share
         echo "$name: skipped, $(left) s of the budget left" >>"$T/notes"; return
     fi
@@ -238,6 +237,50 @@ staged() {
     echo "  (--overlap-grad-reduce: buckets of 10^6 gradient elements or more, all-reduced while the backward goes on)"
 }
 
+# run_shape NAME: one shape of section 1 (and 2); after the 124M, llm.c beside it
+run_shape() {
+    case $1 in
+    gpt-tiny|llama-tiny)
+        [ "$DRY" = 1 ] || { echo "$1: a dry-run shape" >>"$T/notes"; return; }
+        G="--num-layers 2 --hidden-size 64 --num-attention-heads 4"
+        GEMM_ARGS="--hidden 64 --ffn 256 --layers 2 --vocab 50304 --kv 64"
+        if [ "$1" = gpt-tiny ]; then
+            shape gpt-tiny 64 50304 "--layers 2 --hidden 64 --heads 4" -- $G
+        else
+            shape llama-tiny 64 1024 "--layers 2 --hidden 64 --heads 4 --llama 2 128" -- $G \
+                --position-embedding-type rope --normalization RMSNorm --swiglu --ffn-hidden-size 128 \
+                --group-query-attention --num-query-groups 2 --disable-bias-linear --untie-embeddings-and-output-weights \
+                --tokenizer-type NullTokenizer --vocab-size 1023
+        fi ;;
+    gpt2-124m)
+        GEMM_ARGS="--hidden 768 --ffn 3072 --layers 12 --vocab 50304 --kv 768"
+        shape gpt2-124m 1024 50304 "--layers 12 --hidden 768 --heads 12" -- \
+            --num-layers 12 --hidden-size 768 --num-attention-heads 12
+        FPT124=$(awk '$1 == "gpt2-124m" { print $4 }' "$T/rows")
+        # llm.c beside the 124M (its micro-batch 64 as in its README, and mdstrain's)
+        LLMC_MB=${LLMC_MB:-64 $(awk '$1 == "gpt2-124m" && $2 != 64 { print $2 }' "$T/rows")}
+        llmc >"$T/llmc" 2>&1
+        LLMC_DONE=1 ;;
+    llama-1b)   # issue 13's Llama
+        GEMM_ARGS="--hidden 2048 --ffn 8192 --layers 16 --vocab 128256 --kv 512 --swiglu"
+        shape llama-1b 2048 128256 "--layers 16 --hidden 2048 --heads 32 --llama 8 8192" -- \
+            --num-layers 16 --hidden-size 2048 --num-attention-heads 32 --position-embedding-type rope \
+            --normalization RMSNorm --swiglu --ffn-hidden-size 8192 --group-query-attention --num-query-groups 8 \
+            --disable-bias-linear --untie-embeddings-and-output-weights --tokenizer-type NullTokenizer \
+            --vocab-size 128255 ;;
+    gpt2-1.3b)
+        GEMM_ARGS="--hidden 2048 --ffn 8192 --layers 24 --vocab 50304 --kv 2048"
+        shape gpt2-1.3b 1024 50304 "--layers 24 --hidden 2048 --heads 16" -- \
+            --num-layers 24 --hidden-size 2048 --num-attention-heads 16 ;;
+    gpt2-350m)
+        GEMM_ARGS="--hidden 1024 --ffn 4096 --layers 24 --vocab 50304 --kv 1024"
+        shape gpt2-350m 1024 50304 "--layers 24 --hidden 1024 --heads 16" -- \
+            --num-layers 24 --hidden-size 1024 --num-attention-heads 16 ;;
+    *)
+        echo "$1: no such shape (MDS_BENCH_GPU_SHAPES)" >>"$T/notes" ;;
+    esac
+}
+
 main() {
     commit=${MDS_BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo ?)}
     [ -n "${MDS_BENCH_COMMIT:-}" ] || git diff --quiet HEAD 2>/dev/null || commit="$commit+changes"
@@ -247,37 +290,13 @@ main() {
     if "$PY" -c 'import torch' 2>/dev/null; then HAVE_TORCH=1; fi
     GEMM_ARGS='' FPT124='' TORCH_VER=''
     : >"$T/rows"; : >"$T/notes"; : >"$T/llmc"
-    if [ "$DRY" = 1 ]; then
-        G="--num-layers 2 --hidden-size 64 --num-attention-heads 4"
-        GEMM_ARGS="--hidden 64 --ffn 256 --layers 2 --vocab 50304 --kv 64"
-        shape gpt-tiny 64 50304 "--layers 2 --hidden 64 --heads 4" -- $G
-        shape llama-tiny 64 1024 "--layers 2 --hidden 64 --heads 4 --llama 2 128" -- $G \
-            --position-embedding-type rope --normalization RMSNorm --swiglu --ffn-hidden-size 128 \
-            --group-query-attention --num-query-groups 2 --disable-bias-linear --untie-embeddings-and-output-weights \
-            --tokenizer-type NullTokenizer --vocab-size 1023
-        llmc >"$T/llmc" 2>&1
-    else
-        GEMM_ARGS="--hidden 768 --ffn 3072 --layers 12 --vocab 50304 --kv 768"
-        shape gpt2-124m 1024 50304 "--layers 12 --hidden 768 --heads 12" -- \
-            --num-layers 12 --hidden-size 768 --num-attention-heads 12
-        FPT124=$(awk '$1 == "gpt2-124m" { print $4 }' "$T/rows")
-        # llm.c beside the 124M (its micro-batch 64 as in its README, and mdstrain's)
-        LLMC_MB=${LLMC_MB:-64 $(awk '$1 == "gpt2-124m" && $2 != 64 { print $2 }' "$T/rows")}
-        llmc >"$T/llmc" 2>&1
-        # then issue 13's Llama, then the larger GPT-2 shapes, while the budget lasts
-        GEMM_ARGS="--hidden 2048 --ffn 8192 --layers 16 --vocab 128256 --kv 512 --swiglu"
-        shape llama-1b 2048 128256 "--layers 16 --hidden 2048 --heads 32 --llama 8 8192" -- \
-            --num-layers 16 --hidden-size 2048 --num-attention-heads 32 --position-embedding-type rope \
-            --normalization RMSNorm --swiglu --ffn-hidden-size 8192 --group-query-attention --num-query-groups 8 \
-            --disable-bias-linear --untie-embeddings-and-output-weights --tokenizer-type NullTokenizer \
-            --vocab-size 128255
-        GEMM_ARGS="--hidden 2048 --ffn 8192 --layers 24 --vocab 50304 --kv 2048"
-        shape gpt2-1.3b 1024 50304 "--layers 24 --hidden 2048 --heads 16" -- \
-            --num-layers 24 --hidden-size 2048 --num-attention-heads 16
-        GEMM_ARGS="--hidden 1024 --ffn 4096 --layers 24 --vocab 50304 --kv 1024"
-        shape gpt2-350m 1024 50304 "--layers 24 --hidden 1024 --heads 16" -- \
-            --num-layers 24 --hidden-size 1024 --num-attention-heads 16
-    fi
+    if [ "$DRY" = 1 ]; then ALL="gpt-tiny llama-tiny"; else ALL="gpt2-124m llama-1b gpt2-1.3b gpt2-350m"; fi
+    LLMC_DONE=0
+    for n in ${MDS_BENCH_GPU_SHAPES:-$ALL}; do run_shape "$n"; done
+    for n in $ALL; do
+        case " ${MDS_BENCH_GPU_SHAPES:-$ALL} " in *" $n "*) ;; *) echo "$n: not in MDS_BENCH_GPU_SHAPES" >>"$T/notes" ;; esac
+    done
+    [ "$LLMC_DONE" = 1 ] || llmc >"$T/llmc" 2>&1
     echo
     echo "== 1. training on one $DEV device, bf16, --mock-data: mdstrain | PyTorch ${TORCH_VER:-(not run)} --fast, same model and micro-batch"
     echo "   (where torch runs out of memory at mdstrain's micro-batch, at its own, named; mds/torch: tokens/s over tokens/s)"

@@ -7,7 +7,8 @@
 # figures, the micro-batch the probe predicted fits (and did: the peak stays
 # under the 95 % it aimed at), and the host-staged layouts' bytes exactly as
 # bench/comm_plan.py computes them; PyTorch run again at a smaller
-# micro-batch where it runs out of memory; and the token file made for llm.c.
+# micro-batch where it runs out of memory; the shapes run as named, in
+# their order; and the token file made for llm.c.
 # About 20 s.
 . tests/cli/lib.sh
 MDSTRAIN=${MDSTRAIN:-$BUILD/mdstrain}
@@ -62,12 +63,18 @@ fi
 echo "torch ms_per_iter 10.0 threads 1 version 0.0+stand-in blas none"
 EOF2
 chmod +x "$T/python"
-BUILD=$BUILD MDS_BENCH_GPU_DRYRUN=1 MDS_BENCH_GPU_STAGED=0 MDS_BENCH_GPU_SHAPES=gpt-tiny MDS_TORCH_PYTHON="$T/python" \
+BUILD=$BUILD MDS_BENCH_GPU_DRYRUN=1 MDS_BENCH_GPU_STAGED=0 MDS_BENCH_GPU_SHAPES="gpt-tiny nonesuch" MDS_TORCH_PYTHON="$T/python" \
     FAKE_TORCH_STATE="$T/torch.state" MDS_BENCH_GPU_REPORT="$T/report2.txt" sh bench/gpu.sh >"$T/dry2" 2>&1
 check bench_dry_torch_smaller grep -Eq '^  gpt-tiny +4 +64 \|.*\| +10\.0 +19200 .*\(torch at micro-batch 3\)$' "$T/dry2"
 check bench_dry_torch_ratio awk '$1 == "gpt-tiny" && $4 == "|" { d = $17 - $6 / 19200; found = $17 ~ /x$/ && d < 0.006 && d > -0.006 }
                                  END { exit !found }' "$T/dry2"
 check bench_dry_torch_note grep -q '^  gpt-tiny: torch ran out of memory at micro-batch 4 and ran at 3$' "$T/dry2"
+check bench_dry_shapes_named sh -c "grep -q '^  nonesuch: no such shape' '$T/dry2' &&
+    grep -q '^  llama-tiny: not in MDS_BENCH_GPU_SHAPES' '$T/dry2' && ! grep -q '^  llama-tiny  ' '$T/dry2'"
+# the shapes run in the order named
+BUILD=$BUILD MDS_BENCH_GPU_DRYRUN=1 MDS_BENCH_GPU_STAGED=0 MDS_BENCH_GPU_SHAPES="llama-tiny gpt-tiny" \
+    MDS_TORCH_PYTHON=/nonexistent MDS_BENCH_GPU_REPORT="$T/report3.txt" sh bench/gpu.sh >"$T/dry3" 2>&1
+check bench_dry_shapes_order test "$(awk '$4 == "|" && $1 != "model" { printf "%s ", $1 }' "$T/dry3")" = "llama-tiny gpt-tiny "
 for l in TP2 PP2 DP2 'DP2 --overlap-grad-reduce'; do
     check "bench_dry_staged_$(echo "$l" | tr -c 'A-Za-z0-9\n' _)" grep -Eq "^  $l +$N  .* exact\$" "$T/dry"
 done
