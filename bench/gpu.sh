@@ -93,9 +93,8 @@ mdstrain_run() {
 }
 # why NAME: the first error line of a failed run
 why() { grep -m1 -E 'mdstrain: |error|Error|no time left' "$T/$1.err" || tail -n 1 "$T/$1.err"; }
-nomem() { grep -qE 'cannot allocate|out of memory|cudaErrorMemoryAllocation' "$T/$1.err"; }
-# tnomem NAME: torch ran out of device memory
-tnomem() { grep -qE 'OutOfMemoryError|CUDA out of memory' "$T/$1.torch"; }
+# nomem FILE: the run that wrote FILE (mdstrain's stderr, torch's output) ran out of memory
+nomem() { grep -qE 'cannot allocate|out of memory|cudaErrorMemoryAllocation' "$1"; }
 
 # ---- 1 and 2: one shape -------------------------------------------------
 # shape NAME SEQ VOCAB TORCH_FLAGS -- MDSTRAIN_FLAGS...
@@ -131,7 +130,7 @@ shape() {
     while :; do
         if mdstrain_run "$name" "$mb" "$ITERS" --seq-length "$seq" --max-position-embeddings "$seq" "$@"; then break; fi
         tries=$((tries + 1))
-        if nomem "$name" && [ "$mb" -gt 1 ] && [ $tries -lt 3 ]; then
+        if nomem "$T/$name.err" && [ "$mb" -gt 1 ] && [ $tries -lt 3 ]; then
             mb=$((mb * 3 / 4)); [ "$mb" -lt 1 ] && mb=1; bound="memory (retried)"; continue
         fi
         echo "$name: mdstrain at micro-batch $mb failed: $(why "$name")" >>"$T/notes"; return
@@ -155,7 +154,7 @@ shape() {
             break
         fi
         ttries=$((ttries + 1))
-        if tnomem "$name" && [ "$tmb" -gt 1 ] && [ $ttries -le 3 ]; then
+        if nomem "$T/$name.torch" && [ "$tmb" -gt 1 ] && [ $ttries -le 3 ]; then
             tmb=$((tmb * 3 / 4)); [ "$tmb" -lt 1 ] && tmb=1; continue
         fi
         echo "$name: torch failed at micro-batch $tmb: $(grep -v '^iter ' "$T/$name.torch" | tail -n 1)" >>"$T/notes"
