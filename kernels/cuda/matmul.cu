@@ -289,21 +289,20 @@ static void add_bias(float *out, const float *bias, size_t rows, int OC, int dt)
     MDS_CU_LAUNCHED("matmul_forward (bias)");
 }
 
-/* Rows [r0, r0 + n) of a K-wide operand as dt's 16-bit values: in place
- * where it is stored so (sdt), else copied into x16. */
-static const uint16_t *rows16(const void *x, int sdt, uint16_t *x16, long r0, long n, int K, int dt, const char *what)
-{
-    if (sdt != MDS_F32)
-        return (const uint16_t *)x + (size_t)r0 * K;
-    to16_cuda(x16, (const float *)x + (size_t)r0 * K, (size_t)n * K, dt, what);
-    return x16;
-}
-
 /* Where chunk r0's input rows (K wide) will be: the 16-bit copy x16 where
  * the input is fp32 (copy), else the stored rows themselves. */
 static const void *lt_x(const void *inp, int copy, const void *x16, long r0, int K)
 {
     return copy ? x16 : (const void *)((const uint16_t *)inp + (size_t)r0 * K);
+}
+
+/* Rows [r0, r0 + n) of a K-wide operand as dt's 16-bit values: in place
+ * where it is stored so (sdt), else copied into x16. */
+static const uint16_t *rows16(const void *x, int sdt, uint16_t *x16, long r0, long n, int K, int dt, const char *what)
+{
+    if (sdt == MDS_F32)
+        to16_cuda(x16, (const float *)x + (size_t)r0 * K, (size_t)n * K, dt, what);
+    return (const uint16_t *)lt_x(x, sdt == MDS_F32, x16, r0, K);
 }
 
 void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, const float *weight, const float *bias,
@@ -323,7 +322,7 @@ void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, con
            chunks of rows either way); a 16-bit output straight from the
            GEMM, with a bias in cuBLASLt's epilogue, else (no algorithm for
            it) through an fp32 chunk and bias_put (one rounding either way) */
-        int copy = inp_dt == MDS_F32, epi = out_dt != MDS_F32 && bias, via = 0;
+        int copy = inp_dt == MDS_F32, want = out_dt != MDS_F32 && bias, epi = want, via = 0;
         long R = chunk_rows((long)rows, (size_t)C * 2), nch = ((long)rows + R - 1) / R;
         size_t wb = mds_cu_al256((size_t)OC * C * 2), bb = epi ? mds_cu_al256((size_t)OC * 2) : 0;
         size_t xb = copy ? mds_cu_al256((size_t)R * C * 2) : 0;
@@ -334,7 +333,7 @@ void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, con
                         (char *)out + (size_t)r0 * OC * os))
                 epi = 0;
         }
-        if (sc && out_dt != MDS_F32 && bias && !epi) {   /* no cuBLASLt: an fp32 chunk (sc holds nothing yet) */
+        if (sc && want && !epi) {   /* no cuBLASLt: an fp32 chunk (sc holds nothing yet) */
             via = 1, bb = 0;
             R = chunk_rows((long)rows, (size_t)C * 2 + (size_t)OC * 4);
             xb = copy ? mds_cu_al256((size_t)R * C * 2) : 0;
