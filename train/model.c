@@ -309,18 +309,18 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
 /* Point the tensors of a at base, with the float counts sizes. */
 static void point_acts(gpt_acts *a, float *base, const size_t *sizes)
 {
-    float *ln1, *qkv, *atty, *attproj, *ln2, *fch, *fchg, *fcproj, *lnf, *logits, *dqkv, *dfch,
+    float *ln1, *qkv, *atty, *attproj, *ln2, *fch, *fchg, *fcproj, *lnf, *logits, *dqkv, *datty, *dfch,
         *dfchg;   /* (stored as sd, act_dtype, pd) */
     float **aptrs[GPT_NUM_ACTS] = {
         &a->encoded, &ln1, &a->ln1_mean, &a->ln1_rstd, &qkv, &atty, &a->att_lse,
         &attproj, &a->residual2, &ln2, &a->ln2_mean, &a->ln2_rstd, &fch, &fchg,
         &fcproj, &a->residual3, &lnf, &a->lnf_mean, &a->lnf_rstd, &logits, &a->losses,
         &a->maxes, &a->sumexp, &a->tlogits, &a->mask, &a->dlosses, &a->dresidual, &a->dln,
-        &dqkv, &a->datty, &dfch, &dfchg, &a->ckpt, &a->dgrad_in, &a->emb, &a->emb_mean, &a->emb_rstd};
+        &dqkv, &datty, &dfch, &dfchg, &a->ckpt, &a->dgrad_in, &a->emb, &a->emb_mean, &a->emb_rstd};
     point_tensors(aptrs, base, sizes, GPT_NUM_ACTS);
     a->ln1 = ln1, a->qkv = qkv, a->atty = atty, a->attproj = attproj, a->ln2 = ln2, a->fch = fch;
     a->fch_gelu = fchg, a->fcproj = fcproj, a->lnf = lnf, a->logits = logits;
-    a->dqkv = dqkv, a->dfch = dfch, a->dfch_gelu = dfchg;
+    a->dqkv = dqkv, a->datty = datty, a->dfch = dfch, a->dfch_gelu = dfchg;
 }
 
 size_t gpt_activation_bytes(const gpt_model *m)

@@ -307,7 +307,7 @@ typedef struct gpt_acts {
     float *dresidual; // (B, T, C)   backward: the residual stream's gradient
     float *dln;       // (B, T, C)   backward: gradient into a LayerNorm output
     void *dqkv;       // (B, T, QKVl)  stored as act_dtype
-    float *datty;     // (B, T, Cl)  stored as act_dtype
+    void *datty;      // (B, T, Cl)  stored as act_dtype
     void *dfch;       // (B, T, FC1l)  stored as act_dtype
     void *dfch_gelu;  // (B, T, Fl)  stored as act_dtype
     float *ckpt;      // (nck, B, Ts, C)  recomputation: chunk k's output (chunk k + 1's input)
