@@ -663,6 +663,19 @@ static void t_attention_backward(const struct shape *s)
     t_attention_16(s, 1);
 }
 
+/* An output of the tensor-core attention (t_attention_16): stored as sd
+ * (so_check at tol), else floats within tol of the CPU's, each a value of
+ * dt (kept_values). */
+static void am_check(const char *name, tf *t, const void *d, int sd, int dt, double tol)
+{
+    if (sd != MDS_F32) {
+        so_check(name, t, d, sd, tol);
+        return;
+    }
+    check_f(name, t, tol, tol);
+    kept_values(name, t, dt);
+}
+
 /*
  * Attention with 16-bit products (set_compute_dtype bf16 / fp16, no
  * dropout: the CUDA backend's tensor-core kernels; the CPU computes in
@@ -698,12 +711,7 @@ static void t_attention_16(const struct shape *s, int backward)
             void *o = so_new(&out, od), *q = so_input(&qkv, od);
             be->ops.attention_forward(o, od, lse.dev, q, od, s->B, s->T, s->C, s->NH, nkv, drops.dev);
             snprintf(name, sizeof name, "out %s%s", mds_dtype_name(dt), nkv == s->NH ? "" : " (gqa)");
-            if (od == MDS_F32) {
-                check_f(name, &out, 8 * u, 8 * u);
-                kept_values(name, &out, dt);
-            } else {
-                so_check(name, &out, o, od, 8 * u);
-            }
+            am_check(name, &out, o, od, dt, 8 * u);
             so_free(&out, o);
             so_free(&qkv, q);
             snprintf(name, sizeof name, "lse %s%s", mds_dtype_name(dt), nkv == s->NH ? "" : " (gqa)");
@@ -722,12 +730,7 @@ static void t_attention_16(const struct shape *s, int backward)
                                        drops.dev);
             snprintf(name, sizeof name, "dqkv %s%s%s%s", mds_dtype_name(dt), nkv == s->NH ? "" : " (gqa)",
                      od == MDS_F32 ? "" : " (out stored)", dd == MDS_F32 ? "" : " (d, qkv stored)");
-            if (dd == MDS_F32) {
-                check_f(name, &dqkv, 8 * u, 8 * u);
-                kept_values(name, &dqkv, dt);
-            } else {
-                so_check(name, &dqkv, dq, dd, 8 * u);
-            }
+            am_check(name, &dqkv, dq, dd, dt, 8 * u);
             so_free(&dqkv, dq);
             so_free(&qkv, q);
             so_free(&dout, d);
