@@ -15,6 +15,7 @@
  * other than gzip/xz/zstd (bzip2, lz4, .lzma, zlib streams are plain bytes).
  */
 #include "input.h"
+#include "hugealloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -180,6 +181,25 @@ static int not_built(mds_input *in, const char *path, const char *format, const 
 #endif
 
 #ifdef MDS_HAVE_LZMA
+/* liblzma's allocations: its dictionary (up to the stream's dictionary
+ * size, 64 MiB at xz -9) and the threaded decoder's block buffers in huge
+ * pages (hugealloc.h), the small ones from malloc. */
+static void *xz_alloc(void *opaque, size_t nmemb, size_t size)
+{
+    (void)opaque;
+    if (size && nmemb > SIZE_MAX / size) return NULL;
+    size_t n = nmemb * size;
+    return n >= ((size_t)4 << 20) ? mds_huge_alloc(n) : malloc(n ? n : 1);
+}
+
+static void xz_free(void *opaque, void *p)
+{
+    (void)opaque;
+    free(p);
+}
+
+static const lzma_allocator xz_allocator = { xz_alloc, xz_free, NULL };
+
 /* Whether the regular file is one xz stream of exactly one block, from its
  * index (at the end: read with pread, so the sequential reads that follow
  * are not disturbed).  liblzma's threaded decoder would decode such a file
@@ -231,6 +251,7 @@ static int decoder_init(mds_input *in, const char *path, int threads)
 #ifdef MDS_HAVE_LZMA
     case MDS_INPUT_XZ: {
         lzma_ret rc;
+        in->x.allocator = &xz_allocator;
         if (threads > 1 && !(in->size > 0 && xz_one_block(in))) {
             lzma_mt mt;
             memset(&mt, 0, sizeof mt);

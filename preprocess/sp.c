@@ -37,6 +37,7 @@
  * extra options.  It never prints; errors name the file and the cause.
  */
 #include "tokenizer_internal.h"
+#include "hugealloc.h"
 #include "readfile.h"
 #include "utf8.h"
 
@@ -46,7 +47,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 /* darts-clone's double array units (the precompiled charsmap) */
 #define DA_LEAF(u) (((u) >> 8) & 1)
@@ -1952,12 +1952,9 @@ static void wc_store(const sp_model *M, sp_state *st, const unsigned char *w, si
 static int wc_alloc(sp_state *st)
 {
     if (st->wc) return 0;
-    const size_t H = (size_t)2 << 20, bytes = (size_t)WC_BUCKETS * WC_WAYS * sizeof *st->wc;
-    void *p = NULL;
-    if (posix_memalign(&p, H, (bytes + H - 1) / H * H)) return TOK_ERR_NOMEM;
-#ifdef MADV_HUGEPAGE
-    madvise(p, (bytes + H - 1) / H * H, MADV_HUGEPAGE);   /* (a hint: without it, 4 kB pages) */
-#endif
+    const size_t bytes = (size_t)WC_BUCKETS * WC_WAYS * sizeof *st->wc;
+    void *p = mds_huge_alloc(bytes);
+    if (!p) return TOK_ERR_NOMEM;
     memset(p, 0, bytes);
     st->wc = p;
     GROW(st->wtmp, st->wtmpcap, 256);
