@@ -15,11 +15,13 @@
 #define _GNU_SOURCE
 #endif
 #include "harness.h"
+#include "hugealloc.h"
 #include "readfile.h"
 #include "input.h"
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -228,7 +230,8 @@ static void setup(void)
              " && zstd -q -c p > p.zst && gzip -c p > p.gz && gzip -1 -c p > p1.gz"
              " && cat p.gz p1.gz > cc.gz && cat p.xz pm.xz > cc.xz && zstd -q -12 -c p > p12.zst"
              " && cat p.zst p12.zst > cc.zst && xz -q -0 --format=lzma -c p > p.lzma"
-             " && xz -q -1 -T2 --block-size=8388608 -c p > ps.xz && cat ps.xz ps.xz > ps2.xz", tmpdir) == 0);
+             " && xz -q -1 -T2 --block-size=8388608 -c p > ps.xz && cat ps.xz ps.xz > ps2.xz"
+             " && xz -q --lzma2=preset=1,dict=24MiB -c p > pd.xz", tmpdir) == 0);
 }
 
 static void test_plain(void)
@@ -289,6 +292,35 @@ static void test_xz(void)
     check_round_trip("pm.xz", MDS_INPUT_XZ, 4, 1);
     check_round_trip("cc.xz", MDS_INPUT_XZ, 1, 2);
     check_round_trip("cc.xz", MDS_INPUT_XZ, 2, 2);
+}
+
+/* A dictionary of 24 MiB: the single-threaded decoder takes it from
+ * input.c's allocator in huge pages (hugealloc.h), the 1 MiB ones above from
+ * malloc. */
+static void test_xz_big_dictionary(void)
+{
+    check_round_trip("pd.xz", MDS_INPUT_XZ, 1, 1);
+    check_round_trip("pd.xz", MDS_INPUT_XZ, 2, 1);
+}
+
+/* mds_huge_alloc: whole 2 MiB pages, aligned to one, every byte usable;
+ * NULL where the rounding would overflow. */
+static void test_huge_alloc(void)
+{
+    CHECK(mds_huge_alloc(SIZE_MAX) == NULL);
+    CHECK(mds_huge_alloc(SIZE_MAX - MDS_HUGE_PAGE + 1) == NULL);
+    const size_t sizes[] = { 0, 1, MDS_HUGE_PAGE - 1, MDS_HUGE_PAGE, MDS_HUGE_PAGE + 1, (size_t)5 << 20 };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i], whole = n ? (n + MDS_HUGE_PAGE - 1) / MDS_HUGE_PAGE * MDS_HUGE_PAGE : MDS_HUGE_PAGE;
+        unsigned char *p = mds_huge_alloc(n);
+        CHECK(p != NULL);
+        if (!p) continue;
+        CHECK((uintptr_t)p % MDS_HUGE_PAGE == 0);
+        CHECK(malloc_usable_size(p) >= whole);
+        memset(p, 0xA5, whole);
+        CHECK(p[0] == 0xA5 && p[whole - 1] == 0xA5);
+        free(p);
+    }
 }
 
 static void test_zstd(void)
@@ -625,6 +657,8 @@ int main(void)
     RUN_IF(built("gzip"), test_gzip, "zlib not built in");
     RUN_IF(built("xz"), test_xz, "liblzma not built in");
     RUN_IF(built("xz"), test_xz_single_block, "liblzma not built in");
+    RUN_IF(built("xz"), test_xz_big_dictionary, "liblzma not built in");
+    RUN(test_huge_alloc);
     RUN_IF(built("zstd"), test_zstd, "libzstd not built in");
     RUN_IF(built("xz") || built("gzip"), test_padding, "neither liblzma nor zlib built in");
     RUN_IF(built_any(), test_truncated, "no decompression library built in");
