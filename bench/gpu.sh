@@ -131,7 +131,7 @@ shape() {
         if mdstrain_run "$name" "$mb" "$ITERS" --seq-length "$seq" --max-position-embeddings "$seq" "$@"; then break; fi
         tries=$((tries + 1))
         if nomem "$T/$name.err" && [ "$mb" -gt 1 ] && [ $tries -lt 3 ]; then
-            mb=$((mb * 3 / 4)); [ "$mb" -lt 1 ] && mb=1; bound="memory (retried)"; continue
+            mb=$((mb * 3 / 4)); bound="memory (retried)"; continue
         fi
         echo "$name: mdstrain at micro-batch $mb failed: $(why "$name")" >>"$T/notes"; return
     done
@@ -155,7 +155,7 @@ shape() {
         fi
         ttries=$((ttries + 1))
         if nomem "$T/$name.torch" && [ "$tmb" -gt 1 ] && [ $ttries -le 3 ]; then
-            tmb=$((tmb * 3 / 4)); [ "$tmb" -lt 1 ] && tmb=1; continue
+            tmb=$((tmb * 3 / 4)); continue
         fi
         echo "$name: torch failed at micro-batch $tmb: $(grep -v '^iter ' "$T/$name.torch" | tail -n 1)" >>"$T/notes"
         break
