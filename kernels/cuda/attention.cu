@@ -545,6 +545,21 @@ __global__ __launch_bounds__(FA_THREADS) static void fa_dkv_kernel(fa_args a)
 #define AM_THREADS 128
 #define AM_ROWS 64     /* rows of a block's own tile, and of every streamed tile */
 
+/* Blocks of the forward and of the dk/dv kernel that an SM must hold at
+ * once at head width 64, which caps their registers at 65536 / (128 n).
+ * ptxas -v for sm_90 (CUDA 13): the forward takes 128 registers at 4
+ * (uncapped 155: 3 blocks, 12 warps an SM), no spill; dk/dv 168 at 3
+ * (uncapped 226: 2 blocks, 8 warps), 44 bytes spilled; dq's 161 give it 3
+ * blocks uncapped.  Width 128 is left uncapped (240 and more).  -D at build
+ * time sets others (the device's A/B runs: 3 and 2 are the uncapped
+ * kernels). */
+#ifndef AM_FWD_BLOCKS
+#define AM_FWD_BLOCKS 4
+#endif
+#ifndef AM_DKV_BLOCKS
+#define AM_DKV_BLOCKS 3
+#endif
+
 typedef uint32_t am_u32;
 typedef uint16_t am_u16;
 
@@ -889,7 +904,7 @@ FA_UNROLL
  * the next tile's copies are in flight while the current one computes.
  */
 template <int DT, int D>
-__global__ __launch_bounds__(AM_THREADS) static void am_forward_kernel(fa_args a)
+__global__ __launch_bounds__(AM_THREADS, D == 64 ? AM_FWD_BLOCKS : 1) static void am_forward_kernel(fa_args a)
 {
     constexpr int LD = D + 8, NB = AM_ROWS / 8, KD = D / 16, ND = D / 8, TL = AM_ROWS * LD;
     extern __shared__ uint4 am_sm[];
@@ -1084,7 +1099,7 @@ FA_UNROLL
  * lse and D double-buffered), S^T = K Q^T, dP^T = V dO^T, P^T, dS^T, then
  * dv += P^T dO and dk += dS^T Q. */
 template <int DT, int D>
-__global__ __launch_bounds__(AM_THREADS) static void am_dkv_kernel(fa_args a)
+__global__ __launch_bounds__(AM_THREADS, D == 64 ? AM_DKV_BLOCKS : 1) static void am_dkv_kernel(fa_args a)
 {
     constexpr int LD = D + 8, NB = AM_ROWS / 8, TL = AM_ROWS * LD;
     extern __shared__ uint4 am_sm[];

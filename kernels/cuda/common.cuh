@@ -246,6 +246,43 @@ __device__ static inline void mds_cu_put2(void *out, int od, size_t i, float v0,
     mds_cu_put(out, od, i + 1, v1, dt);
 }
 
+/* Eight 16-bit values of DT (MDS_BF16 or MDS_F16) in a uint4, the first
+ * in the low half of .x, as floats, and back (kernels/dtype.h's
+ * conversions: the bits of mds_load and mds_store element by element).
+ * The elementwise kernels' 16-byte loads and stores: with one 2-byte load
+ * a thread at a time, an H200 kept a quarter of the bytes in flight that
+ * its bandwidth needs (gelu's forward ran at a third of it). */
+template <int DT>
+__device__ static inline void mds_cu_unpack8(float (&f)[8], uint4 v)
+{
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    for (int k = 0; k < 8; k++) {
+        uint16_t h = (uint16_t)(w[k >> 1] >> (16 * (k & 1)));
+        f[k] = DT == MDS_BF16 ? mds_bf16_to_f32(h) : mds_f16_to_f32(h);
+    }
+}
+template <int DT>
+__device__ static inline uint4 mds_cu_pack8(const float (&f)[8])
+{
+    uint32_t w[4];
+    for (int k = 0; k < 4; k++)
+        w[k] = (uint32_t)mds_f32_to_16(DT, f[2 * k]) | (uint32_t)mds_f32_to_16(DT, f[2 * k + 1]) << 16;
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/* Whether p is 16-byte aligned (a uint4 or float4 at it). */
+static inline int mds_cu_al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* Kernels that take 8 elements a uint4 take MDS_CU_VEC of them a thread
+ * at a time (64 bytes of 16-bit loads in flight a thread); the grid over
+ * n8 such groups. */
+#define MDS_CU_VEC 2
+static inline unsigned mds_cu_vec_blocks(size_t n8, unsigned threads)
+{
+    size_t b = (n8 + (size_t)threads * MDS_CU_VEC - 1) / ((size_t)threads * MDS_CU_VEC);
+    return (unsigned)(b < 1 ? 1 : b > 65535u * 16 ? 65535u * 16 : b);
+}
+
 /* bytes rounded up to 256 (the scratch's pieces stay aligned) */
 static inline size_t mds_cu_al256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 

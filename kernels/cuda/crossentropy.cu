@@ -37,21 +37,41 @@ __device__ static inline const void *ce_row(const void *logits, size_t bt, int V
 template <int LD>
 __global__ static void ce_forward_kernel(float *losses, float *maxes, float *sumexp, float *tlogits,
                                          const void *logits, const int *targets, const float *mask, int V,
-                                         int v_start)
+                                         int v_start, int vec)
 {
     size_t bt = blockIdx.x;
     const void *l = ce_row<LD>(logits, bt, V);
     const int st = blockDim.x;
     float mx = -INFINITY, x[MDS_CU_ILP];
     int v = threadIdx.x;
-    for (; v + (MDS_CU_ILP - 1) * st < V; v += MDS_CU_ILP * st) {
-        ce_fetch<LD>(x, l, v, st);
-        for (int k = 0; k < MDS_CU_ILP; k++)
-            mx = x[k] > mx ? x[k] : mx;
-    }
-    for (; v < V; v += st) {
-        float y = mds_load(LD, l, v);
-        mx = y > mx ? y : mx;
+    if (vec) {   /* (the max is exact: any order gives it) */
+        const uint4 *l8 = (const uint4 *)l;
+        int V8 = V / 8;
+        for (; v + st < V8; v += 2 * st) {
+            uint4 w[2] = {l8[v], l8[v + st]};
+            for (int k = 0; k < 2; k++) {
+                float y[8];
+                mds_cu_unpack8<LD>(y, w[k]);
+                for (int e = 0; e < 8; e++)
+                    mx = y[e] > mx ? y[e] : mx;
+            }
+        }
+        for (; v < V8; v += st) {
+            float y[8];
+            mds_cu_unpack8<LD>(y, l8[v]);
+            for (int e = 0; e < 8; e++)
+                mx = y[e] > mx ? y[e] : mx;
+        }
+    } else {
+        for (; v + (MDS_CU_ILP - 1) * st < V; v += MDS_CU_ILP * st) {
+            ce_fetch<LD>(x, l, v, st);
+            for (int k = 0; k < MDS_CU_ILP; k++)
+                mx = x[k] > mx ? x[k] : mx;
+        }
+        for (; v < V; v += st) {
+            float y = mds_load(LD, l, v);
+            mx = y > mx ? y : mx;
+        }
     }
     mx = mds_cu_block_max(mx);
     double s = 0.0;
@@ -82,7 +102,10 @@ void crossentropy_forward_cuda(float *losses, float *maxes, float *sumexp, float
     auto kernel = logits_dt == MDS_BF16 ? ce_forward_kernel<MDS_BF16>
                 : logits_dt == MDS_F16  ? ce_forward_kernel<MDS_F16>
                                         : ce_forward_kernel<MDS_F32>;
-    kernel<<<(unsigned)n, MDS_CU_THREADS>>>(losses, maxes, sumexp, tlogits, logits, targets, mask, V, v_start);
+    /* vec: the max's pass reads 16-bit rows 8 elements a uint4 (rows of V
+       a multiple of 8, 16-byte aligned) */
+    int vec = logits_dt != MDS_F32 && V % 8 == 0 && mds_cu_al16(logits);
+    kernel<<<(unsigned)n, MDS_CU_THREADS>>>(losses, maxes, sumexp, tlogits, logits, targets, mask, V, v_start, vec);
     MDS_CU_LAUNCHED("crossentropy_forward");
 }
 
@@ -154,15 +177,70 @@ __global__ static void ce_backward_kernel(void *dlogits, const void *logits, con
         mds_cu_put(dlogits, LD, row + ix, (mds_expf(lt - mx) * inv - 1.0f) * d, dt);
 }
 
+/* The backward with the logits and their gradient stored as the 16-bit
+ * compute dtype LD, rows of V a multiple of 8 and 16-byte aligned: each
+ * thread's 8 elements a uint4 (common.cuh's mds_cu_unpack8), read and
+ * then written by that thread (in place too), the same expressions. */
+template <int LD>
+__global__ static void ce_backward8_kernel(uint4 *dlogits, const uint4 *logits, const float *maxes,
+                                           const float *sumexp, const int *targets, const float *dlosses, int V,
+                                           int v_start)
+{
+    size_t bt = blockIdx.x;
+    int V8 = V / 8;
+    uint4 *dl = dlogits + bt * V8;
+    const uint4 *l = logits + bt * V8;
+    float d = dlosses[bt];
+    if (d == 0.0f) {
+        for (int v = threadIdx.x; v < V8; v += blockDim.x)
+            dl[v] = make_uint4(0u, 0u, 0u, 0u);   /* (+0 as either 16-bit type) */
+        return;
+    }
+    float mx = maxes[bt], inv = 1.0f / sumexp[bt];
+    long ix = (long)targets[bt] - v_start;
+    int has = ix >= 0 && ix < V;
+    float lt = has ? mds_load(LD, l, ix) : 0.0f;
+    __syncthreads();   /* every thread holds lt before any writes */
+    const int st = blockDim.x;
+    int v = threadIdx.x;
+    for (; v + st < V8; v += 2 * st) {
+        uint4 w[2] = {l[v], l[v + st]};
+        for (int k = 0; k < 2; k++) {
+            float x[8];
+            mds_cu_unpack8<LD>(x, w[k]);
+            for (int e = 0; e < 8; e++)
+                x[e] = mds_expf(x[e] - mx) * inv * d;
+            dl[v + k * st] = mds_cu_pack8<LD>(x);
+        }
+    }
+    for (; v < V8; v += st) {
+        float x[8];
+        mds_cu_unpack8<LD>(x, l[v]);
+        for (int e = 0; e < 8; e++)
+            x[e] = mds_expf(x[e] - mx) * inv * d;
+        dl[v] = mds_cu_pack8<LD>(x);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0 && has)
+        mds_store(LD, dl, ix, (mds_expf(lt - mx) * inv - 1.0f) * d);
+}
+
 void crossentropy_backward_cuda(void *dlogits, const void *logits, int dt, const float *maxes, const float *sumexp,
                                 const int *targets, const float *dlosses, int B, int T, int V, int v_start)
 {
     size_t n = (size_t)B * T;
     if (!n) return;
+    int kd = mds_cuda_compute_dtype();
+    if (dt != MDS_F32 && dt == kd && V % 8 == 0 && mds_cu_al16(dlogits) && mds_cu_al16(logits)) {
+        auto k8 = dt == MDS_BF16 ? ce_backward8_kernel<MDS_BF16> : ce_backward8_kernel<MDS_F16>;
+        k8<<<(unsigned)n, MDS_CU_THREADS>>>((uint4 *)dlogits, (const uint4 *)logits, maxes, sumexp, targets, dlosses,
+                                            V, v_start);
+        MDS_CU_LAUNCHED("crossentropy_backward");
+        return;
+    }
     auto kernel = dt == MDS_BF16 ? ce_backward_kernel<MDS_BF16>
                 : dt == MDS_F16  ? ce_backward_kernel<MDS_F16>
                                  : ce_backward_kernel<MDS_F32>;
-    kernel<<<(unsigned)n, MDS_CU_THREADS>>>(dlogits, logits, maxes, sumexp, targets, dlosses, V, v_start,
-                                            mds_cuda_compute_dtype());
+    kernel<<<(unsigned)n, MDS_CU_THREADS>>>(dlogits, logits, maxes, sumexp, targets, dlosses, V, v_start, kd);
     MDS_CU_LAUNCHED("crossentropy_backward");
 }

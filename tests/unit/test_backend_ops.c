@@ -861,13 +861,18 @@ static void t_swiglu_backward_at(const struct shape *s, int dt, int od)
     tf_free(&dinp); tf_free(&inp); tf_free(&dout);
 }
 
+/* Elementwise sizes: the shape's, plus B (mostly not a multiple of 8: the
+ * CUDA kernels that take 8 elements a load leave a tail). */
+static size_t flat_odd(const struct shape *s) { return flat(s) + (size_t)s->B; }
+
 STORED_OP(t_gelu_forward)
 static void t_gelu_forward_at(const struct shape *s, int dt, int od)
 {
-    tf out = tf_rand(flat(s), 1), inp = tf_rand(flat(s), 4);
+    size_t n = flat_odd(s);
+    tf out = tf_rand(n, 1), inp = tf_rand(n, 4);
     void *o = so_new(&out, od), *x = so_input(&inp, od);
-    gelu_forward_cpu(out.ref, inp.ref, flat(s));
-    be->ops.gelu_forward(o, od, x, od, flat(s));
+    gelu_forward_cpu(out.ref, inp.ref, n);
+    be->ops.gelu_forward(o, od, x, od, n);
     so_check("out", &out, o, dt, 0);
     so_free(&out, o);
     so_free(&inp, x);
@@ -877,11 +882,12 @@ static void t_gelu_forward_at(const struct shape *s, int dt, int od)
 STORED_OP(t_gelu_backward)
 static void t_gelu_backward_at(const struct shape *s, int dt, int od)
 {
-    tf dinp = tf_rand(flat(s), 1), inp = tf_rand(flat(s), 4), dout = tf_rand(flat(s), 1);
+    size_t n = flat_odd(s);
+    tf dinp = tf_rand(n, 1), inp = tf_rand(n, 4), dout = tf_rand(n, 1);
     void *di = so_new(&dinp, od), *d = so_input(&dout, od), *x = so_input(&inp, od);
     memset(dinp.ref, 0, dinp.n * sizeof(float));   /* written over what di holds (backend.h) */
-    gelu_backward_cpu(dinp.ref, inp.ref, dout.ref, flat(s));
-    be->ops.gelu_backward(di, x, od, d, od, flat(s));
+    gelu_backward_cpu(dinp.ref, inp.ref, dout.ref, n);
+    be->ops.gelu_backward(di, x, od, d, od, n);
     so_check("dinp", &dinp, di, dt, 0);
     so_free(&dinp, di);
     so_free(&inp, x);
@@ -895,13 +901,13 @@ static void t_residual_forward(const struct shape *s)
 {
     for (int dt = MDS_F32; dt < MDS_NUM_DTYPES; dt++)
         for (int bd = MDS_F32; bd <= dt; bd += dt == MDS_F32 ? 1 : dt - MDS_F32) {
-            tf out = tf_rand(flat(s), 1), a = tf_rand(flat(s), 1), b = tf_rand(flat(s), 1);
+            tf out = tf_rand(flat_odd(s), 1), a = tf_rand(flat_odd(s), 1), b = tf_rand(flat_odd(s), 1);
             void *y = so_input(&b, bd);
             char name[48];
-            residual_forward_cpu(out.ref, a.ref, b.ref, flat(s));
+            residual_forward_cpu(out.ref, a.ref, b.ref, flat_odd(s));
             if (dt != MDS_F32)
-                round_to_cpu(out.ref, flat(s), dt);
-            be->ops.residual_forward(out.dev, a.dev, y, bd, flat(s), dt);
+                round_to_cpu(out.ref, flat_odd(s), dt);
+            be->ops.residual_forward(out.dev, a.dev, y, bd, flat_odd(s), dt);
             check_f(dt_name(name, sizeof name, bd != MDS_F32 ? "out (inp2 stored)" : "out", dt), &out, 0.0, 0.0);
             so_free(&b, y);
             tf_free(&out); tf_free(&a); tf_free(&b);
