@@ -97,15 +97,6 @@ static int att_check(int B, int T, int C, int NH, int NKV, const char *what)
 #define FA_TY 16
 #define FA_TX 8
 
-/* Loops over a thread's registers are unrolled (an array indexed by a loop
- * variable stays in registers only then); other compilers of this file
- * (tests/cudacpu) need no hint. */
-#ifdef __NVCC__
-#define FA_UNROLL _Pragma("unroll")
-#else
-#define FA_UNROLL
-#endif
-
 /* Tile sizes per padded head width D (64, 128, 256): queries and keys of
  * the forward, of the dq kernel, and keys and queries of the dk/dv kernel.
  * Each keeps a thread's accumulators at 32-64 floats and a block's shared
@@ -138,22 +129,22 @@ template <int D, int RM, int SN>
 __device__ static void fa_dots(float (&a)[RM][SN], const float *A, const float *B, int hs)
 {
     int ty = threadIdx.x / FA_TX, tx = threadIdx.x % FA_TX;
-FA_UNROLL
+MDS_CU_UNROLL
     for (int m = 0; m < RM; m++)
-FA_UNROLL
+MDS_CU_UNROLL
         for (int n = 0; n < SN; n++)
             a[m][n] = 0.0f;
     for (int i = 0; i < hs; i++) {
         float x[RM], y[SN];
-FA_UNROLL
+MDS_CU_UNROLL
         for (int m = 0; m < RM; m++)
             x[m] = A[(ty + FA_TY * m) * (D + 1) + i];
-FA_UNROLL
+MDS_CU_UNROLL
         for (int n = 0; n < SN; n++)
             y[n] = B[(tx + FA_TX * n) * (D + 1) + i];
-FA_UNROLL
+MDS_CU_UNROLL
         for (int m = 0; m < RM; m++)
-FA_UNROLL
+MDS_CU_UNROLL
             for (int n = 0; n < SN; n++)
                 a[m][n] = a[m][n] + x[m] * y[n];
     }
@@ -171,15 +162,15 @@ __device__ static void fa_axpy(float (&a)[RM][D / FA_TX], const float *W, const 
     int ty = threadIdx.x / FA_TX, tx = threadIdx.x % FA_TX;
     for (int j = 0; j < NJ; j++) {
         float w[RM], x[D / FA_TX];
-FA_UNROLL
+MDS_CU_UNROLL
         for (int m = 0; m < RM; m++)
             w[m] = W[(ty + FA_TY * m) * (NJ + 1) + j];
-FA_UNROLL
+MDS_CU_UNROLL
         for (int k = 0; k < D / FA_TX; k++)
             x[k] = X[j * (D + 1) + tx + FA_TX * k];
-FA_UNROLL
+MDS_CU_UNROLL
         for (int m = 0; m < RM; m++)
-FA_UNROLL
+MDS_CU_UNROLL
             for (int k = 0; k < D / FA_TX; k++)
                 a[m][k] = a[m][k] + w[m] * x[k];
     }
@@ -191,9 +182,9 @@ template <bool LOAD, int RM, int CN>
 __device__ static void fa_move(float (&a)[RM][CN], float *x, size_t stride, int n, int hs)
 {
     int ty = threadIdx.x / FA_TX, tx = threadIdx.x % FA_TX;
-FA_UNROLL
+MDS_CU_UNROLL
     for (int m = 0; m < RM; m++)
-FA_UNROLL
+MDS_CU_UNROLL
         for (int k = 0; k < CN; k++) {
             int r = ty + FA_TY * m, c = tx + FA_TX * k;
             int in = r < n && c < hs;
@@ -266,11 +257,11 @@ __global__ __launch_bounds__(FA_THREADS) static void fa_forward_kernel(fa_args a
     uint64_t rk = a.drop.p > 0.0f ? a.drop.row_keys[b] : 0;
     fa_load<D>(Qs, base + (size_t)q0 * row + (size_t)h * hs, row, BQ, nq, hs);
     float o[RM][CN], mrow[RM], lrow[RM];
-FA_UNROLL
+MDS_CU_UNROLL
     for (int m = 0; m < RM; m++) {
         mrow[m] = -INFINITY;
         lrow[m] = 0.0f;
-FA_UNROLL
+MDS_CU_UNROLL
         for (int k = 0; k < CN; k++)
             o[m][k] = 0.0f;
     }
@@ -282,11 +273,11 @@ FA_UNROLL
         __syncthreads();
         float s[RM][SN];
         fa_dots<D, RM, SN>(s, Qs, Ks, hs);
-FA_UNROLL
+MDS_CU_UNROLL
         for (int m = 0; m < RM; m++) {
             int t = q0 + ty + FA_TY * m;
             float mx = -INFINITY;
-FA_UNROLL
+MDS_CU_UNROLL
             for (int n = 0; n < SN; n++) {
                 int j = k0 + tx + FA_TX * n;
                 s[m][n] = j <= t && j < T ? s[m][n] * a.scale : -INFINITY;
@@ -296,14 +287,14 @@ FA_UNROLL
         }
         __syncthreads();
         float mnew[RM];
-FA_UNROLL
+MDS_CU_UNROLL
         for (int m = 0; m < RM; m++) {
             int r = ty + FA_TY * m, t = q0 + r;
             float mx = mrow[m], sum = 0.0f;
             for (int u = 0; u < FA_TX; u++)
                 mx = rmax[r * FA_TX + u] > mx ? rmax[r * FA_TX + u] : mx;
             mnew[m] = mx;   /* finite: key 0 is in every row's first tile */
-FA_UNROLL
+MDS_CU_UNROLL
             for (int n = 0; n < SN; n++) {
                 int j = k0 + tx + FA_TX * n;
                 float p = s[m][n] == -INFINITY ? 0.0f : mds_expf(s[m][n] - mx);
@@ -313,7 +304,7 @@ FA_UNROLL
             rsum[r * FA_TX + tx] = sum;
         }
         __syncthreads();
-FA_UNROLL
+MDS_CU_UNROLL
         for (int m = 0; m < RM; m++) {
             int r = ty + FA_TY * m;
             float sum = 0.0f;
@@ -322,16 +313,16 @@ FA_UNROLL
             float alpha = mrow[m] == -INFINITY ? 0.0f : mds_expf(mrow[m] - mnew[m]);
             lrow[m] = lrow[m] * alpha + sum;
             mrow[m] = mnew[m];
-FA_UNROLL
+MDS_CU_UNROLL
             for (int k = 0; k < CN; k++)
                 o[m][k] = o[m][k] * alpha;
         }
         fa_axpy<D, RM, BK>(o, Ps, Vs);
     }
-FA_UNROLL
+MDS_CU_UNROLL
     for (int m = 0; m < RM; m++) {
         float inv = 1.0f / lrow[m];
-FA_UNROLL
+MDS_CU_UNROLL
         for (int k = 0; k < CN; k++)
             o[m][k] = o[m][k] * inv;
         int r = ty + FA_TY * m;
@@ -411,9 +402,9 @@ __device__ static void fa_pairs(float *P, float *dS, const fa_args &a, int h, ui
     float s[RM][SN], dp[RM][SN];
     fa_dots<D, RM, SN>(s, X1, Y1, a.hs);
     fa_dots<D, RM, SN>(dp, X2, Y2, a.hs);
-FA_UNROLL
+MDS_CU_UNROLL
     for (int m = 0; m < RM; m++)
-FA_UNROLL
+MDS_CU_UNROLL
         for (int n = 0; n < SN; n++) {
             int r = ty + FA_TY * m, c = tx + FA_TX * n, i = QROWS ? r : c;
             int t = QROWS ? r0 + r : c0 + c, j = QROWS ? c0 + c : r0 + r;
@@ -752,7 +743,7 @@ template <int D>
 __device__ static inline void am_tile(am_u16 *rows, const am_u16 *src)
 {
     constexpr int CR = D / 8, N = AM_ROWS * CR / AM_THREADS;
-FA_UNROLL
+MDS_CU_UNROLL
     for (int i = 0; i < N; i++) {
         int f = (int)threadIdx.x + i * AM_THREADS, r = f / CR, c = f % CR * 8;
         am_cp16(rows + r * (D + 8) + c, src + (size_t)r * D + c);
@@ -823,7 +814,7 @@ __device__ static inline float am_qsum(float v)
 template <int N>
 __device__ static inline void am_zero(float (&x)[N][4])
 {
-FA_UNROLL
+MDS_CU_UNROLL
     for (int i = 0; i < N; i++)
         x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.0f;
 }
@@ -834,7 +825,7 @@ FA_UNROLL
 template <int DT, int D>
 __device__ static inline void am_scores_kk(float (&s)[AM_ROWS / 8][4], const am_u32 (&fa)[4], const am_u16 *Bt, int kk)
 {
-FA_UNROLL
+MDS_CU_UNROLL
     for (int nb = 0; nb < AM_ROWS / 8; nb += 2) {
         am_u32 fb[4];
         am_ldsm4<false>(fb, Bt, D + 8, nb * 8, kk * 16);
@@ -849,7 +840,7 @@ template <int DT, int D>
 __device__ static inline void am_scores(float (&s)[AM_ROWS / 8][4], const am_u16 *At, int row0, const am_u16 *Bt)
 {
     am_zero(s);
-FA_UNROLL
+MDS_CU_UNROLL
     for (int kk = 0; kk < D / 16; kk++) {
         am_u32 fa[4];
         am_ldsm4<false>(fa, At, D + 8, row0, kk * 16);
@@ -862,11 +853,11 @@ FA_UNROLL
 template <int DT, int D>
 __device__ static inline void am_accum(float (&acc)[D / 8][4], const float (&w)[AM_ROWS / 8][4], const am_u16 *X)
 {
-FA_UNROLL
+MDS_CU_UNROLL
     for (int kk = 0; kk < AM_ROWS / 16; kk++) {
         am_u32 wa[4];
         am_ctoa<DT>(wa, w[2 * kk], w[2 * kk + 1]);
-FA_UNROLL
+MDS_CU_UNROLL
         for (int nd = 0; nd < D / 8; nd += 2) {
             am_u32 fb[4];
             am_ldsm4<true>(fb, X, D + 8, kk * 16, nd * 8);
@@ -885,9 +876,9 @@ __device__ static inline void am_put_out(void *x, int xd, size_t x0, size_t stri
                                          int rbase, int T, int hs, int kd)
 {
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-FA_UNROLL
+MDS_CU_UNROLL
     for (int nd = 0; nd < D / 8; nd++)
-FA_UNROLL
+MDS_CU_UNROLL
         for (int i = 0; i < 4; i++) {
             int rr = rbase + g + 8 * (i >> 1), d = nd * 8 + t * 2 + (i & 1);
             if (rr < T && d < hs)
@@ -929,30 +920,30 @@ __global__ __launch_bounds__(AM_THREADS, D == 64 ? AM_FWD_BLOCKS : 1) static voi
         int k0 = it * AM_ROWS;
         const am_u16 *Ks = am_kv_tile<D>(KV, ks, vs, it, nt), *Vs = Ks + TL;
         if (it == 0)
-FA_UNROLL
+MDS_CU_UNROLL
             for (int kk = 0; kk < KD; kk++)
                 am_ldsm4<false>(qa[kk], Qs, LD, warp * 16, kk * 16);
         float s[NB][4];   /* S = Q K^T, Q's fragments from registers */
         am_zero(s);
-FA_UNROLL
+MDS_CU_UNROLL
         for (int kk = 0; kk < KD; kk++)
             am_scores_kk<DT, D>(s, qa[kk], Ks, kk);
         /* every key of the tile before every query of the block, and below T */
         bool whole = k0 + AM_ROWS <= q0 && k0 + AM_ROWS <= T;
         float mx[2] = {-INFINITY, -INFINITY};
         if (whole) {   /* (no key index or comparison in the tiles that need no mask) */
-FA_UNROLL
+MDS_CU_UNROLL
             for (int nb = 0; nb < NB; nb++)
-FA_UNROLL
+MDS_CU_UNROLL
                 for (int i = 0; i < 4; i++) {
                     float x = s[nb][i] * sl2;
                     s[nb][i] = x;
                     mx[i >> 1] = fmaxf(mx[i >> 1], x);
                 }
         } else {
-FA_UNROLL
+MDS_CU_UNROLL
             for (int nb = 0; nb < NB; nb++)
-FA_UNROLL
+MDS_CU_UNROLL
                 for (int i = 0; i < 4; i++) {
                     int j = k0 + nb * 8 + t * 2 + (i & 1), hi = i >> 1;
                     float x = j <= r[hi] && j < T ? s[nb][i] * sl2 : -INFINITY;
@@ -961,7 +952,7 @@ FA_UNROLL
                 }
         }
         float alpha[2];
-FA_UNROLL
+MDS_CU_UNROLL
         for (int hi = 0; hi < 2; hi++) {
             /* finite: key k0 is in every row's tile (tiles of the same 64) */
             float mn = fmaxf(m[hi], am_qmax(mx[hi]));
@@ -970,39 +961,39 @@ FA_UNROLL
             l[hi] = l[hi] * alpha[hi];
         }
         if (whole) {
-FA_UNROLL
+MDS_CU_UNROLL
             for (int nb = 0; nb < NB; nb++)
-FA_UNROLL
+MDS_CU_UNROLL
                 for (int i = 0; i < 4; i++) {
                     float p = exp2f(s[nb][i] - m[i >> 1]);
                     s[nb][i] = p;
                     l[i >> 1] = l[i >> 1] + p;
                 }
         } else {
-FA_UNROLL
+MDS_CU_UNROLL
             for (int nb = 0; nb < NB; nb++)
-FA_UNROLL
+MDS_CU_UNROLL
                 for (int i = 0; i < 4; i++) {
                     float p = s[nb][i] == -INFINITY ? 0.0f : exp2f(s[nb][i] - m[i >> 1]);
                     s[nb][i] = p;
                     l[i >> 1] = l[i >> 1] + p;
                 }
         }
-FA_UNROLL
+MDS_CU_UNROLL
         for (int nd = 0; nd < ND; nd++)
-FA_UNROLL
+MDS_CU_UNROLL
             for (int i = 0; i < 4; i++)
                 o[nd][i] = o[nd][i] * alpha[i >> 1];
         am_accum<DT, D>(o, s, Vs);
         __syncthreads();   /* this stage is refilled at the top of the next tile but one */
     }
-FA_UNROLL
+MDS_CU_UNROLL
     for (int hi = 0; hi < 2; hi++)
         l[hi] = am_qsum(l[hi]);
     size_t ob = (size_t)b * T * a.C + (size_t)h * hs;
-FA_UNROLL
+MDS_CU_UNROLL
     for (int nd = 0; nd < ND; nd++)
-FA_UNROLL
+MDS_CU_UNROLL
         for (int i = 0; i < 4; i += 2) {   /* columns d and d + 1 of row rr: a pair */
             int rr = r[i >> 1], d = nd * 8 + t * 2;
             float li = l[i >> 1];
@@ -1012,7 +1003,7 @@ FA_UNROLL
                 mds_cu_put(a.out, a.od, ob + (size_t)rr * a.C + d, o[nd][i] / li, a.kd);
         }
     if (t == 0)
-FA_UNROLL
+MDS_CU_UNROLL
         for (int hi = 0; hi < 2; hi++)
             if (r[hi] < T)
                 a.lse[((size_t)b * a.NH + h) * T + r[hi]] = (m[hi] + log2f(l[hi])) * AM_LN2;
@@ -1057,7 +1048,7 @@ __global__ __launch_bounds__(AM_THREADS) static void am_dq_kernel(fa_args a)
         int k0 = it * AM_ROWS;
         const am_u16 *Ks = am_kv_tile<D>(KV, ks, vs, it, nt), *Vs = Ks + TL;
         if (it == 0)
-FA_UNROLL
+MDS_CU_UNROLL
             for (int hi = 0; hi < 2; hi++) {
                 lr[hi] = Ls[warp * 16 + g + 8 * hi] * AM_LOG2E;
                 dr[hi] = Ds[warp * 16 + g + 8 * hi];
@@ -1067,17 +1058,17 @@ FA_UNROLL
         am_scores<DT, D>(dp, dOs, warp * 16, Vs);
         /* every key of the tile before every query of the block, every query below T */
         if (k0 + AM_ROWS <= q0 && q0 + AM_ROWS <= T) {
-FA_UNROLL
+MDS_CU_UNROLL
             for (int nb = 0; nb < NB; nb++)
-FA_UNROLL
+MDS_CU_UNROLL
                 for (int i = 0; i < 4; i++) {
                     float p = exp2f(s[nb][i] * sl2 - lr[i >> 1]);
                     s[nb][i] = p * (dp[nb][i] - dr[i >> 1]) * a.scale;
                 }
         } else {
-FA_UNROLL
+MDS_CU_UNROLL
             for (int nb = 0; nb < NB; nb++)
-FA_UNROLL
+MDS_CU_UNROLL
                 for (int i = 0; i < 4; i++) {
                     int tq = q0 + warp * 16 + g + 8 * (i >> 1), j = k0 + nb * 8 + t * 2 + (i & 1);
                     float ds = 0.0f;
@@ -1133,9 +1124,9 @@ __global__ __launch_bounds__(AM_THREADS, D == 64 ? AM_DKV_BLOCKS : 1) static voi
         am_scores<DT, D>(dp, Vs, warp * 16, dOs);
         /* every key of the block before every query of the tile, every query below T */
         if (k0 + AM_ROWS <= q0 && q0 + AM_ROWS <= T) {
-FA_UNROLL
+MDS_CU_UNROLL
             for (int nb = 0; nb < NB; nb++)
-FA_UNROLL
+MDS_CU_UNROLL
                 for (int i = 0; i < 4; i++) {
                     int ql = nb * 8 + t * 2 + (i & 1);
                     float p = exp2f(s[nb][i] * sl2 - Ls[ql] * AM_LOG2E);
@@ -1143,9 +1134,9 @@ FA_UNROLL
                     dp[nb][i] = p * (dp[nb][i] - Ds[ql]) * a.scale;
                 }
         } else {
-FA_UNROLL
+MDS_CU_UNROLL
             for (int nb = 0; nb < NB; nb++)
-FA_UNROLL
+MDS_CU_UNROLL
                 for (int i = 0; i < 4; i++) {
                     int j = k0 + warp * 16 + g + 8 * (i >> 1), ql = nb * 8 + t * 2 + (i & 1), tq = q0 + ql;
                     float p = 0.0f, ds = 0.0f;

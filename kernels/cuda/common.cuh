@@ -36,6 +36,15 @@
 #define MDS_CU_LAUNCH(kernel, grid, block) kernel<<<grid, block>>>
 #endif
 
+/* Loops over a thread's registers are unrolled (an array indexed by a loop
+ * variable stays in registers only then); other compilers of these files
+ * (tests/cudacpu) need no hint. */
+#ifdef __NVCC__
+#define MDS_CU_UNROLL _Pragma("unroll")
+#else
+#define MDS_CU_UNROLL
+#endif
+
 /* Threads per block of the row kernels (a multiple of 32, at most 1024). */
 #define MDS_CU_THREADS 256
 
@@ -138,6 +147,57 @@ static __device__ float mds_cu_block_max(float v)
     return total;
 }
 
+/* Eight 16-bit values of DT (MDS_BF16 or MDS_F16) in a uint4, the first
+ * in the low half of .x, as floats, and back (kernels/dtype.h's
+ * conversions: the bits of mds_load and mds_store element by element).
+ * The elementwise kernels' 16-byte loads and stores: with one 2-byte load
+ * a thread at a time, an H200 kept a quarter of the bytes in flight that
+ * its bandwidth needs (gelu's forward ran at a third of it). */
+template <int DT>
+__device__ static inline void mds_cu_unpack8(float (&f)[8], uint4 v)
+{
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    for (int k = 0; k < 8; k++) {
+        uint16_t h = (uint16_t)(w[k >> 1] >> (16 * (k & 1)));
+        f[k] = DT == MDS_BF16 ? mds_bf16_to_f32(h) : mds_f16_to_f32(h);
+    }
+}
+template <int DT>
+__device__ static inline uint4 mds_cu_pack8(const float (&f)[8])
+{
+    uint32_t w[4];
+    for (int k = 0; k < 4; k++)
+        w[k] = (uint32_t)mds_f32_to_16(DT, f[2 * k]) | (uint32_t)mds_f32_to_16(DT, f[2 * k + 1]) << 16;
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/* Whether p is 16-byte aligned (a uint4 or float4 at it). */
+static inline int mds_cu_al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* Kernels that take 8 elements a uint4 take MDS_CU_VEC of them a thread
+ * at a time (64 bytes of 16-bit loads in flight a thread); the grid over
+ * n8 such groups. */
+#define MDS_CU_VEC 2
+static inline unsigned mds_cu_vec_blocks(size_t n8, unsigned threads)
+{
+    size_t b = (n8 + (size_t)threads * MDS_CU_VEC - 1) / ((size_t)threads * MDS_CU_VEC);
+    return (unsigned)(b < 1 ? 1 : b > 65535u * 16 ? 65535u * 16 : b);
+}
+
+/* Elements i .. i + 7 of a dt array as floats (i a multiple of 8, the
+ * array 16-byte aligned): a uint4 of 16-bit values or two float4s. */
+__device__ static inline void mds_cu_load8(float (&f)[8], int dt, const void *p, size_t i)
+{
+    if (dt == MDS_F32) {
+        float4 a = ((const float4 *)p)[i / 4], b = ((const float4 *)p)[i / 4 + 1];
+        f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+    } else if (dt == MDS_BF16) {
+        mds_cu_unpack8<MDS_BF16>(f, ((const uint4 *)p)[i / 8]);
+    } else {
+        mds_cu_unpack8<MDS_F16>(f, ((const uint4 *)p)[i / 8]);
+    }
+}
+
 /* Column sums of a row-major (N, C) matrix, NS sums at once (the weight
  * gradients of the norms and the biases): dst_k[c] += (float) sum over rows
  * r of the double terms f(r, c) adds into s[k].  Deterministic and
@@ -172,6 +232,41 @@ __global__ static void mds_cu_colsum_partial(double *part, F f, long N, int C, l
                 t += sh[k][y][tx];
             part[((size_t)k * chunks + blockIdx.y) * C + c] = t;
         }
+}
+
+/* The same sums, 8 adjacent columns a thread (256 a block): F's row8(r,
+ * c, s) adds row r's terms of columns c .. c + 7 into s[e], each as its
+ * operator() would (16-byte loads: C a multiple of 8, F's arrays 16-byte
+ * aligned, F's vec8()).  Every column's terms are added in the same order
+ * as above (rows ty, ty + 8, ... of the chunk, then the 8 partials in
+ * order of ty): the same bits, with a warp's loads 512 contiguous bytes of
+ * a 16-bit row where they were 64. */
+template <int NS, typename F>
+__global__ static void mds_cu_colsum_partial8(double *part, F f, long N, int C, long rows, long chunks)
+{
+    __shared__ double sh[NS][8][8][33];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int c = ((int)blockIdx.x * 32 + tx) * 8;
+    long r0 = (long)blockIdx.y * rows, r1 = r0 + rows < N ? r0 + rows : N;
+    double s[8][NS];
+    for (int e = 0; e < 8; e++)
+        for (int k = 0; k < NS; k++)
+            s[e][k] = 0.0;
+    if (c < C)
+        for (long r = r0 + ty; r < r1; r += 8)
+            f.row8(r, c, s);
+    for (int e = 0; e < 8; e++)
+        for (int k = 0; k < NS; k++)
+            sh[k][ty][e][tx] = s[e][k];
+    __syncthreads();
+    if (ty == 0 && c < C)
+        for (int k = 0; k < NS; k++)
+            for (int e = 0; e < 8; e++) {
+                double t = sh[k][0][e][tx];
+                for (int y = 1; y < 8; y++)
+                    t += sh[k][y][e][tx];
+                part[((size_t)k * chunks + blockIdx.y) * C + c + e] = t;
+            }
 }
 
 /* The chunks' sums of 32 columns a block (32, 32): thread (ty, tx) sums
@@ -214,9 +309,16 @@ static void mds_cu_colsum(float *d0, float *d1, F f, long N, int C, const char *
     double *part = (double *)mds_cuda_scratch((size_t)NS * chunks * C * sizeof(double));
     if (!part)
         return;
-    void (*partial)(double *, F, long, int, long, long) = mds_cu_colsum_partial<NS, F>;
     void (*final)(float *, float *, const double *, long, int) = mds_cu_colsum_final<NS>;
-    MDS_CU_LAUNCH(partial, dim3((unsigned)((C + 31) / 32), (unsigned)chunks), dim3(32, 8))(part, f, N, C, rows, chunks);
+    if (C % 8 == 0 && f.vec8()) {
+        void (*partial8)(double *, F, long, int, long, long) = mds_cu_colsum_partial8<NS, F>;
+        MDS_CU_LAUNCH(partial8, dim3((unsigned)((C / 8 + 31) / 32), (unsigned)chunks), dim3(32, 8))(part, f, N, C,
+                                                                                                 rows, chunks);
+    } else {
+        void (*partial)(double *, F, long, int, long, long) = mds_cu_colsum_partial<NS, F>;
+        MDS_CU_LAUNCH(partial, dim3((unsigned)((C + 31) / 32), (unsigned)chunks), dim3(32, 8))(part, f, N, C, rows,
+                                                                                            chunks);
+    }
     MDS_CU_LAUNCHED(what);
     MDS_CU_LAUNCH(final, dim3((unsigned)((C + 31) / 32)), dim3(32, 32))(d0, d1, part, chunks, C);
     MDS_CU_LAUNCHED(what);
@@ -244,43 +346,6 @@ __device__ static inline void mds_cu_put2(void *out, int od, size_t i, float v0,
     }
     mds_cu_put(out, od, i, v0, dt);
     mds_cu_put(out, od, i + 1, v1, dt);
-}
-
-/* Eight 16-bit values of DT (MDS_BF16 or MDS_F16) in a uint4, the first
- * in the low half of .x, as floats, and back (kernels/dtype.h's
- * conversions: the bits of mds_load and mds_store element by element).
- * The elementwise kernels' 16-byte loads and stores: with one 2-byte load
- * a thread at a time, an H200 kept a quarter of the bytes in flight that
- * its bandwidth needs (gelu's forward ran at a third of it). */
-template <int DT>
-__device__ static inline void mds_cu_unpack8(float (&f)[8], uint4 v)
-{
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-    for (int k = 0; k < 8; k++) {
-        uint16_t h = (uint16_t)(w[k >> 1] >> (16 * (k & 1)));
-        f[k] = DT == MDS_BF16 ? mds_bf16_to_f32(h) : mds_f16_to_f32(h);
-    }
-}
-template <int DT>
-__device__ static inline uint4 mds_cu_pack8(const float (&f)[8])
-{
-    uint32_t w[4];
-    for (int k = 0; k < 4; k++)
-        w[k] = (uint32_t)mds_f32_to_16(DT, f[2 * k]) | (uint32_t)mds_f32_to_16(DT, f[2 * k + 1]) << 16;
-    return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
-/* Whether p is 16-byte aligned (a uint4 or float4 at it). */
-static inline int mds_cu_al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
-
-/* Kernels that take 8 elements a uint4 take MDS_CU_VEC of them a thread
- * at a time (64 bytes of 16-bit loads in flight a thread); the grid over
- * n8 such groups. */
-#define MDS_CU_VEC 2
-static inline unsigned mds_cu_vec_blocks(size_t n8, unsigned threads)
-{
-    size_t b = (n8 + (size_t)threads * MDS_CU_VEC - 1) / ((size_t)threads * MDS_CU_VEC);
-    return (unsigned)(b < 1 ? 1 : b > 65535u * 16 ? 65535u * 16 : b);
 }
 
 /* bytes rounded up to 256 (the scratch's pieces stay aligned) */

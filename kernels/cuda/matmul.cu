@@ -393,6 +393,14 @@ struct dbias_term {
     const void *dout;
     int OC, dd;
     __device__ void operator()(long r, int o, double *s) const { s[0] += mds_load(dd, dout, (size_t)r * OC + o); }
+    __device__ void row8(long r, int o, double (&s)[8][1]) const
+    {
+        float d[8];
+        mds_cu_load8(d, dd, dout, (size_t)r * OC + o);
+        for (int e = 0; e < 8; e++)
+            s[e][0] += d[e];
+    }
+    int vec8(void) const { return mds_cu_al16(dout); }
 };
 
 void matmul_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias, const void *dout, int dout_dt,

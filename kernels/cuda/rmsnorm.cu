@@ -68,6 +68,16 @@ struct rms_weight_term {
     {
         s[0] += (double)mds_load(dd, dout, (size_t)bt * C + c) * (inp[(size_t)bt * C + c] * rstd[bt]);
     }
+    __device__ void row8(long bt, int c, double (&s)[8][1]) const
+    {
+        float d[8], x[8];
+        mds_cu_load8(d, dd, dout, (size_t)bt * C + c);
+        mds_cu_load8(x, MDS_F32, inp, (size_t)bt * C + c);
+        float r = rstd[bt];
+        for (int e = 0; e < 8; e++)
+            s[e][0] += (double)d[e] * (x[e] * r);
+    }
+    int vec8(void) const { return mds_cu_al16(dout) && mds_cu_al16(inp); }
 };
 
 void rmsnorm_backward_cuda(float *dinp, float *dweight, const void *dout, int dout_dt, const float *inp,

@@ -228,10 +228,15 @@ static const struct shape att_shapes[] = {
 /* The column sums' own (the weight and bias gradients of the norms and
  * the linears): 4,500 rows, 71 chunks of 64, past the 32 that the CUDA
  * kernels' final pass adds in one in-order sum (common.cuh,
- * mds_cu_colsum_final); and rows that are short and many. */
+ * mds_cu_colsum_final); rows that are short and many; and wide rows, for
+ * the LayerNorm kernels too: 1,496 columns (a multiple of 8, more than the
+ * 1,024 that the CUDA kernels hold in 32 registers a lane) and 2,100 (more
+ * than they hold at all: the loops over memory). */
 static const struct shape colsum_shapes[] = {
     {3, 1500, 40, 5, 24, 0, 0},
     {1, 2049, 3, 1, 2, 0, 0},
+    {2, 3, 1496, 1, 8, 0, 0},
+    {1, 5, 2100, 1, 8, 0, 0},
 };
 
 /*
@@ -1097,7 +1102,7 @@ static const struct op {
     const struct shape *more;
     size_t nmore;
 } ops[] = {
-    ENTRY(encoder_forward), ENTRY(encoder_backward), ENTRY(layernorm_forward),
+    ENTRY(encoder_forward), ENTRY(encoder_backward), ENTRY_MORE(layernorm_forward, colsum_shapes),
     ENTRY_MORE(layernorm_backward, colsum_shapes), ENTRY(matmul_forward), ENTRY_MORE(matmul_backward, colsum_shapes),
     ENTRY_MORE(attention_forward, att_shapes),
     ENTRY_MORE(attention_backward, att_shapes),
