@@ -75,13 +75,38 @@ __global__ static void ce_forward_kernel(float *losses, float *maxes, float *sum
     }
     mx = mds_cu_block_max(mx);
     double s = 0.0;
-    for (v = threadIdx.x; v + (MDS_CU_ILP - 1) * st < V; v += MDS_CU_ILP * st) {
-        ce_fetch<LD>(x, l, v, st);
-        for (int k = 0; k < MDS_CU_ILP; k++)
-            s += mds_expf(x[k] - mx);
+    if (vec) {
+        /* The sum adds each thread's elements v, v + st, ... in order (the
+           bits of the loop below): the row is staged in shared memory two
+           chunks of 8 st elements at a time, a uint4 a thread a chunk, and
+           each thread takes its 8 elements of a chunk from there. */
+        __shared__ uint4 stage[2][MDS_CU_THREADS];
+        const uint4 *l8 = (const uint4 *)l;
+        int V8 = V / 8;
+        for (int c8 = 0; c8 < V8; c8 += 2 * st) {
+            for (int h = 0; h < 2; h++)
+                if (c8 + h * st + (int)threadIdx.x < V8)
+                    stage[h][threadIdx.x] = l8[c8 + h * st + threadIdx.x];
+            __syncthreads();
+            for (int h = 0; h < 2; h++) {
+                int n = V - 8 * (c8 + h * st);   /* elements left from this chunk's first */
+                for (int k = 0; k < 8; k++) {
+                    int e = (int)threadIdx.x + k * st;
+                    if (e < n)
+                        s += mds_expf(mds_load(LD, stage[h], e) - mx);
+                }
+            }
+            __syncthreads();
+        }
+    } else {
+        for (v = threadIdx.x; v + (MDS_CU_ILP - 1) * st < V; v += MDS_CU_ILP * st) {
+            ce_fetch<LD>(x, l, v, st);
+            for (int k = 0; k < MDS_CU_ILP; k++)
+                s += mds_expf(x[k] - mx);
+        }
+        for (; v < V; v += st)
+            s += mds_expf(mds_load(LD, l, v) - mx);
     }
-    for (; v < V; v += st)
-        s += mds_expf(mds_load(LD, l, v) - mx);
     s = mds_cu_block_sum<double>(s);
     if (threadIdx.x == 0) {
         long ix = (long)targets[bt] - v_start;   /* (formulas.h's mds_ce_target_logit, on a stored row) */
@@ -102,8 +127,8 @@ void crossentropy_forward_cuda(float *losses, float *maxes, float *sumexp, float
     auto kernel = logits_dt == MDS_BF16 ? ce_forward_kernel<MDS_BF16>
                 : logits_dt == MDS_F16  ? ce_forward_kernel<MDS_F16>
                                         : ce_forward_kernel<MDS_F32>;
-    /* vec: the max's pass reads 16-bit rows 8 elements a uint4 (rows of V
-       a multiple of 8, 16-byte aligned) */
+    /* vec: 16-bit rows read 8 elements a uint4 (rows of V a multiple of 8,
+       16-byte aligned); blocks of MDS_CU_THREADS (the sum's staging) */
     int vec = logits_dt != MDS_F32 && V % 8 == 0 && mds_cu_al16(logits);
     kernel<<<(unsigned)n, MDS_CU_THREADS>>>(losses, maxes, sumexp, tlogits, logits, targets, mask, V, v_start, vec);
     MDS_CU_LAUNCHED("crossentropy_forward");
