@@ -41,67 +41,13 @@ __global__ static void layernorm_forward_kernel(void *out, int od, float *mean, 
     }
 }
 
-/* The forward with the row in registers where C <= 32 K: lane l holds
- * elements l, l + 32, ... (each loaded once, all loads issued before the
- * first sum), and every sum adds the same values in the same order as
- * above: the same bits.  The loop above reads the row three times with
- * one load in flight a pass. */
-template <int K>
-__global__ static void layernorm_forward_reg_kernel(void *out, int od, float *mean, float *rstd, const float *inp,
-                                                    const float *weight, const float *bias, size_t N, int C,
-                                                    float eps, int dt)
-{
-    size_t bt = MDS_CU_ROW_OF_WARP();
-    int lane = threadIdx.x & 31;
-    if (bt >= N)
-        return;
-    const float *x = inp + bt * C;
-    float xr[K];
-MDS_CU_UNROLL
-    for (int k = 0; k < K; k++)
-        xr[k] = lane + 32 * k < C ? x[lane + 32 * k] : 0.0f;
-    double s = 0.0;
-MDS_CU_UNROLL
-    for (int k = 0; k < K; k++)
-        if (lane + 32 * k < C)
-            s += xr[k];
-    double mu = mds_cu_warp_sum<double>(s) / C;
-    double ss = 0.0;
-MDS_CU_UNROLL
-    for (int k = 0; k < K; k++)
-        if (lane + 32 * k < C) {
-            double d = xr[k] - mu;
-            ss += d * d;
-        }
-    ss = mds_cu_warp_sum<double>(ss);
-    float m = (float)mu;
-    float r = (float)(1.0 / sqrt(ss / C + (double)eps));
-MDS_CU_UNROLL
-    for (int k = 0; k < K; k++) {
-        int c = lane + 32 * k;
-        if (c < C)
-            mds_cu_put(out, od, bt * C + c, (xr[k] - m) * r * weight[c] + bias[c], dt);
-    }
-    if (lane == 0) {
-        mean[bt] = m;
-        rstd[bt] = r;
-    }
-}
-
 void layernorm_forward_cuda(void *out, int out_dt, float *mean, float *rstd, const float *inp, const float *weight,
                             const float *bias, int B, int T, int C, float eps)
 {
     size_t N = (size_t)B * T;
     if (!N) return;
-    int dt = mds_cuda_compute_dtype();
-    if (C <= 32 * 64) {
-        auto kernel = C <= 32 * 32 ? layernorm_forward_reg_kernel<32> : layernorm_forward_reg_kernel<64>;
-        kernel<<<mds_cu_row_blocks(N), 32 * MDS_CU_ROWS>>>(out, out_dt, mean, rstd, inp, weight, bias, N, C, eps, dt);
-        MDS_CU_LAUNCHED("layernorm_forward");
-        return;
-    }
     layernorm_forward_kernel<<<mds_cu_row_blocks(N), 32 * MDS_CU_ROWS>>>(out, out_dt, mean, rstd, inp, weight, bias,
-                                                                         N, C, eps, dt);
+                                                                         N, C, eps, mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("layernorm_forward");
 }
 
@@ -130,53 +76,6 @@ __global__ static void layernorm_backward_dinp_kernel(float *dinp, const void *d
         float n = (x[c] - m) * r;
         float g = mds_load(dd, dout, bt * C + c) * weight[c];
         di[c] = mds_round_to(dt, di[c] + r * (g - mg - n * mgn));
-    }
-}
-
-/* The dinp pass with the row's x and dout in registers where C <= 32 K
- * (as layernorm_forward_reg_kernel: the same sums in the same order, the
- * same bits; one read of each where the loop above reads both twice). */
-template <int K>
-__global__ static void layernorm_backward_dinp_reg_kernel(float *dinp, const void *dout, int dd, const float *inp,
-                                                          const float *weight, const float *mean, const float *rstd,
-                                                          size_t N, int C, int dt)
-{
-    size_t bt = MDS_CU_ROW_OF_WARP();
-    int lane = threadIdx.x & 31;
-    if (bt >= N)
-        return;
-    const float *x = inp + bt * C;
-    float *di = dinp + bt * C;
-    float xr[K], dr[K];
-MDS_CU_UNROLL
-    for (int k = 0; k < K; k++) {
-        int c = lane + 32 * k;
-        xr[k] = c < C ? x[c] : 0.0f;
-        dr[k] = c < C ? mds_load(dd, dout, bt * C + c) : 0.0f;
-    }
-    float m = mean[bt], r = rstd[bt];
-    double sg = 0.0, sgn = 0.0;
-MDS_CU_UNROLL
-    for (int k = 0; k < K; k++) {
-        int c = lane + 32 * k;
-        if (c < C) {
-            float n = (xr[k] - m) * r;
-            float g = dr[k] * weight[c];
-            sg += g;
-            sgn += (double)g * n;
-        }
-    }
-    sg = mds_cu_warp_sum<double>(sg);
-    sgn = mds_cu_warp_sum<double>(sgn);
-    float mg = (float)(sg / C), mgn = (float)(sgn / C);
-MDS_CU_UNROLL
-    for (int k = 0; k < K; k++) {
-        int c = lane + 32 * k;
-        if (c < C) {
-            float n = (xr[k] - m) * r;
-            float g = dr[k] * weight[c];
-            di[c] = mds_round_to(dt, di[c] + r * (g - mg - n * mgn));
-        }
     }
 }
 
@@ -211,15 +110,8 @@ void layernorm_backward_cuda(float *dinp, float *dweight, float *dbias, const vo
 {
     long N = (long)B * T;
     if (!N) return;
-    int dt = mds_cuda_compute_dtype();
-    if (C <= 32 * 64) {
-        auto kernel = C <= 32 * 32 ? layernorm_backward_dinp_reg_kernel<32> : layernorm_backward_dinp_reg_kernel<64>;
-        kernel<<<mds_cu_row_blocks((size_t)N), 32 * MDS_CU_ROWS>>>(dinp, dout, dout_dt, inp, weight, mean, rstd,
-                                                                   (size_t)N, C, dt);
-    } else {
-        layernorm_backward_dinp_kernel<<<mds_cu_row_blocks((size_t)N), 32 * MDS_CU_ROWS>>>(
-            dinp, dout, dout_dt, inp, weight, mean, rstd, (size_t)N, C, dt);
-    }
+    layernorm_backward_dinp_kernel<<<mds_cu_row_blocks((size_t)N), 32 * MDS_CU_ROWS>>>(
+        dinp, dout, dout_dt, inp, weight, mean, rstd, (size_t)N, C, mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("layernorm_backward");
     mds_cu_colsum<2>(dweight, dbias, ln_weight_terms{dout, inp, mean, rstd, C, dout_dt}, N, C,
                      "layernorm_backward (weights)");

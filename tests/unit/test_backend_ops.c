@@ -229,9 +229,8 @@ static const struct shape att_shapes[] = {
  * the linears): 4,500 rows, 71 chunks of 64, past the 32 that the CUDA
  * kernels' final pass adds in one in-order sum (common.cuh,
  * mds_cu_colsum_final); rows that are short and many; and wide rows, for
- * the LayerNorm kernels too: 1,496 columns (a multiple of 8, more than the
- * 1,024 that the CUDA kernels hold in 32 registers a lane) and 2,100 (more
- * than they hold at all: the loops over memory). */
+ * LayerNorm's forward too: 1,496 columns (a multiple of 8: the CUDA column
+ * sums' 16-byte loads, mds_cu_colsum_partial8) and 2,100 (not one). */
 static const struct shape colsum_shapes[] = {
     {3, 1500, 40, 5, 24, 0, 0},
     {1, 2049, 3, 1, 2, 0, 0},
