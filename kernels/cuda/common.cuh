@@ -241,6 +241,9 @@ __global__ static void mds_cu_colsum_partial(double *part, F f, long N, int C, l
  * as above (rows ty, ty + 8, ... of the chunk, then the 8 partials in
  * order of ty): the same bits, with a warp's loads 512 contiguous bytes of
  * a 16-bit row where they were 64. */
+#ifndef MDS_CU_COLSUM8   /* 0 at build time: the partial sums a column a thread only (A/B runs) */
+#define MDS_CU_COLSUM8 1
+#endif
 template <int NS, typename F>
 __global__ static void mds_cu_colsum_partial8(double *part, F f, long N, int C, long rows, long chunks)
 {
@@ -310,7 +313,7 @@ static void mds_cu_colsum(float *d0, float *d1, F f, long N, int C, const char *
     if (!part)
         return;
     void (*final)(float *, float *, const double *, long, int) = mds_cu_colsum_final<NS>;
-    if (C % 8 == 0 && f.vec8()) {
+    if (MDS_CU_COLSUM8 && C % 8 == 0 && f.vec8()) {
         void (*partial8)(double *, F, long, int, long, long) = mds_cu_colsum_partial8<NS, F>;
         MDS_CU_LAUNCH(partial8, dim3((unsigned)((C / 8 + 31) / 32), (unsigned)chunks), dim3(32, 8))(part, f, N, C,
                                                                                                  rows, chunks);
