@@ -168,18 +168,28 @@ void crossentropy_loss_cuda(float *losses, const float *maxes, const float *sume
     MDS_CU_LAUNCHED("crossentropy_loss");
 }
 
-/* dlogits and logits both stored as LD (rows bt * V elements in) */
+/* dlogits and logits both stored as LD (rows bt * V elements in).  vec:
+ * LD is the 16-bit compute dtype, V a multiple of 8 and both rows 16-byte
+ * aligned, so each thread's elements go 8 a uint4 (common.cuh's
+ * mds_cu_unpack8), two uint4s at a time; the same expressions either way. */
 template <int LD>
 __global__ static void ce_backward_kernel(void *dlogits, const void *logits, const float *maxes,
                                           const float *sumexp, const int *targets, const float *dlosses, int V,
-                                          int v_start, int dt)
+                                          int v_start, int dt, int vec)
 {
     size_t bt = blockIdx.x, row = bt * V;
     const void *l = ce_row<LD>(logits, bt, V);
+    const uint4 *l8 = (const uint4 *)l;
+    uint4 *d8 = (uint4 *)ce_row<LD>(dlogits, bt, V);
+    const int st = blockDim.x, V8 = V / 8;
     float d = dlosses[bt];
     if (d == 0.0f) {
-        for (int v = threadIdx.x; v < V; v += blockDim.x)
-            mds_cu_put(dlogits, LD, row + v, 0.0f, dt);
+        if (vec)
+            for (int v = threadIdx.x; v < V8; v += st)
+                d8[v] = make_uint4(0u, 0u, 0u, 0u);   /* (+0 as either 16-bit type) */
+        else
+            for (int v = threadIdx.x; v < V; v += st)
+                mds_cu_put(dlogits, LD, row + v, 0.0f, dt);
         return;
     }
     float mx = maxes[bt], inv = 1.0f / sumexp[bt];
@@ -187,67 +197,31 @@ __global__ static void ce_backward_kernel(void *dlogits, const void *logits, con
     int has = ix >= 0 && ix < V;
     float lt = has ? mds_load(LD, l, ix) : 0.0f;
     __syncthreads();   /* every thread holds lt before any writes */
-    const int st = blockDim.x;
-    float x[MDS_CU_ILP];
     int v = threadIdx.x;
-    for (; v + (MDS_CU_ILP - 1) * st < V; v += MDS_CU_ILP * st) {
-        ce_fetch<LD>(x, l, v, st);   /* (in place, the same elements this thread writes next) */
-        for (int k = 0; k < MDS_CU_ILP; k++)
-            mds_cu_put(dlogits, LD, row + v + k * st, mds_expf(x[k] - mx) * inv * d, dt);
+    if (vec) {   /* (in place, the same elements this thread writes next) */
+        for (; v < V8; v += 2 * st) {
+            uint4 w[2] = {l8[v], v + st < V8 ? l8[v + st] : make_uint4(0u, 0u, 0u, 0u)};
+            for (int k = 0; k < 2 && v + k * st < V8; k++) {
+                float x[8];
+                mds_cu_unpack8<LD>(x, w[k]);
+                for (int e = 0; e < 8; e++)
+                    x[e] = mds_expf(x[e] - mx) * inv * d;
+                d8[v + k * st] = mds_cu_pack8<LD>(x);
+            }
+        }
+    } else {
+        float x[MDS_CU_ILP];
+        for (; v + (MDS_CU_ILP - 1) * st < V; v += MDS_CU_ILP * st) {
+            ce_fetch<LD>(x, l, v, st);
+            for (int k = 0; k < MDS_CU_ILP; k++)
+                mds_cu_put(dlogits, LD, row + v + k * st, mds_expf(x[k] - mx) * inv * d, dt);
+        }
+        for (; v < V; v += st)
+            mds_cu_put(dlogits, LD, row + v, mds_expf(mds_load(LD, l, v) - mx) * inv * d, dt);
     }
-    for (; v < V; v += st)
-        mds_cu_put(dlogits, LD, row + v, mds_expf(mds_load(LD, l, v) - mx) * inv * d, dt);
     __syncthreads();
     if (threadIdx.x == 0 && has)
         mds_cu_put(dlogits, LD, row + ix, (mds_expf(lt - mx) * inv - 1.0f) * d, dt);
-}
-
-/* The backward with the logits and their gradient stored as the 16-bit
- * compute dtype LD, rows of V a multiple of 8 and 16-byte aligned: each
- * thread's 8 elements a uint4 (common.cuh's mds_cu_unpack8), read and
- * then written by that thread (in place too), the same expressions. */
-template <int LD>
-__global__ static void ce_backward8_kernel(uint4 *dlogits, const uint4 *logits, const float *maxes,
-                                           const float *sumexp, const int *targets, const float *dlosses, int V,
-                                           int v_start)
-{
-    size_t bt = blockIdx.x;
-    int V8 = V / 8;
-    uint4 *dl = dlogits + bt * V8;
-    const uint4 *l = logits + bt * V8;
-    float d = dlosses[bt];
-    if (d == 0.0f) {
-        for (int v = threadIdx.x; v < V8; v += blockDim.x)
-            dl[v] = make_uint4(0u, 0u, 0u, 0u);   /* (+0 as either 16-bit type) */
-        return;
-    }
-    float mx = maxes[bt], inv = 1.0f / sumexp[bt];
-    long ix = (long)targets[bt] - v_start;
-    int has = ix >= 0 && ix < V;
-    float lt = has ? mds_load(LD, l, ix) : 0.0f;
-    __syncthreads();   /* every thread holds lt before any writes */
-    const int st = blockDim.x;
-    int v = threadIdx.x;
-    for (; v + st < V8; v += 2 * st) {
-        uint4 w[2] = {l[v], l[v + st]};
-        for (int k = 0; k < 2; k++) {
-            float x[8];
-            mds_cu_unpack8<LD>(x, w[k]);
-            for (int e = 0; e < 8; e++)
-                x[e] = mds_expf(x[e] - mx) * inv * d;
-            dl[v + k * st] = mds_cu_pack8<LD>(x);
-        }
-    }
-    for (; v < V8; v += st) {
-        float x[8];
-        mds_cu_unpack8<LD>(x, l[v]);
-        for (int e = 0; e < 8; e++)
-            x[e] = mds_expf(x[e] - mx) * inv * d;
-        dl[v] = mds_cu_pack8<LD>(x);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0 && has)
-        mds_store(LD, dl, ix, (mds_expf(lt - mx) * inv - 1.0f) * d);
 }
 
 void crossentropy_backward_cuda(void *dlogits, const void *logits, int dt, const float *maxes, const float *sumexp,
@@ -255,17 +229,11 @@ void crossentropy_backward_cuda(void *dlogits, const void *logits, int dt, const
 {
     size_t n = (size_t)B * T;
     if (!n) return;
-    int kd = mds_cuda_compute_dtype();
-    if (dt != MDS_F32 && dt == kd && V % 8 == 0 && mds_cu_al16(dlogits) && mds_cu_al16(logits)) {
-        auto k8 = dt == MDS_BF16 ? ce_backward8_kernel<MDS_BF16> : ce_backward8_kernel<MDS_F16>;
-        k8<<<(unsigned)n, MDS_CU_THREADS>>>((uint4 *)dlogits, (const uint4 *)logits, maxes, sumexp, targets, dlosses,
-                                            V, v_start);
-        MDS_CU_LAUNCHED("crossentropy_backward");
-        return;
-    }
+    int kd = mds_cuda_compute_dtype(), vec = dt != MDS_F32 && dt == kd && V % 8 == 0 && mds_cu_al16(dlogits) &&
+                                       mds_cu_al16(logits);
     auto kernel = dt == MDS_BF16 ? ce_backward_kernel<MDS_BF16>
                 : dt == MDS_F16  ? ce_backward_kernel<MDS_F16>
                                  : ce_backward_kernel<MDS_F32>;
-    kernel<<<(unsigned)n, MDS_CU_THREADS>>>(dlogits, logits, maxes, sumexp, targets, dlosses, V, v_start, kd);
+    kernel<<<(unsigned)n, MDS_CU_THREADS>>>(dlogits, logits, maxes, sumexp, targets, dlosses, V, v_start, kd, vec);
     MDS_CU_LAUNCHED("crossentropy_backward");
 }
