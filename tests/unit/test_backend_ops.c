@@ -216,13 +216,17 @@ static const struct shape long_shape = {1, 12300, 2, 1, 3, 5, 0};
 /* Attention's own, besides those: T past several tiles of the CUDA
  * kernel and not a multiple of any (its tiles are 16, 32 or 64 positions),
  * and head sizes 64, 80 (padded to 128), 128, 256 and 75 (odd: the
- * tensor-core kernels' tiles loaded element by element, not as float4). */
+ * tensor-core kernels' tiles loaded element by element, not as float4);
+ * then T a multiple of 64 with heads of 64 and 128, which the tensor-core
+ * kernels read from qkv and dout in place, unpacked (am_direct). */
 static const struct shape att_shapes[] = {
     {1, 200, 128, 2, 0, 0, 0},
     {2, 130, 320, 4, 0, 0, 0},
     {1, 100, 256, 2, 0, 0, 0},
     {1, 70, 512, 2, 0, 0, 0},
     {1, 150, 150, 2, 0, 0, 0},
+    {2, 128, 256, 4, 0, 0, 0},
+    {1, 64, 256, 2, 0, 0, 0},
 };
 
 /* The column sums' own (the weight and bias gradients of the norms and
