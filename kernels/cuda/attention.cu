@@ -1243,10 +1243,13 @@ static void am_heads(am_u16 *dst, const void *src, int sd, size_t stride, const 
  * width D, T a multiple of the tile (no row past T is read), and every
  * head's rows 16-byte aligned (cp.async) - then no packed copy is made.
  * The same bits either way: packing copies 16-bit values unchanged. */
+#ifndef AM_DIRECT   /* 0 at build time: always the packed copies (the device's A/B runs) */
+#define AM_DIRECT 1
+#endif
 template <int DT, int D>
 static int am_direct(const fa_args &a, const void *x, int xd, size_t ld)
 {
-    return xd == DT && a.hs == D && a.T % AM_ROWS == 0 && ld % 8 == 0 && mds_cu_al16(x);
+    return AM_DIRECT && xd == DT && a.hs == D && a.T % AM_ROWS == 0 && ld % 8 == 0 && mds_cu_al16(x);
 }
 
 /* p16 (dO: d16) and its strides: x itself where am_direct, else the
