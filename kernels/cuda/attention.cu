@@ -195,6 +195,15 @@ MDS_CU_UNROLL
         }
 }
 
+/* 16-bit heads as the tensor-core kernels read them (am_at): packed
+ * copies (B, heads, Tp, D), or qkv's or dout's own rows in place
+ * (am_source); bs, hs, ts: the elements between batch rows, heads and
+ * positions. */
+struct am_src {
+    const uint16_t *p;
+    size_t bs, hs, ts;
+};
+
 /* What every kernel of this file is given (pointers device memory),
  * made once per op by fa_args_of. */
 struct fa_args {
@@ -214,10 +223,8 @@ struct fa_args {
     uint32_t thr;         /* the dropout threshold of p */
     mds_dropout drop;
     int vec;              /* hs, row, C and the tensors' addresses all multiples of 4 floats (am_heads) */
-    const uint16_t *p16;  /* the tensor-core kernels' 16-bit q, k, v: packed (B, NH + 2 NKV, Tp, D), or qkv itself */
-    const uint16_t *d16;  /* and dO: packed (B, NH, Tp, D), or dout itself (backward) */
-    size_t pbs, phs, pts; /* p16's element strides: a row of the batch, a head, a position (am_at) */
-    size_t dbs, dhs, dts; /* d16's */
+    am_src p16;           /* the tensor-core kernels' 16-bit q, k, v: heads NH + 2 NKV */
+    am_src d16;           /* and dO: heads NH (backward) */
     int Tp;               /* T rounded up to 64 (AM_ROWS) */
     int kd;               /* the dtype out and dqkv are kept as (rounds_kept: the compute dtype) */
     int od;               /* out's stored dtype (the fp32 kernels: MDS_F32 only) */
@@ -577,7 +584,7 @@ __global__ __launch_bounds__(FA_THREADS) static void fa_dkv_kernel(fa_args a)
  * once at head width 64, which caps their registers at 65536 / (128 n).
  * ptxas -v for sm_90 (CUDA 13): the forward takes 128 registers at 4
  * (uncapped 155: 3 blocks, 12 warps an SM), no spill; dk/dv 168 at 3
- * (uncapped 226: 2 blocks, 8 warps), 44 bytes spilled; dq's 161 give it 3
+ * (uncapped 226: 2 blocks, 8 warps), 24 bytes spilled; dq's 161 give it 3
  * blocks uncapped.  Width 128 is left uncapped (240 and more).  -D at build
  * time sets others (the device's A/B runs: 3 and 2 are the uncapped
  * kernels). */
@@ -802,21 +809,17 @@ __device__ static inline void am_ready(bool more)
     __syncthreads();
 }
 
-/* Position t of head j (q heads, then k, then v) of batch row b in p16,
- * and of dO's head j in d16 (fa_args's strides). */
-__device__ static inline const am_u16 *am_at(const fa_args &a, int b, int j, int t)
+/* Position t of head j of batch row b in x (p16's heads: q, then k, then
+ * v; d16's: dO). */
+__device__ static inline const am_u16 *am_at(const am_src &x, int b, int j, int t)
 {
-    return a.p16 + (size_t)b * a.pbs + (size_t)j * a.phs + (size_t)t * a.pts;
-}
-__device__ static inline const am_u16 *am_dat(const fa_args &a, int b, int j, int t)
-{
-    return a.d16 + (size_t)b * a.dbs + (size_t)j * a.dhs + (size_t)t * a.dts;
+    return x.p + (size_t)b * x.bs + (size_t)j * x.hs + (size_t)t * x.ts;
 }
 
-/* Key tile `it` of nt streamed from heads ks and vs (positions ld apart) (the forward's
- * and dq's K and V) through two stages of KV (stage st: K at KV + 2 st
- * TL, V after it): issues the next tile's copies, waits for this tile's
- * (am_ready), and returns this tile's K (V follows it). */
+/* Key tile `it` of nt streamed from heads ks and vs, positions ld apart
+ * (the forward's and dq's K and V), through two stages of KV (stage st: K
+ * at KV + 2 st TL, V after it): issues the next tile's copies, waits for
+ * this tile's (am_ready), and returns this tile's K (V follows it). */
 template <int D>
 __device__ static inline const am_u16 *am_kv_tile(am_u16 *KV, const am_u16 *ks, const am_u16 *vs, size_t ld, int it,
                                                  int nt)
@@ -952,10 +955,10 @@ __global__ __launch_bounds__(AM_THREADS, D == 64 ? AM_FWD_BLOCKS : 1) static voi
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int h = blockIdx.x, b = blockIdx.y, q0 = (int)(gridDim.z - 1 - blockIdx.z) * AM_ROWS;   /* (am_grid) */
     int T = a.T, hs = a.hs, grp = h / (a.NH / a.NKV), nq = fa_min(AM_ROWS, T - q0), kend = q0 + nq;
-    const am_u16 *ks = am_at(a, b, a.NH + grp, 0), *vs = am_at(a, b, a.NH + a.NKV + grp, 0);
-    am_tile<D>(Qs, am_at(a, b, h, q0), a.pts);
-    am_tile<D>(KV, ks, a.pts);
-    am_tile<D>(KV + TL, vs, a.pts);
+    const am_u16 *ks = am_at(a.p16, b, a.NH + grp, 0), *vs = am_at(a.p16, b, a.NH + a.NKV + grp, 0);
+    am_tile<D>(Qs, am_at(a.p16, b, h, q0), a.p16.ts);
+    am_tile<D>(KV, ks, a.p16.ts);
+    am_tile<D>(KV + TL, vs, a.p16.ts);
     am_commit();
     am_u32 qa[KD][4];
     float o[ND][4];
@@ -966,7 +969,7 @@ __global__ __launch_bounds__(AM_THREADS, D == 64 ? AM_FWD_BLOCKS : 1) static voi
     int nt = (kend + AM_ROWS - 1) / AM_ROWS;
     for (int it = 0; it < nt; it++) {
         int k0 = it * AM_ROWS;
-        const am_u16 *Ks = am_kv_tile<D>(KV, ks, vs, a.pts, it, nt), *Vs = Ks + TL;
+        const am_u16 *Ks = am_kv_tile<D>(KV, ks, vs, a.p16.ts, it, nt), *Vs = Ks + TL;
         if (it == 0)
 MDS_CU_UNROLL
             for (int kk = 0; kk < KD; kk++)
@@ -1063,8 +1066,8 @@ template <int D>
 __device__ static inline void am_queries(am_u16 *Qs, am_u16 *dOs, float *Ls, float *Ds, const fa_args &a, int b,
                                          int h, int q0)
 {
-    am_tile<D>(Qs, am_at(a, b, h, q0), a.pts);
-    am_tile<D>(dOs, am_dat(a, b, h, q0), a.dts);
+    am_tile<D>(Qs, am_at(a.p16, b, h, q0), a.p16.ts);
+    am_tile<D>(dOs, am_at(a.d16, b, h, q0), a.d16.ts);
     am_rows(Ls, Ds, a, b, h, q0);
 }
 
@@ -1081,10 +1084,10 @@ __global__ __launch_bounds__(AM_THREADS) static void am_dq_kernel(fa_args a)
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int h = blockIdx.x, b = blockIdx.y, q0 = (int)(gridDim.z - 1 - blockIdx.z) * AM_ROWS;   /* (am_grid) */
     int T = a.T, hs = a.hs, grp = h / (a.NH / a.NKV), nq = fa_min(AM_ROWS, T - q0), kend = q0 + nq;
-    const am_u16 *ks = am_at(a, b, a.NH + grp, 0), *vs = am_at(a, b, a.NH + a.NKV + grp, 0);
+    const am_u16 *ks = am_at(a.p16, b, a.NH + grp, 0), *vs = am_at(a.p16, b, a.NH + a.NKV + grp, 0);
     am_queries<D>(Qs, dOs, Ls, Ds, a, b, h, q0);
-    am_tile<D>(KV, ks, a.pts);
-    am_tile<D>(KV + TL, vs, a.pts);
+    am_tile<D>(KV, ks, a.p16.ts);
+    am_tile<D>(KV + TL, vs, a.p16.ts);
     am_commit();
     float acc[D / 8][4];
     am_zero(acc);
@@ -1092,7 +1095,7 @@ __global__ __launch_bounds__(AM_THREADS) static void am_dq_kernel(fa_args a)
     int nt = (kend + AM_ROWS - 1) / AM_ROWS;
     for (int it = 0; it < nt; it++) {
         int k0 = it * AM_ROWS;
-        const am_u16 *Ks = am_kv_tile<D>(KV, ks, vs, a.pts, it, nt), *Vs = Ks + TL;
+        const am_u16 *Ks = am_kv_tile<D>(KV, ks, vs, a.p16.ts, it, nt), *Vs = Ks + TL;
         if (it == 0)
 MDS_CU_UNROLL
             for (int hi = 0; hi < 2; hi++) {
@@ -1146,8 +1149,8 @@ __global__ __launch_bounds__(AM_THREADS, D == 64 ? AM_DKV_BLOCKS : 1) static voi
     int k0 = blockIdx.z * AM_ROWS, grp = blockIdx.x, b = blockIdx.y;   /* (am_grid) */
     int T = a.T, hs = a.hs, R = a.NH / a.NKV, nqt = (T - k0 + AM_ROWS - 1) / AM_ROWS, nt = R * nqt;
     size_t koff = (size_t)a.C + (size_t)grp * hs, voff = (size_t)a.C + ((size_t)a.NKV + grp) * hs;
-    am_tile<D>(Ks, am_at(a, b, a.NH + grp, k0), a.pts);
-    am_tile<D>(Vs, am_at(a, b, a.NH + a.NKV + grp, k0), a.pts);
+    am_tile<D>(Ks, am_at(a.p16, b, a.NH + grp, k0), a.p16.ts);
+    am_tile<D>(Vs, am_at(a.p16, b, a.NH + a.NKV + grp, k0), a.p16.ts);
     am_queries<D>(QD, QD + TL, LDs, LDs + AM_ROWS, a, b, grp * R, k0);
     am_commit();
     float ak[D / 8][4], av[D / 8][4];
@@ -1252,20 +1255,17 @@ static int am_direct(const fa_args &a, const void *x, int xd, size_t ld)
     return AM_DIRECT && xd == DT && a.hs == D && a.T % AM_ROWS == 0 && ld % 8 == 0 && mds_cu_al16(x);
 }
 
-/* p16 (dO: d16) and its strides: x itself where am_direct, else the
- * packed heads in dst (am_heads; NULL: none). */
+/* The nh heads of x (rows of ld values, stored as xd) as the kernels
+ * read them: x itself where direct (am_direct), else packed into dst
+ * (am_heads). */
 template <int DT, int D>
-static const am_u16 *am_source(fa_args &a, int dout, am_u16 *dst, const void *x, int xd, size_t ld, int B, int nh,
-                               int vec)
+static am_src am_source(const fa_args &a, int direct, am_u16 *dst, const void *x, int xd, size_t ld, int B, int nh,
+                        int vec)
 {
-    size_t *st = dout ? &a.dbs : &a.pbs;
-    if (am_direct<DT, D>(a, x, xd, ld)) {
-        st[0] = (size_t)a.T * ld, st[1] = (size_t)a.hs, st[2] = ld;
-        return (const am_u16 *)x;
-    }
-    st[0] = (size_t)nh * a.Tp * D, st[1] = (size_t)a.Tp * D, st[2] = D;
+    if (direct)
+        return am_src{(const am_u16 *)x, (size_t)a.T * ld, (size_t)a.hs, ld};
     am_heads<DT, D>(dst, x, xd, ld, a, B, nh, vec);
-    return dst;
+    return am_src{dst, (size_t)nh * a.Tp * D, (size_t)a.Tp * D, (size_t)D};
 }
 
 template <int DT, int D>
@@ -1274,10 +1274,10 @@ static void am_forward(fa_args a, int B)
     int nhp = a.NH + 2 * a.NKV;
     size_t smem = am_forward_smem<D>();
     if (att_smem((const void *)am_forward_kernel<DT, D>, smem, "attention_forward")) return;
-    am_u16 *p16 = NULL;
-    if (!am_direct<DT, D>(a, a.qsrc, a.qd, a.row) && !(p16 = (am_u16 *)mds_cuda_scratch(am_heads_bytes<D>(a, B, nhp))))
-        return;
-    a.p16 = am_source<DT, D>(a, 0, p16, a.qsrc, a.qd, a.row, B, nhp, a.vec);
+    int qx = am_direct<DT, D>(a, a.qsrc, a.qd, a.row);
+    am_u16 *p16 = qx ? NULL : (am_u16 *)mds_cuda_scratch(am_heads_bytes<D>(a, B, nhp));
+    if (!qx && !p16) return;
+    a.p16 = am_source<DT, D>(a, qx, p16, a.qsrc, a.qd, a.row, B, nhp, a.vec);
     auto kernel = am_forward_kernel<DT, D>;
     kernel<<<am_grid(a, a.NH, B), AM_THREADS, smem>>>(a);
     MDS_CU_LAUNCHED("attention_forward");
@@ -1298,8 +1298,8 @@ static void am_backward(fa_args a, int B, int dvec)
     if (!s) return;
     a.Dg = (float *)s;
     fa_rowdot(a, B);
-    a.p16 = am_source<DT, D>(a, 0, (am_u16 *)(s + dg), a.qsrc, a.qd, a.row, B, nhp, a.vec);
-    a.d16 = am_source<DT, D>(a, 1, (am_u16 *)(s + dg + pq), a.dout, a.dd, (size_t)a.C, B, a.NH, dvec);
+    a.p16 = am_source<DT, D>(a, qx, (am_u16 *)(s + dg), a.qsrc, a.qd, a.row, B, nhp, a.vec);
+    a.d16 = am_source<DT, D>(a, dx, (am_u16 *)(s + dg + pq), a.dout, a.dd, (size_t)a.C, B, a.NH, dvec);
     auto dq = am_dq_kernel<DT, D>, dkv = am_dkv_kernel<DT, D>;
     dq<<<am_grid(a, a.NH, B), AM_THREADS, sq>>>(a);
     MDS_CU_LAUNCHED("attention_backward (dq)");

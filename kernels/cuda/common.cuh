@@ -234,6 +234,10 @@ __global__ static void mds_cu_colsum_partial(double *part, F f, long N, int C, l
         }
 }
 
+#ifndef MDS_CU_COLSUM8   /* 0 at build time: the partial sums a column a thread only (A/B runs) */
+#define MDS_CU_COLSUM8 1
+#endif
+
 /* The same sums, 8 adjacent columns a thread (256 a block): F's row8(r,
  * c, s) adds row r's terms of columns c .. c + 7 into s[e], each as its
  * operator() would (16-byte loads: C a multiple of 8, F's arrays 16-byte
@@ -241,9 +245,6 @@ __global__ static void mds_cu_colsum_partial(double *part, F f, long N, int C, l
  * as above (rows ty, ty + 8, ... of the chunk, then the 8 partials in
  * order of ty): the same bits, with a warp's loads 512 contiguous bytes of
  * a 16-bit row where they were 64. */
-#ifndef MDS_CU_COLSUM8   /* 0 at build time: the partial sums a column a thread only (A/B runs) */
-#define MDS_CU_COLSUM8 1
-#endif
 template <int NS, typename F>
 __global__ static void mds_cu_colsum_partial8(double *part, F f, long N, int C, long rows, long chunks)
 {
