@@ -319,6 +319,22 @@ static void cpu_gelu_backward(void *dinp, const void *inp, int inp_dt, const voi
     done_f32(inp, inp_dt, x);
 }
 
+/* backend.h's compositions: the two ops, as the model called them before */
+static void cpu_matmul_gelu_forward(void *out, int out_dt, void *pre, int pre_dt, const void *inp, int inp_dt,
+                                    const float *weight, const float *bias, int B, int T, int C, int OC)
+{
+    cpu_matmul_forward(pre, pre_dt, inp, inp_dt, weight, bias, B, T, C, OC);
+    cpu_gelu_forward(out, out_dt, pre, pre_dt, (size_t)B * T * OC);
+}
+
+static void cpu_matmul_gelu_backward(void *dpre, void *dmid, int dt, float *dweight, float *dbias, const void *dout,
+                                     int dout_dt, const void *inp, int inp_dt, const float *weight, const void *pre,
+                                     int pre_dt, int B, int T, int C, int OC)
+{
+    cpu_matmul_backward(dmid, dt, dweight, dbias, dout, dout_dt, inp, inp_dt, weight, B, T, C, OC);
+    cpu_gelu_backward(dpre, pre, pre_dt, dmid, dt, (size_t)B * T * C);
+}
+
 static void cpu_swiglu_backward(void *dinp, const void *inp, int inp_dt, const void *dout, int dt, size_t N, int F)
 {
     size_t n2 = 2 * N * (size_t)F;
@@ -401,6 +417,8 @@ static mds_backend cpu = {
         .swiglu_backward = cpu_swiglu_backward,
         .gelu_forward = cpu_gelu_forward,
         .gelu_backward = cpu_gelu_backward,
+        .matmul_gelu_forward = cpu_matmul_gelu_forward,
+        .matmul_gelu_backward = cpu_matmul_gelu_backward,
         .residual_forward = cpu_residual_forward,
         .residual_backward = residual_backward_cpu,
         .crossentropy_forward = cpu_crossentropy_forward,

@@ -96,6 +96,24 @@ typedef struct mds_ops {
     void (*swiglu_backward)(void *dinp, const void *inp, int inp_dt, const void *dout, int dt, size_t N, int F);
     void (*gelu_forward)(void *out, int out_dt, const void *inp, int inp_dt, size_t N);
     void (*gelu_backward)(void *dinp, const void *inp, int inp_dt, const void *dout, int dt, size_t N);
+    /* The MLP's linear and its GELU as one op (the model's GPT MLP; no
+       SwiGLU): pre = matmul_forward(inp, weight, bias) stored as pre_dt,
+       then out = gelu_forward(pre) stored as out_dt.  The CPU runs those
+       two ops; a GPU may apply GELU in the GEMM's epilogue (cuBLASLt's
+       GELU_AUX_BIAS, its own tanh: within the tolerance test_backend_ops
+       states, not the CPU's bits), from the fp32 sum rather than pre's
+       rounded value. */
+    void (*matmul_gelu_forward)(void *out, int out_dt, void *pre, int pre_dt, const void *inp, int inp_dt,
+                                const float *weight, const float *bias, int B, int T, int C, int OC);
+    /* Backward through a linear whose input is gelu(pre): dmid =
+       matmul_backward's dinp (stored as dt; dweight and dbias as
+       matmul_backward), then dpre = gelu_backward(pre (stored as pre_dt),
+       dmid) stored as dt.  dmid is scratch of B T C values of dt that a GPU
+       may leave unwritten (cuBLASLt's DGELU epilogue gives dpre from the
+       fp32 product: one rounding where the CPU rounds dmid too). */
+    void (*matmul_gelu_backward)(void *dpre, void *dmid, int dt, float *dweight, float *dbias, const void *dout,
+                                 int dout_dt, const void *inp, int inp_dt, const float *weight, const void *pre,
+                                 int pre_dt, int B, int T, int C, int OC);
     /* out = inp1 + inp2 (stored as inp2_dt) kept as dt (enum mds_dtype):
        the fp32 sum rounded to dt's values (round_to's bits), fp32 itself
        at MDS_F32 */
@@ -154,7 +172,8 @@ typedef struct mds_backend {
        of matmul_forward, layernorm_forward, rmsnorm_forward and
        attention_forward, the dinp of layernorm_backward and
        rmsnorm_backward, attention_backward's dqkv, gelu's and swiglu's out
-       and dinp, crossentropy_backward's dlogits.  The model then skips its
+       and dinp, matmul_gelu_forward's pre and out, matmul_gelu_backward's
+       dpre and dmid, crossentropy_backward's dlogits.  The model then skips its
        own round_to pass after them (the CUDA kernels round as they store).
        0 (the CPU): outputs as computed, rounded by the model's round_to. */
     int rounds_kept;

@@ -1017,12 +1017,14 @@ static void layer_forward(gpt_model *m, int l)
     norm_forward(m, v.ln2, m->sd, v.ln2_mean, v.ln2_rstd, v.res2, p->ln2w + lC, layer_part(p->ln2b, l, C),
                  m->cfg.layernorm_eps);
     const void *ln2 = sp_stored(m, v.ln2);
-    ops->matmul_forward(v.fch, ad, ln2, m->sd, p->fcw + (size_t)l * FC1l * C, layer_part(p->fcb, l, FC1l), B, T, C,
-                        (int)FC1l);
-    if (m->cfg.swiglu)
+    if (m->cfg.swiglu) {
+        ops->matmul_forward(v.fch, ad, ln2, m->sd, p->fcw + (size_t)l * FC1l * C, layer_part(p->fcb, l, FC1l), B, T,
+                            C, (int)FC1l);
         ops->swiglu_forward(v.fchg, m->sd, v.fch, ad, BT, Fl);
-    else
-        ops->gelu_forward(v.fchg, m->sd, v.fch, ad, BT * Fl);
+    } else {   /* fch, then GELU of it (one GEMM where the backend can) */
+        ops->matmul_gelu_forward(v.fchg, m->sd, v.fch, ad, ln2, m->sd, p->fcw + (size_t)l * FC1l * C,
+                                 layer_part(p->fcb, l, FC1l), B, T, C, (int)FC1l);
+    }
     kept_as(m, m->sd, v.fchg, BT * (size_t)Fl);
     float *mlp = m->sp ? m->sp_full2 : (float *)v.fcproj;
     ops->matmul_forward(mlp, m->pd, v.fchg, m->sd,
@@ -1063,12 +1065,16 @@ static void layer_backward(gpt_model *m, int l)
     }
     /* the MLP's gradients stored as act_dtype (a 16-bit dinp the matmul
        rounds); the backward ops write their dinp (backend.h): nothing to zero */
-    ops->matmul_backward(a->dfch_gelu, m->act_dtype, g->fcprojw + (size_t)l * C * Fl, layer_part(g->fcprojb, l, C),
-                         dmlp, MDS_F32, v.fchg, m->sd, p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
-    if (m->cfg.swiglu)
+    if (m->cfg.swiglu) {
+        ops->matmul_backward(a->dfch_gelu, m->act_dtype, g->fcprojw + (size_t)l * C * Fl,
+                             layer_part(g->fcprojb, l, C), dmlp, MDS_F32, v.fchg, m->sd,
+                             p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
         ops->swiglu_backward(a->dfch, v.fch, m->act_dtype, a->dfch_gelu, m->act_dtype, BT, Fl);
-    else
-        ops->gelu_backward(a->dfch, v.fch, m->act_dtype, a->dfch_gelu, m->act_dtype, BT * Fl);
+    } else {   /* d(fch_gelu) in dfch_gelu, then d(fch) (one GEMM where the backend can) */
+        ops->matmul_gelu_backward(a->dfch, a->dfch_gelu, m->act_dtype, g->fcprojw + (size_t)l * C * Fl,
+                                  layer_part(g->fcprojb, l, C), dmlp, MDS_F32, v.fchg, m->sd,
+                                  p->fcprojw + (size_t)l * C * Fl, v.fch, m->act_dtype, B, T, Fl, C);
+    }
     ops->matmul_backward(a->dln, m->gd, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch,
                          m->act_dtype, sp_stored(m, v.ln2), m->sd, p->fcw + (size_t)l * FC1l * C, B, T, C, (int)FC1l);
     dln_summed(m, a->dln, BTC);   /* f in backward */

@@ -212,6 +212,8 @@ static mds_backend cu = {
         swiglu_backward_cuda,
         gelu_forward_cuda,
         gelu_backward_cuda,
+        matmul_gelu_forward_cuda,
+        matmul_gelu_backward_cuda,
         residual_forward_cuda,
         residual_backward_cuda,
         crossentropy_forward_cuda,

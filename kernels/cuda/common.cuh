@@ -436,6 +436,11 @@ int mds_cuda_compute_dtype(void);
 
 /* The cuBLAS handles of the backend (backend_cuda.cu): pedantic fp32 math,
  * and default math for the 16-bit products on the tensor cores. */
+void matmul_gelu_forward_cuda(void *out, int out_dt, void *pre, int pre_dt, const void *inp, int inp_dt,
+                              const float *weight, const float *bias, int B, int T, int C, int OC);
+void matmul_gelu_backward_cuda(void *dpre, void *dmid, int dt, float *dweight, float *dbias, const void *dout,
+                               int dout_dt, const void *inp, int inp_dt, const float *weight, const void *pre,
+                               int pre_dt, int B, int T, int C, int OC);
 struct cublasContext *mds_cuda_cublas(void);
 struct cublasContext *mds_cuda_cublas_tc(void);
 /* The cuBLASLt handle (NULL when cublasLtCreate failed) and its workspace

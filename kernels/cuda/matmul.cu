@@ -28,8 +28,10 @@
  * deterministic run to run on one GPU model and toolkit.  An input stored
  * in 16 bits (backend.h's stored dtypes: the model's norm, GELU/SwiGLU and
  * attention outputs) is multiplied as it is, without a copy, and a 16-bit
- * output with a bias (qkv, fch) comes from cuBLASLt's BIAS epilogue (below).
- * Not yet: the GELU epilogue, 16-bit storage of the residual stream's
+ * output with a bias (qkv) comes from cuBLASLt's BIAS epilogue (below), and
+ * the MLP's fch with its GELU from the GELU_AUX_BIAS epilogue, its
+ * backward from DGELU (matmul_gelu_forward/backward, at the end).
+ * Not yet: 16-bit storage of the residual stream's
  * gradient (its conversion reads fp32 and writes a 16-bit copy, memory
  * traffic a 16-bit model would not have), 16-bit working weights kept
  * between calls (each call copies its weight to 16 bits).
@@ -120,16 +122,46 @@ static uint32_t lt_align(uintptr_t p)
     return a;
 }
 
+/* The epilogues a plan applies: LT_BIAS (D = A^T B + bias), LT_GELU
+ * (cuBLASLt's GELU_AUX_BIAS, or GELU_AUX without a bias: aux = A^T B +
+ * bias, D = gelu(aux), both in D's type), LT_DGELU (D = (A B) gelu'(aux),
+ * A (m, k) with ld m, aux read in D's type).  aux is m x n with ld m, as
+ * D (cuBLASLt wants that ld a multiple of 8). */
+enum { LT_BIAS, LT_GELU, LT_DGELU };
+
+static cublasLtEpilogue_t lt_epilogue(int kind, const void *bias)
+{
+    return kind == LT_BIAS ? CUBLASLT_EPILOGUE_BIAS
+         : kind == LT_DGELU ? CUBLASLT_EPILOGUE_DGELU
+         : bias             ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                            : CUBLASLT_EPILOGUE_GELU_AUX;
+}
+
+/* The call's pointers into plan p's description: the bias's and aux's
+ * where the epilogue has them; 0, or -1. */
+static int lt_point(lt_plan *p, const void *bias, const void *aux)
+{
+    if (bias && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) != 0)
+        return -1;
+    if (aux && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux) != 0)
+        return -1;
+    return 0;
+}
+
 /* 0 with *p ready, or -1 (nothing held) when cuBLASLt has no algorithm;
  * al: the alignments A, B, C and D have (lt_get's). */
-static int lt_make(lt_plan *p, int dt, int m, int n, int k, const uint32_t *al, const void *bias)
+static int lt_make(lt_plan *p, int dt, int m, int n, int k, const uint32_t *al, int kind, const void *bias,
+                   const void *aux)
 {
     memset(p, 0, sizeof *p);
     cublasLtHandle_t lt = mds_cuda_cublaslt();
     if (!lt)
         return -1;
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    /* A (k, m) with ld k read transposed; LT_DGELU's A (the weight, m, k)
+       with ld m as it is (matmul_backward's dinp product) */
+    cublasOperation_t ta = kind == LT_DGELU ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cublasLtEpilogue_t epi = lt_epilogue(kind, bias);
+    int64_t auxld = m;
     cudaDataType t = cuda_type(dt);
     p->ws = mds_cuda_lt_workspace(&p->wsb);
     cublasLtMatmulPreference_t pref = NULL;
@@ -138,8 +170,11 @@ static int lt_make(lt_plan *p, int dt, int m, int n, int k, const uint32_t *al, 
     ok = ok && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == 0;
     ok = ok && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == 0;
     ok = ok && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == 0;
-    ok = ok && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) == 0;
-    ok = ok && cublasLtMatrixLayoutCreate(&p->a, t, (uint64_t)k, (uint64_t)m, k) == 0;
+    ok = ok && lt_point(p, bias, aux) == 0;
+    ok = ok && (!aux || cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &auxld,
+                                                       sizeof auxld) == 0);
+    ok = ok && (kind == LT_DGELU ? cublasLtMatrixLayoutCreate(&p->a, t, (uint64_t)m, (uint64_t)k, m)
+                                 : cublasLtMatrixLayoutCreate(&p->a, t, (uint64_t)k, (uint64_t)m, k)) == 0;
     ok = ok && cublasLtMatrixLayoutCreate(&p->b, t, (uint64_t)k, (uint64_t)n, k) == 0;
     ok = ok && cublasLtMatrixLayoutCreate(&p->d, t, (uint64_t)m, (uint64_t)n, m) == 0;
     ok = ok && cublasLtMatmulPreferenceCreate(&pref) == 0;
@@ -164,35 +199,37 @@ static int lt_make(lt_plan *p, int dt, int m, int n, int k, const uint32_t *al, 
  * "no algorithm" included: LT_KEPT of them, the oldest replaced first. */
 #define LT_KEPT 32
 typedef struct {
-    int dt, m, n, k, ok;
-    uint32_t al[5];   /* A, B, C, D, bias */
+    int dt, m, n, k, kind, ok;
+    uint32_t al[6];   /* A, B, C, D, bias, aux (1 for a null pointer: none) */
     lt_plan p;
 } lt_kept;
 static lt_kept lt_cache[LT_KEPT];
 static int lt_ncache, lt_oldest;
 
-/* The plan for these shapes and pointers (its bias pointer set to bias),
- * or NULL when cuBLASLt has no algorithm for them. */
-static lt_plan *lt_get(int dt, int m, int n, int k, const void *A, const void *Bm, const void *bias, const void *D)
+/* The plan for these shapes, this epilogue and these pointers (its bias
+ * and aux pointers set to bias and aux), or NULL when cuBLASLt has no
+ * algorithm for them. */
+static lt_plan *lt_get(int dt, int m, int n, int k, int kind, const void *A, const void *Bm, const void *bias,
+                       const void *aux, const void *D)
 {
-    uint32_t al[5] = {lt_align((uintptr_t)A), lt_align((uintptr_t)Bm), lt_align((uintptr_t)D),
-                      lt_align((uintptr_t)D), lt_align((uintptr_t)bias)};
+    uint32_t al[6] = {lt_align((uintptr_t)A), lt_align((uintptr_t)Bm), lt_align((uintptr_t)D),
+                      lt_align((uintptr_t)D), bias ? lt_align((uintptr_t)bias) : 1u,
+                      aux ? lt_align((uintptr_t)aux) : 1u};
     for (int i = 0; i < lt_ncache; i++) {
         lt_kept *e = &lt_cache[i];
-        if (e->dt != dt || e->m != m || e->n != n || e->k != k || memcmp(e->al, al, sizeof al) != 0)
+        if (e->dt != dt || e->m != m || e->n != n || e->k != k || e->kind != kind ||
+            memcmp(e->al, al, sizeof al) != 0)
             continue;
         if (!e->ok)
             return NULL;
-        if (cublasLtMatmulDescSetAttribute(e->p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) != 0)
-            return NULL;
-        return &e->p;
+        return lt_point(&e->p, bias, aux) == 0 ? &e->p : NULL;
     }
     lt_kept *e = lt_ncache < LT_KEPT ? &lt_cache[lt_ncache++] : &lt_cache[lt_oldest++ % LT_KEPT];
     if (e->ok)
         lt_free(&e->p);
-    e->dt = dt, e->m = m, e->n = n, e->k = k;
+    e->dt = dt, e->m = m, e->n = n, e->k = k, e->kind = kind;
     memcpy(e->al, al, sizeof al);
-    e->ok = lt_make(&e->p, dt, m, n, k, al, bias) == 0;
+    e->ok = lt_make(&e->p, dt, m, n, k, al, kind, bias, aux) == 0;
     return e->ok ? &e->p : NULL;
 }
 
@@ -207,9 +244,9 @@ static void lt_refuse(lt_plan *p)
         }
 }
 
-/* Run plan p on A, B and D (the pointers it was made for, with its bias):
- * 0, or 1 when cuBLASLt refused it without running anything (the caller
- * then takes the way without it); other failures are noted (0). */
+/* Run plan p on A, B and D (the pointers it was made for, with its bias
+ * and aux): 0, or 1 when cuBLASLt refused it without running anything (the
+ * caller then takes the way without it); other failures are noted (0). */
 static int lt_run(const char *what, lt_plan *p, const void *A, const void *Bm, void *D)
 {
     const float one = 1.0f, zero = 0.0f;
@@ -219,7 +256,7 @@ static int lt_run(const char *what, lt_plan *p, const void *A, const void *Bm, v
         return 1;
     if (s != CUBLAS_STATUS_SUCCESS) {
         static char msg[96];
-        snprintf(msg, sizeof msg, "%s (cublasLtMatmul, bias epilogue: %s)", what, cublas_name(s));
+        snprintf(msg, sizeof msg, "%s (cublasLtMatmul: %s)", what, cublas_name(s));
         mds_cuda_note(cudaErrorUnknown, msg);
     }
     return 0;
@@ -329,7 +366,7 @@ void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, con
         char *sc = (char *)mds_cuda_scratch(wb + bb + xb);
         for (long c = 0; sc && epi && c < nch; c++) {   /* a plan for every chunk, on its pointers */
             long r0 = c * R, n = (long)rows - r0 < R ? (long)rows - r0 : R;
-            if (!lt_get(mm_dtype, OC, (int)n, C, sc, lt_x(inp, copy, sc + wb + bb, r0, C), sc + wb,
+            if (!lt_get(mm_dtype, OC, (int)n, C, LT_BIAS, sc, lt_x(inp, copy, sc + wb + bb, r0, C), sc + wb, NULL,
                         (char *)out + (size_t)r0 * OC * os))
                 epi = 0;
         }
@@ -351,7 +388,7 @@ void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, con
             const uint16_t *x = rows16(inp, inp_dt, x16, r0, n, C, mm_dtype, "matmul_forward (input to 16 bits)");
             char *o = (char *)out + (size_t)r0 * OC * os;
             if (epi) {   /* (found above: kept, or made again the same) */
-                lt_plan *pl = lt_get(mm_dtype, OC, (int)n, C, w16, x, b16, o);
+                lt_plan *pl = lt_get(mm_dtype, OC, (int)n, C, LT_BIAS, w16, x, b16, NULL, o);
                 if (!pl || lt_run("matmul_forward", pl, w16, x, o) != 0) {
                     /* refused after all: this kind of call goes without
                        cuBLASLt from now on, this one from its start (its
@@ -447,4 +484,121 @@ void matmul_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias,
     /* dweight (OC, C) += dout^T (OC, N) @ inp (N, C) */
     gemm("matmul_backward (dweight)", MDS_F32, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, (int)N, inp, C, dout, OC, 1.0f,
          dweight, MDS_F32, C);
+}
+
+/*
+ * The MLP's linear and GELU in one GEMM (backend.h's matmul_gelu_forward
+ * and matmul_gelu_backward): cuBLASLt's GELU_AUX_BIAS epilogue writes pre
+ * (the biased sum, rounded) and out = gelu of the fp32 sum, and DGELU
+ * writes dpre = (dout W) gelu'(pre) from the fp32 product, so the GELU
+ * kernels' pass over the BT x 4C activations (and the dmid they go
+ * through) is not made.  cuBLASLt's GELU is its tanh form computed its own
+ * way: not the CPU's bits, within test_backend_ops's stated tolerance.
+ * Taken where every tensor is the 16-bit compute dtype (the aux is stored
+ * in D's type) and the widths are multiples of 8 (the aux's ld); else, or
+ * where cuBLASLt has no algorithm, the two ops as the CPU runs them.
+ */
+#ifndef MDS_CU_GELU_EPI   /* 0 at build time: GELU always by its own kernels (the device's A/B runs) */
+#define MDS_CU_GELU_EPI 1
+#endif
+
+/* 0 when done, 1 when nothing was written (no plan for some chunk) */
+static int gelu_epi_forward(void *out, void *pre, int dt, const void *inp, int inp_dt, const float *weight,
+                            const float *bias, size_t rows, int C, int OC)
+{
+    int copy = inp_dt == MDS_F32;
+    long R = chunk_rows((long)rows, (size_t)C * 2), nch = ((long)rows + R - 1) / R;
+    size_t wb = mds_cu_al256((size_t)OC * C * 2), bb = bias ? mds_cu_al256((size_t)OC * 2) : 0;
+    size_t xb = copy ? mds_cu_al256((size_t)R * C * 2) : 0, ob = (size_t)OC * 2;
+    char *sc = (char *)mds_cuda_scratch(wb + bb + xb);
+    if (!sc)
+        return 0;   /* (noted) */
+    const void *b16p = bias ? sc + wb : NULL;
+    for (long c = 0; c < nch; c++) {   /* a plan for every chunk, on its pointers, before anything is written */
+        long r0 = c * R, n = (long)rows - r0 < R ? (long)rows - r0 : R;
+        if (!lt_get(dt, OC, (int)n, C, LT_GELU, sc, lt_x(inp, copy, sc + wb + bb, r0, C), b16p,
+                    (char *)pre + (size_t)r0 * ob, (char *)out + (size_t)r0 * ob))
+            return 1;
+    }
+    uint16_t *w16 = (uint16_t *)sc, *b16 = (uint16_t *)(sc + wb), *x16 = (uint16_t *)(sc + wb + bb);
+    to16_cuda(w16, weight, (size_t)OC * C, dt, "matmul_gelu_forward (weight to 16 bits)");
+    if (bias)
+        to16_cuda(b16, bias, (size_t)OC, dt, "matmul_gelu_forward (bias to 16 bits)");
+    for (long r0 = 0; r0 < (long)rows; r0 += R) {
+        long n = (long)rows - r0 < R ? (long)rows - r0 : R;
+        const uint16_t *x = rows16(inp, inp_dt, x16, r0, n, C, dt, "matmul_gelu_forward (input to 16 bits)");
+        char *a = (char *)pre + (size_t)r0 * ob, *o = (char *)out + (size_t)r0 * ob;
+        lt_plan *pl = lt_get(dt, OC, (int)n, C, LT_GELU, w16, x, bias ? b16 : NULL, a, o);
+        if (!pl || lt_run("matmul_gelu_forward", pl, w16, x, o) != 0) {
+            /* refused after all: this chunk and the rest as two ops (and
+               this kind of call without the epilogue from now on) */
+            if (pl)
+                lt_refuse(pl);
+            size_t left = rows - (size_t)r0;
+            matmul_forward_cuda(a, dt, (const char *)inp + (size_t)r0 * C * mds_dtype_size(inp_dt), inp_dt, weight,
+                                bias, 1, (int)left, C, OC);
+            gelu_forward_cuda(o, dt, a, dt, left * OC);
+            return 0;
+        }
+    }
+    return 0;
+}
+
+void matmul_gelu_forward_cuda(void *out, int out_dt, void *pre, int pre_dt, const void *inp, int inp_dt,
+                              const float *weight, const float *bias, int B, int T, int C, int OC)
+{
+    size_t rows = (size_t)B * T;
+    int dt = mds_cuda_compute_dtype();
+    if (MDS_CU_GELU_EPI && dt != MDS_F32 && out_dt == dt && pre_dt == dt && rows && C && OC % 8 == 0 &&
+        rows <= 0x7fffffff && (inp_dt == MDS_F32 || inp_dt == dt) &&
+        gelu_epi_forward(out, pre, dt, inp, inp_dt, weight, bias, rows, C, OC) == 0)
+        return;
+    matmul_forward_cuda(pre, pre_dt, inp, inp_dt, weight, bias, B, T, C, OC);
+    gelu_forward_cuda(out, out_dt, pre, pre_dt, rows * OC);
+}
+
+void matmul_gelu_backward_cuda(void *dpre, void *dmid, int dt, float *dweight, float *dbias, const void *dout,
+                               int dout_dt, const void *inp, int inp_dt, const float *weight, const void *pre,
+                               int pre_dt, int B, int T, int C, int OC)
+{
+    long N = (long)B * T;
+    int kd = mds_cuda_compute_dtype();
+    if (!MDS_CU_GELU_EPI || kd == MDS_F32 || dt != kd || pre_dt != kd || C % 8 || !N || !OC || !C ||
+        (inp_dt != MDS_F32 && inp_dt != kd) || (dout_dt != MDS_F32 && dout_dt != kd)) {
+        matmul_backward_cuda(dmid, dt, dweight, dbias, dout, dout_dt, inp, inp_dt, weight, B, T, C, OC);
+        gelu_backward_cuda(dpre, pre, pre_dt, dmid, dt, (size_t)N * C);
+        return;
+    }
+    /* matmul_backward_cuda's 16-bit way, its dinp product with the DGELU
+       epilogue: a chunk without a plan (or refused) goes through dmid and
+       the GELU kernel instead, so nothing is done twice */
+    if (dbias)
+        mds_cu_colsum<1>(dbias, NULL, dbias_term{dout, OC, dout_dt}, N, OC, "matmul_gelu_backward (dbias)");
+    int xcopy = inp_dt == MDS_F32, dcopy = dout_dt == MDS_F32;
+    long R = chunk_rows(N, ((size_t)C + (size_t)OC) * 2);
+    size_t wb = mds_cu_al256((size_t)OC * C * 2), db = dcopy ? mds_cu_al256((size_t)R * OC * 2) : 0;
+    size_t xb = xcopy ? mds_cu_al256((size_t)R * C * 2) : 0, rb = (size_t)C * 2;
+    char *sc = (char *)mds_cuda_scratch(wb + db + xb);
+    if (!sc) return;
+    uint16_t *w16 = (uint16_t *)sc, *d16 = (uint16_t *)(sc + wb), *x16 = (uint16_t *)(sc + wb + db);
+    to16_cuda(w16, weight, (size_t)OC * C, kd, "matmul_gelu_backward (weight to 16 bits)");
+    for (long r0 = 0; r0 < N; r0 += R) {
+        long n = N - r0 < R ? N - r0 : R;
+        const uint16_t *d = rows16(dout, dout_dt, d16, r0, n, OC, kd, "matmul_gelu_backward (dout to 16 bits)");
+        const uint16_t *x = rows16(inp, inp_dt, x16, r0, n, C, kd, "matmul_gelu_backward (input to 16 bits)");
+        char *dp = (char *)dpre + (size_t)r0 * rb, *dm = (char *)dmid + (size_t)r0 * rb;
+        const char *a = (const char *)pre + (size_t)r0 * rb;
+        /* dpre rows (n, C) = (dout rows (n, OC) @ weight (OC, C)) gelu'(pre rows) */
+        lt_plan *pl = lt_get(kd, C, (int)n, OC, LT_DGELU, w16, d, NULL, a, dp);
+        if (!pl || lt_run("matmul_gelu_backward", pl, w16, d, dp) != 0) {
+            if (pl)
+                lt_refuse(pl);
+            gemm("matmul_gelu_backward (dinp)", kd, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, OC, w16, C, d, OC, 0.0f, dm,
+                 dt, C);
+            gelu_backward_cuda(dp, a, pre_dt, dm, dt, (size_t)n * C);
+        }
+        /* dweight (OC, C) += dout rows^T (OC, n) @ inp rows (n, C) */
+        gemm("matmul_gelu_backward (dweight)", kd, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, (int)n, x, C, d, OC, 1.0f,
+             dweight, MDS_F32, C);
+    }
 }

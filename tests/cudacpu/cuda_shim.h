@@ -384,9 +384,25 @@ inline float mds_cucpu_elem(const void *p, int t, std::size_t i)
  * overwritten).  A and B fp32, or both 16-bit (each product then exact, as
  * on the tensor cores); C fp32, or (16-bit operands) their type, the fp32
  * result rounded to nearest even. */
+/* cuBLASLt's GELU epilogues: the tanh form, computed as a GPU library
+ * would (tanhf; not the bits of mds's own GELU, which the tests'
+ * tolerance then has to cover, as on the GPU) */
+inline float mds_cucpu_gelu(float x)
+{
+    return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
+}
+inline float mds_cucpu_dgelu(float x)
+{
+    float t = tanhf(0.7978845608f * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.7978845608f * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+/* the epilogue of one element: MDS_CUCPU_EPI_* (cuBLASLt's, below) */
+enum { MDS_CUCPU_EPI_NONE, MDS_CUCPU_EPI_GELU, MDS_CUCPU_EPI_DGELU };
+
 inline void mds_cucpu_gemm_kernel(int ta, int tb, int m, int n, int k, float alpha, const void *A, int at, int lda,
                                   const void *Bm, int bt, int ldb, float beta, void *Cm, int ct, int ldc,
-                                  const void *bias)
+                                  const void *bias, int epi, void *aux, long auxld)
 {
     long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (long)m * n)
@@ -402,6 +418,13 @@ inline void mds_cucpu_gemm_kernel(int ta, int tb, int m, int n, int k, float alp
     float r = beta == 0.0f ? alpha * s : alpha * s + beta * mds_cucpu_elem(Cm, ct, ci);
     if (bias)   /* cuBLASLt's BIAS epilogue: one value a row of C, C's type, added before the rounding */
         r = r + mds_cucpu_elem(bias, ct, (std::size_t)i);
+    std::size_t ai = (std::size_t)j * auxld + i;
+    if (epi == MDS_CUCPU_EPI_GELU) {   /* aux: the GELU's input, in C's type; C: GELU of the fp32 value */
+        ((std::uint16_t *)aux)[ai] = mds_f32_to_16(ct == CUDA_R_16BF ? MDS_BF16 : MDS_F16, r);
+        r = mds_cucpu_gelu(r);
+    } else if (epi == MDS_CUCPU_EPI_DGELU) {   /* aux read: the GELU's input the forward stored */
+        r = r * mds_cucpu_dgelu(mds_cucpu_elem(aux, ct, ai));
+    }
     if (ct == CUDA_R_32F)
         ((float *)Cm)[ci] = r;
     else
@@ -438,7 +461,7 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cubla
     std::size_t cells = (std::size_t)m * n;
     mds_cucpu_launch(mds_cucpu_gemm_kernel, dim3((unsigned)((cells + 255) / 256)), dim3(256))(
         (int)ta, (int)tb, m, n, k, *(const float *)alpha, A, (int)at, lda, Bm, (int)bt, ldb, *(const float *)beta,
-        Cm, (int)ct, ldc, (const void *)nullptr);
+        Cm, (int)ct, ldc, (const void *)nullptr, (int)MDS_CUCPU_EPI_NONE, (void *)nullptr, 0L);
     return mds_cucpu_launch_error == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
@@ -453,8 +476,16 @@ typedef enum {
     CUBLASLT_MATMUL_DESC_TRANSB = 4,
     CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
     CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,
 } cublasLtMatmulDescAttributes_t;
-typedef enum { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_BIAS = 4 } cublasLtEpilogue_t;
+typedef enum {
+    CUBLASLT_EPILOGUE_DEFAULT = 1,
+    CUBLASLT_EPILOGUE_BIAS = 4,
+    CUBLASLT_EPILOGUE_GELU_AUX = 32 | 128,
+    CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 32 | 128 | 4,
+    CUBLASLT_EPILOGUE_DGELU = 64 | 128,
+} cublasLtEpilogue_t;
 typedef enum {
     CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
@@ -464,7 +495,14 @@ typedef enum {
 } cublasLtMatmulPreferenceAttributes_t;
 struct cublasLtContext { int unused; };
 typedef struct cublasLtContext *cublasLtHandle_t;
-struct cublasLtMatmulDescOpaque { int ta, tb, epi; const void *bias; cublasComputeType_t comp; cudaDataType scale; };
+struct cublasLtMatmulDescOpaque {
+    int ta, tb, epi;
+    const void *bias;
+    cublasComputeType_t comp;
+    cudaDataType scale;
+    void *aux;
+    std::int64_t auxld;
+};
 typedef struct cublasLtMatmulDescOpaque *cublasLtMatmulDesc_t;
 struct cublasLtMatrixLayoutOpaque { cudaDataType t; std::uint64_t rows, cols; std::int64_t ld; };
 typedef struct cublasLtMatrixLayoutOpaque *cublasLtMatrixLayout_t;
@@ -490,7 +528,7 @@ inline cublasStatus_t cublasLtCreate(cublasLtHandle_t *h)
 }
 inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t comp, cudaDataType scale)
 {
-    *d = new cublasLtMatmulDescOpaque{0, 0, CUBLASLT_EPILOGUE_DEFAULT, nullptr, comp, scale};
+    *d = new cublasLtMatmulDescOpaque{0, 0, CUBLASLT_EPILOGUE_DEFAULT, nullptr, comp, scale, nullptr, 0};
     return CUBLAS_STATUS_SUCCESS;
 }
 inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d)
@@ -513,6 +551,14 @@ inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cub
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
         if (n != sizeof(void *)) return CUBLAS_STATUS_INVALID_VALUE;
         d->bias = *(const void *const *)v;
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+        if (n != sizeof(void *)) return CUBLAS_STATUS_INVALID_VALUE;
+        d->aux = *(void *const *)v;
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+        if (n != sizeof(std::int64_t)) return CUBLAS_STATUS_INVALID_VALUE;
+        d->auxld = *(const std::int64_t *)v;
         return CUBLAS_STATUS_SUCCESS;
     }
     return CUBLAS_STATUS_INVALID_VALUE;
@@ -572,10 +618,16 @@ inline cublasStatus_t mds_cucpu_lt_check(cublasLtMatmulDesc_t d, cublasLtMatrixL
                                          cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dl)
 {
     int h16 = a->t == b->t && (a->t == CUDA_R_16BF || a->t == CUDA_R_16F);
+    int gelu = d->epi == CUBLASLT_EPILOGUE_GELU_AUX || d->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+               d->epi == CUBLASLT_EPILOGUE_DGELU;
     if (!h16 || d->comp != CUBLAS_COMPUTE_32F || d->scale != CUDA_R_32F || dl->t != a->t || c->t != dl->t ||
-        (d->epi != CUBLASLT_EPILOGUE_DEFAULT && d->epi != CUBLASLT_EPILOGUE_BIAS) ||
-        (d->epi == CUBLASLT_EPILOGUE_BIAS && !d->bias))
+        (d->epi != CUBLASLT_EPILOGUE_DEFAULT && d->epi != CUBLASLT_EPILOGUE_BIAS && !gelu) ||
+        ((d->epi & CUBLASLT_EPILOGUE_BIAS) && !d->bias))
         return CUBLAS_STATUS_NOT_SUPPORTED;
+    /* the GELU epilogues' aux: D's shape, its ld a multiple of 8 and no
+       less than D's rows (cublasLt.h) */
+    if (gelu && (!d->aux || d->auxld % 8 || d->auxld < (std::int64_t)dl->rows))
+        return CUBLAS_STATUS_INVALID_VALUE;
     std::uint64_t m = dl->rows, n = dl->cols, k = d->ta ? a->rows : a->cols;
     if ((d->ta ? a->cols : a->rows) != m || (d->tb ? b->rows : b->cols) != n || (d->tb ? b->cols : b->rows) != k ||
         c->rows != m || c->cols != n || a->ld < (std::int64_t)a->rows || b->ld < (std::int64_t)b->rows ||
@@ -634,7 +686,11 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     std::size_t cells = (std::size_t)m * n;
     mds_cucpu_launch(mds_cucpu_gemm_kernel, dim3((unsigned)((cells + 255) / 256)), dim3(256))(
         d->ta, d->tb, m, n, k, *(const float *)alpha, A, (int)a->t, (int)a->ld, Bm, (int)b->t, (int)b->ld, 0.0f, Dm,
-        (int)dl->t, (int)dl->ld, d->epi == CUBLASLT_EPILOGUE_BIAS ? d->bias : nullptr);
+        (int)dl->t, (int)dl->ld, (d->epi & CUBLASLT_EPILOGUE_BIAS) ? d->bias : nullptr,
+        d->epi == CUBLASLT_EPILOGUE_DGELU ? (int)MDS_CUCPU_EPI_DGELU
+        : d->epi == CUBLASLT_EPILOGUE_GELU_AUX || d->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? (int)MDS_CUCPU_EPI_GELU
+                                                                                            : (int)MDS_CUCPU_EPI_NONE,
+        d->aux, (long)d->auxld);
     return mds_cucpu_launch_error == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 

@@ -3,8 +3,8 @@
 # table on "cuda" against the CPU functions (test_backend_ops -b cuda), then
 # mdstrain with --device cuda against --device cpu (test_train_gpu.sh; with
 # MDS_GPU_ONE_PROCESS=1 its one-process comparisons only); under the
-# emulation (NAME check-cuda-cpu) matmul_forward once more with cuBLASLt
-# refusing its bias epilogue each of two ways.  Prints each
+# emulation (NAME check-cuda-cpu) matmul_forward and the GELU ops once more
+# with cuBLASLt refusing their epilogues each of two ways.  Prints each
 # test's output, then "NAME: N passed, M failed", and exits non-zero on any
 # failure (a test that fails without a FAIL line counts as one).  Run by
 # make test-gpu (on a GPU) and make check-cuda-cpu (the kernels emulated on
@@ -26,12 +26,15 @@ one() {
 }
 one "$BUILD/tests/test_backend_ops" -b cuda
 one sh tests/gpu/test_train_gpu.sh
-# the emulation also refuses matmul_forward's cuBLASLt bias epilogue, in the
-# heuristic and at the call (tests/cudacpu/cuda_shim.h): matmul.cu's way
-# without it, which a GPU takes only where cuBLASLt has no algorithm
+# the emulation also refuses matmul_forward's cuBLASLt bias epilogue and the
+# MLP's GELU epilogues, in the heuristic and at the call
+# (tests/cudacpu/cuda_shim.h): matmul.cu's ways without them, which a GPU
+# takes only where cuBLASLt has no algorithm
 if [ "$1" = check-cuda-cpu ]; then
-    one env MDS_CUCPU_LT=heuristic "$BUILD/tests/test_backend_ops" -b cuda -o matmul_forward
-    one env MDS_CUCPU_LT=matmul "$BUILD/tests/test_backend_ops" -b cuda -o matmul_forward
+    for op in matmul_forward matmul_gelu_forward matmul_gelu_backward; do
+        one env MDS_CUCPU_LT=heuristic "$BUILD/tests/test_backend_ops" -b cuda -o $op
+        one env MDS_CUCPU_LT=matmul "$BUILD/tests/test_backend_ops" -b cuda -o $op
+    done
 fi
 rm -f "$log.one"
 echo "$1: $passed passed, $failed failed (log: $log)"

@@ -903,6 +903,106 @@ static void t_gelu_backward_at(const struct shape *s, int dt, int od)
     tf_free(&dinp); tf_free(&inp); tf_free(&dout);
 }
 
+/*
+ * The MLP's linear and GELU as one op (backend.h: matmul_gelu_forward and
+ * matmul_gelu_backward) against the CPU's two functions.  In fp32 the
+ * CPU's tolerance.  With 16-bit products (bf16, fp16; the model's pre and
+ * out, dpre and dmid stored as the type, or fp32 kept as it) a GPU may
+ * apply GELU in the GEMM's epilogue (cuBLASLt's tanh form, its own way):
+ * GELU then reads the fp32 sum where the CPU reads it rounded (half a unit
+ * u of pre, times |GELU'| <= 1.13), the backward rounds once where the
+ * CPU rounds dmid too, and tanh differs by fp32 ulps: a few u (2^-8 bf16,
+ * 2^-11 fp16) relative, plus as much absolute for values near GELU's
+ * zero; held at 4 u absolute and relative.  A lost product term (about
+ * 0.25 here) or a GELU not applied (out = pre) is far outside that.
+ */
+static void gelu_check(const char *name, tf *t, const void *d, int sd, int dt)
+{
+    double tol = dt == MDS_F32 ? 0.0 : dt == MDS_BF16 ? 1.0 / 64 : 1.0 / 512;
+    if (dt == MDS_F32) {
+        check_f(name, t, ATOL, RTOL);
+        return;
+    }
+    if (be->rounds_kept || sd != MDS_F32)
+        round_to_cpu(t->ref, t->n, dt);
+    am_check(name, t, d, sd, dt, tol);
+}
+
+static void t_matmul_gelu_forward(const struct shape *s)
+{
+    size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, OC = (size_t)s->OC;
+    for (int dt = MDS_F32; dt < MDS_NUM_DTYPES; dt++)
+        for (int k = 0; k < (dt == MDS_F32 ? 2 : 8); k++) {
+            /* od: out and pre stored as dt (the model's), or fp32 kept */
+            int bias = k & 1, id = k & 2 ? dt : MDS_F32, od = k & 4 ? dt : MDS_F32;
+            if (od == MDS_F32 && dt >= kept_dtypes_end())
+                continue;
+            tf out = tf_rand(BT * OC, 1), pre = tf_rand(BT * OC, 1), inp = tf_rand(BT * C, 1);
+            tf w = tf_rand(OC * C, 1), b = tf_rand(OC, 1);
+            tf_round(&inp, dt); tf_round(&w, dt); tf_round(&b, dt);
+            void *x = so_input(&inp, id), *o = so_new(&out, od), *pr = so_new(&pre, od);
+            char name[2][48];
+            snprintf(name[0], sizeof name[0], "pre%s%s", bias ? " (bias)" : "", id != MDS_F32 ? " (inp stored)" : "");
+            snprintf(name[1], sizeof name[1], "out%s%s", bias ? " (bias)" : "", id != MDS_F32 ? " (inp stored)" : "");
+            set_compute(dt);
+            matmul_forward_cpu(pre.ref, inp.ref, w.ref, bias ? b.ref : NULL, s->B, s->T, s->C, s->OC);
+            if (dt != MDS_F32)   /* GELU of pre as the CPU keeps it */
+                round_to_cpu(pre.ref, pre.n, dt);
+            gelu_forward_cpu(out.ref, pre.ref, out.n);
+            be->ops.matmul_gelu_forward(o, od, pr, od, x, id, w.dev, bias ? b.dev : NULL, s->B, s->T, s->C, s->OC);
+            gelu_check(name[0], &pre, pr, od, dt);
+            gelu_check(name[1], &out, o, od, dt);
+            set_compute(MDS_F32);
+            so_free(&inp, x);
+            so_free(&out, o);
+            so_free(&pre, pr);
+            tf_free(&out); tf_free(&pre); tf_free(&inp); tf_free(&w); tf_free(&b);
+        }
+}
+
+/* (C: the GELU's width, the linear's input) */
+static void t_matmul_gelu_backward(const struct shape *s)
+{
+    size_t BT = (size_t)s->B * s->T, C = (size_t)s->C, OC = (size_t)s->OC;
+    for (int dt = MDS_F32; dt < MDS_NUM_DTYPES; dt++)
+        for (int k = 0; k < (dt == MDS_F32 ? 2 : 8); k++) {
+            /* ds: dpre, dmid and pre stored as dt (the model's), or fp32 kept */
+            int bias = k & 1, id = k & 2 ? dt : MDS_F32, ds = k & 4 ? dt : MDS_F32;
+            if (ds == MDS_F32 && dt >= kept_dtypes_end())
+                continue;
+            tf dpre = tf_rand(BT * C, 1), dmid = tf_rand(BT * C, 1), dw = tf_rand(OC * C, 1), db = tf_rand(OC, 1);
+            tf dout = tf_rand(BT * OC, 1), inp = tf_rand(BT * C, 1), w = tf_rand(OC * C, 1), pre = tf_rand(BT * C, 3);
+            tf_round(&dout, dt); tf_round(&inp, dt); tf_round(&w, dt); tf_round(&pre, dt);
+            void *x = so_input(&inp, id), *pr = so_input(&pre, ds), *dp = so_new(&dpre, ds), *dm = so_new(&dmid, ds);
+            char base[40], name[3][56];
+            snprintf(base, sizeof base, "%%s%s", id != MDS_F32 ? " (inp stored)" : "");
+            snprintf(name[0], sizeof name[0], base, "dpre");
+            snprintf(name[1], sizeof name[1], base, "dweight");
+            snprintf(name[2], sizeof name[2], base, "dbias");
+            set_compute(dt);
+            memset(dmid.ref, 0, dmid.n * sizeof(float));
+            memset(dpre.ref, 0, dpre.n * sizeof(float));
+            matmul_backward_cpu(dmid.ref, dw.ref, bias ? db.ref : NULL, dout.ref, inp.ref, w.ref, s->B, s->T, s->C,
+                                s->OC);
+            if (dt != MDS_F32)
+                round_to_cpu(dmid.ref, dmid.n, dt);
+            gelu_backward_cpu(dpre.ref, pre.ref, dmid.ref, dpre.n);
+            be->ops.matmul_gelu_backward(dp, dm, ds, dw.dev, bias ? db.dev : NULL, dout.dev, MDS_F32, x, id, w.dev,
+                                         pr, ds, s->B, s->T, s->C, s->OC);
+            gelu_check(name[0], &dpre, dp, ds, dt);
+            char wname[64];
+            check_f(dt_name(wname, sizeof wname, name[1], dt), &dw, ATOL, RTOL);
+            check_f(name[2], &db, ATOL, RTOL);
+            set_compute(MDS_F32);
+            so_free(&inp, x);
+            so_free(&pre, pr);
+            so_free(&dpre, dp);
+            so_free(&dmid, dm);
+            tf_free(&dpre); tf_free(&dmid); tf_free(&dw); tf_free(&db); tf_free(&dout); tf_free(&inp); tf_free(&w);
+            tf_free(&pre);
+        }
+}
+
 /* the sum kept as each dtype, inp2 fp32 and stored as it: the CPU's
  * bits, then round_to's */
 static void t_residual_forward(const struct shape *s)
@@ -1111,7 +1211,8 @@ static const struct op {
     ENTRY_MORE(attention_backward, att_shapes),
     ENTRY(dropout_forward), ENTRY(dropout_backward), ENTRY(rope_forward), ENTRY(rope_backward), ENTRY(rmsnorm_forward),
     ENTRY_MORE(rmsnorm_backward, colsum_shapes),
-    ENTRY(swiglu_forward), ENTRY(swiglu_backward), ENTRY(gelu_forward), ENTRY(gelu_backward), ENTRY(residual_forward), ENTRY(residual_backward),
+    ENTRY(swiglu_forward), ENTRY(swiglu_backward), ENTRY(gelu_forward), ENTRY(gelu_backward),
+    ENTRY(matmul_gelu_forward), ENTRY_MORE(matmul_gelu_backward, colsum_shapes), ENTRY(residual_forward), ENTRY(residual_backward),
     ENTRY(crossentropy_forward), ENTRY(crossentropy_rescale), ENTRY(crossentropy_loss),
     ENTRY(crossentropy_backward), ENTRY(loss_reduce), ENTRY(loss_grad), ENTRY(round_to), ENTRY(unscale_check), ENTRY(adamw_update),
     ENTRY(global_norm_squared),
