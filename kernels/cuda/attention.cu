@@ -41,35 +41,6 @@
 #include "common.cuh"
 #include "dtype.h"
 
-/* Opts kernel k into `bytes` of dynamic shared memory when that is more
- * than the kernel may use by default: 48 KiB less its static shared memory,
- * which counts against the same limit, as it does against the device's
- * opt-in maximum (cudaFuncGetAttributes says how much the kernel has); 0, or
- * -1 with the error noted when the device has less. */
-static int att_smem(const void *k, size_t bytes, const char *what)
-{
-    cudaFuncAttributes fa;
-    cudaError_t e = cudaFuncGetAttributes(&fa, k);
-    if (e != cudaSuccess) {
-        mds_cuda_note(e, what);
-        return -1;
-    }
-    if (bytes <= (size_t)fa.maxDynamicSharedSizeBytes)
-        return 0;
-    int dev = 0, optin = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (bytes + fa.sharedSizeBytes > (size_t)optin) {
-        static char msg[192];
-        snprintf(msg, sizeof msg, "%s needs %zu bytes of shared memory per block (and %zu static), the "
-                 "device allows %d", what, bytes, fa.sharedSizeBytes, optin);
-        mds_cuda_note(cudaErrorInvalidValue, msg);
-        return -1;
-    }
-    mds_cuda_note(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes), what);
-    return 0;
-}
-
 /* 0 for a shape the kernels take, else -1 (with the error noted past the
  * kernels' limits: the grid's y and z, head sizes over 256). */
 static int att_check(int B, int T, int C, int NH, int NKV, const char *what)
@@ -1273,7 +1244,7 @@ static void am_forward(fa_args a, int B)
 {
     int nhp = a.NH + 2 * a.NKV;
     size_t smem = am_forward_smem<D>();
-    if (att_smem((const void *)am_forward_kernel<DT, D>, smem, "attention_forward")) return;
+    if (mds_cu_smem((const void *)am_forward_kernel<DT, D>, smem, "attention_forward")) return;
     int qx = am_direct<DT, D>(a, a.qsrc, a.qd, a.row);
     am_u16 *p16 = qx ? NULL : (am_u16 *)mds_cuda_scratch(am_heads_bytes<D>(a, B, nhp));
     if (!qx && !p16) return;
@@ -1289,8 +1260,8 @@ static void am_backward(fa_args a, int B, int dvec)
 {
     int nhp = a.NH + 2 * a.NKV;
     size_t sq = am_dq_smem<D>(), skv = am_dkv_smem<D>();
-    if (att_smem((const void *)am_dq_kernel<DT, D>, sq, "attention_backward (dq)")) return;
-    if (att_smem((const void *)am_dkv_kernel<DT, D>, skv, "attention_backward (dk, dv)")) return;
+    if (mds_cu_smem((const void *)am_dq_kernel<DT, D>, sq, "attention_backward (dq)")) return;
+    if (mds_cu_smem((const void *)am_dkv_kernel<DT, D>, skv, "attention_backward (dk, dv)")) return;
     int qx = am_direct<DT, D>(a, a.qsrc, a.qd, a.row), dx = am_direct<DT, D>(a, a.dout, a.dd, (size_t)a.C);
     size_t n = (size_t)B * a.NH * a.T, dg = mds_cu_al256(n * sizeof(float));
     size_t pq = qx ? 0 : am_heads_bytes<D>(a, B, nhp), pd = dx ? 0 : am_heads_bytes<D>(a, B, a.NH);
@@ -1355,7 +1326,7 @@ template <int D>
 static void fa_forward(const fa_args &a, int B)
 {
     size_t smem = fa_forward_smem<D>();
-    if (att_smem((const void *)fa_forward_kernel<D>, smem, "attention_forward")) return;
+    if (mds_cu_smem((const void *)fa_forward_kernel<D>, smem, "attention_forward")) return;
     auto kernel = fa_forward_kernel<D>;
     kernel<<<dim3((a.T + fa_cfg<D>::fq - 1) / fa_cfg<D>::fq, a.NH, B), FA_THREADS, smem>>>(a);
     MDS_CU_LAUNCHED("attention_forward");
@@ -1365,8 +1336,8 @@ template <int D>
 static void fa_backward(const fa_args &a, int B)
 {
     size_t sq = fa_dq_smem<D>(), skv = fa_dkv_smem<D>();
-    if (att_smem((const void *)fa_dq_kernel<D>, sq, "attention_backward (dq)")) return;
-    if (att_smem((const void *)fa_dkv_kernel<D>, skv, "attention_backward (dk, dv)")) return;
+    if (mds_cu_smem((const void *)fa_dq_kernel<D>, sq, "attention_backward (dq)")) return;
+    if (mds_cu_smem((const void *)fa_dkv_kernel<D>, skv, "attention_backward (dk, dv)")) return;
     auto dq = fa_dq_kernel<D>, dkv = fa_dkv_kernel<D>;
     dq<<<dim3((a.T + fa_cfg<D>::qq - 1) / fa_cfg<D>::qq, a.NH, B), FA_THREADS, sq>>>(a);
     MDS_CU_LAUNCHED("attention_backward (dq)");

@@ -57,6 +57,35 @@ void mds_cuda_note(cudaError_t e, const char *what);
  * next op: ops run in order on one stream); NULL with the error noted. */
 void *mds_cuda_scratch(size_t bytes);
 
+/* Opts kernel k into `bytes` of dynamic shared memory when that is more
+ * than the kernel may use by default: 48 KiB less its static shared memory,
+ * which counts against the same limit, as it does against the device's
+ * opt-in maximum (cudaFuncGetAttributes says how much the kernel has); 0, or
+ * -1 with the error noted when the device has less. */
+static inline int mds_cu_smem(const void *k, size_t bytes, const char *what)
+{
+    cudaFuncAttributes fa;
+    cudaError_t e = cudaFuncGetAttributes(&fa, k);
+    if (e != cudaSuccess) {
+        mds_cuda_note(e, what);
+        return -1;
+    }
+    if (bytes <= (size_t)fa.maxDynamicSharedSizeBytes)
+        return 0;
+    int dev = 0, optin = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (bytes + fa.sharedSizeBytes > (size_t)optin) {
+        static char msg[192];
+        snprintf(msg, sizeof msg, "%s needs %zu bytes of shared memory per block (and %zu static), the "
+                 "device allows %d", what, bytes, fa.sharedSizeBytes, optin);
+        mds_cuda_note(cudaErrorInvalidValue, msg);
+        return -1;
+    }
+    mds_cuda_note(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes), what);
+    return 0;
+}
+
 /* Elementwise kernels give each thread MDS_CU_ILP elements at a time, i,
  * i + S, ..., i + (MDS_CU_ILP - 1) S (S = the grid's threads: each load a
  * warp's consecutive floats), all loaded before any is used or stored:
@@ -407,6 +436,11 @@ void swiglu_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, siz
 void swiglu_backward_cuda(void *dinp, const void *inp, int inp_dt, const void *dout, int gd, size_t N, int F);
 void gelu_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, size_t N);
 void gelu_backward_cuda(void *dinp, const void *inp, int inp_dt, const void *dout, int gd, size_t N);
+void matmul_gelu_forward_cuda(void *out, int out_dt, void *pre, int pre_dt, const void *inp, int inp_dt,
+                              const float *weight, const float *bias, int B, int T, int C, int OC);
+void matmul_gelu_backward_cuda(void *dpre, void *dmid, int dt, float *dweight, float *dbias, const void *dout,
+                               int dout_dt, const void *inp, int inp_dt, const float *weight, const void *pre,
+                               int pre_dt, int B, int T, int C, int OC);
 void residual_forward_cuda(float *out, const float *inp1, const void *inp2, int inp2_dt, size_t N, int dt);
 void residual_backward_cuda(float *dinp1, float *dinp2, const float *dout, size_t N);
 void crossentropy_forward_cuda(float *losses, float *maxes, float *sumexp, float *tlogits, const void *logits,
@@ -436,11 +470,6 @@ int mds_cuda_compute_dtype(void);
 
 /* The cuBLAS handles of the backend (backend_cuda.cu): pedantic fp32 math,
  * and default math for the 16-bit products on the tensor cores. */
-void matmul_gelu_forward_cuda(void *out, int out_dt, void *pre, int pre_dt, const void *inp, int inp_dt,
-                              const float *weight, const float *bias, int B, int T, int C, int OC);
-void matmul_gelu_backward_cuda(void *dpre, void *dmid, int dt, float *dweight, float *dbias, const void *dout,
-                               int dout_dt, const void *inp, int inp_dt, const float *weight, const void *pre,
-                               int pre_dt, int B, int T, int C, int OC);
 struct cublasContext *mds_cuda_cublas(void);
 struct cublasContext *mds_cuda_cublas_tc(void);
 /* The cuBLASLt handle (NULL when cublasLtCreate failed) and its workspace

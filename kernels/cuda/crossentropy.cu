@@ -10,7 +10,9 @@
  * same thread, and the target logit is read before the block writes
  * anything.  The logits and their gradient may be stored as 16-bit values
  * (backend.h's stored dtypes; the kernels are instantiated per dtype).
- * Deliberately simple: not fused with the classifier matmul.
+ * A 16-bit row that fits is kept in shared memory by the forward's max
+ * pass for its sum (the logits read once).  Not fused with the classifier
+ * matmul.
  */
 #include <math.h>
 
@@ -34,11 +36,16 @@ __device__ static inline const void *ce_row(const void *logits, size_t bt, int V
     return (const char *)logits + bt * V * mds_dtype_size(LD);
 }
 
-template <int LD>
+/* ROW: the 16-bit row (vec) is kept whole in shared memory (dynamic, V / 8
+ * uint4s) by the max pass, and the sum reads it from there: the logits
+ * are read from memory once, not twice; the same elements in the same
+ * order, so the same bits (ce_row_fits says when). */
+template <int LD, bool ROW>
 __global__ static void ce_forward_kernel(float *losses, float *maxes, float *sumexp, float *tlogits,
                                          const void *logits, const int *targets, const float *mask, int V,
                                          int v_start, int vec)
 {
+    extern __shared__ uint4 ce_sm[];
     size_t bt = blockIdx.x;
     const void *l = ce_row<LD>(logits, bt, V);
     const int st = blockDim.x;
@@ -47,10 +54,15 @@ __global__ static void ce_forward_kernel(float *losses, float *maxes, float *sum
     if (vec) {   /* (the max is exact: any order gives it) */
         const uint4 *l8 = (const uint4 *)l;
         int V8 = V / 8;
-        for (; v + st < V8; v += 2 * st) {
-            uint4 w[2] = {l8[v], l8[v + st]};
-            for (int k = 0; k < 2; k++) {
+        constexpr int NW = ROW ? 4 : 2;   /* loads in flight a thread (ROW: fewer blocks an SM) */
+        for (; v + (NW - 1) * st < V8; v += NW * st) {
+            uint4 w[NW];
+            for (int k = 0; k < NW; k++)
+                w[k] = l8[v + k * st];
+            for (int k = 0; k < NW; k++) {
                 float y[8];
+                if (ROW)
+                    ce_sm[v + k * st] = w[k];
                 mds_cu_unpack8<LD>(y, w[k]);
                 for (int e = 0; e < 8; e++)
                     mx = y[e] > mx ? y[e] : mx;
@@ -58,7 +70,10 @@ __global__ static void ce_forward_kernel(float *losses, float *maxes, float *sum
         }
         for (; v < V8; v += st) {
             float y[8];
-            mds_cu_unpack8<LD>(y, l8[v]);
+            uint4 w = l8[v];
+            if (ROW)
+                ce_sm[v] = w;
+            mds_cu_unpack8<LD>(y, w);
             for (int e = 0; e < 8; e++)
                 mx = y[e] > mx ? y[e] : mx;
         }
@@ -75,7 +90,21 @@ __global__ static void ce_forward_kernel(float *losses, float *maxes, float *sum
     }
     mx = mds_cu_block_max(mx);
     double s = 0.0;
-    if (vec) {
+    if (ROW) {
+        /* the loop below, the chunks read from the row kept in ce_sm */
+        __syncthreads();
+        int V8 = V / 8;
+        for (int c8 = 0; c8 < V8; c8 += 2 * st)
+            for (int h = 0; h < 2; h++) {
+                int n = V - 8 * (c8 + h * st);   /* elements left from this chunk's first */
+                const uint4 *chunk = ce_sm + c8 + h * st;
+                for (int k = 0; k < 8; k++) {
+                    int e = (int)threadIdx.x + k * st;
+                    if (e < n)
+                        s += mds_expf(mds_load(LD, chunk, e) - mx);
+                }
+            }
+    } else if (vec) {
         /* The sum adds each thread's elements v, v + st, ... in order (the
            bits of the loop below): the row is staged in shared memory two
            chunks of 8 st elements at a time, a uint4 a thread a chunk, and
@@ -118,19 +147,33 @@ __global__ static void ce_forward_kernel(float *losses, float *maxes, float *sum
     }
 }
 
+#ifndef MDS_CU_CE_ROW   /* 0 at build time: the row read twice (the device's A/B runs) */
+#define MDS_CU_CE_ROW 1
+#endif
+/* the most shared memory a block keeps a row in: two blocks an SM (228 KiB
+   on an H100 or H200, 1 KiB a block reserved, the sum's 8 KiB static) */
+#define CE_ROW_MAX ((size_t)104 << 10)
+
 void crossentropy_forward_cuda(float *losses, float *maxes, float *sumexp, float *tlogits, const void *logits,
                                int logits_dt, const int *targets, const float *mask, int B, int T, int V,
                                int v_start)
 {
     size_t n = (size_t)B * T;
     if (!n) return;
-    auto kernel = logits_dt == MDS_BF16 ? ce_forward_kernel<MDS_BF16>
-                : logits_dt == MDS_F16  ? ce_forward_kernel<MDS_F16>
-                                        : ce_forward_kernel<MDS_F32>;
     /* vec: 16-bit rows read 8 elements a uint4 (rows of V a multiple of 8,
-       16-byte aligned); blocks of MDS_CU_THREADS (the sum's staging) */
+       16-byte aligned); blocks of MDS_CU_THREADS (the sum's staging); row:
+       such a row kept whole in shared memory where two blocks of it fit
+       an SM (GPT-2's 50,304 bf16 logits, 98 KiB; not Llama 3's 128,256) */
     int vec = logits_dt != MDS_F32 && V % 8 == 0 && mds_cu_al16(logits);
-    kernel<<<(unsigned)n, MDS_CU_THREADS>>>(losses, maxes, sumexp, tlogits, logits, targets, mask, V, v_start, vec);
+    size_t rb = vec ? (size_t)V * 2 : 0;
+    int row = MDS_CU_CE_ROW && vec && rb <= CE_ROW_MAX;
+    auto kernel = logits_dt == MDS_BF16 ? (row ? ce_forward_kernel<MDS_BF16, true> : ce_forward_kernel<MDS_BF16, false>)
+                : logits_dt == MDS_F16  ? (row ? ce_forward_kernel<MDS_F16, true> : ce_forward_kernel<MDS_F16, false>)
+                                        : ce_forward_kernel<MDS_F32, false>;
+    if (row && mds_cu_smem((const void *)kernel, rb, "crossentropy_forward"))
+        return;
+    kernel<<<(unsigned)n, MDS_CU_THREADS, row ? rb : 0>>>(losses, maxes, sumexp, tlogits, logits, targets, mask, V,
+                                                           v_start, vec);
     MDS_CU_LAUNCHED("crossentropy_forward");
 }
 
