@@ -910,32 +910,53 @@ MDS_CU_UNROLL
 }
 
 /*
- * Forward of the 64 queries from q0 of head h, row b (the last tile
+ * Forward of the 64 MT queries from q0 of head h, row b (the last tiles
  * first): Q's fragments stay in registers; per key tile up to the
  * diagonal, S = Q K^T, masked (where a tile needs it) and scaled into
  * base 2, the running max, P = exp2(S - m) (rounded to DT for the
  * product), O = O 2^(m - m') + P V.  K and V tiles are double-buffered:
  * the next tile's copies are in flight while the current one computes.
+ * MT (am_fwd_mt) row tiles of 16 a warp: warp w takes rows 16 w + 64 i of
+ * the block for i < MT, and each fragment of K and V it reads from shared
+ * memory serves its MT products.  The 64 rows 64 i .. 64 i + 63 take the
+ * key tiles a block of those 64 rows would (up to their diagonal; none
+ * where they start past T), so every row's arithmetic, and its bits, are
+ * those of MT = 1 whatever MT is.
  */
+#ifndef AM_FWD_MT   /* row tiles a warp at head width 64 (2: the device's A/B runs); 1 at 128 */
+#define AM_FWD_MT 1
+#endif
+template <int D> struct am_fwd_mt { static constexpr int n = D == 64 ? AM_FWD_MT : 1; };
+
 template <int DT, int D>
-__global__ __launch_bounds__(AM_THREADS, D == 64 ? AM_FWD_BLOCKS : 1) static void am_forward_kernel(fa_args a)
+__global__ __launch_bounds__(AM_THREADS, D == 64 ? (am_fwd_mt<D>::n > 1 ? 2 : AM_FWD_BLOCKS) : 1) static void
+am_forward_kernel(fa_args a)
 {
-    constexpr int LD = D + 8, NB = AM_ROWS / 8, KD = D / 16, ND = D / 8, TL = AM_ROWS * LD;
+    constexpr int MT = am_fwd_mt<D>::n, LD = D + 8, NB = AM_ROWS / 8, KD = D / 16, ND = D / 8, TL = AM_ROWS * LD;
     extern __shared__ uint4 am_sm[];
-    am_u16 *Qs = (am_u16 *)am_sm, *KV = Qs + TL;   /* stage st: K at KV + 2 st TL, V after it */
+    am_u16 *Qs = (am_u16 *)am_sm, *KV = Qs + MT * TL;   /* stage st: K at KV + 2 st TL, V after it */
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int h = blockIdx.x, b = blockIdx.y, q0 = (int)(gridDim.z - 1 - blockIdx.z) * AM_ROWS;   /* (am_grid) */
-    int T = a.T, hs = a.hs, grp = h / (a.NH / a.NKV), nq = fa_min(AM_ROWS, T - q0), kend = q0 + nq;
+    int h = blockIdx.x, b = blockIdx.y, q0 = (int)(gridDim.z - 1 - blockIdx.z) * AM_ROWS * MT;   /* (am_grid) */
+    int T = a.T, hs = a.hs, grp = h / (a.NH / a.NKV), nq = fa_min(AM_ROWS * MT, T - q0), kend = q0 + nq;
     const am_u16 *ks = am_at(a.p16, b, a.NH + grp, 0), *vs = am_at(a.p16, b, a.NH + a.NKV + grp, 0);
-    am_tile<D>(Qs, am_at(a.p16, b, h, q0), a.p16.ts);
+MDS_CU_UNROLL
+    for (int i = 0; i < MT; i++)   /* (no row past T is read: past it a row tile is never used) */
+        if (q0 + i * AM_ROWS < T)
+            am_tile<D>(Qs + i * TL, am_at(a.p16, b, h, q0 + i * AM_ROWS), a.p16.ts);
     am_tile<D>(KV, ks, a.p16.ts);
     am_tile<D>(KV + TL, vs, a.p16.ts);
     am_commit();
-    am_u32 qa[KD][4];
-    float o[ND][4];
-    am_zero(o);
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    int r[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    am_u32 qa[MT][KD][4];
+    float o[MT][ND][4];
+    float m[MT][2], l[MT][2];
+    int r[MT][2];   /* this thread's two rows of each row tile */
+MDS_CU_UNROLL
+    for (int i = 0; i < MT; i++) {
+        am_zero(o[i]);
+        m[i][0] = m[i][1] = -INFINITY;
+        l[i][0] = l[i][1] = 0.0f;
+        r[i][0] = q0 + i * AM_ROWS + warp * 16 + g, r[i][1] = r[i][0] + 8;
+    }
     float sl2 = a.scale * AM_LOG2E;
     int nt = (kend + AM_ROWS - 1) / AM_ROWS;
     for (int it = 0; it < nt; it++) {
@@ -943,92 +964,143 @@ __global__ __launch_bounds__(AM_THREADS, D == 64 ? AM_FWD_BLOCKS : 1) static voi
         const am_u16 *Ks = am_kv_tile<D>(KV, ks, vs, a.p16.ts, it, nt), *Vs = Ks + TL;
         if (it == 0)
 MDS_CU_UNROLL
-            for (int kk = 0; kk < KD; kk++)
-                am_ldsm4<false>(qa[kk], Qs, LD, warp * 16, kk * 16);
-        float s[NB][4];   /* S = Q K^T, Q's fragments from registers */
-        am_zero(s);
+            for (int i = 0; i < MT; i++)
+MDS_CU_UNROLL
+                for (int kk = 0; kk < KD; kk++)
+                    am_ldsm4<false>(qa[i][kk], Qs + i * TL, LD, warp * 16, kk * 16);
+        /* row tile i takes this key tile where its 64 rows (over the four
+           warps) reach k0 and start below T, as a block of 64 rows from
+           q0 + 64 i would: the same for every warp of the block (the
+           emulation's shuffles exchange across the whole block) */
+        bool on[MT];
+MDS_CU_UNROLL
+        for (int i = 0; i < MT; i++)
+            on[i] = k0 <= q0 + i * AM_ROWS && q0 + i * AM_ROWS < T;
+        float s[MT][NB][4];   /* S = Q K^T, Q's fragments from registers */
+MDS_CU_UNROLL
+        for (int i = 0; i < MT; i++)
+            am_zero(s[i]);
 MDS_CU_UNROLL
         for (int kk = 0; kk < KD; kk++)
-            am_scores_kk<DT, D>(s, qa[kk], Ks, kk);
-        /* every key of the tile before every query of the block, and below T */
-        bool whole = k0 + AM_ROWS <= q0 && k0 + AM_ROWS <= T;
-        float mx[2] = {-INFINITY, -INFINITY};
-        if (whole) {   /* (no key index or comparison in the tiles that need no mask) */
 MDS_CU_UNROLL
-            for (int nb = 0; nb < NB; nb++)
+            for (int nb = 0; nb < NB; nb += 2) {
+                am_u32 fb[4];
+                am_ldsm4<false>(fb, Ks, LD, nb * 8, kk * 16);
 MDS_CU_UNROLL
-                for (int i = 0; i < 4; i++) {
-                    float x = s[nb][i] * sl2;
-                    s[nb][i] = x;
-                    mx[i >> 1] = fmaxf(mx[i >> 1], x);
-                }
-        } else {
+                for (int i = 0; i < MT; i++)
+                    if (on[i]) {
+                        am_mma<DT>(s[i][nb], qa[i][kk], fb[0], fb[2]);
+                        am_mma<DT>(s[i][nb + 1], qa[i][kk], fb[1], fb[3]);
+                    }
+            }
+        float alpha[MT][2];
 MDS_CU_UNROLL
-            for (int nb = 0; nb < NB; nb++)
+        for (int i = 0; i < MT; i++) {
+            if (!on[i]) {   /* (left as they are: alpha 1, no P) */
+                alpha[i][0] = alpha[i][1] = 1.0f;
+                continue;
+            }
+            /* every key of the tile before every row of the row tile, and below T */
+            bool whole = k0 + AM_ROWS <= q0 + i * AM_ROWS && k0 + AM_ROWS <= T;
+            float mx[2] = {-INFINITY, -INFINITY};
+            if (whole) {   /* (no key index or comparison in the tiles that need no mask) */
 MDS_CU_UNROLL
-                for (int i = 0; i < 4; i++) {
-                    int j = k0 + nb * 8 + t * 2 + (i & 1), hi = i >> 1;
-                    float x = j <= r[hi] && j < T ? s[nb][i] * sl2 : -INFINITY;
-                    s[nb][i] = x;
-                    mx[hi] = fmaxf(mx[hi], x);
-                }
+                for (int nb = 0; nb < NB; nb++)
+MDS_CU_UNROLL
+                    for (int e = 0; e < 4; e++) {
+                        float x = s[i][nb][e] * sl2;
+                        s[i][nb][e] = x;
+                        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+                    }
+            } else {
+MDS_CU_UNROLL
+                for (int nb = 0; nb < NB; nb++)
+MDS_CU_UNROLL
+                    for (int e = 0; e < 4; e++) {
+                        int j = k0 + nb * 8 + t * 2 + (e & 1), hi = e >> 1;
+                        float x = j <= r[i][hi] && j < T ? s[i][nb][e] * sl2 : -INFINITY;
+                        s[i][nb][e] = x;
+                        mx[hi] = fmaxf(mx[hi], x);
+                    }
+            }
+MDS_CU_UNROLL
+            for (int hi = 0; hi < 2; hi++) {
+                /* finite: key k0 is in every row's tile (tiles of the same 64) */
+                float mn = fmaxf(m[i][hi], am_qmax(mx[hi]));
+                alpha[i][hi] = m[i][hi] == -INFINITY ? 0.0f : exp2f(m[i][hi] - mn);
+                m[i][hi] = mn;
+                l[i][hi] = l[i][hi] * alpha[i][hi];
+            }
+            if (whole) {
+MDS_CU_UNROLL
+                for (int nb = 0; nb < NB; nb++)
+MDS_CU_UNROLL
+                    for (int e = 0; e < 4; e++) {
+                        float p = exp2f(s[i][nb][e] - m[i][e >> 1]);
+                        s[i][nb][e] = p;
+                        l[i][e >> 1] = l[i][e >> 1] + p;
+                    }
+            } else {
+MDS_CU_UNROLL
+                for (int nb = 0; nb < NB; nb++)
+MDS_CU_UNROLL
+                    for (int e = 0; e < 4; e++) {
+                        float p = s[i][nb][e] == -INFINITY ? 0.0f : exp2f(s[i][nb][e] - m[i][e >> 1]);
+                        s[i][nb][e] = p;
+                        l[i][e >> 1] = l[i][e >> 1] + p;
+                    }
+            }
+MDS_CU_UNROLL
+            for (int nd = 0; nd < ND; nd++)
+MDS_CU_UNROLL
+                for (int e = 0; e < 4; e++)
+                    o[i][nd][e] = o[i][nd][e] * alpha[i][e >> 1];
         }
-        float alpha[2];
+        /* O += P V, each fragment of V read once for the row tiles */
 MDS_CU_UNROLL
-        for (int hi = 0; hi < 2; hi++) {
-            /* finite: key k0 is in every row's tile (tiles of the same 64) */
-            float mn = fmaxf(m[hi], am_qmax(mx[hi]));
-            alpha[hi] = m[hi] == -INFINITY ? 0.0f : exp2f(m[hi] - mn);
-            m[hi] = mn;
-            l[hi] = l[hi] * alpha[hi];
+        for (int kk = 0; kk < AM_ROWS / 16; kk++) {
+            am_u32 wa[MT][4];
+MDS_CU_UNROLL
+            for (int i = 0; i < MT; i++)
+                if (on[i])
+                    am_ctoa<DT>(wa[i], s[i][2 * kk], s[i][2 * kk + 1]);
+MDS_CU_UNROLL
+            for (int nd = 0; nd < ND; nd += 2) {
+                am_u32 fb[4];
+                am_ldsm4<true>(fb, Vs, LD, kk * 16, nd * 8);
+MDS_CU_UNROLL
+                for (int i = 0; i < MT; i++)
+                    if (on[i]) {
+                        am_mma<DT>(o[i][nd], wa[i], fb[0], fb[1]);
+                        am_mma<DT>(o[i][nd + 1], wa[i], fb[2], fb[3]);
+                    }
+            }
         }
-        if (whole) {
+        __syncthreads();   /* this stage is refilled at the top of the next tile but one */
+    }
+    size_t ob = (size_t)b * T * a.C + (size_t)h * hs;
 MDS_CU_UNROLL
-            for (int nb = 0; nb < NB; nb++)
+    for (int i = 0; i < MT; i++) {
 MDS_CU_UNROLL
-                for (int i = 0; i < 4; i++) {
-                    float p = exp2f(s[nb][i] - m[i >> 1]);
-                    s[nb][i] = p;
-                    l[i >> 1] = l[i >> 1] + p;
-                }
-        } else {
-MDS_CU_UNROLL
-            for (int nb = 0; nb < NB; nb++)
-MDS_CU_UNROLL
-                for (int i = 0; i < 4; i++) {
-                    float p = s[nb][i] == -INFINITY ? 0.0f : exp2f(s[nb][i] - m[i >> 1]);
-                    s[nb][i] = p;
-                    l[i >> 1] = l[i >> 1] + p;
-                }
-        }
+        for (int hi = 0; hi < 2; hi++)
+            l[i][hi] = am_qsum(l[i][hi]);
 MDS_CU_UNROLL
         for (int nd = 0; nd < ND; nd++)
 MDS_CU_UNROLL
-            for (int i = 0; i < 4; i++)
-                o[nd][i] = o[nd][i] * alpha[i >> 1];
-        am_accum<DT, D>(o, s, Vs);
-        __syncthreads();   /* this stage is refilled at the top of the next tile but one */
+            for (int e = 0; e < 4; e += 2) {   /* columns d and d + 1 of row rr: a pair */
+                int rr = r[i][e >> 1], d = nd * 8 + t * 2;
+                float li = l[i][e >> 1];
+                if (rr < T && d + 1 < hs)
+                    mds_cu_put2(a.out, a.od, ob + (size_t)rr * a.C + d, o[i][nd][e] / li, o[i][nd][e + 1] / li, a.kd);
+                else if (rr < T && d < hs)
+                    mds_cu_put(a.out, a.od, ob + (size_t)rr * a.C + d, o[i][nd][e] / li, a.kd);
+            }
+        if (t == 0)
+MDS_CU_UNROLL
+            for (int hi = 0; hi < 2; hi++)
+                if (r[i][hi] < T)
+                    a.lse[((size_t)b * a.NH + h) * T + r[i][hi]] = (m[i][hi] + log2f(l[i][hi])) * AM_LN2;
     }
-MDS_CU_UNROLL
-    for (int hi = 0; hi < 2; hi++)
-        l[hi] = am_qsum(l[hi]);
-    size_t ob = (size_t)b * T * a.C + (size_t)h * hs;
-MDS_CU_UNROLL
-    for (int nd = 0; nd < ND; nd++)
-MDS_CU_UNROLL
-        for (int i = 0; i < 4; i += 2) {   /* columns d and d + 1 of row rr: a pair */
-            int rr = r[i >> 1], d = nd * 8 + t * 2;
-            float li = l[i >> 1];
-            if (rr < T && d + 1 < hs)
-                mds_cu_put2(a.out, a.od, ob + (size_t)rr * a.C + d, o[nd][i] / li, o[nd][i + 1] / li, a.kd);
-            else if (rr < T && d < hs)
-                mds_cu_put(a.out, a.od, ob + (size_t)rr * a.C + d, o[nd][i] / li, a.kd);
-        }
-    if (t == 0)
-MDS_CU_UNROLL
-        for (int hi = 0; hi < 2; hi++)
-            if (r[hi] < T)
-                a.lse[((size_t)b * a.NH + h) * T + r[hi]] = (m[hi] + log2f(l[hi])) * AM_LN2;
 }
 
 /* The query side of a backward tile, issued (am_tile, am_rows): q and dO
@@ -1179,7 +1251,7 @@ MDS_CU_UNROLL
  * kernel's Q and dO, two stages of K and V, lse and D; the dk/dv kernel's
  * K and V, two stages of q, dO, lse and D. */
 template <int D> static size_t am_tile_bytes(void) { return 2 * (size_t)AM_ROWS * (D + 8); }
-template <int D> static size_t am_forward_smem(void) { return 5 * am_tile_bytes<D>(); }
+template <int D> static size_t am_forward_smem(void) { return (am_fwd_mt<D>::n + 4) * am_tile_bytes<D>(); }
 template <int D> static size_t am_dq_smem(void) { return 6 * am_tile_bytes<D>() + 2 * AM_ROWS * sizeof(float); }
 template <int D> static size_t am_dkv_smem(void) { return 6 * am_tile_bytes<D>() + 4 * AM_ROWS * sizeof(float); }
 
@@ -1189,9 +1261,9 @@ template <int D> static size_t am_dkv_smem(void) { return 6 * am_tile_bytes<D>()
  * first for every head and row: with blocks whose work ranges over T / 64
  * to 1 tiles, launching them a head at a time left a tail of heavy blocks
  * (ncu, GPT-2 124M at micro-batch 4: 1.9 waves forward, 2.9 for dk/dv). */
-static dim3 am_grid(const fa_args &a, int heads, int B)
+static dim3 am_grid(const fa_args &a, int heads, int B, int rows = AM_ROWS)
 {
-    return dim3((unsigned)heads, (unsigned)B, (unsigned)((a.T + AM_ROWS - 1) / AM_ROWS));
+    return dim3((unsigned)heads, (unsigned)B, (unsigned)((a.T + rows - 1) / rows));
 }
 
 /* Bytes of nh packed heads of B rows. */
@@ -1250,7 +1322,7 @@ static void am_forward(fa_args a, int B)
     if (!qx && !p16) return;
     a.p16 = am_source<DT, D>(a, qx, p16, a.qsrc, a.qd, a.row, B, nhp, a.vec);
     auto kernel = am_forward_kernel<DT, D>;
-    kernel<<<am_grid(a, a.NH, B), AM_THREADS, smem>>>(a);
+    kernel<<<am_grid(a, a.NH, B, AM_ROWS * am_fwd_mt<D>::n), AM_THREADS, smem>>>(a);
     MDS_CU_LAUNCHED("attention_forward");
 }
 
