@@ -33,7 +33,8 @@ gpt2-1.3b) SHAPE="--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --
 esac
 DEV=cuda
 if [ "$DRY" = 1 ]; then
-    DEV=cpu MB=2 ITERS=3 SHAPE="--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64"
+    DEV=cpu MB=2 ITERS=3 MODEL="tiny (dry run)"
+    SHAPE="--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64"
 fi
 SEQ=${SHAPE##*--seq-length }
 T=$(mktemp -d "${TMPDIR:-/tmp}/mds-ab.XXXXXX")
