@@ -39,7 +39,7 @@ __device__ static inline const void *ce_row(const void *logits, size_t bt, int V
 /* ROW: the 16-bit row (vec) is kept whole in shared memory (dynamic, V / 8
  * uint4s) by the max pass, and the sum reads it from there: the logits
  * are read from memory once, not twice; the same elements in the same
- * order, so the same bits (ce_row_fits says when). */
+ * order, so the same bits (crossentropy_forward_cuda's `row` says when). */
 template <int LD, bool ROW>
 __global__ static void ce_forward_kernel(float *losses, float *maxes, float *sumexp, float *tlogits,
                                          const void *logits, const int *targets, const float *mask, int V,
@@ -90,42 +90,35 @@ __global__ static void ce_forward_kernel(float *losses, float *maxes, float *sum
     }
     mx = mds_cu_block_max(mx);
     double s = 0.0;
-    if (ROW) {
-        /* the loop below, the chunks read from the row kept in ce_sm */
-        __syncthreads();
+    if (vec) {
+        /* The sum adds each thread's elements v, v + st, ... in order (the
+           bits of the loop below), two chunks of 8 st elements at a time,
+           each thread taking its 8 elements of a chunk from shared memory:
+           from the row the max pass kept there (ROW), else from the chunk
+           staged a uint4 a thread. */
+        __shared__ uint4 stage[2][MDS_CU_THREADS];
+        const uint4 *l8 = (const uint4 *)l;
         int V8 = V / 8;
-        for (int c8 = 0; c8 < V8; c8 += 2 * st)
+        if (ROW)
+            __syncthreads();   /* the kept row whole */
+        for (int c8 = 0; c8 < V8; c8 += 2 * st) {
+            if (!ROW) {
+                for (int h = 0; h < 2; h++)
+                    if (c8 + h * st + (int)threadIdx.x < V8)
+                        stage[h][threadIdx.x] = l8[c8 + h * st + threadIdx.x];
+                __syncthreads();
+            }
             for (int h = 0; h < 2; h++) {
                 int n = V - 8 * (c8 + h * st);   /* elements left from this chunk's first */
-                const uint4 *chunk = ce_sm + c8 + h * st;
+                const uint4 *chunk = ROW ? ce_sm + c8 + h * st : stage[h];
                 for (int k = 0; k < 8; k++) {
                     int e = (int)threadIdx.x + k * st;
                     if (e < n)
                         s += mds_expf(mds_load(LD, chunk, e) - mx);
                 }
             }
-    } else if (vec) {
-        /* The sum adds each thread's elements v, v + st, ... in order (the
-           bits of the loop below): the row is staged in shared memory two
-           chunks of 8 st elements at a time, a uint4 a thread a chunk, and
-           each thread takes its 8 elements of a chunk from there. */
-        __shared__ uint4 stage[2][MDS_CU_THREADS];
-        const uint4 *l8 = (const uint4 *)l;
-        int V8 = V / 8;
-        for (int c8 = 0; c8 < V8; c8 += 2 * st) {
-            for (int h = 0; h < 2; h++)
-                if (c8 + h * st + (int)threadIdx.x < V8)
-                    stage[h][threadIdx.x] = l8[c8 + h * st + threadIdx.x];
-            __syncthreads();
-            for (int h = 0; h < 2; h++) {
-                int n = V - 8 * (c8 + h * st);   /* elements left from this chunk's first */
-                for (int k = 0; k < 8; k++) {
-                    int e = (int)threadIdx.x + k * st;
-                    if (e < n)
-                        s += mds_expf(mds_load(LD, stage[h], e) - mx);
-                }
-            }
-            __syncthreads();
+            if (!ROW)
+                __syncthreads();
         }
     } else {
         for (v = threadIdx.x; v + (MDS_CU_ILP - 1) * st < V; v += MDS_CU_ILP * st) {
