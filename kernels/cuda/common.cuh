@@ -329,19 +329,33 @@ __global__ static void mds_cu_colsum_final(float *d0, float *d1, const double *p
         }
 }
 
+/* The chunks of mds_cu_colsum's partial sums: rows each (64, doubled
+ * until there are at most 65535 chunks), and the bytes of NS such sums. */
+static long mds_cu_colsum_chunks(long N, long *rows)
+{
+    long r = 64, chunks = (N + r - 1) / r;
+    while (chunks > 65535) {
+        r *= 2;
+        chunks = (N + r - 1) / r;
+    }
+    *rows = r;
+    return chunks;
+}
+static size_t mds_cu_colsum_bytes(int NS, long N, int C)
+{
+    long rows;
+    return (size_t)NS * (size_t)mds_cu_colsum_chunks(N, &rows) * (size_t)C * sizeof(double);
+}
+
+/* mds_cu_colsum with its partial sums at part (mds_cu_colsum_bytes): for
+ * a caller whose scratch holds more than the sums (matmul.cu's 16-bit
+ * copy of dout, made in the same pass as dbias's sums). */
 template <int NS, typename F>
-static void mds_cu_colsum(float *d0, float *d1, F f, long N, int C, const char *what)
+static void mds_cu_colsum_at(double *part, float *d0, float *d1, F f, long N, int C, const char *what)
 {
     if (N <= 0 || C <= 0)
         return;
-    long rows = 64, chunks = (N + rows - 1) / rows;
-    while (chunks > 65535) {
-        rows *= 2;
-        chunks = (N + rows - 1) / rows;
-    }
-    double *part = (double *)mds_cuda_scratch((size_t)NS * chunks * C * sizeof(double));
-    if (!part)
-        return;
+    long rows, chunks = mds_cu_colsum_chunks(N, &rows);
     void (*final)(float *, float *, const double *, long, int) = mds_cu_colsum_final<NS>;
     if (MDS_CU_COLSUM8 && C % 8 == 0 && f.vec8()) {
         void (*partial8)(double *, F, long, int, long, long) = mds_cu_colsum_partial8<NS, F>;
@@ -355,6 +369,17 @@ static void mds_cu_colsum(float *d0, float *d1, F f, long N, int C, const char *
     MDS_CU_LAUNCHED(what);
     MDS_CU_LAUNCH(final, dim3((unsigned)((C + 31) / 32)), dim3(32, 32))(d0, d1, part, chunks, C);
     MDS_CU_LAUNCHED(what);
+}
+
+template <int NS, typename F>
+static void mds_cu_colsum(float *d0, float *d1, F f, long N, int C, const char *what)
+{
+    if (N <= 0 || C <= 0)
+        return;
+    double *part = (double *)mds_cuda_scratch(mds_cu_colsum_bytes(NS, N, C));
+    if (!part)
+        return;
+    mds_cu_colsum_at<NS>(part, d0, d1, f, N, C, what);
 }
 
 /* Element i of an output stored as od (backend.h's stored dtypes): v kept

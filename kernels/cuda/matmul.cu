@@ -33,8 +33,10 @@
  * backward from DGELU (matmul_gelu_forward/backward, at the end).
  * Not yet: 16-bit storage of the residual stream's
  * gradient (its conversion reads fp32 and writes a 16-bit copy, memory
- * traffic a 16-bit model would not have), 16-bit working weights kept
- * between calls (each call copies its weight to 16 bits).
+ * traffic a 16-bit model would not have; with a bias the copy is made in
+ * dbias's column-sum pass, which reads it anyway: dbias_copy), 16-bit
+ * working weights kept between calls (each call copies its weight to 16
+ * bits).
  */
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -440,6 +442,46 @@ struct dbias_term {
     int vec8(void) const { return mds_cu_al16(dout); }
 };
 
+/* dbias's term where dout is fp32 and its 16-bit copy is made in the same
+ * pass (dbias_copy): each element read once, summed as dbias_term sums it
+ * and stored as kd into d16 as to16_cuda would store it (the value is one
+ * of kd already: the same bits either way). */
+struct dbias_copy_term {
+    const float *dout;
+    uint16_t *d16;
+    int OC, kd;
+    __device__ void operator()(long r, int o, double *s) const
+    {
+        size_t i = (size_t)r * OC + o;
+        float d = dout[i];
+        s[0] += d;
+        d16[i] = mds_f32_to_16(kd, d);
+    }
+    __device__ void row8(long r, int o, double (&s)[8][1]) const
+    {
+        float d[8];
+        size_t i = (size_t)r * OC + o;
+        mds_cu_load8(d, MDS_F32, dout, i);
+        for (int e = 0; e < 8; e++)
+            s[e][0] += d[e];
+        ((uint4 *)d16)[i / 8] = kd == MDS_BF16 ? mds_cu_pack8<MDS_BF16>(d) : mds_cu_pack8<MDS_F16>(d);
+    }
+    int vec8(void) const { return mds_cu_al16(dout) && mds_cu_al16(d16); }
+};
+
+/* Whether the backward of a 16-bit GEMM makes dout's 16-bit copy in dbias's
+ * column-sum pass instead of a pass of its own: dout fp32 (the residual
+ * stream's gradient, which the attention and MLP projections' backward
+ * read), a bias, and one chunk of rows (the copy is of all of dout).  The
+ * to16 pass read the fp32 dout a second time; the same bits. */
+#ifndef MDS_CU_DBIAS_COPY   /* 0 at build time: the copy a pass of its own (the device's A/B runs) */
+#define MDS_CU_DBIAS_COPY 1
+#endif
+static int dbias_copy(const float *dbias, int dout_dt, long R, long N)
+{
+    return MDS_CU_DBIAS_COPY && dbias && dout_dt == MDS_F32 && R >= N;
+}
+
 void matmul_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias, const void *dout, int dout_dt,
                           const void *inp, int inp_dt, const float *weight, int B, int T, int C, int OC)
 {
@@ -450,24 +492,31 @@ void matmul_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias,
         mds_cu_stored_bad(dout_dt, mm_dtype, "matmul_backward", "dout") ||
         mds_cu_stored_bad(dinp_dt, mm_dtype, "matmul_backward", "dinp"))
         return;
-    if (dbias)   /* first: its partial sums and the 16-bit copies share the scratch */
+    long R = chunk_rows(N, ((size_t)C + (size_t)OC) * 2);
+    int fused = mm_dtype != MDS_F32 && dbias_copy(dbias, dout_dt, R, N);
+    if (dbias && !fused)   /* first: its partial sums and the 16-bit copies share the scratch */
         mds_cu_colsum<1>(dbias, NULL, dbias_term{dout, OC, dout_dt}, N, OC, "matmul_backward (dbias)");
     if (mm_dtype != MDS_F32) {
         /* copies of the operands stored as fp32 only (the same chunks);
            dinp written by the GEMM (beta 0: backend.h), a 16-bit one
            rounded in its epilogue */
         int xcopy = inp_dt == MDS_F32, dcopy = dout_dt == MDS_F32;
-        long R = chunk_rows(N, ((size_t)C + (size_t)OC) * 2);
         size_t wb = mds_cu_al256((size_t)OC * C * 2), db = dcopy ? mds_cu_al256((size_t)R * OC * 2) : 0;
-        size_t xb = xcopy ? mds_cu_al256((size_t)R * C * 2) : 0;
-        char *sc = (char *)mds_cuda_scratch(wb + db + xb);
+        size_t xb = xcopy ? mds_cu_al256((size_t)R * C * 2) : 0, pb = fused ? mds_cu_colsum_bytes(1, N, OC) : 0;
+        char *sc = (char *)mds_cuda_scratch(wb + db + xb + pb);
         if (!sc) return;
         uint16_t *w16 = (uint16_t *)sc, *d16 = (uint16_t *)(sc + wb), *x16 = (uint16_t *)(sc + wb + db);
         size_t ds = mds_dtype_size(dinp_dt);
+        if (fused)
+            mds_cu_colsum_at<1>((double *)(sc + wb + db + xb), dbias, NULL,
+                                dbias_copy_term{(const float *)dout, d16, OC, mm_dtype}, N, OC,
+                                "matmul_backward (dbias, dout to 16 bits)");
         to16_cuda(w16, weight, (size_t)OC * C, mm_dtype, "matmul_backward (weight to 16 bits)");
         for (long r0 = 0; r0 < N; r0 += R) {
             long n = N - r0 < R ? N - r0 : R;
-            const uint16_t *d = rows16(dout, dout_dt, d16, r0, n, OC, mm_dtype, "matmul_backward (dout to 16 bits)");
+            const uint16_t *d = fused ? d16
+                                      : rows16(dout, dout_dt, d16, r0, n, OC, mm_dtype,
+                                               "matmul_backward (dout to 16 bits)");
             const uint16_t *x = rows16(inp, inp_dt, x16, r0, n, C, mm_dtype, "matmul_backward (input to 16 bits)");
             /* dinp rows (n, C) = dout rows (n, OC) @ weight (OC, C) */
             gemm("matmul_backward (dinp)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, OC, w16, C, d, OC, 0.0f,
@@ -572,19 +621,26 @@ void matmul_gelu_backward_cuda(void *dpre, void *dmid, int dt, float *dweight, f
     /* matmul_backward_cuda's 16-bit way, its dinp product with the DGELU
        epilogue: a chunk without a plan (or refused) goes through dmid and
        the GELU kernel instead, so nothing is done twice */
-    if (dbias)
+    long R = chunk_rows(N, ((size_t)C + (size_t)OC) * 2);
+    int fused = dbias_copy(dbias, dout_dt, R, N);
+    if (dbias && !fused)
         mds_cu_colsum<1>(dbias, NULL, dbias_term{dout, OC, dout_dt}, N, OC, "matmul_gelu_backward (dbias)");
     int xcopy = inp_dt == MDS_F32, dcopy = dout_dt == MDS_F32;
-    long R = chunk_rows(N, ((size_t)C + (size_t)OC) * 2);
     size_t wb = mds_cu_al256((size_t)OC * C * 2), db = dcopy ? mds_cu_al256((size_t)R * OC * 2) : 0;
     size_t xb = xcopy ? mds_cu_al256((size_t)R * C * 2) : 0, rb = (size_t)C * 2;
-    char *sc = (char *)mds_cuda_scratch(wb + db + xb);
+    size_t pb = fused ? mds_cu_colsum_bytes(1, N, OC) : 0;
+    char *sc = (char *)mds_cuda_scratch(wb + db + xb + pb);
     if (!sc) return;
     uint16_t *w16 = (uint16_t *)sc, *d16 = (uint16_t *)(sc + wb), *x16 = (uint16_t *)(sc + wb + db);
+    if (fused)
+        mds_cu_colsum_at<1>((double *)(sc + wb + db + xb), dbias, NULL,
+                            dbias_copy_term{(const float *)dout, d16, OC, kd}, N, OC,
+                            "matmul_gelu_backward (dbias, dout to 16 bits)");
     to16_cuda(w16, weight, (size_t)OC * C, kd, "matmul_gelu_backward (weight to 16 bits)");
     for (long r0 = 0; r0 < N; r0 += R) {
         long n = N - r0 < R ? N - r0 : R;
-        const uint16_t *d = rows16(dout, dout_dt, d16, r0, n, OC, kd, "matmul_gelu_backward (dout to 16 bits)");
+        const uint16_t *d = fused ? d16
+                                  : rows16(dout, dout_dt, d16, r0, n, OC, kd, "matmul_gelu_backward (dout to 16 bits)");
         const uint16_t *x = rows16(inp, inp_dt, x16, r0, n, C, kd, "matmul_gelu_backward (input to 16 bits)");
         char *dp = (char *)dpre + (size_t)r0 * rb, *dm = (char *)dmid + (size_t)r0 * rb;
         const char *a = (const char *)pre + (size_t)r0 * rb;
