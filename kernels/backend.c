@@ -375,6 +375,14 @@ static void cpu_crossentropy_backward(void *dlogits, const void *logits, int dt,
     store_out(dlogits, dt, l, n);
 }
 
+static void cpu_crossentropy_fused(float *losses, float *maxes, float *sumexp, float *tlogits, void *logits, int dt,
+                                   const int *targets, const float *mask, const float *dlosses, int B, int T, int V,
+                                   int v_start)
+{
+    cpu_crossentropy_forward(losses, maxes, sumexp, tlogits, logits, dt, targets, mask, B, T, V, v_start);
+    cpu_crossentropy_backward(logits, logits, dt, maxes, sumexp, targets, dlosses, B, T, V, v_start);
+}
+
 static void cpu_residual_forward(float *out, const float *inp1, const void *inp2, int inp2_dt, size_t N, int dt)
 {
     float *b = as_f32(inp2, inp2_dt, N);
@@ -425,6 +433,7 @@ static mds_backend cpu = {
         .crossentropy_rescale = crossentropy_rescale_cpu,
         .crossentropy_loss = crossentropy_loss_cpu,
         .crossentropy_backward = cpu_crossentropy_backward,
+        .crossentropy_fused = cpu_crossentropy_fused,
         .loss_reduce = loss_reduce_cpu,
         .loss_grad = loss_grad_cpu,
         .round_to = round_to_cpu,

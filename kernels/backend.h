@@ -128,6 +128,15 @@ typedef struct mds_ops {
     void (*crossentropy_backward)(void *dlogits, const void *logits, int dt, const float *maxes,
                                   const float *sumexp, const int *targets, const float *dlosses, int B, int T,
                                   int V, int v_start);
+    /* crossentropy_forward, then crossentropy_backward in place (dlogits
+       over logits, both stored as dt), with dlosses already written
+       (loss_grad): the last stage's loss and its gradient together, where
+       nothing reads the logits between (one tensor-parallel rank, no
+       rescale).  The CPU runs the two ops; a GPU may write the gradient
+       from the row it read for the loss (the same bits). */
+    void (*crossentropy_fused)(float *losses, float *maxes, float *sumexp, float *tlogits, void *logits, int dt,
+                               const int *targets, const float *mask, const float *dlosses, int B, int T, int V,
+                               int v_start);
     void (*loss_reduce)(double *out, const float *losses, const float *mask, size_t N);
     void (*loss_grad)(float *dlosses, const float *mask, float inv, size_t N);
     void (*round_to)(float *x, size_t N, int dtype);
@@ -173,7 +182,7 @@ typedef struct mds_backend {
        attention_forward, the dinp of layernorm_backward and
        rmsnorm_backward, attention_backward's dqkv, gelu's and swiglu's out
        and dinp, matmul_gelu_forward's pre and out, matmul_gelu_backward's
-       dpre and dmid, crossentropy_backward's dlogits.  The model then skips its
+       dpre and dmid, crossentropy_backward's and crossentropy_fused's dlogits.  The model then skips its
        own round_to pass after them (the CUDA kernels round as they store).
        0 (the CPU): outputs as computed, rounded by the model's round_to. */
     int rounds_kept;

@@ -469,6 +469,7 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     m->master_memory = mp ? (float *)mp : m->params_memory;
     m->host_mask = malloc(BT * sizeof(float));
     m->slot_dropout = calloc((size_t)m->slots, sizeof(int));
+    m->ce_scale = m->ce_done = -1.0f;
     if (!m->host_mask || !m->slot_dropout) {
         gpt_model_free(m);
         if (err && errlen) snprintf(err, errlen, "cannot allocate the host staging buffers (%zu bytes)", BT * sizeof(float));
@@ -693,6 +694,12 @@ void gpt_set_slot(gpt_model *m, int s)
     point_acts(a, m->acts_memory + (size_t)s * m->num_acts, m->act_sizes);
     a->inputs = m->tokens_memory + (size_t)s * 2 * BT;
     a->targets = a->inputs + BT;
+}
+
+void gpt_set_loss_grad(gpt_model *m, float scale, int per_token)
+{
+    m->ce_scale = scale;
+    m->ce_per_token = per_token;
 }
 
 void gpt_set_dropout_rows(gpt_model *m, const uint64_t *positions)
@@ -1209,6 +1216,9 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
     }
     const float *residual = layer_output(m, m->Ll - 1);
     double sums[2];
+    /* gpt_set_loss_grad's request, for this forward only */
+    float ce_scale = m->ce_scale;
+    m->ce_scale = m->ce_done = -1.0f;
     if (!m->last_stage) {
         ops->loss_reduce(m->dsum, NULL, a->mask, BT);
         m->be->copy(sums, m->dsum, sizeof sums);
@@ -1221,8 +1231,21 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
     norm_forward(m, a->lnf, m->sd, a->lnf_mean, a->lnf_rstd, residual, p->lnfw, p->lnfb, m->cfg.layernorm_eps);
     const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
     ops->matmul_forward(a->logits, m->act_dtype, sp_stored(m, a->lnf), m->sd, outw, NULL, B, T, C, Vl);
-    ops->crossentropy_forward(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, m->act_dtype, a->targets,
-                              a->mask, B, T, Vl, m->v_start);
+    if (ce_scale >= 0.0f && m->slots == 1 && m->cfg.tp_size == 1) {
+        /* the loss and the logits' gradient together: dlosses as
+           gpt_backward would form them (the mask sum as loss_reduce gives
+           it below), then one op (crossentropy_fused) */
+        ops->loss_reduce(m->dsum, NULL, a->mask, BT);
+        m->be->copy(sums, m->dsum, sizeof sums);
+        float nt = (float)sums[1];
+        m->ce_done = m->ce_per_token ? ce_scale * nt : ce_scale;
+        ops->loss_grad(a->dlosses, a->mask, nt > 0.0f ? m->ce_done / nt : 0.0f, BT);
+        ops->crossentropy_fused(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, m->act_dtype, a->targets,
+                                a->mask, a->dlosses, B, T, Vl, m->v_start);
+    } else {
+        ops->crossentropy_forward(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, m->act_dtype, a->targets,
+                                  a->mask, B, T, Vl, m->v_start);
+    }
     if (m->cfg.tp_size > 1) {
         /* Megatron's _VocabParallelCrossEntropy: max, rescale, two sums
            (dlosses serves as the global-max scratch; backward refills it). */
@@ -1255,10 +1278,17 @@ void gpt_backward(gpt_model *m, float scale)
     const mds_ops *ops = &m->be->ops;
     set_compute_dtype(m);
     if (m->last_stage) {
-        float inv = m->num_tokens > 0.0f ? scale / m->num_tokens : 0.0f;
-        ops->loss_grad(a->dlosses, a->mask, inv, BT);
-        ops->crossentropy_backward(a->logits, a->logits, m->act_dtype, a->maxes, a->sumexp, a->targets, a->dlosses,
-                                   B, T, Vl, m->v_start);
+        if (m->ce_done < 0.0f) {
+            float inv = m->num_tokens > 0.0f ? scale / m->num_tokens : 0.0f;
+            ops->loss_grad(a->dlosses, a->mask, inv, BT);
+            ops->crossentropy_backward(a->logits, a->logits, m->act_dtype, a->maxes, a->sumexp, a->targets,
+                                       a->dlosses, B, T, Vl, m->v_start);
+        } else if (m->ce_done != scale) {   /* (gpt_set_loss_grad's promise broken: a bug, not an input) */
+            fprintf(stderr, "mdstrain: internal error: gpt_backward's scale %.9g is not the %.9g its forward was told\n",
+                    (double)scale, (double)m->ce_done);
+            abort();
+        }
+        m->ce_done = -1.0f;   /* (the logits now hold their gradient) */
         const float *outw = m->cfg.untie_embeddings ? p->outw : p->wte;
         float *doutw = m->cfg.untie_embeddings ? g->outw : g->wte;
         ops->matmul_backward(a->dln, m->gd, doutw, NULL, a->logits, m->act_dtype, sp_stored(m, a->lnf), m->sd, outw, B,

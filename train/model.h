@@ -420,6 +420,11 @@ typedef struct gpt_model {
     float *host_mask;             /* host staging: (B, T) loss mask */
     uint64_t *keys_memory;        /* (slots, B) dropout row keys (backend memory) */
     int *slot_dropout;            /* (slots) host: the slot's forward ran with dropout */
+    /* gpt_set_loss_grad's request for the next forward (ce_scale < 0: none),
+       and the backward scale whose logits' gradient the last forward wrote
+       with the loss (ce_done < 0: none; gpt_backward then checks its scale) */
+    float ce_scale, ce_done;
+    int ce_per_token;
 } gpt_model;
 
 /*
@@ -509,6 +514,19 @@ int gpt_param_decays(int id);
  */
 int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float *mask,
                 double *loss_sum, double *num_tokens);
+
+/*
+ * gpt_set_loss_grad() - the next gpt_forward is followed by
+ * gpt_backward(m, per_token ? scale * num_tokens : scale), with num_tokens
+ * the mask sum that forward returns, and nothing reads the logits between:
+ * the forward may then write the logits' gradient with the loss (the
+ * backend's crossentropy_fused; one activation slot and one
+ * tensor-parallel rank, where nothing is rescaled between), and that
+ * backward starts from it.  The same bits as the two apart.  For the next
+ * gpt_forward only; gpt_backward with another scale after it is a bug, and
+ * aborts.
+ */
+void gpt_set_loss_grad(gpt_model *m, float scale, int per_token);
 
 /* Zero every gradient (once per step, before the first micro-batch). */
 void gpt_zero_grad(gpt_model *m);

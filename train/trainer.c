@@ -800,6 +800,10 @@ static int step_forward(struct step *st, uint64_t j)
     } else {
         gpt_set_dropout_rows(m, NULL);
     }
+    /* a training forward is followed by step_backward's gpt_backward: the
+       model may form the logits' gradient with the loss (same bits) */
+    if (st->split == DS_SPLIT_TRAIN && st->scale > 0.0f)
+        gpt_set_loss_grad(m, st->scale, t->cfg.per_token_loss);
     double ls, nt;
     if (gpt_forward(m, t->inputs, t->targets, t->mask, &ls, &nt) != GPT_OK)
         return fail(t, "the model refused micro-batch %" PRIu64, j);

@@ -220,6 +220,7 @@ static mds_backend cu = {
         crossentropy_rescale_cuda,
         crossentropy_loss_cuda,
         crossentropy_backward_cuda,
+        crossentropy_fused_cuda,
         loss_reduce_cuda,
         loss_grad_cuda,
         round_to_cuda,

@@ -476,6 +476,9 @@ void crossentropy_loss_cuda(float *losses, const float *maxes, const float *sume
                             const float *mask, int B, int T);
 void crossentropy_backward_cuda(void *dlogits, const void *logits, int dt, const float *maxes, const float *sumexp,
                                 const int *targets, const float *dlosses, int B, int T, int V, int v_start);
+void crossentropy_fused_cuda(float *losses, float *maxes, float *sumexp, float *tlogits, void *logits, int dt,
+                             const int *targets, const float *mask, const float *dlosses, int B, int T, int V,
+                             int v_start);
 void loss_reduce_cuda(double *out, const float *losses, const float *mask, size_t N);
 void loss_grad_cuda(float *dlosses, const float *mask, float inv, size_t N);
 void round_to_cuda(float *x, size_t N, int dtype);

@@ -11,8 +11,10 @@
  * anything.  The logits and their gradient may be stored as 16-bit values
  * (backend.h's stored dtypes; the kernels are instantiated per dtype).
  * A 16-bit row that fits is kept in shared memory by the forward's max
- * pass for its sum (the logits read once).  Not fused with the classifier
- * matmul.
+ * pass for its sum (the logits read once), and crossentropy_fused writes
+ * the row's gradient from there too (one read and one write of the logits
+ * for the loss and its gradient, where the two kernels made two reads and
+ * a write).  Not fused with the classifier matmul.
  */
 #include <math.h>
 
@@ -39,12 +41,17 @@ __device__ static inline const void *ce_row(const void *logits, size_t bt, int V
 /* ROW: the 16-bit row (vec) is kept whole in shared memory (dynamic, V / 8
  * uint4s) by the max pass, and the sum reads it from there: the logits
  * are read from memory once, not twice; the same elements in the same
- * order, so the same bits (crossentropy_forward_cuda's `row` says when). */
-template <int LD, bool ROW>
+ * order, so the same bits (crossentropy_forward_cuda's `row` says when).
+ * BWD (with ROW; crossentropy_fused): then the row's gradient is written
+ * over it from the kept row, with dlosses[bt] as ce_backward_kernel
+ * writes it (the same expressions on the same values: maxes[bt], 1 /
+ * sumexp[bt], the target's logit; the same bits). */
+template <int LD, bool ROW, bool BWD = false>
 __global__ static void ce_forward_kernel(float *losses, float *maxes, float *sumexp, float *tlogits,
                                          const void *logits, const int *targets, const float *mask, int V,
-                                         int v_start, int vec)
+                                         int v_start, int vec, const float *dlosses)
 {
+    static_assert(ROW || !BWD, "the fused gradient is written from the kept row");
     extern __shared__ uint4 ce_sm[];
     size_t bt = blockIdx.x;
     const void *l = ce_row<LD>(logits, bt, V);
@@ -130,14 +137,38 @@ __global__ static void ce_forward_kernel(float *losses, float *maxes, float *sum
             s += mds_expf(mds_load(LD, l, v) - mx);
     }
     s = mds_cu_block_sum<double>(s);
+    long ix = (long)targets[bt] - v_start;   /* (formulas.h's mds_ce_target_logit, on a stored row) */
+    int has = ix >= 0 && ix < V;
     if (threadIdx.x == 0) {
-        long ix = (long)targets[bt] - v_start;   /* (formulas.h's mds_ce_target_logit, on a stored row) */
-        float tl = ix >= 0 && ix < V ? mds_load(LD, l, ix) : 0.0f;
+        /* (BWD: from the kept row, as the row in memory is about to be written) */
+        float tl = has ? mds_load(LD, BWD ? (const void *)ce_sm : l, ix) : 0.0f;
         maxes[bt] = mx;
         sumexp[bt] = (float)s;
         tlogits[bt] = tl;
         losses[bt] = mds_ce_loss(mask, bt, s, mx, tl);
     }
+    if (!BWD)
+        return;
+    /* ce_backward_kernel's vec path, reading the kept row */
+    uint4 *d8 = (uint4 *)l;
+    int V8 = V / 8;
+    float d = dlosses[bt];
+    if (d == 0.0f) {
+        for (v = threadIdx.x; v < V8; v += st)
+            d8[v] = make_uint4(0u, 0u, 0u, 0u);   /* (+0 as either 16-bit type) */
+        return;
+    }
+    float inv = 1.0f / (float)s;
+    for (v = threadIdx.x; v < V8; v += st) {
+        float y[8];
+        mds_cu_unpack8<LD>(y, ce_sm[v]);
+        for (int e = 0; e < 8; e++)
+            y[e] = mds_expf(y[e] - mx) * inv * d;
+        d8[v] = mds_cu_pack8<LD>(y);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0 && has)
+        mds_cu_put((void *)l, LD, ix, (mds_expf(mds_load(LD, (const void *)ce_sm, ix) - mx) * inv - 1.0f) * d, LD);
 }
 
 #ifndef MDS_CU_CE_ROW   /* 0 at build time: the row read twice (the device's A/B runs) */
@@ -166,7 +197,7 @@ void crossentropy_forward_cuda(float *losses, float *maxes, float *sumexp, float
     if (row && mds_cu_smem((const void *)kernel, rb, "crossentropy_forward"))
         return;
     kernel<<<(unsigned)n, MDS_CU_THREADS, row ? rb : 0>>>(losses, maxes, sumexp, tlogits, logits, targets, mask, V,
-                                                           v_start, vec);
+                                                           v_start, vec, (const float *)NULL);
     MDS_CU_LAUNCHED("crossentropy_forward");
 }
 
@@ -272,4 +303,32 @@ void crossentropy_backward_cuda(void *dlogits, const void *logits, int dt, const
                                  : ce_backward_kernel<MDS_F32>;
     kernel<<<(unsigned)n, MDS_CU_THREADS>>>(dlogits, logits, maxes, sumexp, targets, dlosses, V, v_start, kd, vec);
     MDS_CU_LAUNCHED("crossentropy_backward");
+}
+
+/* backend.h's crossentropy_fused: in one kernel where the forward keeps
+ * the row (and the logits are the compute dtype, as the backward's vec
+ * path needs), else the two kernels. */
+#ifndef MDS_CU_CE_FUSED   /* 0 at build time: the forward and backward kernels apart (the device's A/B runs) */
+#define MDS_CU_CE_FUSED 1
+#endif
+
+void crossentropy_fused_cuda(float *losses, float *maxes, float *sumexp, float *tlogits, void *logits, int dt,
+                             const int *targets, const float *mask, const float *dlosses, int B, int T, int V,
+                             int v_start)
+{
+    size_t n = (size_t)B * T, rb = (size_t)V * 2;
+    if (!n) return;
+    int kd = mds_cuda_compute_dtype();
+    if (MDS_CU_CE_FUSED && MDS_CU_CE_ROW && dt != MDS_F32 && dt == kd && V % 8 == 0 && mds_cu_al16(logits) &&
+        rb <= CE_ROW_MAX) {
+        auto kernel = dt == MDS_BF16 ? ce_forward_kernel<MDS_BF16, true, true> : ce_forward_kernel<MDS_F16, true, true>;
+        if (mds_cu_smem((const void *)kernel, rb, "crossentropy_fused"))
+            return;
+        kernel<<<(unsigned)n, MDS_CU_THREADS, rb>>>(losses, maxes, sumexp, tlogits, logits, targets, mask, V,
+                                                   v_start, 1, dlosses);
+        MDS_CU_LAUNCHED("crossentropy_fused");
+        return;
+    }
+    crossentropy_forward_cuda(losses, maxes, sumexp, tlogits, logits, dt, targets, mask, B, T, V, v_start);
+    crossentropy_backward_cuda(logits, logits, dt, maxes, sumexp, targets, dlosses, B, T, V, v_start);
 }

@@ -1119,6 +1119,75 @@ static void t_crossentropy_backward_at(const struct shape *s, int dt, int od)
     tf_free(&dlogits); ti_free(&targets);
 }
 
+/* Device buffers a and b hold the same bytes (an op against the ops it
+ * promises the bits of). */
+static void same_bytes(const char *name, const void *a, const void *b, size_t bytes)
+{
+    unsigned char *x = malloc(bytes ? bytes : 1), *y = malloc(bytes ? bytes : 1);
+    be->copy(x, a, bytes);
+    be->copy(y, b, bytes);
+    int shown = 0;
+    if (synced(name, &shown) && memcmp(x, y, bytes) != 0) {
+        size_t i = 0;
+        while (x[i] == y[i])
+            i++;
+        if (!quiet)
+            fprintf(stderr, "  %s on %s [%s] %s: byte %zu differs (%u, %u apart)\n", cur_op, be->name, cur_shape, name,
+                    i, x[i], y[i]);
+        shown = 1;
+    }
+    op_failures += shown;
+    free(x);
+    free(y);
+}
+
+/* crossentropy_fused: the bits of crossentropy_forward followed by
+ * crossentropy_backward in place, on the same backend, at every compute
+ * dtype (the logits stored as it), with masked tokens, rows whose dloss is
+ * 0 and targets outside the shard. */
+static void t_crossentropy_fused(const struct shape *s)
+{
+    size_t BT = (size_t)s->B * s->T, V = (size_t)s->V;
+    for (int dt = MDS_F32; dt < MDS_NUM_DTYPES; dt++) {
+        tf logits = tf_rand(BT * V, 5), mask = tf_mask(BT), dlosses = tf_rand(BT, 0.01f);
+        for (size_t i = 0; i < BT; i++)
+            if (irand(5) == 0)
+                dlosses.ref[i] = 0.0f;
+        be->copy(dlosses.dev, dlosses.ref, BT * sizeof(float));
+        ti targets = ti_rand(BT, s->v_start - 2, s->v_start + s->V + 2);
+        tf st[2][4];
+        for (int k = 0; k < 2; k++)
+            for (int j = 0; j < 4; j++)
+                st[k][j] = tf_rand(BT, 1);
+        void *l1 = so_input(&logits, dt), *l2 = NULL;
+        size_t bytes = BT * V * mds_dtype_size(dt);
+        if (be->alloc(&l2, bytes ? bytes : 1) != 0) {
+            fprintf(stderr, "%s: %s\n", be->name, be->error());
+            exit(1);
+        }
+        be->copy(l2, l1, bytes);   /* (device to device) */
+        set_compute(dt);
+        be->ops.crossentropy_forward(st[0][0].dev, st[0][1].dev, st[0][2].dev, st[0][3].dev, l1, dt, targets.dev,
+                                     mask.dev, s->B, s->T, s->V, s->v_start);
+        be->ops.crossentropy_backward(l1, l1, dt, st[0][1].dev, st[0][2].dev, targets.dev, dlosses.dev, s->B, s->T,
+                                      s->V, s->v_start);
+        be->ops.crossentropy_fused(st[1][0].dev, st[1][1].dev, st[1][2].dev, st[1][3].dev, l2, dt, targets.dev,
+                                   mask.dev, dlosses.dev, s->B, s->T, s->V, s->v_start);
+        set_compute(MDS_F32);
+        const char *what[4] = {"losses", "maxes", "sumexp", "tlogits"};
+        char name[48];
+        for (int j = 0; j < 4; j++)
+            same_bytes(dt_name(name, sizeof name, what[j], dt), st[1][j].dev, st[0][j].dev, BT * sizeof(float));
+        same_bytes(dt_name(name, sizeof name, "dlogits", dt), l2, l1, bytes);
+        be->free(l2);
+        so_free(&logits, l1);
+        for (int k = 0; k < 2; k++)
+            for (int j = 0; j < 4; j++)
+                tf_free(&st[k][j]);
+        tf_free(&logits); tf_free(&mask); tf_free(&dlosses); ti_free(&targets);
+    }
+}
+
 static void t_loss_reduce(const struct shape *s)
 {
     size_t BT = (size_t)s->B * s->T;
@@ -1221,7 +1290,7 @@ static const struct op {
     ENTRY(swiglu_forward), ENTRY(swiglu_backward), ENTRY(gelu_forward), ENTRY(gelu_backward),
     ENTRY(matmul_gelu_forward), ENTRY_MORE(matmul_gelu_backward, colsum_shapes), ENTRY(residual_forward), ENTRY(residual_backward),
     ENTRY_MORE(crossentropy_forward, ce_shapes), ENTRY(crossentropy_rescale), ENTRY(crossentropy_loss),
-    ENTRY_MORE(crossentropy_backward, ce_shapes), ENTRY(loss_reduce), ENTRY(loss_grad), ENTRY(round_to), ENTRY(unscale_check), ENTRY(adamw_update),
+    ENTRY_MORE(crossentropy_backward, ce_shapes), ENTRY_MORE(crossentropy_fused, ce_shapes), ENTRY(loss_reduce), ENTRY(loss_grad), ENTRY(round_to), ENTRY(unscale_check), ENTRY(adamw_update),
     ENTRY(global_norm_squared),
 };
 #define NOPS (sizeof ops / sizeof ops[0])
