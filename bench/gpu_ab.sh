@@ -1,7 +1,7 @@
 #!/bin/sh
 # gpu_ab.sh - A/B timing of the CUDA kernels' build-time knobs on one GPU:
 # mdstrain as built in $BUILD against variants of the same tree built beside
-# it with extra nvcc defines, the runs alternated so that a drift of the
+# it with extra defines, the runs alternated so that a drift of the
 # machine falls on every build alike.  Not part of make bench-gpu; a device
 # call runs it where a change needs its own before/after (docs/benchmarks.md).
 #
@@ -9,8 +9,10 @@
 #   e.g. sh bench/gpu_ab.sh gelu_kernels=-DMDS_CU_GELU_EPI=0 attn_packed=-DAM_DIRECT=0 \
 #            attn_uncapped='-DAM_FWD_BLOCKS=3 -DAM_DKV_BLOCKS=2'
 #
-# Each variant is a full build in $BUILD/ab-NAME (make, NVCCFLAGS from the
-# environment: the Makefile appends its own), built once and kept.  Then
+# Each variant is a full build in $BUILD/ab-NAME (make, NVCCFLAGS and
+# CPPFLAGS from the environment: the Makefile appends its own; so the
+# defines reach nvcc and the C compiler, for the knobs of train/ too), built
+# once and kept.  Then
 # ROUNDS (default 3) rounds of the base and each variant in order: GPT-2
 # 124M (MODEL=gpt2-124m, or gpt2-350m, gpt2-1.3b: bench/gpu.sh's shapes),
 # bf16, --mock-data, micro-batch MB (default 64) as the global batch,
@@ -54,7 +56,7 @@ for v in "$@"; do
     name=${v%%=*} defs=${v#*=}
     case $name in ''|*[!A-Za-z0-9_-]*) echo "gpu_ab.sh: '$v': want NAME=DEFINES" >&2; exit 2 ;; esac
     d=$BUILD/ab-$name
-    if NVCCFLAGS="-O2 -g $defs" make --no-print-directory -j"$(nproc)" BUILD="$d" "$d/mdstrain" >"$T/build.$name" 2>&1; then
+    if NVCCFLAGS="-O2 -g $defs" CPPFLAGS="$defs" make --no-print-directory -j"$(nproc)" BUILD="$d" "$d/mdstrain" >"$T/build.$name" 2>&1; then
         names="$names $name"
         echo "$name $d/mdstrain" >>"$T/bins"
         say "$name: built in $d with $defs"

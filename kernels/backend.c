@@ -261,22 +261,36 @@ static void cpu_rope_backward(void *dqkv, int dqkv_dt, const float *cos_t, const
     cpu_rope(dqkv, dqkv_dt, cos_t, sin_t, B, T, NH, NKV, hs, rot, interleaved, 1);
 }
 
-static void cpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const void *dout, int dout_dt,
-                                   const float *inp, const float *weight, const float *mean, const float *rstd, int B,
-                                   int T, int C)
+/* (a 16-bit dinp: widened, added into, rounded once as it is stored) */
+static void cpu_layernorm_backward(void *dinp, int dinp_dt, float *dweight, float *dbias, const void *dout,
+                                   int dout_dt, const float *inp, const float *weight, const float *mean,
+                                   const float *rstd, int B, int T, int C)
 {
-    float *d = as_f32(dout, dout_dt, (size_t)B * T * C);
-    if (!d) return;
-    layernorm_backward_cpu(dinp, dweight, dbias, d, inp, weight, mean, rstd, B, T, C);
+    size_t n = (size_t)B * T * C;
+    float *d = as_f32(dout, dout_dt, n), *di = d ? as_f32(dinp, dinp_dt, n) : NULL;
+    if (di)
+        layernorm_backward_cpu(di, dweight, dbias, d, inp, weight, mean, rstd, B, T, C);
+    store_out(dinp, dinp_dt, di, n);
     done_f32(dout, dout_dt, d);
 }
 
-static void cpu_rmsnorm_backward(float *dinp, float *dweight, const void *dout, int dout_dt, const float *inp,
-                                 const float *weight, const float *rstd, int B, int T, int C)
+static void cpu_rmsnorm_backward(void *dinp, int dinp_dt, float *dweight, const void *dout, int dout_dt,
+                                 const float *inp, const float *weight, const float *rstd, int B, int T, int C)
+{
+    size_t n = (size_t)B * T * C;
+    float *d = as_f32(dout, dout_dt, n), *di = d ? as_f32(dinp, dinp_dt, n) : NULL;
+    if (di)
+        rmsnorm_backward_cpu(di, dweight, d, inp, weight, rstd, B, T, C);
+    store_out(dinp, dinp_dt, di, n);
+    done_f32(dout, dout_dt, d);
+}
+
+static void cpu_encoder_backward(float *dwte, float *dwpe, const void *dout, int dout_dt, const int *inp, int B,
+                                 int T, int C, int V, int v_start)
 {
     float *d = as_f32(dout, dout_dt, (size_t)B * T * C);
     if (!d) return;
-    rmsnorm_backward_cpu(dinp, dweight, d, inp, weight, rstd, B, T, C);
+    encoder_backward_cpu(dwte, dwpe, d, inp, B, T, C, V, v_start);
     done_f32(dout, dout_dt, d);
 }
 
@@ -408,7 +422,7 @@ static mds_backend cpu = {
     .host_free = cpu_free,
     .ops = {
         .encoder_forward = encoder_forward_cpu,
-        .encoder_backward = encoder_backward_cpu,
+        .encoder_backward = cpu_encoder_backward,
         .layernorm_forward = cpu_layernorm_forward,
         .layernorm_backward = cpu_layernorm_backward,
         .matmul_forward = cpu_matmul_forward,

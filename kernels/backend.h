@@ -25,13 +25,16 @@
  * residual adds take (residual_forward's inp2), the logits with their
  * gradient, the gradients the matmuls write for the norms and attention
  * (the backward ops' dout) and the one attention writes for the QKV
- * matmul (dqkv, which rope_backward turns in place) come with a dtype (enum mds_dtype, `out_dt`,
+ * matmul (dqkv, which rope_backward turns in place), and the residual
+ * stream's gradient (the norms' backward's dinp, which they add into, and
+ * the embedding's backward's dout) come with a dtype (enum mds_dtype, `out_dt`,
  * `inp_dt`, ...): MDS_F32, a float array as in kernels.h, or MDS_BF16 /
  * MDS_F16, an array of that type's 16-bit values.  A 16-bit out is the
  * fp32 result rounded to nearest even once (round_to's bits; a GPU's GEMM
  * may round its own fp32 sum in its epilogue), and a 16-bit dtype is the
  * compute dtype where the backend has one; a 16-bit input is read as its
- * values, exactly.  So the results are those of the fp32 op on an fp32
+ * values, exactly; a 16-bit tensor added into is read, added to in fp32
+ * and rounded once.  So the results are those of the fp32 op on an fp32
  * array holding the same values, rounded: the CPU widens and rounds at
  * the boundaries.  crossentropy_backward's dt is its logits' and dlogits'
  * (the model runs it in place), GELU's and SwiGLU's backward's their
@@ -66,11 +69,11 @@ extern "C" {
 typedef struct mds_ops {
     void (*encoder_forward)(float *out, const int *inp, const float *wte, const float *wpe,
                             int B, int T, int C, int V, int v_start);
-    void (*encoder_backward)(float *dwte, float *dwpe, const float *dout, const int *inp,
+    void (*encoder_backward)(float *dwte, float *dwpe, const void *dout, int dout_dt, const int *inp,
                              int B, int T, int C, int V, int v_start);
     void (*layernorm_forward)(void *out, int out_dt, float *mean, float *rstd, const float *inp,
                               const float *weight, const float *bias, int B, int T, int C, float eps);
-    void (*layernorm_backward)(float *dinp, float *dweight, float *dbias, const void *dout, int dout_dt,
+    void (*layernorm_backward)(void *dinp, int dinp_dt, float *dweight, float *dbias, const void *dout, int dout_dt,
                                const float *inp, const float *weight, const float *mean, const float *rstd, int B,
                                int T, int C);
     void (*matmul_forward)(void *out, int out_dt, const void *inp, int inp_dt, const float *weight,
@@ -90,7 +93,7 @@ typedef struct mds_ops {
                           int NKV, int hs, int rot, int interleaved);
     void (*rmsnorm_forward)(void *out, int out_dt, float *rstd, const float *inp, const float *weight, int B, int T,
                             int C, float eps);
-    void (*rmsnorm_backward)(float *dinp, float *dweight, const void *dout, int dout_dt, const float *inp,
+    void (*rmsnorm_backward)(void *dinp, int dinp_dt, float *dweight, const void *dout, int dout_dt, const float *inp,
                              const float *weight, const float *rstd, int B, int T, int C);
     void (*swiglu_forward)(void *out, int out_dt, const void *inp, int inp_dt, size_t N, int F);
     void (*swiglu_backward)(void *dinp, const void *inp, int inp_dt, const void *dout, int dt, size_t N, int F);

@@ -19,6 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* 0 at build time: the residual stream's gradient always fp32 (model.h's
+   rd; the device's A/B runs, bench/gpu_ab.sh) */
+#ifndef MDS_RD16
+#define MDS_RD16 1
+#endif
+
 const char *const gpt_param_names[GPT_NUM_PARAMS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
     "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "outw", "emblnw", "emblnb"};
@@ -293,7 +299,7 @@ static void act_sizes_of(const gpt_model *m, size_t *as, size_t nl, int per_slot
         STORED(sd, s * BTs * C), ln ? s * BTs : 0, s * BTs, /* lnf, mean, rstd */
         STORED(ad, s * BT * Vl),                       /* logits */
         s * BT, s * BT, s * BT, s * BT, s * BT, s * BT, /* losses, maxes, sumexp, tlogits, mask, dlosses */
-        s * BT * C, s * BT * C, STORED(ad, s * BT * QKVl), /* backward: dresidual, dln, dqkv, */
+        STORED(m->rd, s * BT * C), s * BT * C, STORED(ad, s * BT * QKVl), /* backward: dresidual, dln, dqkv, */
         STORED(ad, s * BT * Cl), STORED(ad, s * BT * FC1l), STORED(ad, s * BT * Fl), /* datty, dfch, dfch_gelu */
         s * (size_t)m->nck * BTs * C,              /* ckpt */
         m->sp ? s * BTs * C : 0,                   /* dgrad_in */
@@ -375,6 +381,8 @@ int gpt_model_init(gpt_model *m, const gpt_config *cfg, int B, int T, char *err,
     m->act_dtype = cfg->dtype;
     m->gd = cfg->tp_size > 1 ? MDS_F32 : m->act_dtype;
     m->pd = cfg->tp_size > 1 || cfg->hidden_dropout > 0.0f ? MDS_F32 : m->act_dtype;
+    m->rd = !MDS_RD16 || cfg->pp_size > 1 || m->sp || cfg->hidden_dropout > 0.0f || cfg->embed_layernorm
+                ? MDS_F32 : m->act_dtype;
 
     size_t Ll = (size_t)m->Ll, C = (size_t)m->C, Cl = (size_t)m->Cl, Fl = (size_t)m->Fl;
     size_t Vl = (size_t)m->Vl, QKVl = (size_t)m->QKVl, FC1l = (size_t)m->FC1l;
@@ -886,7 +894,7 @@ static void norm_forward(const gpt_model *m, void *out, int od, float *mean, flo
 
 /* Its backward over the whole sequence (see model.h): the input and the
  * statistics are the kept slices, gathered with sequence parallelism. */
-static void norm_backward(const gpt_model *m, float *dinp, float *dw, float *db, const void *dout, int dd,
+static void norm_backward(const gpt_model *m, void *dinp, int ds, float *dw, float *db, const void *dout, int dd,
                           const float *inp, const float *w, const float *mean, const float *rstd)
 {
     w = norm_gamma(m, w);
@@ -894,10 +902,11 @@ static void norm_backward(const gpt_model *m, float *dinp, float *dw, float *db,
     mean = sp_whole(m, m->sp_mean, mean, 1);
     rstd = sp_whole(m, m->sp_rstd, rstd, 1);
     if (m->cfg.normalization == GPT_NORM_RMSNORM)
-        m->be->ops.rmsnorm_backward(dinp, dw, dout, dd, inp, w, rstd, m->B, m->T, m->C);
+        m->be->ops.rmsnorm_backward(dinp, ds, dw, dout, dd, inp, w, rstd, m->B, m->T, m->C);
     else
-        m->be->ops.layernorm_backward(dinp, dw, db, dout, dd, inp, w, mean, rstd, m->B, m->T, m->C);
-    kept_by_op(m, dinp, (size_t)m->B * m->T * m->C);   /* the residual stream's gradient */
+        m->be->ops.layernorm_backward(dinp, ds, dw, db, dout, dd, inp, w, mean, rstd, m->B, m->T, m->C);
+    if (ds == MDS_F32)   /* the residual stream's gradient (a 16-bit one is stored rounded) */
+        kept_by_op(m, (float *)dinp, (size_t)m->B * m->T * m->C);
 }
 
 /* An optional per-layer slice: NULL when the tensor is absent (size 0). */
@@ -1064,38 +1073,42 @@ static void layer_backward(gpt_model *m, int l)
     /* dresidual is d(residual3[l]); the skip passes it to residual2 as is.
        Row-parallel biases: every TP rank sees the same dresidual, so each
        computes the same bias gradient and the replicas stay equal. */
-    const float *dmlp = a->dresidual;   /* d(fcproj): through the MLP output's dropout (dln as scratch) */
+    const void *dmlp = a->dresidual;   /* d(fcproj): through the MLP output's dropout (dln as scratch) */
+    int dmd = m->rd;                   /* (fp32 with dropout: model.h) */
     if (dh2.p > 0.0f) {
         ops->dropout_backward(a->dln, a->dresidual, B, T, C, dh2);
         keep(m, a->dln, BTC);
         dmlp = a->dln;
+        dmd = MDS_F32;
     }
     /* the MLP's gradients stored as act_dtype (a 16-bit dinp the matmul
        rounds); the backward ops write their dinp (backend.h): nothing to zero */
     if (m->cfg.swiglu) {
         ops->matmul_backward(a->dfch_gelu, m->act_dtype, g->fcprojw + (size_t)l * C * Fl,
-                             layer_part(g->fcprojb, l, C), dmlp, MDS_F32, v.fchg, m->sd,
+                             layer_part(g->fcprojb, l, C), dmlp, dmd, v.fchg, m->sd,
                              p->fcprojw + (size_t)l * C * Fl, B, T, Fl, C);
         ops->swiglu_backward(a->dfch, v.fch, m->act_dtype, a->dfch_gelu, m->act_dtype, BT, Fl);
     } else {   /* d(fch_gelu) in dfch_gelu, then d(fch) (one GEMM where the backend can) */
         ops->matmul_gelu_backward(a->dfch, a->dfch_gelu, m->act_dtype, g->fcprojw + (size_t)l * C * Fl,
-                                  layer_part(g->fcprojb, l, C), dmlp, MDS_F32, v.fchg, m->sd,
+                                  layer_part(g->fcprojb, l, C), dmlp, dmd, v.fchg, m->sd,
                                   p->fcprojw + (size_t)l * C * Fl, v.fch, m->act_dtype, B, T, Fl, C);
     }
     ops->matmul_backward(a->dln, m->gd, g->fcw + (size_t)l * FC1l * C, layer_part(g->fcb, l, FC1l), a->dfch,
                          m->act_dtype, sp_stored(m, v.ln2), m->sd, p->fcw + (size_t)l * FC1l * C, B, T, C, (int)FC1l);
     dln_summed(m, a->dln, BTC);   /* f in backward */
-    norm_backward(m, a->dresidual, g->ln2w + lC, layer_part(g->ln2b, l, C), a->dln, m->gd, v.res2, p->ln2w + lC,
-                  v.ln2_mean, v.ln2_rstd);
+    norm_backward(m, a->dresidual, m->rd, g->ln2w + lC, layer_part(g->ln2b, l, C), a->dln, m->gd, v.res2,
+                  p->ln2w + lC, v.ln2_mean, v.ln2_rstd);
     /* now dresidual is d(residual2[l]) */
-    const float *datt = a->dresidual;   /* d(attproj): through the attention output's dropout */
+    const void *datt = a->dresidual;   /* d(attproj): through the attention output's dropout */
+    int dad = m->rd;
     if (dh1.p > 0.0f) {
         ops->dropout_backward(a->dln, a->dresidual, B, T, C, dh1);
         keep(m, a->dln, BTC);
         datt = a->dln;
+        dad = MDS_F32;
     }
     ops->matmul_backward(a->datty, m->act_dtype, g->attprojw + (size_t)l * C * Cl, layer_part(g->attprojb, l, C),
-                         datt, MDS_F32, v.atty, m->sd, p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
+                         datt, dad, v.atty, m->sd, p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
     int ad = m->act_dtype;   /* datty's, dqkv's */
     ops->attention_backward(a->dqkv, ad, a->datty, ad, v.qkv, ad, v.atty, m->sd, v.att_lse, B, T, Cl, NHl, m->Gl, da);
     if (m->rot)   /* back through the rotation: d(q, k) before it (16-bit: rounded as it is turned) */
@@ -1103,8 +1116,8 @@ static void layer_backward(gpt_model *m, int l)
     ops->matmul_backward(a->dln, m->gd, g->qkvw + (size_t)l * QKVl * C, layer_part(g->qkvb, l, QKVl), a->dqkv, ad,
                          sp_stored(m, v.ln1), m->sd, p->qkvw + (size_t)l * QKVl * C, B, T, C, (int)QKVl);
     dln_summed(m, a->dln, BTC);
-    norm_backward(m, a->dresidual, g->ln1w + lC, layer_part(g->ln1b, l, C), a->dln, m->gd, v.in, p->ln1w + lC,
-                  v.ln1_mean, v.ln1_rstd);
+    norm_backward(m, a->dresidual, m->rd, g->ln1w + lC, layer_part(g->ln1b, l, C), a->dln, m->gd, v.in,
+                  p->ln1w + lC, v.ln1_mean, v.ln1_rstd);
 }
 
 const float *gpt_stage_output(const gpt_model *m) { return layer_output(m, m->Ll - 1); }
@@ -1154,22 +1167,25 @@ static void embed_backward(gpt_model *m)
     gpt_acts *a = &m->acts;
     const mds_ops *ops = &m->be->ops;
     float *demb = a->dresidual;
+    int ded = m->rd;   /* (fp32 with dropout or the embedding LayerNorm: model.h) */
     mds_dropout d = site_dropout(m, m->cfg.hidden_dropout, 0, 0);
     if (d.p > 0.0f) {
         ops->dropout_backward(a->dln, a->dresidual, B, T, C, d);
         keep(m, a->dln, BTC);
         demb = a->dln;
+        ded = MDS_F32;
     }
     if (!m->cfg.embed_layernorm) {
-        ops->encoder_backward(g->wte, g->wpe, demb, a->inputs, B, T, C, m->Vl, m->v_start);
+        ops->encoder_backward(g->wte, g->wpe, demb, ded, a->inputs, B, T, C, m->Vl, m->v_start);
         return;
     }
     if (g->wpe)
-        ops->encoder_backward(NULL, g->wpe, demb, a->inputs, B, T, C, m->Vl, m->v_start);
+        ops->encoder_backward(NULL, g->wpe, demb, ded, a->inputs, B, T, C, m->Vl, m->v_start);
     float *dwords = demb == a->dln ? a->dresidual : a->dln;
     m->be->zero(dwords, BTC * sizeof(float));
-    norm_backward(m, dwords, g->emblnw, g->emblnb, demb, MDS_F32, a->emb, p->emblnw, a->emb_mean, a->emb_rstd);
-    ops->encoder_backward(g->wte, NULL, dwords, a->inputs, B, T, C, m->Vl, m->v_start);
+    norm_backward(m, dwords, MDS_F32, g->emblnw, g->emblnb, demb, MDS_F32, a->emb, p->emblnw, a->emb_mean,
+                  a->emb_rstd);
+    ops->encoder_backward(g->wte, NULL, dwords, MDS_F32, a->inputs, B, T, C, m->Vl, m->v_start);
 }
 
 /* Every matmul and attention input the model keeps is a value of its
@@ -1284,8 +1300,8 @@ void gpt_backward(gpt_model *m, float scale)
             ops->crossentropy_backward(a->logits, a->logits, m->act_dtype, a->maxes, a->sumexp, a->targets,
                                        a->dlosses, B, T, Vl, m->v_start);
         } else if (m->ce_done != scale) {   /* (gpt_set_loss_grad's promise broken: a bug, not an input) */
-            fprintf(stderr, "mdstrain: internal error: gpt_backward's scale %.9g is not the %.9g its forward was told\n",
-                    (double)scale, (double)m->ce_done);
+            fprintf(stderr, "mdstrain: internal error: gpt_backward's scale %.9g is not the %.9g its forward "
+                    "was told\n", (double)scale, (double)m->ce_done);
             abort();
         }
         m->ce_done = -1.0f;   /* (the logits now hold their gradient) */
@@ -1295,8 +1311,8 @@ void gpt_backward(gpt_model *m, float scale)
                              T, C, Vl);
         dln_summed(m, a->dln, BTC);   /* the output layer is column-parallel */
         const float *last = layer_output(m, m->Ll - 1);
-        m->be->zero(a->dresidual, BTC * sizeof(float));
-        norm_backward(m, a->dresidual, g->lnfw, g->lnfb, a->dln, m->gd, last, p->lnfw, a->lnf_mean, a->lnf_rstd);
+        m->be->zero(a->dresidual, BTC * mds_dtype_size(m->rd));
+        norm_backward(m, a->dresidual, m->rd, g->lnfw, g->lnfb, a->dln, m->gd, last, p->lnfw, a->lnf_mean, a->lnf_rstd);
     } else if (m->sp) {
         /* the caller put this rank's slice of the next stage's gradient in
            dgrad_in (else in dresidual); the residual stream's gradient is

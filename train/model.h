@@ -398,6 +398,13 @@ typedef struct gpt_model {
        the residual adds read, stored as act_dtype where nothing between
        reads them as floats (no TP sum, no hidden dropout), else fp32 */
     int pd;
+    /* dresidual's, the residual stream's gradient (the norms' backward add
+       into it, the projections' backward and the embedding's read it):
+       act_dtype where it stays within this rank's backward as a whole (no
+       pipeline sends, no sequence-parallel gather, no hidden dropout,
+       which runs on floats, no embedding LayerNorm, which takes it as fp32
+       scratch), else fp32 */
+    int rd;
     size_t num_acts;              /* elements per slot */
     int slots, slot;              /* activation slots, the current one */
     float *acts_memory;           /* slots x num_acts floats */

@@ -431,11 +431,11 @@ extern "C" {
  * dtypes of backend.h). */
 void encoder_forward_cuda(float *out, const int *inp, const float *wte, const float *wpe, int B, int T, int C, int V,
                           int v_start);
-void encoder_backward_cuda(float *dwte, float *dwpe, const float *dout, const int *inp, int B, int T, int C, int V,
-                           int v_start);
+void encoder_backward_cuda(float *dwte, float *dwpe, const void *dout, int dout_dt, const int *inp, int B, int T,
+                           int C, int V, int v_start);
 void layernorm_forward_cuda(void *out, int out_dt, float *mean, float *rstd, const float *inp, const float *weight,
                             const float *bias, int B, int T, int C, float eps);
-void layernorm_backward_cuda(float *dinp, float *dweight, float *dbias, const void *dout, int dout_dt,
+void layernorm_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias, const void *dout, int dout_dt,
                              const float *inp, const float *weight, const float *mean, const float *rstd, int B, int T,
                              int C);
 void matmul_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, const float *weight, const float *bias,
@@ -455,7 +455,7 @@ void rope_backward_cuda(void *dqkv, int dqkv_dt, const float *cos_t, const float
                         int NKV, int hs, int rot, int interleaved);
 void rmsnorm_forward_cuda(void *out, int out_dt, float *rstd, const float *inp, const float *weight, int B, int T,
                           int C, float eps);
-void rmsnorm_backward_cuda(float *dinp, float *dweight, const void *dout, int dout_dt, const float *inp,
+void rmsnorm_backward_cuda(void *dinp, int dinp_dt, float *dweight, const void *dout, int dout_dt, const float *inp,
                            const float *weight, const float *rstd, int B, int T, int C);
 void swiglu_forward_cuda(void *out, int out_dt, const void *inp, int inp_dt, size_t N, int F);
 void swiglu_backward_cuda(void *dinp, const void *inp, int inp_dt, const void *dout, int gd, size_t N, int F);

@@ -44,15 +44,15 @@ void encoder_forward_cuda(float *out, const int *inp, const float *wte, const fl
 
 /* dwte rows of the distinct ids: block k adds, for id ids[k], dout rows
  * order[start[k]] .. order[start[k + 1] - 1] in that order */
-__global__ static void encoder_backward_wte_kernel(float *dwte, const float *dout, const int *order, const int *start,
-                                                   const int *ids, int C)
+__global__ static void encoder_backward_wte_kernel(float *dwte, const void *dout, int dd, const int *order,
+                                                   const int *start, const int *ids, int C)
 {
     int k = blockIdx.x, lo = start[k], hi = start[k + 1];
     float *w = dwte + (size_t)ids[k] * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float acc = w[c];
         for (int i = lo; i < hi; i++)
-            acc = acc + dout[(size_t)order[i] * C + c];
+            acc = acc + mds_load(dd, dout, (size_t)order[i] * C + c);
         w[c] = acc;
     }
 }
@@ -65,7 +65,7 @@ static int *h_tok, *h_cnt, *h_out;
 static size_t h_tok_cap, h_cnt_cap, h_out_cap;
 
 /* dwte += dout summed by token: sort on the host, a block per distinct id. */
-static void wte_backward(float *dwte, const float *dout, const int *inp, size_t BT, int C, int V, int v_start)
+static void wte_backward(float *dwte, const void *dout, int dd, const int *inp, size_t BT, int C, int V, int v_start)
 {
     if (mds_grow((void **)&h_tok, &h_tok_cap, BT, sizeof *h_tok) ||
         mds_grow((void **)&h_cnt, &h_cnt_cap, (size_t)V + 1, sizeof *h_cnt) ||
@@ -100,11 +100,11 @@ static void wte_backward(float *dwte, const float *dout, const int *inp, size_t 
     int *d = (int *)mds_cuda_scratch((3 * BT + 1) * sizeof(int));
     if (!d) return;
     mds_cuda_note(cudaMemcpy(d, h_out, (3 * BT + 1) * sizeof(int), cudaMemcpyDefault), "encoder_backward");
-    encoder_backward_wte_kernel<<<(unsigned)nd, 128>>>(dwte, dout, d, d + BT, d + 2 * BT + 1, C);
+    encoder_backward_wte_kernel<<<(unsigned)nd, 128>>>(dwte, dout, dd, d, d + BT, d + 2 * BT + 1, C);
     MDS_CU_LAUNCHED("encoder_backward");
 }
 
-__global__ static void encoder_backward_wpe_kernel(float *dwpe, const float *dout, int B, int T, int C)
+__global__ static void encoder_backward_wpe_kernel(float *dwpe, const void *dout, int dd, int B, int T, int C)
 {
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)T * C)
@@ -112,19 +112,19 @@ __global__ static void encoder_backward_wpe_kernel(float *dwpe, const float *dou
     size_t t = idx / C, c = idx % C;
     float p = dwpe[idx];
     for (int b = 0; b < B; b++)
-        p = p + dout[((size_t)b * T + t) * C + c];
+        p = p + mds_load(dd, dout, ((size_t)b * T + t) * C + c);
     dwpe[idx] = p;
 }
 
-void encoder_backward_cuda(float *dwte, float *dwpe, const float *dout, const int *inp, int B, int T, int C, int V,
-                           int v_start)
+void encoder_backward_cuda(float *dwte, float *dwpe, const void *dout, int dout_dt, const int *inp, int B, int T,
+                           int C, int V, int v_start)
 {
     if ((size_t)B * T * C == 0) return;
     if (dwte) {
-        wte_backward(dwte, dout, inp, (size_t)B * T, C, V, v_start);
+        wte_backward(dwte, dout, dout_dt, inp, (size_t)B * T, C, V, v_start);
     }
     if (dwpe) {
-        encoder_backward_wpe_kernel<<<mds_cu_blocks((size_t)T * C, 256), 256>>>(dwpe, dout, B, T, C);
+        encoder_backward_wpe_kernel<<<mds_cu_blocks((size_t)T * C, 256), 256>>>(dwpe, dout, dout_dt, B, T, C);
         MDS_CU_LAUNCHED("encoder_backward (wpe)");
     }
 }

@@ -51,7 +51,7 @@ void layernorm_forward_cuda(void *out, int out_dt, float *mean, float *rstd, con
     MDS_CU_LAUNCHED("layernorm_forward");
 }
 
-__global__ static void layernorm_backward_dinp_kernel(float *dinp, const void *dout, int dd, const float *inp,
+__global__ static void layernorm_backward_dinp_kernel(void *dinp, int ds, const void *dout, int dd, const float *inp,
                                                       const float *weight, const float *mean, const float *rstd,
                                                       size_t N, int C, int dt)
 {
@@ -60,7 +60,6 @@ __global__ static void layernorm_backward_dinp_kernel(float *dinp, const void *d
     if (bt >= N)
         return;
     const float *x = inp + bt * C;
-    float *di = dinp + bt * C;
     float m = mean[bt], r = rstd[bt];
     double sg = 0.0, sgn = 0.0;
     for (int c = lane; c < C; c += 32) {
@@ -75,7 +74,8 @@ __global__ static void layernorm_backward_dinp_kernel(float *dinp, const void *d
     for (int c = lane; c < C; c += 32) {
         float n = (x[c] - m) * r;
         float g = mds_load(dd, dout, bt * C + c) * weight[c];
-        di[c] = mds_round_to(dt, di[c] + r * (g - mg - n * mgn));
+        size_t i = bt * C + c;   /* (added into as stored: ds) */
+        mds_cu_put(dinp, ds, i, mds_load(ds, dinp, i) + r * (g - mg - n * mgn), dt);
     }
 }
 
@@ -104,14 +104,14 @@ struct ln_weight_terms {
     int vec8(void) const { return mds_cu_al16(dout) && mds_cu_al16(inp); }
 };
 
-void layernorm_backward_cuda(float *dinp, float *dweight, float *dbias, const void *dout, int dout_dt,
+void layernorm_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias, const void *dout, int dout_dt,
                              const float *inp, const float *weight, const float *mean, const float *rstd, int B, int T,
                              int C)
 {
     long N = (long)B * T;
     if (!N) return;
     layernorm_backward_dinp_kernel<<<mds_cu_row_blocks((size_t)N), 32 * MDS_CU_ROWS>>>(
-        dinp, dout, dout_dt, inp, weight, mean, rstd, (size_t)N, C, mds_cuda_compute_dtype());
+        dinp, dinp_dt, dout, dout_dt, inp, weight, mean, rstd, (size_t)N, C, mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("layernorm_backward");
     mds_cu_colsum<2>(dweight, dbias, ln_weight_terms{dout, inp, mean, rstd, C, dout_dt}, N, C,
                      "layernorm_backward (weights)");

@@ -31,12 +31,12 @@
  * output with a bias (qkv) comes from cuBLASLt's BIAS epilogue (below), and
  * the MLP's fch with its GELU from the GELU_AUX_BIAS epilogue, its
  * backward from DGELU (matmul_gelu_forward/backward, at the end).
- * Not yet: 16-bit storage of the residual stream's
- * gradient (its conversion reads fp32 and writes a 16-bit copy, memory
- * traffic a 16-bit model would not have; with a bias the copy is made in
- * dbias's column-sum pass, which reads it anyway: dbias_copy), 16-bit
- * working weights kept between calls (each call copies its weight to 16
- * bits).
+ * The residual stream's gradient, the projections' dout, is 16-bit too
+ * where the model stores it so (model.h's rd); where it stays fp32
+ * (pipeline stages, sequence parallelism, hidden dropout) its 16-bit copy
+ * is made in dbias's column-sum pass, which reads it anyway (dbias_copy).
+ * Not yet: 16-bit working weights kept between calls (each call copies its
+ * weight to 16 bits).
  */
 #include <cublasLt.h>
 #include <cublas_v2.h>

@@ -37,7 +37,7 @@ void rmsnorm_forward_cuda(void *out, int out_dt, float *rstd, const float *inp, 
     MDS_CU_LAUNCHED("rmsnorm_forward");
 }
 
-__global__ static void rmsnorm_backward_dinp_kernel(float *dinp, const void *dout, int dd, const float *inp,
+__global__ static void rmsnorm_backward_dinp_kernel(void *dinp, int ds, const void *dout, int dd, const float *inp,
                                                     const float *weight, const float *rstd, size_t N, int C, int dt)
 {
     size_t bt = MDS_CU_ROW_OF_WARP();
@@ -45,7 +45,6 @@ __global__ static void rmsnorm_backward_dinp_kernel(float *dinp, const void *dou
     if (bt >= N)
         return;
     const float *x = inp + bt * C;
-    float *di = dinp + bt * C;
     float r = rstd[bt];
     double sgn = 0.0;
     for (int c = lane; c < C; c += 32)
@@ -55,7 +54,8 @@ __global__ static void rmsnorm_backward_dinp_kernel(float *dinp, const void *dou
     for (int c = lane; c < C; c += 32) {
         float n = x[c] * r;
         float g = mds_load(dd, dout, bt * C + c) * weight[c];
-        di[c] = mds_round_to(dt, di[c] + r * (g - n * mgn));
+        size_t i = bt * C + c;   /* (added into as stored: ds) */
+        mds_cu_put(dinp, ds, i, mds_load(ds, dinp, i) + r * (g - n * mgn), dt);
     }
 }
 
@@ -80,13 +80,13 @@ struct rms_weight_term {
     int vec8(void) const { return mds_cu_al16(dout) && mds_cu_al16(inp); }
 };
 
-void rmsnorm_backward_cuda(float *dinp, float *dweight, const void *dout, int dout_dt, const float *inp,
+void rmsnorm_backward_cuda(void *dinp, int dinp_dt, float *dweight, const void *dout, int dout_dt, const float *inp,
                            const float *weight, const float *rstd, int B, int T, int C)
 {
     long N = (long)B * T;
     if (!N) return;
     rmsnorm_backward_dinp_kernel<<<mds_cu_row_blocks((size_t)N), 32 * MDS_CU_ROWS>>>(
-        dinp, dout, dout_dt, inp, weight, rstd, (size_t)N, C, mds_cuda_compute_dtype());
+        dinp, dinp_dt, dout, dout_dt, inp, weight, rstd, (size_t)N, C, mds_cuda_compute_dtype());
     MDS_CU_LAUNCHED("rmsnorm_backward");
     mds_cu_colsum<1>(dweight, NULL, rms_weight_term{dout, inp, rstd, C, dout_dt}, N, C, "rmsnorm_backward (weights)");
 }

@@ -284,20 +284,30 @@ static void t_encoder_forward(const struct shape *s)
     tf_free(&out); tf_free(&wte); tf_free(&wpe); ti_free(&inp);
 }
 
+static void *so_input(tf *t, int dt);
+static void so_free(const tf *t, void *d);
+static const char *dt_name(char *buf, size_t len, const char *base, int dt);
+
+/* dout (the residual stream's gradient) as floats, and stored as bf16 and fp16 */
 static void t_encoder_backward(const struct shape *s)
 {
     int B = s->B, T = s->T, C = s->C, V = s->V, vs = s->v_start;
-    tf dwte = tf_rand((size_t)V * C, 1), dwpe = tf_rand((size_t)T * C, 1), dout = tf_rand((size_t)B * T * C, 1);
-    ti inp = ti_rand((size_t)B * T, 0, vs + V + 3);
-    encoder_backward_cpu(dwte.ref, dwpe.ref, dout.ref, inp.ref, B, T, C, V, vs);
-    be->ops.encoder_backward(dwte.dev, dwpe.dev, dout.dev, inp.dev, B, T, C, V, vs);
-    check_f("dwte", &dwte, ATOL, RTOL);
-    check_f("dwpe", &dwpe, ATOL, RTOL);
-    /* the positions alone (the embedding LayerNorm's backward): no dwte */
-    encoder_backward_cpu(NULL, dwpe.ref, dout.ref, inp.ref, B, T, C, V, vs);
-    be->ops.encoder_backward(NULL, dwpe.dev, dout.dev, inp.dev, B, T, C, V, vs);
-    check_f("dwpe alone", &dwpe, ATOL, RTOL);
-    tf_free(&dwte); tf_free(&dwpe); tf_free(&dout); ti_free(&inp);
+    for (int dd = MDS_F32; dd < MDS_NUM_DTYPES; dd++) {
+        char name[3][32];
+        tf dwte = tf_rand((size_t)V * C, 1), dwpe = tf_rand((size_t)T * C, 1), dout = tf_rand((size_t)B * T * C, 1);
+        ti inp = ti_rand((size_t)B * T, 0, vs + V + 3);
+        void *d = so_input(&dout, dd);
+        encoder_backward_cpu(dwte.ref, dwpe.ref, dout.ref, inp.ref, B, T, C, V, vs);
+        be->ops.encoder_backward(dwte.dev, dwpe.dev, d, dd, inp.dev, B, T, C, V, vs);
+        check_f(dt_name(name[0], sizeof name[0], "dwte", dd), &dwte, ATOL, RTOL);
+        check_f(dt_name(name[1], sizeof name[1], "dwpe", dd), &dwpe, ATOL, RTOL);
+        /* the positions alone (the embedding LayerNorm's backward): no dwte */
+        encoder_backward_cpu(NULL, dwpe.ref, dout.ref, inp.ref, B, T, C, V, vs);
+        be->ops.encoder_backward(NULL, dwpe.dev, d, dd, inp.dev, B, T, C, V, vs);
+        check_f(dt_name(name[2], sizeof name[2], "dwpe alone", dd), &dwpe, ATOL, RTOL);
+        so_free(&dout, d);
+        tf_free(&dwte); tf_free(&dwpe); tf_free(&dout); ti_free(&inp);
+    }
 }
 
 /* t's values rounded to dt (host and device copies): what the model keeps */
@@ -482,23 +492,40 @@ static void t_layernorm_forward_at(const struct shape *s, int dt, int od)
     tf_free(&out); tf_free(&mean); tf_free(&rstd); tf_free(&inp); tf_free(&w); tf_free(&b);
 }
 
-/* (dout stored as dd) */
+/* The norms' backward with od 16-bit: dout stored (k 1), dinp stored (the
+ * residual stream's gradient, added into: its values rounded to od first;
+ * k 2), both (k 3); fp32 both (k 0) where od is fp32. */
+static const char *norm_bwd_name(char *buf, size_t len, const char *base, int k)
+{
+    snprintf(buf, len, "%s%s%s", base, k & 1 ? " (dout stored)" : "", k & 2 ? " (dinp stored)" : "");
+    return buf;
+}
+
 STORED_OP(t_layernorm_backward)
-static void t_layernorm_backward_at(const struct shape *s, int dt, int dd)
+static void t_layernorm_backward_at(const struct shape *s, int dt, int od)
 {
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->C;
-    tf dinp = tf_rand(BT * C, 1), dw = tf_rand(C, 1), db = tf_rand(C, 1), dout = tf_rand(BT * C, 1);
-    tf inp = tf_rand(BT * C, 2), w = tf_rand(C, 1), mean = tf_rand(BT, 0.5f), rstd = tf_pos(BT, 0.5f, 2.0f);
-    void *d = so_input(&dout, dd);
-    layernorm_backward_cpu(dinp.ref, dw.ref, db.ref, dout.ref, inp.ref, w.ref, mean.ref, rstd.ref, s->B, s->T, s->C);
-    be->ops.layernorm_backward(dinp.dev, dw.dev, db.dev, d, dd, inp.dev, w.dev, mean.dev, rstd.dev, s->B, s->T,
+    for (int k = od == MDS_F32 ? 0 : 1; k < (od == MDS_F32 ? 1 : 4); k++) {
+        int dd = k & 1 ? od : MDS_F32, ds = k & 2 ? od : MDS_F32;
+        char name[3][64];
+        tf dinp = tf_rand(BT * C, 1), dw = tf_rand(C, 1), db = tf_rand(C, 1), dout = tf_rand(BT * C, 1);
+        tf inp = tf_rand(BT * C, 2), w = tf_rand(C, 1), mean = tf_rand(BT, 0.5f), rstd = tf_pos(BT, 0.5f, 2.0f);
+        void *d = so_input(&dout, dd), *di = so_input(&dinp, ds);
+        layernorm_backward_cpu(dinp.ref, dw.ref, db.ref, dout.ref, inp.ref, w.ref, mean.ref, rstd.ref, s->B, s->T,
                                s->C);
-    kept_check(dd != MDS_F32 ? "dinp (dout stored)" : "dinp", &dinp, dt);
-    check_f(dd != MDS_F32 ? "dweight (dout stored)" : "dweight", &dw, ATOL, RTOL);
-    check_f(dd != MDS_F32 ? "dbias (dout stored)" : "dbias", &db, ATOL, RTOL);
-    so_free(&dout, d);
-    tf_free(&dinp); tf_free(&dw); tf_free(&db); tf_free(&dout); tf_free(&inp); tf_free(&w); tf_free(&mean);
-    tf_free(&rstd);
+        be->ops.layernorm_backward(di, ds, dw.dev, db.dev, d, dd, inp.dev, w.dev, mean.dev, rstd.dev, s->B, s->T,
+                                   s->C);
+        if (ds == MDS_F32)
+            kept_check(norm_bwd_name(name[0], sizeof name[0], "dinp", k), &dinp, dt);
+        else
+            so_check(norm_bwd_name(name[0], sizeof name[0], "dinp", k), &dinp, di, ds, 0);
+        check_f(norm_bwd_name(name[1], sizeof name[1], "dweight", k), &dw, ATOL, RTOL);
+        check_f(norm_bwd_name(name[2], sizeof name[2], "dbias", k), &db, ATOL, RTOL);
+        so_free(&dout, d);
+        so_free(&dinp, di);
+        tf_free(&dinp); tf_free(&dw); tf_free(&db); tf_free(&dout); tf_free(&inp); tf_free(&w); tf_free(&mean);
+        tf_free(&rstd);
+    }
 }
 
 /* The matmuls in fp32, then with bf16 and fp16 operands (set_compute_dtype:
@@ -831,18 +858,26 @@ static void t_rmsnorm_forward_at(const struct shape *s, int dt, int od)
 
 /* (dout stored as dd) */
 STORED_OP(t_rmsnorm_backward)
-static void t_rmsnorm_backward_at(const struct shape *s, int dt, int dd)
+static void t_rmsnorm_backward_at(const struct shape *s, int dt, int od)
 {
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->C;
-    tf dinp = tf_rand(BT * C, 1), dw = tf_rand(C, 1), dout = tf_rand(BT * C, 1), inp = tf_rand(BT * C, 2);
-    tf w = tf_rand(C, 1), rstd = tf_pos(BT, 0.5f, 2.0f);
-    void *d = so_input(&dout, dd);
-    rmsnorm_backward_cpu(dinp.ref, dw.ref, dout.ref, inp.ref, w.ref, rstd.ref, s->B, s->T, s->C);
-    be->ops.rmsnorm_backward(dinp.dev, dw.dev, d, dd, inp.dev, w.dev, rstd.dev, s->B, s->T, s->C);
-    kept_check(dd != MDS_F32 ? "dinp (dout stored)" : "dinp", &dinp, dt);
-    check_f(dd != MDS_F32 ? "dweight (dout stored)" : "dweight", &dw, ATOL, RTOL);
-    so_free(&dout, d);
-    tf_free(&dinp); tf_free(&dw); tf_free(&dout); tf_free(&inp); tf_free(&w); tf_free(&rstd);
+    for (int k = od == MDS_F32 ? 0 : 1; k < (od == MDS_F32 ? 1 : 4); k++) {   /* (as the LayerNorm's) */
+        int dd = k & 1 ? od : MDS_F32, ds = k & 2 ? od : MDS_F32;
+        char name[2][64];
+        tf dinp = tf_rand(BT * C, 1), dw = tf_rand(C, 1), dout = tf_rand(BT * C, 1), inp = tf_rand(BT * C, 2);
+        tf w = tf_rand(C, 1), rstd = tf_pos(BT, 0.5f, 2.0f);
+        void *d = so_input(&dout, dd), *di = so_input(&dinp, ds);
+        rmsnorm_backward_cpu(dinp.ref, dw.ref, dout.ref, inp.ref, w.ref, rstd.ref, s->B, s->T, s->C);
+        be->ops.rmsnorm_backward(di, ds, dw.dev, d, dd, inp.dev, w.dev, rstd.dev, s->B, s->T, s->C);
+        if (ds == MDS_F32)
+            kept_check(norm_bwd_name(name[0], sizeof name[0], "dinp", k), &dinp, dt);
+        else
+            so_check(norm_bwd_name(name[0], sizeof name[0], "dinp", k), &dinp, di, ds, 0);
+        check_f(norm_bwd_name(name[1], sizeof name[1], "dweight", k), &dw, ATOL, RTOL);
+        so_free(&dout, d);
+        so_free(&dinp, di);
+        tf_free(&dinp); tf_free(&dw); tf_free(&dout); tf_free(&inp); tf_free(&w); tf_free(&rstd);
+    }
 }
 
 STORED_OP(t_swiglu_forward)
