@@ -89,8 +89,9 @@ ND="--hidden-dropout 0 --attention-dropout 0"
 # shellcheck disable=SC2086
 run bf16nd_cuda cuda $GPT --bf16 $ND && run bf16nd_cpu cpu $GPT --bf16 $ND
 close bf16nd_losses loss "$T/bf16nd_cpu.log" "$T/bf16nd_cuda.log" 1e-2
+FP16="--fp16 --initial-loss-scale 4096"   # (at the default 2^32 the first iterations are skipped)
 # shellcheck disable=SC2086
-run fp16nd_cuda cuda $GPT --fp16 --initial-loss-scale 4096 $ND && run fp16nd_cpu cpu $GPT --fp16 --initial-loss-scale 4096 $ND
+run fp16nd_cuda cuda $GPT $FP16 $ND && run fp16nd_cpu cpu $GPT $FP16 $ND
 close fp16nd_losses loss "$T/fp16nd_cpu.log" "$T/fp16nd_cuda.log" 1e-2
 # shellcheck disable=SC2086
 run llama_bf16nd_cuda cuda $LLAMA --bf16 $ND && run llama_bf16nd_cpu cpu $LLAMA --bf16 $ND
