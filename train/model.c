@@ -704,6 +704,15 @@ void gpt_set_slot(gpt_model *m, int s)
     a->targets = a->inputs + BT;
 }
 
+/* dlosses for gpt_backward's scale over a mask sum of nt (Megatron's masked
+ * mean; nothing where no token counts): one expression for the fused
+ * cross-entropy's forward and for the backward, so that both give the
+ * same bits. */
+static void loss_grads(gpt_model *m, float scale, float nt)
+{
+    m->be->ops.loss_grad(m->acts.dlosses, m->acts.mask, nt > 0.0f ? scale / nt : 0.0f, (size_t)m->B * m->T);
+}
+
 void gpt_set_loss_grad(gpt_model *m, float scale, int per_token)
 {
     m->ce_scale = scale;
@@ -1053,6 +1062,21 @@ static void layer_forward(gpt_model *m, int l)
     ops->residual_forward(v.res3, v.res2, v.fcproj, m->pd, BTsC, m->act_dtype);   /* kept */
 }
 
+/* The residual stream's gradient as the next backward op reads it: dresidual
+ * itself (stored as rd, *dt), or its image through hidden dropout d in dln
+ * (fp32; rd is fp32 then too: model.h). */
+static float *resid_grad(gpt_model *m, mds_dropout d, int *dt)
+{
+    gpt_acts *a = &m->acts;
+    *dt = m->rd;
+    if (d.p <= 0.0f)
+        return a->dresidual;
+    m->be->ops.dropout_backward(a->dln, a->dresidual, m->B, m->T, m->C, d);
+    keep(m, a->dln, (size_t)m->B * m->T * m->C);
+    *dt = MDS_F32;
+    return a->dln;
+}
+
 /* Layer l's backward: on entry dresidual is d(residual3[l]), on return
  * d(layer input); the weight gradients are added. */
 static void layer_backward(gpt_model *m, int l)
@@ -1073,14 +1097,8 @@ static void layer_backward(gpt_model *m, int l)
     /* dresidual is d(residual3[l]); the skip passes it to residual2 as is.
        Row-parallel biases: every TP rank sees the same dresidual, so each
        computes the same bias gradient and the replicas stay equal. */
-    const void *dmlp = a->dresidual;   /* d(fcproj): through the MLP output's dropout (dln as scratch) */
-    int dmd = m->rd;                   /* (fp32 with dropout: model.h) */
-    if (dh2.p > 0.0f) {
-        ops->dropout_backward(a->dln, a->dresidual, B, T, C, dh2);
-        keep(m, a->dln, BTC);
-        dmlp = a->dln;
-        dmd = MDS_F32;
-    }
+    int dmd, dad;
+    const float *dmlp = resid_grad(m, dh2, &dmd);   /* d(fcproj): through the MLP output's dropout */
     /* the MLP's gradients stored as act_dtype (a 16-bit dinp the matmul
        rounds); the backward ops write their dinp (backend.h): nothing to zero */
     if (m->cfg.swiglu) {
@@ -1099,14 +1117,7 @@ static void layer_backward(gpt_model *m, int l)
     norm_backward(m, a->dresidual, m->rd, g->ln2w + lC, layer_part(g->ln2b, l, C), a->dln, m->gd, v.res2,
                   p->ln2w + lC, v.ln2_mean, v.ln2_rstd);
     /* now dresidual is d(residual2[l]) */
-    const void *datt = a->dresidual;   /* d(attproj): through the attention output's dropout */
-    int dad = m->rd;
-    if (dh1.p > 0.0f) {
-        ops->dropout_backward(a->dln, a->dresidual, B, T, C, dh1);
-        keep(m, a->dln, BTC);
-        datt = a->dln;
-        dad = MDS_F32;
-    }
+    const float *datt = resid_grad(m, dh1, &dad);   /* d(attproj): through the attention output's dropout */
     ops->matmul_backward(a->datty, m->act_dtype, g->attprojw + (size_t)l * C * Cl, layer_part(g->attprojb, l, C),
                          datt, dad, v.atty, m->sd, p->attprojw + (size_t)l * C * Cl, B, T, Cl, C);
     int ad = m->act_dtype;   /* datty's, dqkv's */
@@ -1166,15 +1177,8 @@ static void embed_backward(gpt_model *m)
     const gpt_params *p = &m->params, *g = &m->grads;
     gpt_acts *a = &m->acts;
     const mds_ops *ops = &m->be->ops;
-    float *demb = a->dresidual;
-    int ded = m->rd;   /* (fp32 with dropout or the embedding LayerNorm: model.h) */
-    mds_dropout d = site_dropout(m, m->cfg.hidden_dropout, 0, 0);
-    if (d.p > 0.0f) {
-        ops->dropout_backward(a->dln, a->dresidual, B, T, C, d);
-        keep(m, a->dln, BTC);
-        demb = a->dln;
-        ded = MDS_F32;
-    }
+    int ded;   /* (fp32 with dropout or the embedding LayerNorm: model.h) */
+    float *demb = resid_grad(m, site_dropout(m, m->cfg.hidden_dropout, 0, 0), &ded);
     if (!m->cfg.embed_layernorm) {
         ops->encoder_backward(g->wte, g->wpe, demb, ded, a->inputs, B, T, C, m->Vl, m->v_start);
         return;
@@ -1255,7 +1259,7 @@ int gpt_forward(gpt_model *m, const int *inputs, const int *targets, const float
         m->be->copy(sums, m->dsum, sizeof sums);
         float nt = (float)sums[1];
         m->ce_done = m->ce_per_token ? ce_scale * nt : ce_scale;
-        ops->loss_grad(a->dlosses, a->mask, nt > 0.0f ? m->ce_done / nt : 0.0f, BT);
+        loss_grads(m, m->ce_done, nt);
         ops->crossentropy_fused(a->losses, a->maxes, a->sumexp, a->tlogits, a->logits, m->act_dtype, a->targets,
                                 a->mask, a->dlosses, B, T, Vl, m->v_start);
     } else {
@@ -1295,8 +1299,7 @@ void gpt_backward(gpt_model *m, float scale)
     set_compute_dtype(m);
     if (m->last_stage) {
         if (m->ce_done < 0.0f) {
-            float inv = m->num_tokens > 0.0f ? scale / m->num_tokens : 0.0f;
-            ops->loss_grad(a->dlosses, a->mask, inv, BT);
+            loss_grads(m, scale, m->num_tokens);
             ops->crossentropy_backward(a->logits, a->logits, m->act_dtype, a->maxes, a->sumexp, a->targets,
                                        a->dlosses, B, T, Vl, m->v_start);
         } else if (m->ce_done != scale) {   /* (gpt_set_loss_grad's promise broken: a bug, not an input) */
