@@ -555,9 +555,9 @@ __global__ __launch_bounds__(FA_THREADS) static void fa_dkv_kernel(fa_args a)
  * once at head width 64, which caps their registers at 65536 / (128 n).
  * ptxas -v for sm_90 (CUDA 13): the forward takes 128 registers at 4
  * (uncapped 155: 3 blocks, 12 warps an SM), no spill; dk/dv 168 at 3
- * (uncapped 226: 2 blocks, 8 warps), 24 bytes spilled; dq's 161 give it 3
- * blocks uncapped.  Width 128 is left uncapped (240 and more).  -D at build
- * time sets others (the device's A/B runs: 3 and 2 are the uncapped
+ * (uncapped 190: 2 blocks, 8 warps), no spill; dq's 126 give it 4 blocks
+ * uncapped (am_bwd_cw).  Width 128 is left uncapped (240 and more).  -D at
+ * build time sets others (the device's A/B runs: 3 and 2 are the uncapped
  * kernels). */
 #ifndef AM_FWD_BLOCKS
 #define AM_FWD_BLOCKS 4
@@ -842,48 +842,69 @@ MDS_CU_UNROLL
         x[i][0] = x[i][1] = x[i][2] = x[i][3] = 0.0f;
 }
 
-/* s (16 rows x 64 columns, C fragments) += A B^T over columns 16 kk ..
- * 16 kk + 15 of the head dimension: fa A's fragment there, B's 64 rows from
- * shared tile Bt (stride D + 8). */
-template <int DT, int D>
-__device__ static inline void am_scores_kk(float (&s)[AM_ROWS / 8][4], const am_u32 (&fa)[4], const am_u16 *Bt, int kk)
+/* A's fragments for the head dimension: its 16 rows from row0 of shared
+ * tile At (stride D + 8), one fragment for each 16 columns. */
+template <int D>
+__device__ static inline void am_frags(am_u32 (&fa)[D / 16][4], const am_u16 *At, int row0)
 {
 MDS_CU_UNROLL
-    for (int nb = 0; nb < AM_ROWS / 8; nb += 2) {
+    for (int kk = 0; kk < D / 16; kk++)
+        am_ldsm4<false>(fa[kk], At, D + 8, row0, kk * 16);
+}
+
+/* s (16 rows x 8 NB columns, C fragments) += A B^T over columns 16 kk ..
+ * 16 kk + 15 of the head dimension: fa A's fragment there, B's 8 NB rows
+ * from row col0 of shared tile Bt (stride D + 8). */
+template <int DT, int D, int NB>
+__device__ static inline void am_scores_kk(float (&s)[NB][4], const am_u32 (&fa)[4], const am_u16 *Bt, int kk, int col0)
+{
+MDS_CU_UNROLL
+    for (int nb = 0; nb < NB; nb += 2) {
         am_u32 fb[4];
-        am_ldsm4<false>(fb, Bt, D + 8, nb * 8, kk * 16);
+        am_ldsm4<false>(fb, Bt, D + 8, col0 + nb * 8, kk * 16);
         am_mma<DT>(s[nb], fa, fb[0], fb[2]);
         am_mma<DT>(s[nb + 1], fa, fb[1], fb[3]);
     }
 }
 
-/* s = A B^T over the head dimension, A's 16 rows from row0 of shared tile
- * At (stride D + 8), its fragments read a slice at a time. */
-template <int DT, int D>
-__device__ static inline void am_scores(float (&s)[AM_ROWS / 8][4], const am_u16 *At, int row0, const am_u16 *Bt)
+/* s = A B^T over the head dimension, A's 16 rows being fa (am_frags) or,
+ * built with AM_BWD_REGA=0, rows row0.. of shared tile At read a slice at a
+ * time.  Each element sums its 16-column slices in order, whatever NB and
+ * col0: a tile's scores have the same bits taken whole or a part at a time. */
+#ifndef AM_BWD_REGA   /* 0: the backward re-reads its rows' fragments from shared memory (the device's A/B runs) */
+#define AM_BWD_REGA 1
+#endif
+template <int DT, int D, int NB>
+__device__ static inline void am_scores(float (&s)[NB][4], const am_u32 (&fa)[D / 16][4], const am_u16 *At, int row0,
+                                        const am_u16 *Bt, int col0)
 {
     am_zero(s);
 MDS_CU_UNROLL
     for (int kk = 0; kk < D / 16; kk++) {
-        am_u32 fa[4];
-        am_ldsm4<false>(fa, At, D + 8, row0, kk * 16);
-        am_scores_kk<DT, D>(s, fa, Bt, kk);
+        if (AM_BWD_REGA) {
+            am_scores_kk<DT, D>(s, fa[kk], Bt, kk, col0);
+        } else {
+            am_u32 f[4];
+            am_ldsm4<false>(f, At, D + 8, row0, kk * 16);
+            am_scores_kk<DT, D>(s, f, Bt, kk, col0);
+        }
     }
 }
 
-/* acc (16 x D) += W (16 x 64, C fragments, rounded to DT) X (64 x D), X a
- * row-major shared tile (stride D + 8) read transposed. */
-template <int DT, int D>
-__device__ static inline void am_accum(float (&acc)[D / 8][4], const float (&w)[AM_ROWS / 8][4], const am_u16 *X)
+/* acc (16 x D) += W (16 x 8 NW, C fragments, rounded to DT) X (8 NW x D:
+ * the rows from row0 of X, a row-major shared tile of stride D + 8, read
+ * transposed), 16 rows of X at a time in order. */
+template <int DT, int D, int NW>
+__device__ static inline void am_accum(float (&acc)[D / 8][4], const float (&w)[NW][4], const am_u16 *X, int row0)
 {
 MDS_CU_UNROLL
-    for (int kk = 0; kk < AM_ROWS / 16; kk++) {
+    for (int kk = 0; kk < NW / 2; kk++) {
         am_u32 wa[4];
         am_ctoa<DT>(wa, w[2 * kk], w[2 * kk + 1]);
 MDS_CU_UNROLL
         for (int nd = 0; nd < D / 8; nd += 2) {
             am_u32 fb[4];
-            am_ldsm4<true>(fb, X, D + 8, kk * 16, nd * 8);
+            am_ldsm4<true>(fb, X, D + 8, row0 + kk * 16, nd * 8);
             am_mma<DT>(acc[nd], wa, fb[0], fb[1]);
             am_mma<DT>(acc[nd + 1], wa, fb[2], fb[3]);
         }
@@ -1103,6 +1124,21 @@ MDS_CU_UNROLL
     }
 }
 
+/* The backward kernels take a tile's 64 columns (keys for dq, queries for
+ * dk/dv) CW at a time: scores, their gradient and the products that use
+ * them, before the next CW.  The same products in the same order as the
+ * whole tile at once (am_scores, am_accum), so the same bits for every CW;
+ * what changes is how many of the tile's scores a thread holds at once.
+ * The rows' A fragments (q and dO for dq, K and V for dk/dv) are read into
+ * registers once a block instead of once a tile. */
+#ifndef AM_BWD_CW   /* at head width 64 (16, 32 or 64: the device's A/B runs); 64 at 128 */
+#define AM_BWD_CW 16
+#endif
+#ifndef AM_BWD_CW128
+#define AM_BWD_CW128 16
+#endif
+template <int D> struct am_bwd_cw { static constexpr int n = D == 64 ? AM_BWD_CW : AM_BWD_CW128; };
+
 /* The query side of a backward tile, issued (am_tile, am_rows): q and dO
  * of the 64 queries from q0 of head h in row b, their lse and D. */
 template <int D>
@@ -1120,7 +1156,7 @@ __device__ static inline void am_queries(am_u16 *Qs, am_u16 *dOs, float *Ls, flo
 template <int DT, int D>
 __global__ __launch_bounds__(AM_THREADS) static void am_dq_kernel(fa_args a)
 {
-    constexpr int LD = D + 8, NB = AM_ROWS / 8, TL = AM_ROWS * LD;
+    constexpr int LD = D + 8, CW = am_bwd_cw<D>::n, NB = CW / 8, TL = AM_ROWS * LD;
     extern __shared__ uint4 am_sm[];
     am_u16 *Qs = (am_u16 *)am_sm, *dOs = Qs + TL, *KV = dOs + TL;   /* stage st: K at KV + 2 st TL, V after */
     float *Ls = (float *)(KV + 4 * TL), *Ds = Ls + AM_ROWS;
@@ -1134,44 +1170,53 @@ __global__ __launch_bounds__(AM_THREADS) static void am_dq_kernel(fa_args a)
     am_commit();
     float acc[D / 8][4];
     am_zero(acc);
+    am_u32 qa[D / 16][4], da[D / 16][4];   /* this warp's 16 queries of q and dO, read once */
     float sl2 = a.scale * AM_LOG2E, lr[2] = {0.0f, 0.0f}, dr[2] = {0.0f, 0.0f};
     int nt = (kend + AM_ROWS - 1) / AM_ROWS;
     for (int it = 0; it < nt; it++) {
         int k0 = it * AM_ROWS;
         const am_u16 *Ks = am_kv_tile<D>(KV, ks, vs, a.p16.ts, it, nt), *Vs = Ks + TL;
-        if (it == 0)
+        if (it == 0) {
 MDS_CU_UNROLL
             for (int hi = 0; hi < 2; hi++) {
                 lr[hi] = Ls[warp * 16 + g + 8 * hi] * AM_LOG2E;
                 dr[hi] = Ds[warp * 16 + g + 8 * hi];
             }
-        float s[NB][4], dp[NB][4];
-        am_scores<DT, D>(s, Qs, warp * 16, Ks);
-        am_scores<DT, D>(dp, dOs, warp * 16, Vs);
-        /* every key of the tile before every query of the block, every query below T */
-        if (k0 + AM_ROWS <= q0 && q0 + AM_ROWS <= T) {
-MDS_CU_UNROLL
-            for (int nb = 0; nb < NB; nb++)
-MDS_CU_UNROLL
-                for (int i = 0; i < 4; i++) {
-                    float p = exp2f(s[nb][i] * sl2 - lr[i >> 1]);
-                    s[nb][i] = p * (dp[nb][i] - dr[i >> 1]) * a.scale;
-                }
-        } else {
-MDS_CU_UNROLL
-            for (int nb = 0; nb < NB; nb++)
-MDS_CU_UNROLL
-                for (int i = 0; i < 4; i++) {
-                    int tq = q0 + warp * 16 + g + 8 * (i >> 1), j = k0 + nb * 8 + t * 2 + (i & 1);
-                    float ds = 0.0f;
-                    if (j <= tq && tq < T) {
-                        float p = exp2f(s[nb][i] * sl2 - lr[i >> 1]);
-                        ds = p * (dp[nb][i] - dr[i >> 1]) * a.scale;
-                    }
-                    s[nb][i] = ds;
-                }
+            if (AM_BWD_REGA) {
+                am_frags<D>(qa, Qs, warp * 16);
+                am_frags<D>(da, dOs, warp * 16);
+            }
         }
-        am_accum<DT, D>(acc, s, Ks);
+        /* every key of the tile before every query of the block, every query below T */
+        bool whole = k0 + AM_ROWS <= q0 && q0 + AM_ROWS <= T;
+        for (int c0 = 0; c0 < AM_ROWS; c0 += CW) {   /* (am_bwd_cw) */
+            float s[NB][4], dp[NB][4];
+            am_scores<DT, D>(s, qa, Qs, warp * 16, Ks, c0);
+            am_scores<DT, D>(dp, da, dOs, warp * 16, Vs, c0);
+            if (whole) {
+MDS_CU_UNROLL
+                for (int nb = 0; nb < NB; nb++)
+MDS_CU_UNROLL
+                    for (int i = 0; i < 4; i++) {
+                        float p = exp2f(s[nb][i] * sl2 - lr[i >> 1]);
+                        s[nb][i] = p * (dp[nb][i] - dr[i >> 1]) * a.scale;
+                    }
+            } else {
+MDS_CU_UNROLL
+                for (int nb = 0; nb < NB; nb++)
+MDS_CU_UNROLL
+                    for (int i = 0; i < 4; i++) {
+                        int tq = q0 + warp * 16 + g + 8 * (i >> 1), j = k0 + c0 + nb * 8 + t * 2 + (i & 1);
+                        float ds = 0.0f;
+                        if (j <= tq && tq < T) {
+                            float p = exp2f(s[nb][i] * sl2 - lr[i >> 1]);
+                            ds = p * (dp[nb][i] - dr[i >> 1]) * a.scale;
+                        }
+                        s[nb][i] = ds;
+                    }
+            }
+            am_accum<DT, D>(acc, s, Ks, c0);
+        }
         __syncthreads();
     }
     am_put_out<D>(a.dqs, a.gd, (size_t)b * T * a.row + (size_t)h * hs, a.row, acc, q0 + warp * 16, T, hs, a.kd);
@@ -1184,7 +1229,7 @@ MDS_CU_UNROLL
 template <int DT, int D>
 __global__ __launch_bounds__(AM_THREADS, D == 64 ? AM_DKV_BLOCKS : 1) static void am_dkv_kernel(fa_args a)
 {
-    constexpr int LD = D + 8, NB = AM_ROWS / 8, TL = AM_ROWS * LD;
+    constexpr int LD = D + 8, CW = am_bwd_cw<D>::n, NB = CW / 8, TL = AM_ROWS * LD;
     extern __shared__ uint4 am_sm[];
     am_u16 *Ks = (am_u16 *)am_sm, *Vs = Ks + TL, *QD = Vs + TL;   /* stage st: q at QD + 2 st TL, dO after */
     float *LDs = (float *)(QD + 4 * TL);                         /* stage st: lse at LDs + 2 st 64, D after */
@@ -1199,6 +1244,7 @@ __global__ __launch_bounds__(AM_THREADS, D == 64 ? AM_DKV_BLOCKS : 1) static voi
     float ak[D / 8][4], av[D / 8][4];
     am_zero(ak);
     am_zero(av);
+    am_u32 ka[D / 16][4], va[D / 16][4];   /* this warp's 16 keys of K and V, read once */
     float sl2 = a.scale * AM_LOG2E;
     for (int it = 0; it < nt; it++) {
         int q0 = k0 + it % nqt * AM_ROWS, st = it & 1;
@@ -1210,37 +1256,44 @@ __global__ __launch_bounds__(AM_THREADS, D == 64 ? AM_DKV_BLOCKS : 1) static voi
                           a, b, grp * R + n / nqt, k0 + n % nqt * AM_ROWS);
         }
         am_ready(it + 1 < nt);
-        float s[NB][4], dp[NB][4];
-        am_scores<DT, D>(s, Ks, warp * 16, Qs);
-        am_scores<DT, D>(dp, Vs, warp * 16, dOs);
-        /* every key of the block before every query of the tile, every query below T */
-        if (k0 + AM_ROWS <= q0 && q0 + AM_ROWS <= T) {
-MDS_CU_UNROLL
-            for (int nb = 0; nb < NB; nb++)
-MDS_CU_UNROLL
-                for (int i = 0; i < 4; i++) {
-                    int ql = nb * 8 + t * 2 + (i & 1);
-                    float p = exp2f(s[nb][i] * sl2 - Ls[ql] * AM_LOG2E);
-                    s[nb][i] = p;
-                    dp[nb][i] = p * (dp[nb][i] - Ds[ql]) * a.scale;
-                }
-        } else {
-MDS_CU_UNROLL
-            for (int nb = 0; nb < NB; nb++)
-MDS_CU_UNROLL
-                for (int i = 0; i < 4; i++) {
-                    int j = k0 + warp * 16 + g + 8 * (i >> 1), ql = nb * 8 + t * 2 + (i & 1), tq = q0 + ql;
-                    float p = 0.0f, ds = 0.0f;
-                    if (j <= tq && tq < T && j < T) {
-                        p = exp2f(s[nb][i] * sl2 - Ls[ql] * AM_LOG2E);
-                        ds = p * (dp[nb][i] - Ds[ql]) * a.scale;
-                    }
-                    s[nb][i] = p;
-                    dp[nb][i] = ds;
-                }
+        if (it == 0 && AM_BWD_REGA) {
+            am_frags<D>(ka, Ks, warp * 16);
+            am_frags<D>(va, Vs, warp * 16);
         }
-        am_accum<DT, D>(av, s, dOs);
-        am_accum<DT, D>(ak, dp, Qs);
+        /* every key of the block before every query of the tile, every query below T */
+        bool whole = k0 + AM_ROWS <= q0 && q0 + AM_ROWS <= T;
+        for (int c0 = 0; c0 < AM_ROWS; c0 += CW) {   /* (am_bwd_cw) */
+            float s[NB][4], dp[NB][4];
+            am_scores<DT, D>(s, ka, Ks, warp * 16, Qs, c0);
+            am_scores<DT, D>(dp, va, Vs, warp * 16, dOs, c0);
+            if (whole) {
+MDS_CU_UNROLL
+                for (int nb = 0; nb < NB; nb++)
+MDS_CU_UNROLL
+                    for (int i = 0; i < 4; i++) {
+                        int ql = c0 + nb * 8 + t * 2 + (i & 1);
+                        float p = exp2f(s[nb][i] * sl2 - Ls[ql] * AM_LOG2E);
+                        s[nb][i] = p;
+                        dp[nb][i] = p * (dp[nb][i] - Ds[ql]) * a.scale;
+                    }
+            } else {
+MDS_CU_UNROLL
+                for (int nb = 0; nb < NB; nb++)
+MDS_CU_UNROLL
+                    for (int i = 0; i < 4; i++) {
+                        int j = k0 + warp * 16 + g + 8 * (i >> 1), ql = c0 + nb * 8 + t * 2 + (i & 1), tq = q0 + ql;
+                        float p = 0.0f, ds = 0.0f;
+                        if (j <= tq && tq < T && j < T) {
+                            p = exp2f(s[nb][i] * sl2 - Ls[ql] * AM_LOG2E);
+                            ds = p * (dp[nb][i] - Ds[ql]) * a.scale;
+                        }
+                        s[nb][i] = p;
+                        dp[nb][i] = ds;
+                    }
+            }
+            am_accum<DT, D>(av, s, dOs, c0);
+            am_accum<DT, D>(ak, dp, Qs, c0);
+        }
         __syncthreads();
     }
     am_put_out<D>(a.dqs, a.gd, (size_t)b * T * a.row + koff, a.row, ak, k0 + warp * 16, T, hs, a.kd);
