@@ -482,6 +482,61 @@ static int dbias_copy(const float *dbias, int dout_dt, long R, long N)
     return MDS_CU_DBIAS_COPY && dbias && dout_dt == MDS_F32 && R >= N;
 }
 
+/*
+ * The 16-bit backward of a linear (matmul_backward's, and
+ * matmul_gelu_backward's with its DGELU epilogue): dbias first (its partial
+ * sums and the 16-bit copies share the scratch), by its own pass or, where
+ * dbias_copy, with dout's 16-bit copy; the weight's 16-bit copy; then per
+ * chunk of R rows the copies of dout and of the input where they are
+ * stored as fp32 (bwd16_rows).  `what` names the op in errors.
+ */
+struct bwd16 {
+    uint16_t *w16, *d16, *x16;
+    long N, R;
+    int C, OC, kd, fused;
+    const char *what;
+};
+
+/* 0 when ready, 1 when the scratch was refused (noted) */
+static int bwd16_begin(bwd16 *b, const char *what, float *dbias, const void *dout, int dout_dt, int inp_dt,
+                       const float *weight, long N, int C, int OC, int kd)
+{
+    char w[96];
+    *b = bwd16{NULL, NULL, NULL, N, chunk_rows(N, ((size_t)C + (size_t)OC) * 2), C, OC, kd, 0, what};
+    b->fused = dbias_copy(dbias, dout_dt, b->R, N);
+    if (dbias && !b->fused) {
+        snprintf(w, sizeof w, "%s (dbias)", what);
+        mds_cu_colsum<1>(dbias, NULL, dbias_term{dout, OC, dout_dt}, N, OC, w);
+    }
+    int xcopy = inp_dt == MDS_F32, dcopy = dout_dt == MDS_F32;
+    size_t wb = mds_cu_al256((size_t)OC * C * 2), db = dcopy ? mds_cu_al256((size_t)b->R * OC * 2) : 0;
+    size_t xb = xcopy ? mds_cu_al256((size_t)b->R * C * 2) : 0, pb = b->fused ? mds_cu_colsum_bytes(1, N, OC) : 0;
+    char *sc = (char *)mds_cuda_scratch(wb + db + xb + pb);
+    if (!sc) return 1;
+    b->w16 = (uint16_t *)sc, b->d16 = (uint16_t *)(sc + wb), b->x16 = (uint16_t *)(sc + wb + db);
+    if (b->fused) {
+        snprintf(w, sizeof w, "%s (dbias, dout to 16 bits)", what);
+        mds_cu_colsum_at<1>((double *)(sc + wb + db + xb), dbias, NULL,
+                            dbias_copy_term{(const float *)dout, b->d16, OC, kd}, N, OC, w);
+    }
+    snprintf(w, sizeof w, "%s (weight to 16 bits)", what);
+    to16_cuda(b->w16, weight, (size_t)OC * C, kd, w);
+    return 0;
+}
+
+/* Rows r0 .. r0 + n - 1 of dout and of the input in 16 bits: in place where
+ * they are stored so, else their copies (dout's made whole by bwd16_begin
+ * where fused). */
+static void bwd16_rows(const bwd16 *b, const void *dout, int dout_dt, const void *inp, int inp_dt, long r0, long n,
+                       const uint16_t **d, const uint16_t **x)
+{
+    char w[96];
+    snprintf(w, sizeof w, "%s (dout to 16 bits)", b->what);
+    *d = b->fused ? b->d16 : rows16(dout, dout_dt, b->d16, r0, n, b->OC, b->kd, w);
+    snprintf(w, sizeof w, "%s (input to 16 bits)", b->what);
+    *x = rows16(inp, inp_dt, b->x16, r0, n, b->C, b->kd, w);
+}
+
 void matmul_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias, const void *dout, int dout_dt,
                           const void *inp, int inp_dt, const float *weight, int B, int T, int C, int OC)
 {
@@ -492,34 +547,18 @@ void matmul_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias,
         mds_cu_stored_bad(dout_dt, mm_dtype, "matmul_backward", "dout") ||
         mds_cu_stored_bad(dinp_dt, mm_dtype, "matmul_backward", "dinp"))
         return;
-    long R = chunk_rows(N, ((size_t)C + (size_t)OC) * 2);
-    int fused = mm_dtype != MDS_F32 && dbias_copy(dbias, dout_dt, R, N);
-    if (dbias && !fused)   /* first: its partial sums and the 16-bit copies share the scratch */
-        mds_cu_colsum<1>(dbias, NULL, dbias_term{dout, OC, dout_dt}, N, OC, "matmul_backward (dbias)");
     if (mm_dtype != MDS_F32) {
-        /* copies of the operands stored as fp32 only (the same chunks);
-           dinp written by the GEMM (beta 0: backend.h), a 16-bit one
+        /* dinp written by the GEMM (beta 0: backend.h), a 16-bit one
            rounded in its epilogue */
-        int xcopy = inp_dt == MDS_F32, dcopy = dout_dt == MDS_F32;
-        size_t wb = mds_cu_al256((size_t)OC * C * 2), db = dcopy ? mds_cu_al256((size_t)R * OC * 2) : 0;
-        size_t xb = xcopy ? mds_cu_al256((size_t)R * C * 2) : 0, pb = fused ? mds_cu_colsum_bytes(1, N, OC) : 0;
-        char *sc = (char *)mds_cuda_scratch(wb + db + xb + pb);
-        if (!sc) return;
-        uint16_t *w16 = (uint16_t *)sc, *d16 = (uint16_t *)(sc + wb), *x16 = (uint16_t *)(sc + wb + db);
+        bwd16 b;
+        if (bwd16_begin(&b, "matmul_backward", dbias, dout, dout_dt, inp_dt, weight, N, C, OC, mm_dtype)) return;
         size_t ds = mds_dtype_size(dinp_dt);
-        if (fused)
-            mds_cu_colsum_at<1>((double *)(sc + wb + db + xb), dbias, NULL,
-                                dbias_copy_term{(const float *)dout, d16, OC, mm_dtype}, N, OC,
-                                "matmul_backward (dbias, dout to 16 bits)");
-        to16_cuda(w16, weight, (size_t)OC * C, mm_dtype, "matmul_backward (weight to 16 bits)");
-        for (long r0 = 0; r0 < N; r0 += R) {
-            long n = N - r0 < R ? N - r0 : R;
-            const uint16_t *d = fused ? d16
-                                      : rows16(dout, dout_dt, d16, r0, n, OC, mm_dtype,
-                                               "matmul_backward (dout to 16 bits)");
-            const uint16_t *x = rows16(inp, inp_dt, x16, r0, n, C, mm_dtype, "matmul_backward (input to 16 bits)");
+        for (long r0 = 0; r0 < N; r0 += b.R) {
+            long n = N - r0 < b.R ? N - r0 : b.R;
+            const uint16_t *d, *x;
+            bwd16_rows(&b, dout, dout_dt, inp, inp_dt, r0, n, &d, &x);
             /* dinp rows (n, C) = dout rows (n, OC) @ weight (OC, C) */
-            gemm("matmul_backward (dinp)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, OC, w16, C, d, OC, 0.0f,
+            gemm("matmul_backward (dinp)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)n, OC, b.w16, C, d, OC, 0.0f,
                  (char *)dinp + (size_t)r0 * C * ds, dinp_dt, C);
             /* dweight (OC, C) += dout rows^T (OC, n) @ inp rows (n, C) */
             gemm("matmul_backward (dweight)", mm_dtype, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, (int)n, x, C, d, OC, 1.0f,
@@ -527,6 +566,8 @@ void matmul_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias,
         }
         return;
     }
+    if (dbias)
+        mds_cu_colsum<1>(dbias, NULL, dbias_term{dout, OC, dout_dt}, N, OC, "matmul_backward (dbias)");
     /* dinp (N, C) = dout (N, OC) @ weight (OC, C) */
     gemm("matmul_backward (dinp)", MDS_F32, CUBLAS_OP_N, CUBLAS_OP_N, C, (int)N, OC, weight, C, dout, OC, 0.0f, dinp,
          MDS_F32, C);
@@ -621,27 +662,14 @@ void matmul_gelu_backward_cuda(void *dpre, void *dmid, int dt, float *dweight, f
     /* matmul_backward_cuda's 16-bit way, its dinp product with the DGELU
        epilogue: a chunk without a plan (or refused) goes through dmid and
        the GELU kernel instead, so nothing is done twice */
-    long R = chunk_rows(N, ((size_t)C + (size_t)OC) * 2);
-    int fused = dbias_copy(dbias, dout_dt, R, N);
-    if (dbias && !fused)
-        mds_cu_colsum<1>(dbias, NULL, dbias_term{dout, OC, dout_dt}, N, OC, "matmul_gelu_backward (dbias)");
-    int xcopy = inp_dt == MDS_F32, dcopy = dout_dt == MDS_F32;
-    size_t wb = mds_cu_al256((size_t)OC * C * 2), db = dcopy ? mds_cu_al256((size_t)R * OC * 2) : 0;
-    size_t xb = xcopy ? mds_cu_al256((size_t)R * C * 2) : 0, rb = (size_t)C * 2;
-    size_t pb = fused ? mds_cu_colsum_bytes(1, N, OC) : 0;
-    char *sc = (char *)mds_cuda_scratch(wb + db + xb + pb);
-    if (!sc) return;
-    uint16_t *w16 = (uint16_t *)sc, *d16 = (uint16_t *)(sc + wb), *x16 = (uint16_t *)(sc + wb + db);
-    if (fused)
-        mds_cu_colsum_at<1>((double *)(sc + wb + db + xb), dbias, NULL,
-                            dbias_copy_term{(const float *)dout, d16, OC, kd}, N, OC,
-                            "matmul_gelu_backward (dbias, dout to 16 bits)");
-    to16_cuda(w16, weight, (size_t)OC * C, kd, "matmul_gelu_backward (weight to 16 bits)");
-    for (long r0 = 0; r0 < N; r0 += R) {
-        long n = N - r0 < R ? N - r0 : R;
-        const uint16_t *d = fused ? d16
-                                  : rows16(dout, dout_dt, d16, r0, n, OC, kd, "matmul_gelu_backward (dout to 16 bits)");
-        const uint16_t *x = rows16(inp, inp_dt, x16, r0, n, C, kd, "matmul_gelu_backward (input to 16 bits)");
+    bwd16 b;
+    if (bwd16_begin(&b, "matmul_gelu_backward", dbias, dout, dout_dt, inp_dt, weight, N, C, OC, kd)) return;
+    uint16_t *w16 = b.w16;
+    size_t rb = (size_t)C * 2;
+    for (long r0 = 0; r0 < N; r0 += b.R) {
+        long n = N - r0 < b.R ? N - r0 : b.R;
+        const uint16_t *d, *x;
+        bwd16_rows(&b, dout, dout_dt, inp, inp_dt, r0, n, &d, &x);
         char *dp = (char *)dpre + (size_t)r0 * rb, *dm = (char *)dmid + (size_t)r0 * rb;
         const char *a = (const char *)pre + (size_t)r0 * rb;
         /* dpre rows (n, C) = (dout rows (n, OC) @ weight (OC, C)) gelu'(pre rows) */
