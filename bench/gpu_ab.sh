@@ -21,11 +21,15 @@
 # base's best; the report also goes to $OUT/ab.txt when OUT is set.  A build
 # or run that fails is named and the others go on; exit 1 if any failed.
 # MDS_AB_DRYRUN=1: the CPU backend at a tiny shape (checks the script, not
-# a GPU); the variants still build with their defines.
+# a GPU); the variants still build with their defines.  MDS_AB_BUILD_ONLY=1:
+# the builds alone, then exit (bench/devcall.sh builds them while the GPU
+# tests run; the timed call later finds them up to date).  MDS_AB_JOBS:
+# make's jobs (default: every CPU).
 set -u
 BUILD=${BUILD:-build}
 ROUNDS=${ROUNDS:-3} ITERS=${ITERS:-8} MB=${MB:-64} MODEL=${MODEL:-gpt2-124m}
 DRY=${MDS_AB_DRYRUN:-0}
+JOBS=${MDS_AB_JOBS:-$(nproc)}
 [ $# -gt 0 ] || { echo "usage: BUILD=build sh bench/gpu_ab.sh NAME=DEFINES..." >&2; exit 2; }
 case $MODEL in
 gpt2-124m) SHAPE="--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024" ;;
@@ -48,7 +52,7 @@ say() { echo "$*" | tee -a "$REPORT"; }
 # the builds: "base" is $BUILD itself, then one directory a variant
 say "== gpu_ab: $(date -u '+%Y-%m-%d %H:%M UTC'), commit ${MDS_BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo ?)}," \
     "$MODEL, micro-batch $MB, $ITERS iterations, $ROUNDS rounds, device $DEV"
-make --no-print-directory -j"$(nproc)" BUILD="$BUILD" "$BUILD/mdstrain" >"$T/build.base" 2>&1 ||
+make --no-print-directory -j"$JOBS" BUILD="$BUILD" "$BUILD/mdstrain" >"$T/build.base" 2>&1 ||
     { say "base: the build failed"; tail -n 5 "$T/build.base"; exit 1; }
 names="base"
 echo "base $BUILD/mdstrain" >"$T/bins"
@@ -56,7 +60,7 @@ for v in "$@"; do
     name=${v%%=*} defs=${v#*=}
     case $name in ''|*[!A-Za-z0-9_-]*) echo "gpu_ab.sh: '$v': want NAME=DEFINES" >&2; exit 2 ;; esac
     d=$BUILD/ab-$name
-    if NVCCFLAGS="-O2 -g $defs" CPPFLAGS="$defs" make --no-print-directory -j"$(nproc)" BUILD="$d" "$d/mdstrain" >"$T/build.$name" 2>&1; then
+    if NVCCFLAGS="-O2 -g $defs" CPPFLAGS="$defs" make --no-print-directory -j"$JOBS" BUILD="$d" "$d/mdstrain" >"$T/build.$name" 2>&1; then
         names="$names $name"
         echo "$name $d/mdstrain" >>"$T/bins"
         say "$name: built in $d with $defs"
@@ -64,6 +68,7 @@ for v in "$@"; do
         say "$name: the build with $defs failed"; tail -n 5 "$T/build.$name"; failed=1
     fi
 done
+[ "${MDS_AB_BUILD_ONLY:-0}" = 1 ] && exit "$failed"
 
 # ms FILE: the mean elapsed time per iteration (ms) after the first iteration
 ms() { sed -n 's/.*elapsed time per iteration (ms): \([0-9.]*\) .*/\1/p' "$1" |
