@@ -1131,13 +1131,16 @@ MDS_CU_UNROLL
  * what changes is how many of the tile's scores a thread holds at once.
  * The rows' A fragments (q and dO for dq, K and V for dk/dv) are read into
  * registers once a block instead of once a tile. */
-#ifndef AM_BWD_CW   /* at head width 64 (16, 32 or 64: the device's A/B runs); 64 at 128 */
+#ifndef AM_BWD_CW   /* at head width 64: 16, 32 or 64 (the device's A/B runs) */
 #define AM_BWD_CW 16
 #endif
-#ifndef AM_BWD_CW128
+#ifndef AM_BWD_CW128   /* the same at width 128 */
 #define AM_BWD_CW128 16
 #endif
-template <int D> struct am_bwd_cw { static constexpr int n = D == 64 ? AM_BWD_CW : AM_BWD_CW128; };
+template <int D> struct am_bwd_cw {
+    static constexpr int n = D == 64 ? AM_BWD_CW : AM_BWD_CW128;
+    static_assert(n % 16 == 0 && AM_ROWS % n == 0, "AM_BWD_CW: 16, 32 or 64 (am_accum takes 16 rows a step)");
+};
 
 /* The query side of a backward tile, issued (am_tile, am_rows): q and dO
  * of the 64 queries from q0 of head h in row b, their lse and D. */

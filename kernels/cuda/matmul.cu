@@ -492,7 +492,7 @@ static int dbias_copy(const float *dbias, int dout_dt, long R, long N)
  */
 struct bwd16 {
     uint16_t *w16, *d16, *x16;
-    long N, R;
+    long R;
     int C, OC, kd, fused;
     const char *what;
 };
@@ -502,7 +502,7 @@ static int bwd16_begin(bwd16 *b, const char *what, float *dbias, const void *dou
                        const float *weight, long N, int C, int OC, int kd)
 {
     char w[96];
-    *b = bwd16{NULL, NULL, NULL, N, chunk_rows(N, ((size_t)C + (size_t)OC) * 2), C, OC, kd, 0, what};
+    *b = bwd16{NULL, NULL, NULL, chunk_rows(N, ((size_t)C + (size_t)OC) * 2), C, OC, kd, 0, what};
     b->fused = dbias_copy(dbias, dout_dt, b->R, N);
     if (dbias && !b->fused) {
         snprintf(w, sizeof w, "%s (dbias)", what);
