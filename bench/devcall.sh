@@ -58,7 +58,8 @@ if [ "$DRY" = 1 ]; then
 else
     nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
     python3 -c 'import torch; print(torch.__version__, torch.cuda.is_available())' >"$OUT/torch.txt" 2>&1
-    say "1. machine: $(grep -m1 -o 'NVIDIA [A-Z][A-Za-z0-9 -]*' "$OUT/nvidia-smi.txt" | head -1); torch $(head -1 "$OUT/torch.txt")"
+    say "1. machine: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -n 1);" \
+        "torch $(head -n 1 "$OUT/torch.txt")"
 fi
 
 # 2. the build, then the background builds
@@ -69,18 +70,20 @@ if ! make --no-print-directory -j"$J" WERROR=1 BUILD="$BUILD" $targets >"$OUT/bu
     say "2. build: failed"; tail -n 30 "$OUT/build.log"; exit 1
 fi
 say "2. build: ok"
+llpid=
 if [ "$DRY" != 1 ] && [ -f build/llm.c/train_gpt2.cu ]; then
     # llm.c links -lnvidia-ml, which the driver ships without the .so link
     mkdir -p /tmp/nvml
     ln -sf "$(ldconfig -p | awk '/libnvidia-ml\.so\.1 /{print $NF; exit}')" /tmp/nvml/libnvidia-ml.so
-    (LIBRARY_PATH=/tmp/nvml make -C build/llm.c train_gpt2cu USE_CUDNN=0 NO_MULTI_GPU=1 GPU_COMPUTE_CAPABILITY=90 \
-        >"$OUT/llmc-build.txt" 2>&1 &)
+    LIBRARY_PATH=/tmp/nvml make -C build/llm.c train_gpt2cu USE_CUDNN=0 NO_MULTI_GPU=1 GPU_COMPUTE_CAPABILITY=90 \
+        >"$OUT/llmc-build.txt" 2>&1 &
+    llpid=$!
     say "2. llm.c: building in the background"
 fi
 abpid=
 if [ -n "$AB" ]; then
-    # shellcheck disable=SC2046
     # (at low priority and half the CPUs: the GPU tests' CPU runs go first)
+    # shellcheck disable=SC2046
     (IFS='
 '; MDS_AB_BUILD_ONLY=1 MDS_AB_JOBS=$(((J + 1) / 2)) BUILD="$BUILD" nice -n 10 sh bench/gpu_ab.sh $(ab) \
         >"$OUT/ab-build.txt" 2>&1) &
@@ -124,7 +127,7 @@ fi
 if [ "$DRY" = 1 ]; then
     say "5. bench-gpu: skipped (dry run)"
 elif [ "$(left)" -ge 120 ]; then
-    while pgrep -f train_gpt2cu.cu >/dev/null; do sleep 2; done
+    [ -n "$llpid" ] && wait "$llpid"
     llmc=
     [ -x build/llm.c/train_gpt2cu ] && llmc=$PWD/build/llm.c
     MDS_BENCH_GPU_SECONDS=$(($(left) - 10)) MDS_BENCH_GPU_STAGED=0 \
