@@ -488,39 +488,44 @@ static int dbias_copy(const float *dbias, int dout_dt, long R, long N)
  * sums and the 16-bit copies share the scratch), by its own pass or, where
  * dbias_copy, with dout's 16-bit copy; the weight's 16-bit copy; then per
  * chunk of R rows the copies of dout and of the input where they are
- * stored as fp32 (bwd16_rows).  `what` names the op in errors.
+ * stored as fp32 (bwd16_rows).
  */
+/* What its passes are called in errors, for each op (string constants:
+ * nothing formatted a call). */
+struct bwd16_names {
+    const char *dbias, *dbias_copy, *weight, *dout, *input;
+};
+#define BWD16_NAMES(op) \
+    { op " (dbias)", op " (dbias, dout to 16 bits)", op " (weight to 16 bits)", op " (dout to 16 bits)", \
+      op " (input to 16 bits)" }
+static const bwd16_names bwd16_matmul = BWD16_NAMES("matmul_backward"),
+                         bwd16_matmul_gelu = BWD16_NAMES("matmul_gelu_backward");
+
 struct bwd16 {
     uint16_t *w16, *d16, *x16;
     long R;
     int C, OC, kd, fused;
-    const char *what;
+    const bwd16_names *what;
 };
 
 /* 0 when ready, 1 when the scratch was refused (noted) */
-static int bwd16_begin(bwd16 *b, const char *what, float *dbias, const void *dout, int dout_dt, int inp_dt,
+static int bwd16_begin(bwd16 *b, const bwd16_names *what, float *dbias, const void *dout, int dout_dt, int inp_dt,
                        const float *weight, long N, int C, int OC, int kd)
 {
-    char w[96];
     *b = bwd16{NULL, NULL, NULL, chunk_rows(N, ((size_t)C + (size_t)OC) * 2), C, OC, kd, 0, what};
     b->fused = dbias_copy(dbias, dout_dt, b->R, N);
-    if (dbias && !b->fused) {
-        snprintf(w, sizeof w, "%s (dbias)", what);
-        mds_cu_colsum<1>(dbias, NULL, dbias_term{dout, OC, dout_dt}, N, OC, w);
-    }
+    if (dbias && !b->fused)
+        mds_cu_colsum<1>(dbias, NULL, dbias_term{dout, OC, dout_dt}, N, OC, what->dbias);
     int xcopy = inp_dt == MDS_F32, dcopy = dout_dt == MDS_F32;
     size_t wb = mds_cu_al256((size_t)OC * C * 2), db = dcopy ? mds_cu_al256((size_t)b->R * OC * 2) : 0;
     size_t xb = xcopy ? mds_cu_al256((size_t)b->R * C * 2) : 0, pb = b->fused ? mds_cu_colsum_bytes(1, N, OC) : 0;
     char *sc = (char *)mds_cuda_scratch(wb + db + xb + pb);
     if (!sc) return 1;
     b->w16 = (uint16_t *)sc, b->d16 = (uint16_t *)(sc + wb), b->x16 = (uint16_t *)(sc + wb + db);
-    if (b->fused) {
-        snprintf(w, sizeof w, "%s (dbias, dout to 16 bits)", what);
+    if (b->fused)
         mds_cu_colsum_at<1>((double *)(sc + wb + db + xb), dbias, NULL,
-                            dbias_copy_term{(const float *)dout, b->d16, OC, kd}, N, OC, w);
-    }
-    snprintf(w, sizeof w, "%s (weight to 16 bits)", what);
-    to16_cuda(b->w16, weight, (size_t)OC * C, kd, w);
+                            dbias_copy_term{(const float *)dout, b->d16, OC, kd}, N, OC, what->dbias_copy);
+    to16_cuda(b->w16, weight, (size_t)OC * C, kd, what->weight);
     return 0;
 }
 
@@ -530,11 +535,8 @@ static int bwd16_begin(bwd16 *b, const char *what, float *dbias, const void *dou
 static void bwd16_rows(const bwd16 *b, const void *dout, int dout_dt, const void *inp, int inp_dt, long r0, long n,
                        const uint16_t **d, const uint16_t **x)
 {
-    char w[96];
-    snprintf(w, sizeof w, "%s (dout to 16 bits)", b->what);
-    *d = b->fused ? b->d16 : rows16(dout, dout_dt, b->d16, r0, n, b->OC, b->kd, w);
-    snprintf(w, sizeof w, "%s (input to 16 bits)", b->what);
-    *x = rows16(inp, inp_dt, b->x16, r0, n, b->C, b->kd, w);
+    *d = b->fused ? b->d16 : rows16(dout, dout_dt, b->d16, r0, n, b->OC, b->kd, b->what->dout);
+    *x = rows16(inp, inp_dt, b->x16, r0, n, b->C, b->kd, b->what->input);
 }
 
 void matmul_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias, const void *dout, int dout_dt,
@@ -551,7 +553,7 @@ void matmul_backward_cuda(void *dinp, int dinp_dt, float *dweight, float *dbias,
         /* dinp written by the GEMM (beta 0: backend.h), a 16-bit one
            rounded in its epilogue */
         bwd16 b;
-        if (bwd16_begin(&b, "matmul_backward", dbias, dout, dout_dt, inp_dt, weight, N, C, OC, mm_dtype)) return;
+        if (bwd16_begin(&b, &bwd16_matmul, dbias, dout, dout_dt, inp_dt, weight, N, C, OC, mm_dtype)) return;
         size_t ds = mds_dtype_size(dinp_dt);
         for (long r0 = 0; r0 < N; r0 += b.R) {
             long n = N - r0 < b.R ? N - r0 : b.R;
@@ -663,7 +665,7 @@ void matmul_gelu_backward_cuda(void *dpre, void *dmid, int dt, float *dweight, f
        epilogue: a chunk without a plan (or refused) goes through dmid and
        the GELU kernel instead, so nothing is done twice */
     bwd16 b;
-    if (bwd16_begin(&b, "matmul_gelu_backward", dbias, dout, dout_dt, inp_dt, weight, N, C, OC, kd)) return;
+    if (bwd16_begin(&b, &bwd16_matmul_gelu, dbias, dout, dout_dt, inp_dt, weight, N, C, OC, kd)) return;
     uint16_t *w16 = b.w16;
     size_t rb = (size_t)C * 2;
     for (long r0 = 0; r0 < N; r0 += b.R) {
