@@ -1187,7 +1187,7 @@ static void embed_backward(gpt_model *m)
         ops->encoder_backward(NULL, g->wpe, demb, ded, a->inputs, B, T, C, m->Vl, m->v_start);
     float *dwords = demb == a->dln ? a->dresidual : a->dln;
     m->be->zero(dwords, BTC * sizeof(float));
-    norm_backward(m, dwords, MDS_F32, g->emblnw, g->emblnb, demb, MDS_F32, a->emb, p->emblnw, a->emb_mean,
+    norm_backward(m, dwords, MDS_F32, g->emblnw, g->emblnb, demb, ded, a->emb, p->emblnw, a->emb_mean,
                   a->emb_rstd);
     ops->encoder_backward(g->wte, NULL, dwords, MDS_F32, a->inputs, B, T, C, m->Vl, m->v_start);
 }

@@ -14,8 +14,8 @@
 # default dropout of 0.1 (the fp32 attention kernels, fp32 projections and
 # residual gradient).  Writes them to OUT (default: standard output) and
 # prints their md5 last, on standard error: two builds that should give the
-# same bits give the same md5.  37 min under the emulation on two cores
-# with a second run beside it (2026-11-28).
+# same bits give the same md5.  14 min under the emulation on two cores
+# alone, 37 with a second run beside it (2026-11-28).
 #
 # Recorded (emulation, HIP-CPU, 2 cores): see docs/architecture.md, "CUDA
 # on the CPU".  Until 2026-11-28 the eight runs had Megatron's default

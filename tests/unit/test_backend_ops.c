@@ -501,13 +501,24 @@ static const char *norm_bwd_name(char *buf, size_t len, const char *base, int k)
     return buf;
 }
 
+/* The norms' dinp (case k): fp32 as the model keeps it, or stored as ds */
+static void norm_dinp_check(tf *dinp, void *di, int ds, int dt, int k)
+{
+    char name[64];
+    norm_bwd_name(name, sizeof name, "dinp", k);
+    if (ds == MDS_F32)
+        kept_check(name, dinp, dt);
+    else
+        so_check(name, dinp, di, ds, 0);
+}
+
 STORED_OP(t_layernorm_backward)
 static void t_layernorm_backward_at(const struct shape *s, int dt, int od)
 {
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->C;
     for (int k = od == MDS_F32 ? 0 : 1; k < (od == MDS_F32 ? 1 : 4); k++) {
         int dd = k & 1 ? od : MDS_F32, ds = k & 2 ? od : MDS_F32;
-        char name[3][64];
+        char name[2][64];
         tf dinp = tf_rand(BT * C, 1), dw = tf_rand(C, 1), db = tf_rand(C, 1), dout = tf_rand(BT * C, 1);
         tf inp = tf_rand(BT * C, 2), w = tf_rand(C, 1), mean = tf_rand(BT, 0.5f), rstd = tf_pos(BT, 0.5f, 2.0f);
         void *d = so_input(&dout, dd), *di = so_input(&dinp, ds);
@@ -515,12 +526,9 @@ static void t_layernorm_backward_at(const struct shape *s, int dt, int od)
                                s->C);
         be->ops.layernorm_backward(di, ds, dw.dev, db.dev, d, dd, inp.dev, w.dev, mean.dev, rstd.dev, s->B, s->T,
                                    s->C);
-        if (ds == MDS_F32)
-            kept_check(norm_bwd_name(name[0], sizeof name[0], "dinp", k), &dinp, dt);
-        else
-            so_check(norm_bwd_name(name[0], sizeof name[0], "dinp", k), &dinp, di, ds, 0);
-        check_f(norm_bwd_name(name[1], sizeof name[1], "dweight", k), &dw, ATOL, RTOL);
-        check_f(norm_bwd_name(name[2], sizeof name[2], "dbias", k), &db, ATOL, RTOL);
+        norm_dinp_check(&dinp, di, ds, dt, k);
+        check_f(norm_bwd_name(name[0], sizeof name[0], "dweight", k), &dw, ATOL, RTOL);
+        check_f(norm_bwd_name(name[1], sizeof name[1], "dbias", k), &db, ATOL, RTOL);
         so_free(&dout, d);
         so_free(&dinp, di);
         tf_free(&dinp); tf_free(&dw); tf_free(&db); tf_free(&dout); tf_free(&inp); tf_free(&w); tf_free(&mean);
@@ -856,24 +864,21 @@ static void t_rmsnorm_forward_at(const struct shape *s, int dt, int od)
     tf_free(&out); tf_free(&rstd); tf_free(&inp); tf_free(&w);
 }
 
-/* (dout stored as dd) */
+/* (dout and dinp stored as t_layernorm_backward's) */
 STORED_OP(t_rmsnorm_backward)
 static void t_rmsnorm_backward_at(const struct shape *s, int dt, int od)
 {
     size_t BT = (size_t)s->B * s->T, C = (size_t)s->C;
     for (int k = od == MDS_F32 ? 0 : 1; k < (od == MDS_F32 ? 1 : 4); k++) {   /* (as the LayerNorm's) */
         int dd = k & 1 ? od : MDS_F32, ds = k & 2 ? od : MDS_F32;
-        char name[2][64];
+        char name[64];
         tf dinp = tf_rand(BT * C, 1), dw = tf_rand(C, 1), dout = tf_rand(BT * C, 1), inp = tf_rand(BT * C, 2);
         tf w = tf_rand(C, 1), rstd = tf_pos(BT, 0.5f, 2.0f);
         void *d = so_input(&dout, dd), *di = so_input(&dinp, ds);
         rmsnorm_backward_cpu(dinp.ref, dw.ref, dout.ref, inp.ref, w.ref, rstd.ref, s->B, s->T, s->C);
         be->ops.rmsnorm_backward(di, ds, dw.dev, d, dd, inp.dev, w.dev, rstd.dev, s->B, s->T, s->C);
-        if (ds == MDS_F32)
-            kept_check(norm_bwd_name(name[0], sizeof name[0], "dinp", k), &dinp, dt);
-        else
-            so_check(norm_bwd_name(name[0], sizeof name[0], "dinp", k), &dinp, di, ds, 0);
-        check_f(norm_bwd_name(name[1], sizeof name[1], "dweight", k), &dw, ATOL, RTOL);
+        norm_dinp_check(&dinp, di, ds, dt, k);
+        check_f(norm_bwd_name(name, sizeof name, "dweight", k), &dw, ATOL, RTOL);
         so_free(&dout, d);
         so_free(&dinp, di);
         tf_free(&dinp); tf_free(&dw); tf_free(&dout); tf_free(&inp); tf_free(&w); tf_free(&rstd);
