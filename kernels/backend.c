@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -103,6 +104,24 @@ static int cpu_sync(void)
     return rc;
 }
 static const char *cpu_error(void) { return cpu_err; }
+
+/* A mark is the monotonic clock's reading, in seconds. */
+static int cpu_mark_new(void **mark)
+{
+    *mark = malloc(sizeof(double));
+    if (*mark)
+        return 0;
+    snprintf(cpu_err, sizeof cpu_err, "out of host memory (a timing mark)");
+    return -1;
+}
+static void cpu_mark_take(void *mark)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    *(double *)mark = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+static double cpu_mark_ms(void *from, void *to) { return (*(double *)to - *(double *)from) * 1e3; }
+static void cpu_mark_free(void *mark) { free(mark); }
 
 static int cpu_mem_info(size_t *free_bytes, size_t *total_bytes)
 {
@@ -420,6 +439,10 @@ static mds_backend cpu = {
     .error = cpu_error,
     .host_alloc = cpu_alloc,
     .host_free = cpu_free,
+    .mark_new = cpu_mark_new,
+    .mark_take = cpu_mark_take,
+    .mark_ms = cpu_mark_ms,
+    .mark_free = cpu_mark_free,
     .ops = {
         .encoder_forward = encoder_forward_cpu,
         .encoder_backward = cpu_encoder_backward,

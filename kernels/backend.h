@@ -189,6 +189,16 @@ typedef struct mds_backend {
        own round_to pass after them (the CUDA kernels round as they store).
        0 (the CPU): outputs as computed, rounded by the model's round_to. */
     int rounds_kept;
+    /* Marks, for timing ops (kernels/optime.h): mark_take() notes how far
+       the ops and memory calls made so far have run, in a mark from
+       mark_new(); once sync() has returned, mark_ms() is the time in
+       milliseconds from one mark to a later one.  The CPU runs each op as
+       it is called, so its marks read the host's clock; a GPU's are events
+       in its stream, so the time is the device's own. */
+    int (*mark_new)(void **mark);                 /* 0, or -1 with error() */
+    void (*mark_take)(void *mark);
+    double (*mark_ms)(void *from, void *to);
+    void (*mark_free)(void *mark);                /* NULL is fine */
 } mds_backend;
 
 /* The bookkeeping behind mem_held(), one for each backend: every block

@@ -37,6 +37,7 @@
 #include "dataset.h"
 #include "kernels.h"
 #include "model.h"
+#include "optime.h"
 #include "trainer.h"
 
 #include <errno.h>
@@ -113,7 +114,7 @@ enum {
     O_USE_ROPE_SCALING, O_ROPE_SCALING_FACTOR, O_NORMALIZATION, O_SWIGLU, O_GQA, O_QUERY_GROUPS, O_KV_HEADS, O_LN1P, O_EMBED_LN,
     O_DISABLE_BIAS, O_KV_CHANNELS, O_SOFTMAX_FP32,
     O_BF16, O_FP16, O_LOSS_SCALE, O_INITIAL_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_SCALE_WINDOW, O_HYSTERESIS,
-    O_GRADS_FP32, O_GRADS_BF16, O_PER_TOKEN_LOSS, O_DEVICE, O_DEVICE_COMM,
+    O_GRADS_FP32, O_GRADS_BF16, O_PER_TOKEN_LOSS, O_DEVICE, O_DEVICE_COMM, O_OP_TIMES,
     /* Megatron flags naming what mds does (their values checked) */
     O_CP, O_DIST_BACKEND, O_DATA_IMPL, O_OPTIMIZER, O_DDP_IMPL, O_TRANSFORMER_IMPL,
     O_MCORE, O_NUM_WORKERS, O_DATALOADER, O_NO_ASYNC_TP, O_NO_GRAD_FUSION, O_ATTN_BACKEND, O_FLASH_ATTN,
@@ -273,6 +274,9 @@ static const struct cli_option train_options[] = {
      "collectives of GPU ranks: auto = NCCL when the job has several ranks (one GPU each; more ranks than GPUs on a "
      "host are refused), nccl = NCCL even for one process, host-staged = through host memory over MPI/TCP, so that "
      "ranks can share a GPU (slow; for testing layouts; with --device cpu it copies host memory)"},
+    {"op-times", 0, CLI_ARG_NONE, O_OP_TIMES, NULL,
+     "at the end, rank 0's time in each op (and matmul shape) per iteration, the first iteration left out: "
+     "the device's own time on a GPU (events around each op), the host clock's on the CPU"},
     {"sequence-parallel", 0, CLI_ARG_NONE, O_SEQ_PAR, NULL,
      "with TP > 1: norms, dropout and residuals on 1/TP of the sequence (all-gather / reduce-scatter around the "
      "TP linears); bitwise the same results, less activation memory"},
@@ -383,6 +387,7 @@ struct config {
     const char *tokenizer_model;
     int tp, pp, dist_opt;
     int device;                       /* -1 default, 0 cpu, 1 cuda */
+    int op_times;                     /* --op-times */
     int device_comm;                  /* enum comm_want */
     uint64_t vocab_size_arg, vocab_div;
     int have_lr, have_layers, have_seq, have_maxpos, have_mbs;
@@ -599,6 +604,7 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_VOCAB_SIZE: c->vocab_size_arg = cli_opt_u64(o, v, 1, 1 << 30); break;
     case O_TP: c->tp = (int)cli_opt_u64(o, v, 1, 1 << 16); break;
     case O_DEVICE: c->device = cli_opt_choice(o, v, (const char *const[]){"cpu", "cuda", NULL}); break;
+    case O_OP_TIMES: c->op_times = 1; break;
     case O_DEVICE_COMM:
         c->device_comm = cli_opt_choice(o, v, (const char *const[]){"auto", "nccl", "host-staged", NULL});
         break;
@@ -2001,6 +2007,13 @@ int main(int argc, char **argv)
     uint64_t nmicro = trainer_micro_batches(c.gbs, (int)c.mbs, P.dp_size);
     mc.act_slots = trainer_act_slots(&P, nmicro);
     mc.backend = backend;
+    if (c.op_times) {
+        /* (the model's ops only: the staged collectives above keep the
+           backend's own copy and sync, which a communication thread may
+           call while the ops run) */
+        mc.backend = mds_optime_wrap(backend);
+        if (!mc.backend) cli_die(1, "--op-times: the %s backend takes no timing marks", backend->name);
+    }
     gpt_model model;
     int rc = gpt_model_init(&model, &mc, (int)c.mbs, c.seq, err, sizeof err);
     if (rc == GPT_ERR_ARG) cli_usage("%s", err);
@@ -2064,8 +2077,8 @@ int main(int argc, char **argv)
     if (c.ds_sched.type && !resumed) ds_lr_start(&dl, &c, &sched, &dsched);
     cli_note("> training for %" PRIu64 " iterations ...", train_iters);
     train_layout_reset_stats(&P);
-    uint64_t iters_run = 0;
-    double run_start = cli_now();
+    uint64_t iters_run = 0, op_iters = 0;
+    double run_start = cli_now(), op_time = 0.0;
     uint64_t batch = train_rampup_batch(&ramp, consumed);
     const char *stop = NULL;   /* why the loop ended early: no evaluation at the end, as in Megatron */
     double tokens_per_sample = (double)c.seq;
@@ -2087,6 +2100,9 @@ int main(int argc, char **argv)
         }
         batch = b;
         trainer_set_global_batch(&t, batch);
+        /* --op-times: every iteration but the first (its kernels' first
+           launches, cuBLASLt's plans), from here to the update's end */
+        if (c.op_times && iters_run) mds_optime_count(1);
         double ts = cli_now();
         double lr = dl.lr, lr_embed = dl.lr_embed;
         if (!c.ds_sched.type) {
@@ -2114,6 +2130,15 @@ int main(int argc, char **argv)
         /* what Megatron logs: the first group's learning rate after the step */
         double lr_now = c.ds_sched.type ? dl.lr
                         : train_schedule_lr_tokens(&sched, (double)sched_steps, (double)prev_consumed * tokens_per_sample);
+        if (c.op_times) {
+            if (model.be->sync() != 0)
+                cli_die(1, "iteration %" PRIu64 " on the %s backend: %s", iteration, model.be->name, model.be->error());
+            if (iters_run > 1) {
+                op_iters++;
+                op_time += cli_now() - ts;
+            }
+            mds_optime_count(0);
+        }
         interval_time += cli_now() - ts;
         if (!skipped) {
             interval_loss += loss;
@@ -2235,6 +2260,12 @@ int main(int argc, char **argv)
         report_memory(model.be, world_rank, iteration);
     if (user_verbosity >= 3 && iters_run)
         report_comm(&P, iters_run, run_time);
+    if (c.op_times && world_rank == 0) {
+        char title[160];
+        snprintf(title, sizeof title, "[Rank 0] op times on %s (the first iteration left out)", model.be->device);
+        mds_optime_report(stdout, title, op_iters, op_iters ? op_time * 1e3 / (double)op_iters : 0.0);
+        fflush(stdout);
+    }
     trainer_release(&t);
     ds_pipeline_close(data);
     gpt_model_free(&model);

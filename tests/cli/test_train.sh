@@ -62,6 +62,35 @@ OMP_NUM_THREADS=1 "$MDSTRAIN" -q --data-path "$DATA" --split 90,10,0 $TINY --tra
     --lr-warmup-iters 2 --log-interval 1 --eval-iters 0 >"$T/log1" 2>"$T/err1"
 losses "$T/log" >"$T/l0"; losses "$T/log1" >"$T/l1"
 check same_losses_one_thread cmp -s "$T/l0" "$T/l1"
+# --op-times (kernels/optime.c): the same losses, validation included; the
+# table counts iterations 2 to 4 (the first left out), each op's calls in
+# them (2 micro-batches: the classifier twice an iteration, attention 2
+# layers x 2) and not the validation's forward (crossentropy_forward: the
+# training's loss is crossentropy_fused); its ops' time within the wall
+# clock's; one iteration leaves none to time
+# shellcheck disable=SC2086
+"$MDSTRAIN" -q --data-path "$DATA" --split 90,10,0 $TINY --train-iters 4 --lr 1e-2 --lr-warmup-iters 2 \
+    --log-interval 1 --eval-interval 2 --eval-iters 1 --op-times >"$T/logot" 2>"$T/errot"
+check op_times_exit0 test $? -eq 0
+# shellcheck disable=SC2086
+"$MDSTRAIN" -q --data-path "$DATA" --split 90,10,0 $TINY --train-iters 4 --lr 1e-2 --lr-warmup-iters 2 \
+    --log-interval 1 --eval-interval 2 --eval-iters 1 >"$T/logno" 2>"$T/errno"
+losses "$T/logot" >"$T/lot"; losses "$T/logno" >"$T/lno"
+check op_times_same_losses sh -c "[ -s '$T/lot' ] && cmp -s '$T/lot' '$T/lno'"
+check op_times_same_validation sh -c "[ \"\$(grep -c '^ validation loss' '$T/logot')\" -eq 3 ] &&
+    [ \"\$(grep '^ validation loss' '$T/logot')\" = \"\$(grep '^ validation loss' '$T/logno')\" ]"
+check op_times_header grep -q '^ \[Rank 0\] op times on host, .*(the first iteration left out), 3 iterations:$' "$T/logot"
+ot_calls() { awk -v op="$1" '$0 ~ "^ " op " " { print $(NF - 3) }' "$T/logot"; }
+check op_times_classifier test "$(ot_calls 'matmul_forward 32 -> 50304')" = 2.0
+check op_times_classifier_backward test "$(ot_calls 'matmul_backward 32 -> 50304')" = 2.0
+check op_times_attention test "$(ot_calls attention_backward)" = 4.0
+check op_times_adamw test "$(ot_calls adamw_update)" = 16.0
+check op_times_no_validation sh -c "! grep -q '^ crossentropy_forward ' '$T/logot'"
+check op_times_total awk '/^ every op / { n++; ok = $(NF - 7) > 50 && $(NF - 7) <= 101 } END { exit !(n == 1 && ok) }' \
+    "$T/logot"
+# shellcheck disable=SC2086
+"$MDSTRAIN" -q --mock-data $TINY --train-iters 1 --lr 1e-3 --eval-iters 0 --op-times >"$T/logot1" 2>&1
+check op_times_one_iteration grep -q 'op times on host.*: no iteration timed$' "$T/logot1"
 # per-split data paths: training on --train-data-path P alone is training on
 # --data-path P --split 1,0,0 (the same sample order); --valid-data-path
 # gives the validation lines

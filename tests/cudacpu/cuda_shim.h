@@ -157,6 +157,14 @@ inline cudaError_t cudaMemsetAsync(void *p, int v, std::size_t n, cudaStream_t s
     return cudaMemset(p, v, n);
 }
 
+/* Events (backend_cuda.cu's timing marks): recorded in the null stream,
+ * the times between them the host's, as the emulated kernels run there. */
+typedef hipEvent_t cudaEvent_t;
+inline cudaError_t cudaEventCreate(cudaEvent_t *e) { return hipEventCreate(e); }
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { return hipEventRecord(e, s); }
+inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) { return hipEventElapsedTime(ms, a, b); }
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) { return hipEventDestroy(e); }
+
 inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { return hipStreamSynchronize(s); }
 inline cudaError_t cudaDeviceSynchronize(void) { return hipDeviceSynchronize(); }
 inline cudaError_t cudaMemGetInfo(std::size_t *fr, std::size_t *tot) { return hipMemGetInfo(fr, tot); }

@@ -101,6 +101,16 @@ close llama_bf16nd_losses loss "$T/llama_bf16nd_cpu.log" "$T/llama_bf16nd_cuda.l
 run gpt_cuda2 cuda $GPT
 field loss "$T/gpt_cuda.log" >"$T/l1"; field loss "$T/gpt_cuda2.log" >"$T/l2"
 check gpu_deterministic cmp -s "$T/l1" "$T/l2"
+# --op-times (kernels/optime.c: events around each op): the plain run's
+# losses bit for bit, and a table of the GPU's iterations 2 to 5 (2
+# micro-batches of 2 layers: attention's backward 4 times an iteration)
+# shellcheck disable=SC2086
+run gpt_cuda_ot cuda $GPT --op-times
+field loss "$T/gpt_cuda_ot.log" >"$T/l3"
+check op_times_gpu_bitwise cmp -s "$T/l1" "$T/l3"
+check op_times_gpu_table grep -q '^ \[Rank 0\] op times on GPU 0: .*, 4 iterations:$' "$T/gpt_cuda_ot.log"
+check op_times_gpu_attention awk '/^ attention_backward / { n++; ok = $(NF - 3) == 4 && $(NF - 2) > 0 }
+    END { exit !(n == 1 && ok) }' "$T/gpt_cuda_ot.log"
 # MDS_GPU_ONE_PROCESS=1 (make check-cuda-cpu, the kernels emulated on the
 # CPU, where several ranks would take too long): these comparisons only
 if [ -n "${MDS_GPU_ONE_PROCESS:-}" ]; then finish; fi
