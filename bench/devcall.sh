@@ -19,13 +19,19 @@
 #  4. the A/B of the knobs not yet timed (AB: NAME=DEFINES words, default
 #     below; AB= skips it): bench/gpu_ab.sh, ROUNDS (2) rounds of ITERS (6)
 #     iterations at 124M, micro-batch 64, when AB_SECONDS (200) are left;
-#  5. make bench-gpu with the time left (MDS_BENCH_GPU_SHAPES, default
+#  5. where each step's time goes: mdstrain --op-times (kernels/optime.h)
+#     at 124M, micro-batch 64, and 1.3B, micro-batch MB13B (52, what
+#     bench-gpu fitted on an H200), OPT_ITERS (4) iterations each, when
+#     OPT_SECONDS (180) are left (OPT=0 skips it); the tables in
+#     $OUT/optimes-*.txt;
+#  6. make bench-gpu with the time left (MDS_BENCH_GPU_SHAPES, default
 #     "gpt2-124m gpt2-1.3b"; no host-staged section), when 120 s are left.
 #
 # Each step says what it did or why it was skipped; the exit status is that
 # of the tests (3).  DEVCALL_DRY=1 checks the script without a GPU: steps 1,
-# 3 and 5 are named and skipped, the A/B runs bench/gpu_ab.sh's dry run (the
-# CPU backend at a tiny shape) with its first variant only.
+# 3 and 6 are named and skipped, the A/B runs bench/gpu_ab.sh's dry run (the
+# CPU backend at a tiny shape) with its first variant only, and step 5 a
+# tiny shape on the CPU.
 set -u
 BUDGET=${DEVCALL_SECONDS:-560}
 START=$(date +%s)
@@ -123,9 +129,40 @@ if [ -n "$abpid" ]; then
     fi
 fi
 
-# 5. bench-gpu
+# 5. op times
+# optimes NAME MB FLAGS...: one mdstrain --op-times run into $OUT/optimes-NAME.txt
+optimes() {
+    o_name=$1 o_mb=$2; shift 2
+    # shellcheck disable=SC2086
+    timeout -s KILL $(($(left) - 120 > 20 ? $(left) - 120 : 20)) "$BUILD/mdstrain" --device $o_dev --mock-data "$@" \
+        --micro-batch-size "$o_mb" --global-batch-size "$o_mb" --train-iters "${OPT_ITERS:-4}" --lr 1e-4 \
+        --log-interval 1 --eval-iters 0 --hidden-dropout 0 --attention-dropout 0 --bf16 --op-times -q \
+        >"$OUT/optimes-$o_name.txt" 2>&1
+    say "5. op times, $o_name at micro-batch $o_mb: exit $?, $(grep '^ every op ' "$OUT/optimes-$o_name.txt" |
+        sed 's/  */ /g; s/^ //')"
+}
+if [ "${OPT:-1}" = 0 ]; then
+    say "5. op times: skipped (OPT=0)"
+elif [ "$(left)" -ge "${OPT_SECONDS:-180}" ]; then
+    if [ "$DRY" = 1 ]; then
+        o_dev=cpu
+        optimes tiny 2 --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 \
+            --max-position-embeddings 64
+    else
+        o_dev=cuda
+        optimes gpt2-124m 64 --num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 \
+            --max-position-embeddings 1024
+        [ "$(left)" -ge "${OPT_SECONDS:-180}" ] &&
+            optimes gpt2-1.3b "${MB13B:-52}" --num-layers 24 --hidden-size 2048 --num-attention-heads 16 \
+                --seq-length 1024 --max-position-embeddings 1024
+    fi
+else
+    say "5. op times: skipped (under ${OPT_SECONDS:-180} s left)"
+fi
+
+# 6. bench-gpu
 if [ "$DRY" = 1 ]; then
-    say "5. bench-gpu: skipped (dry run)"
+    say "6. bench-gpu: skipped (dry run)"
 elif [ "$(left)" -ge 120 ]; then
     [ -n "$llpid" ] && wait "$llpid"
     llmc=
@@ -133,10 +170,10 @@ elif [ "$(left)" -ge 120 ]; then
     MDS_BENCH_GPU_SECONDS=$(($(left) - 10)) MDS_BENCH_GPU_STAGED=0 \
         MDS_BENCH_GPU_SHAPES=${MDS_BENCH_GPU_SHAPES:-"gpt2-124m gpt2-1.3b"} LLMC=$llmc OUT="$OUT" \
         make --no-print-directory WERROR=1 BUILD="$BUILD" bench-gpu >"$OUT/bench-gpu.log" 2>&1
-    say "5. bench-gpu: exit $?"
+    say "6. bench-gpu: exit $?"
     tail -n 25 "$OUT/bench-gpu.log"
 else
-    say "5. bench-gpu: skipped (under 120 s left)"
+    say "6. bench-gpu: skipped (under 120 s left)"
 fi
 say "done"
 exit "$rc"
