@@ -25,7 +25,10 @@
 #     OPT_SECONDS (180) are left (OPT=0 skips it); the tables in
 #     $OUT/optimes-*.txt;
 #  6. make bench-gpu with the time left (MDS_BENCH_GPU_SHAPES, default
-#     "gpt2-124m gpt2-1.3b"; no host-staged section), when 120 s are left.
+#     "gpt2-124m gpt2-1.3b"; no host-staged section), when 120 s are left,
+#     its PyTorch runs each with one more iteration under torch.profiler
+#     (MDS_BENCH_GPU_PROFILE=1: $OUT/torch-prof-*.txt, the kernels' time by
+#     kind and name, the baseline beside step 5's tables).
 #
 # Each step says what it did or why it was skipped; the exit status is that
 # of the tests (3).  DEVCALL_DRY=1 checks the script without a GPU: steps 1,
@@ -167,7 +170,7 @@ elif [ "$(left)" -ge 120 ]; then
     [ -n "$llpid" ] && wait "$llpid"
     llmc=
     [ -x build/llm.c/train_gpt2cu ] && llmc=$PWD/build/llm.c
-    MDS_BENCH_GPU_SECONDS=$(($(left) - 10)) MDS_BENCH_GPU_STAGED=0 \
+    MDS_BENCH_GPU_SECONDS=$(($(left) - 10)) MDS_BENCH_GPU_STAGED=0 MDS_BENCH_GPU_PROFILE=1 \
         MDS_BENCH_GPU_SHAPES=${MDS_BENCH_GPU_SHAPES:-"gpt2-124m gpt2-1.3b"} LLMC=$llmc OUT="$OUT" \
         make --no-print-directory WERROR=1 BUILD="$BUILD" bench-gpu >"$OUT/bench-gpu.log" 2>&1
     say "6. bench-gpu: exit $?"

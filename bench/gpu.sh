@@ -140,12 +140,15 @@ shape() {
     peak=$(sed -n 's/^\[Rank 0\] .* max allocated: \([0-9.]*\) .*/\1/p' "$T/$name.err")
     # PyTorch, same model and micro-batch; where that does not fit torch's
     # memory, at 3/4 of it (up to three times), and compared by tokens/s
-    tms='?' tpeak='?' tmb=$mb ttries=0
+    tms='?' tpeak='?' tmb=$mb ttries=0 tprof=
+    # MDS_BENCH_GPU_PROFILE=1: torch's kernels in one more iteration, into
+    # $OUT/torch-prof-NAME.txt (bench/devcall.sh; beside mdstrain --op-times)
+    [ "${MDS_BENCH_GPU_PROFILE:-0}" = 1 ] && [ -n "${OUT:-}" ] && tprof="--profile $OUT/torch-prof-$name.txt"
     while [ "$HAVE_TORCH" = 1 ] && [ "$(left)" -gt 20 ]; do
         lim=$(left); [ "$lim" -gt 240 ] && lim=240
         # shellcheck disable=SC2086
         if timeout -s KILL "$lim" "$PY" bench/torch_gpt.py --device $DEV --fast $tflags --seq "$seq" --batch "$tmb" \
-               --vocab "$vocab" --iters "$ITERS" --skip 2 >"$T/$name.torch" 2>&1; then
+               --vocab "$vocab" --iters "$ITERS" --skip 2 $tprof >"$T/$name.torch" 2>&1; then
             tms=$(awk '/^torch ms_per_iter/ { print $3 }' "$T/$name.torch")
             tpeak=$(awk '/^torch ms_per_iter/ { for (i = 1; i < NF; i++) if ($i == "peak_mem_bytes")
                                                     printf "%.2f", $(i + 1) / 1048576 }' "$T/$name.torch")

@@ -31,6 +31,13 @@ tests/cli/test_torch_gpt.sh holds the knobs to the plain model on the CPU.
 Prints one line per iteration ("iter N ms X loss L") and a summary line
 "torch ms_per_iter X threads N version V blas PATH [peak_mem_bytes M device
 NAME]"; it times only, it does not compare.
+
+--profile FILE: after the timed iterations, one more under torch.profiler,
+and into FILE its kernels' own time (on CUDA the device's, per kernel name;
+on the CPU each op's self time), grouped by kind (GEMM, attention, fused
+Triton, ...) and then kernel by kernel: the baseline beside mdstrain
+--op-times in the same device call (bench/devcall.sh).  A failure of the
+profiler is written into FILE and does not change the exit status.
 """
 import argparse
 import contextlib
@@ -170,6 +177,64 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
 
 
+# The kind of a kernel (or CPU op) by its name, for the summary of --profile:
+# the first pattern found in the lower-cased name.
+KINDS = (("attention", ("flash", "fmha", "attention", "sdpa")),
+         ("gemm", ("gemm", "nvjet", "cutlass", "xmma", "cublas", "aten::mm", "aten::addmm", "aten::bmm")),
+         ("optimizer", ("adam", "foreach")),
+         ("fused (triton)", ("triton",)),
+         ("loss", ("nll", "log_softmax", "cross_entropy")),
+         ("copy, fill", ("memcpy", "memset", "copy_", "fill")),
+         ("norm", ("layer_norm", "layernorm", "rms_norm")))
+
+
+def kernel_kind(name):
+    n = name.lower()
+    for kind, pats in KINDS:
+        if any(p in n for p in pats):
+            return kind
+    return "other"
+
+
+def profile_report(rows, iters, title):
+    """rows: (name, calls, self_us) of the profiled iterations; the report's
+    text: kinds, then kernels, in ms per iteration, most first."""
+    rows = sorted((r for r in rows if r[2] > 0), key=lambda r: (-r[2], r[0]))
+    total = sum(r[2] for r in rows) or 1.0
+    kinds = {}
+    for name, calls, us in rows:
+        k = kernel_kind(name)
+        c, t = kinds.get(k, (0, 0.0))
+        kinds[k] = (c + calls, t + us)
+    out = [title, f"{'kind':<30} {'calls/iter':>10} {'ms/iter':>10} {'share':>8}"]
+    for k, (c, t) in sorted(kinds.items(), key=lambda kv: (-kv[1][1], kv[0])):
+        out.append(f"{k:<30} {c / iters:>10.1f} {t / 1e3 / iters:>10.3f} {100 * t / total:>6.1f} %")
+    out.append(f"{'every kernel':<30} {sum(r[1] for r in rows) / iters:>10.1f} {total / 1e3 / iters:>10.3f}")
+    out.append("")
+    out.append(f"{'kernel':<100} {'calls/iter':>10} {'ms/iter':>10} {'share':>8}")
+    for name, calls, us in rows[:80]:
+        out.append(f"{name[:100]:<100} {calls / iters:>10.1f} {us / 1e3 / iters:>10.3f} {100 * us / total:>6.1f} %")
+    return "\n".join(out) + "\n"
+
+
+def profile_rows(prof, device):
+    """(name, calls, self microseconds) of each kernel (CUDA: the device's
+    kernel events only, so an op and its kernels are not counted twice) or
+    CPU op (its self time)."""
+    rows = []
+    for e in prof.key_averages():
+        if device == "cuda":
+            if "cuda" not in str(getattr(e, "device_type", "")).lower():
+                continue
+            us = getattr(e, "self_device_time_total", None)
+            if us is None:
+                us = getattr(e, "self_cuda_time_total", 0.0)
+        else:
+            us = e.self_cpu_time_total
+        rows.append((e.key, e.count, float(us)))
+    return rows
+
+
 def blas_library():
     """The BLAS this process resolves its BLAS calls to (torch's 'generic'
     BLAS is whatever libblas.so.3 the system selects)."""
@@ -200,6 +265,7 @@ def main():
     ap.add_argument("--fused-adamw", action="store_true")
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--fast", action="store_true", help="--sdpa --compile --fused-adamw --bf16")
+    ap.add_argument("--profile", metavar="FILE", help="one more iteration under torch.profiler into FILE")
     a = ap.parse_args()
     if a.fast:
         a.sdpa = a.compile = a.fused_adamw = a.bf16 = True
@@ -229,17 +295,21 @@ def main():
         attn = lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)
     cast = torch.autocast(a.device, dtype=torch.bfloat16) if a.bf16 else contextlib.nullcontext()
     sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
-    times = []
-    for it in range(a.iters):
-        idx = torch.randint(0, min(50257, a.vocab), (a.batch, a.seq + 1)).to(dev)
-        sync()
-        t0 = time.perf_counter()
+    def step(idx):
         opt.zero_grad(set_to_none=False)
         with attn(), cast:
             loss = model(idx[:, :-1], idx[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        return loss
+
+    times = []
+    for it in range(a.iters):
+        idx = torch.randint(0, min(50257, a.vocab), (a.batch, a.seq + 1)).to(dev)
+        sync()
+        t0 = time.perf_counter()
+        loss = step(idx)
         sync()
         ms = (time.perf_counter() - t0) * 1e3
         print(f"iter {it + 1} ms {ms:.1f} loss {loss.item():.6f}", flush=True)
@@ -252,7 +322,23 @@ def main():
         gpu = (f" peak_mem_bytes {torch.cuda.max_memory_allocated()} device "
                f"{torch.cuda.get_device_name().replace(' ', '_')}")
     print(f"torch ms_per_iter {sum(times) / len(times):.1f} threads {torch.get_num_threads()} "
-          f"version {torch.__version__} blas {blas_library()}{gpu}")
+          f"version {torch.__version__} blas {blas_library()}{gpu}", flush=True)
+    if a.profile:
+        try:
+            from torch.profiler import ProfilerActivity, profile
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if a.device == "cuda" else [])
+            idx = torch.randint(0, min(50257, a.vocab), (a.batch, a.seq + 1)).to(dev)
+            sync()
+            with profile(activities=acts) as prof:
+                step(idx)
+                sync()
+            title = (f"torch {torch.__version__} on {a.device}, batch {a.batch}, seq {a.seq}: one iteration after "
+                     f"{a.iters} ({'the device' if a.device == 'cuda' else 'self CPU'} time)")
+            text = profile_report(profile_rows(prof, a.device), 1, title)
+        except Exception as e:   # the timing above stands; the file says why there is no profile
+            text = f"torch_gpt --profile failed: {type(e).__name__}: {e}\n"
+        with open(a.profile, "w") as f:
+            f.write(text)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 # give the plain run's losses (fp32, within 1e-5), --bf16 losses near them
 # (1e-2) but not equal (autocast is on), --fast (regional torch.compile as
 # well) near the --bf16 run's; the Llama block likewise; --device cuda
-# without a GPU is one line and a failure.  Needs PyTorch:
+# without a GPU is one line and a failure; --profile writes its tables and
+# keeps the losses.  Needs PyTorch:
 # $MDS_TORCH_PYTHON (else /usr/bin/python3) must import torch, otherwise
 # skipped; the knobs need torch 2.4 or later (else only the plain run).  About 10 s, plus about a minute for the one compiled run.
 . tests/cli/lib.sh
@@ -33,6 +34,13 @@ near() {
 }
 run plain
 check torch_plain test -s "$T/plain"   # bench/train.sh's model, on any torch
+# --profile FILE (bench-gpu's baseline for mdstrain --op-times): the same
+# losses, then FILE with the kinds' table (matmuls among them) and the ops'
+run profiled --profile "$T/prof.txt"
+check torch_profile_same_losses cmp -s "$T/plain" "$T/profiled"
+check torch_profile_file sh -c "grep -q '^torch .* on cpu, batch 2, seq 16: one iteration after 3 ' '$T/prof.txt' &&
+    grep -q '^gemm  *[0-9.]* *[0-9.]* *[0-9.]* %\$' '$T/prof.txt' && grep -q '^every kernel  *[0-9.]* *[0-9.]*\$' '$T/prof.txt' &&
+    grep -q '^aten::' '$T/prof.txt'"
 # the knobs need torch >= 2.4 (fused AdamW on the CPU); Debian's is 1.13
 if ! "$PY" -c 'import sys, torch; sys.exit(tuple(map(int, torch.__version__.split(".")[:2])) < (2, 4))'; then
     skip torch_gpt_fast "torch $("$PY" -c 'import torch; print(torch.__version__)') < 2.4 (set MDS_TORCH_PYTHON)"
