@@ -16,24 +16,24 @@
 #     tests/gpu/test_train_gpu.sh: what make test-gpu runs, without its
 #     apt-get), and with SANITIZE=1 compute-sanitizer on test_backend_ops;
 #     TESTS=0 skips them (a second call of the same session);
-#  4. the A/B of the knobs not yet timed (AB: NAME=DEFINES words, default
-#     below; AB= skips it): bench/gpu_ab.sh, ROUNDS (2) rounds of ITERS (6)
-#     iterations at 124M, micro-batch 64, when AB_SECONDS (200) are left;
-#  5. where each step's time goes: mdstrain --op-times (kernels/optime.h)
+#  4. where each step's time goes: mdstrain --op-times (kernels/optime.h)
 #     at 124M, micro-batch 64, and 1.3B, micro-batch MB13B (52, what
 #     bench-gpu fitted on an H200), OPT_ITERS (4) iterations each, when
 #     OPT_SECONDS (180) are left (OPT=0 skips it); the tables in
 #     $OUT/optimes-*.txt;
+#  5. the A/B of the knobs not yet timed (AB: NAME=DEFINES words, default
+#     below; AB= skips it): bench/gpu_ab.sh, ROUNDS (2) rounds of ITERS (6)
+#     iterations at 124M, micro-batch 64, when AB_SECONDS (200) are left;
 #  6. make bench-gpu with the time left (MDS_BENCH_GPU_SHAPES, default
 #     "gpt2-124m gpt2-1.3b"; no host-staged section), when 120 s are left,
 #     its PyTorch runs each with one more iteration under torch.profiler
 #     (MDS_BENCH_GPU_PROFILE=1: $OUT/torch-prof-*.txt, the kernels' time by
-#     kind and name, the baseline beside step 5's tables).
+#     kind and name, the baseline beside step 4's tables).
 #
 # Each step says what it did or why it was skipped; the exit status is that
 # of the tests (3).  DEVCALL_DRY=1 checks the script without a GPU: steps 1,
 # 3 and 6 are named and skipped, the A/B runs bench/gpu_ab.sh's dry run (the
-# CPU backend at a tiny shape) with its first variant only, and step 5 a
+# CPU backend at a tiny shape) with its first variant only, and step 4 a
 # tiny shape on the CPU.
 set -u
 BUDGET=${DEVCALL_SECONDS:-560}
@@ -116,23 +116,7 @@ else
     fi
 fi
 
-# 4. the A/B
-if [ -n "$abpid" ]; then
-    wait "$abpid"
-    say "4. A/B variants built: $(grep -c ': built in' "$OUT/ab-build.txt") of $(ab | wc -l)"
-    if [ "$(left)" -ge "${AB_SECONDS:-200}" ]; then
-        # shellcheck disable=SC2046
-        (IFS='
-'; MDS_AB_DRYRUN=$DRY ROUNDS=${ROUNDS:-2} ITERS=${ITERS:-6} MB=${MB:-64} OUT="$OUT" BUILD="$BUILD" \
-            timeout $(($(left) - 60)) sh bench/gpu_ab.sh $(ab) >"$OUT/ab-run.txt" 2>&1)
-        say "4. A/B: exit $?"
-        sed -n '/^| build/,$p' "$OUT/ab-run.txt"
-    else
-        say "4. A/B: skipped (under ${AB_SECONDS:-200} s left)"
-    fi
-fi
-
-# 5. op times
+# 4. op times
 # optimes NAME MB FLAGS...: one mdstrain --op-times run into $OUT/optimes-NAME.txt
 optimes() {
     o_name=$1 o_mb=$2; shift 2
@@ -141,11 +125,11 @@ optimes() {
         --micro-batch-size "$o_mb" --global-batch-size "$o_mb" --train-iters "${OPT_ITERS:-4}" --lr 1e-4 \
         --log-interval 1 --eval-iters 0 --hidden-dropout 0 --attention-dropout 0 --bf16 --op-times -q \
         >"$OUT/optimes-$o_name.txt" 2>&1
-    say "5. op times, $o_name at micro-batch $o_mb: exit $?, $(grep '^ every op ' "$OUT/optimes-$o_name.txt" |
+    say "4. op times, $o_name at micro-batch $o_mb: exit $?, $(grep '^ every op ' "$OUT/optimes-$o_name.txt" |
         sed 's/  */ /g; s/^ //')"
 }
 if [ "${OPT:-1}" = 0 ]; then
-    say "5. op times: skipped (OPT=0)"
+    say "4. op times: skipped (OPT=0)"
 elif [ "$(left)" -ge "${OPT_SECONDS:-180}" ]; then
     if [ "$DRY" = 1 ]; then
         o_dev=cpu
@@ -160,7 +144,23 @@ elif [ "$(left)" -ge "${OPT_SECONDS:-180}" ]; then
                 --seq-length 1024 --max-position-embeddings 1024
     fi
 else
-    say "5. op times: skipped (under ${OPT_SECONDS:-180} s left)"
+    say "4. op times: skipped (under ${OPT_SECONDS:-180} s left)"
+fi
+
+# 5. the A/B
+if [ -n "$abpid" ]; then
+    wait "$abpid"
+    say "5. A/B variants built: $(grep -c ': built in' "$OUT/ab-build.txt") of $(ab | wc -l)"
+    if [ "$(left)" -ge "${AB_SECONDS:-200}" ]; then
+        # shellcheck disable=SC2046
+        (IFS='
+'; MDS_AB_DRYRUN=$DRY ROUNDS=${ROUNDS:-2} ITERS=${ITERS:-6} MB=${MB:-64} OUT="$OUT" BUILD="$BUILD" \
+            timeout $(($(left) - 60)) sh bench/gpu_ab.sh $(ab) >"$OUT/ab-run.txt" 2>&1)
+        say "5. A/B: exit $?"
+        sed -n '/^| build/,$p' "$OUT/ab-run.txt"
+    else
+        say "5. A/B: skipped (under ${AB_SECONDS:-200} s left)"
+    fi
 fi
 
 # 6. bench-gpu
