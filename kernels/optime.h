@@ -38,8 +38,11 @@ const mds_backend *mds_optime_wrap(const mds_backend *inner);
  * Marks already taken are resolved at the next sync() either way. */
 void mds_optime_count(int on);
 
-/* The rows so far into f, most time first: the calls and milliseconds per
- * iteration over `iterations`, each row's share of the ops' total, then
+/* The rows so far into f, most time first: for the matmuls and attention
+ * the TFLOP/s of their products (a linear's 2 B T C OC forward, twice that
+ * backward; causal attention's 2 B T^2 C forward, twice that backward), the
+ * calls and milliseconds per iteration over `iterations`, each row's share
+ * of the ops' total, then
  * the total against wall_ms, the wall clock's milliseconds per iteration
  * over the same iterations.  Call after a sync().  A failure to take or
  * resolve a mark (counting stopped there) is said instead of the rows. */
