@@ -23,7 +23,9 @@
 #     $OUT/optimes-*.txt;
 #  5. the A/B of the knobs not yet timed (AB: NAME=DEFINES words, default
 #     below; AB= skips it): bench/gpu_ab.sh, ROUNDS (2) rounds of ITERS (6)
-#     iterations at 124M, micro-batch 64, when AB_SECONDS (200) are left;
+#     iterations at 124M, micro-batch 64, when AB_SECONDS (200) are left,
+#     each run with --op-times (MDS_AB_OPTIMES=1: $OUT/ab-optimes-*.txt,
+#     each knob's effect on the ops it changes);
 #  6. make bench-gpu with the time left (MDS_BENCH_GPU_SHAPES, default
 #     "gpt2-124m gpt2-1.3b"; no host-staged section), when 120 s are left,
 #     its PyTorch runs each with one more iteration under torch.profiler
@@ -154,7 +156,7 @@ if [ -n "$abpid" ]; then
     if [ "$(left)" -ge "${AB_SECONDS:-200}" ]; then
         # shellcheck disable=SC2046
         (IFS='
-'; MDS_AB_DRYRUN=$DRY ROUNDS=${ROUNDS:-2} ITERS=${ITERS:-6} MB=${MB:-64} OUT="$OUT" BUILD="$BUILD" \
+'; MDS_AB_DRYRUN=$DRY MDS_AB_OPTIMES=1 ROUNDS=${ROUNDS:-2} ITERS=${ITERS:-6} MB=${MB:-64} OUT="$OUT" BUILD="$BUILD" \
             timeout $(($(left) - 60)) sh bench/gpu_ab.sh $(ab) >"$OUT/ab-run.txt" 2>&1)
         say "5. A/B: exit $?"
         sed -n '/^| build/,$p' "$OUT/ab-run.txt"

@@ -24,7 +24,10 @@
 # a GPU); the variants still build with their defines.  MDS_AB_BUILD_ONLY=1:
 # the builds alone, then exit (bench/devcall.sh builds them while the GPU
 # tests run; the timed call later finds them up to date).  MDS_AB_JOBS:
-# make's jobs (default: every CPU).
+# make's jobs (default: every CPU).  MDS_AB_OPTIMES=1: every run with
+# mdstrain --op-times (a sync ends each iteration, for every build alike),
+# and each build's table from its last round in $OUT/ab-optimes-NAME.txt:
+# a knob's effect on the ops it touches, apart from the step's noise.
 set -u
 BUILD=${BUILD:-build}
 ROUNDS=${ROUNDS:-3} ITERS=${ITERS:-8} MB=${MB:-64} MODEL=${MODEL:-gpt2-124m}
@@ -73,6 +76,8 @@ done
 # ms FILE: the mean elapsed time per iteration (ms) after the first iteration
 ms() { sed -n 's/.*elapsed time per iteration (ms): \([0-9.]*\) .*/\1/p' "$1" |
        awk 'NR > 1 { s += $1; n++ } END { if (n) printf "%.1f", s / n }'; }
+OPTIMES=
+[ "${MDS_AB_OPTIMES:-0}" = 1 ] && OPTIMES=--op-times
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
     for name in $names; do
@@ -81,8 +86,11 @@ while [ "$r" -le "$ROUNDS" ]; do
         MDS_VOCAB_DIR=${MDS_VOCAB_DIR:-$(pwd)/vocab} timeout -s KILL 600 "$bin" --device "$DEV" --mock-data $SHAPE \
             --max-position-embeddings "$SEQ" --micro-batch-size "$MB" --global-batch-size "$MB" \
             --train-iters "$ITERS" --lr 1e-4 --log-interval 1 --eval-iters 0 --hidden-dropout 0 \
-            --attention-dropout 0 --bf16 >"$T/run.out" 2>"$T/run.err"
+            --attention-dropout 0 --bf16 $OPTIMES >"$T/run.out" 2>"$T/run.err"
         rc=$?
+        if [ -n "$OPTIMES" ] && [ -n "${OUT:-}" ] && [ "$rc" -eq 0 ]; then
+            sed -n '/ op times on /,$p' "$T/run.out" >"$OUT/ab-optimes-$name.txt"
+        fi
         t=$(ms "$T/run.out")
         if [ "$rc" -ne 0 ] || [ -z "$t" ]; then
             say "round $r $name: failed (exit $rc): $(grep -m1 -E 'mdstrain: |rror' "$T/run.err")"; failed=1
