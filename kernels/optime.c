@@ -85,7 +85,7 @@ static size_t begin(const char *op, int c, int oc, double flops)
         return SIZE_MAX;
     int r = row_of(op, c, oc);
     if (r < 0) {
-        stop(op, "more than 128 rows");
+        stop(op, "more rows than the table holds");
         return SIZE_MAX;
     }
     if (mds_grow((void **)&pend, &pendcap, npend + 1, sizeof *pend) != 0) {
@@ -236,11 +236,12 @@ static void t_copy(void *dst, const void *src, size_t bytes)
     end(k);
 }
 
-/* The inner sync, then every pending pair's time into its row. */
+/* The inner sync, then every pending pair's time into its row (and a
+ * second sync, where there were any, for a failed elapsed-time query). */
 static int t_sync(void)
 {
     int rc = in->sync();
-    if (rc != 0)
+    if (rc != 0 || npend == 0)
         return rc;
     for (size_t i = 0; i < npend; i++) {
         rows[pend[i].row].calls++;
@@ -250,7 +251,7 @@ static int t_sync(void)
         give_back(pend[i].to);
     }
     npend = 0;
-    return in->sync();   /* (a failed elapsed-time query surfaces here) */
+    return in->sync();
 }
 
 /* The op table of in, each op that in has replaced by its timed one: a
@@ -296,7 +297,7 @@ static void wrap_ops(mds_ops *o, const mds_ops *i)
 
 const mds_backend *mds_optime_wrap(const mds_backend *inner)
 {
-    if (in || !inner->mark_new || !inner->mark_take || !inner->mark_ms)
+    if (in || !inner->mark_new || !inner->mark_take || !inner->mark_ms || !inner->mark_free)
         return NULL;
     in = inner;
     timed = *inner;
