@@ -254,8 +254,9 @@ $(BUILD)/tests/test_comm: tests/mpi/test_comm.c $(COMM_OBJS) $(BUILD)/CONFIG
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $(COMM_DEFS) $< $(COMM_OBJS) $(LDFLAGS) $(LINK_LIBS) $(NCCL_LDLIBS) -o $@
 
-# The schedule's test links the trainer, hence the communicator.
-$(BUILD)/tests/test_schedule: tests/unit/test_schedule.c $(LIB) $(COMM_OBJS) $(BUILD)/CONFIG
+# The schedule's and the timers' tests link the trainer and the timers,
+# hence the communicator.
+$(BUILD)/tests/test_schedule $(BUILD)/tests/test_timers: $(BUILD)/tests/%: tests/unit/%.c $(LIB) $(COMM_OBJS) $(BUILD)/CONFIG
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(COMM_CC) $(CPPFLAGS) -Itests $(CFLAGS) $< $(LIB) $(COMM_OBJS) $(LDFLAGS) $(LINK_LIBS) $(NCCL_LDLIBS) -o $@

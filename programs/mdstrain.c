@@ -115,6 +115,7 @@ enum {
     O_DISABLE_BIAS, O_KV_CHANNELS, O_SOFTMAX_FP32,
     O_BF16, O_FP16, O_LOSS_SCALE, O_INITIAL_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_SCALE_WINDOW, O_HYSTERESIS,
     O_GRADS_FP32, O_GRADS_BF16, O_PER_TOKEN_LOSS, O_DEVICE, O_DEVICE_COMM, O_OP_TIMES,
+    O_TIMING_LEVEL, O_TIMING_OPTION, O_NO_L1_BARRIER,
     /* Megatron flags naming what mds does (their values checked) */
     O_CP, O_DIST_BACKEND, O_DATA_IMPL, O_OPTIMIZER, O_DDP_IMPL, O_TRANSFORMER_IMPL,
     O_MCORE, O_NUM_WORKERS, O_DATALOADER, O_NO_ASYNC_TP, O_NO_GRAD_FUSION, O_ATTN_BACKEND, O_FLASH_ATTN,
@@ -263,6 +264,14 @@ static const struct cli_option train_options[] = {
     {"eval-interval", 0, CLI_ARG_ONE, O_EVAL_INTERVAL, "N", "validation every N iterations, 0 = never (default 1000)"},
     {"eval-iters", 0, CLI_ARG_ONE, O_EVAL_ITERS, "N", "global batches per validation, 0 = none (default 100)"},
     {"log-throughput", 0, CLI_ARG_NONE, O_LOG_THROUGHPUT, NULL, "accepted; throughput is always logged"},
+    {"timing-log-level", 0, CLI_ARG_ONE, O_TIMING_LEVEL, "0|1|2",
+     "Megatron's timers: 0 (default) the setup, evaluate and checkpoint times; 1 also the gradients' reductions "
+     "and the optimizer's phases each --log-interval; 2 also the micro-batches' forward, backward and pipeline "
+     "transfers (levels 1 and 2 sync the device around each phase)"},
+    {"timing-log-option", 0, CLI_ARG_ONE, O_TIMING_OPTION, "minmax|max|all",
+     "the timers' figures over the ranks: min and max (default), max, or each rank's"},
+    {"no-barrier-with-level-1-timing", 0, CLI_ARG_NONE, O_NO_L1_BARRIER, NULL,
+     "no barrier over the ranks before the level-1 timers start"},
     /* parallelism */
     {"tensor-model-parallel-size", 0, CLI_ARG_ONE, O_TP, "N", "tensor-parallel ranks (default 1); DP = world / (TP x PP)"},
     {"pipeline-model-parallel-size", 0, CLI_ARG_ONE, O_PP, "N", "pipeline stages, 1F1B schedule (default 1)"},
@@ -388,6 +397,8 @@ struct config {
     int tp, pp, dist_opt;
     int device;                       /* -1 default, 0 cpu, 1 cuda */
     int op_times;                     /* --op-times */
+    int timing_level, timing_option;  /* --timing-log-level, --timing-log-option (timers.h) */
+    int l1_barrier;                   /* not --no-barrier-with-level-1-timing */
     int device_comm;                  /* enum comm_want */
     uint64_t vocab_size_arg, vocab_div;
     int have_lr, have_layers, have_seq, have_maxpos, have_mbs;
@@ -605,6 +616,12 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_TP: c->tp = (int)cli_opt_u64(o, v, 1, 1 << 16); break;
     case O_DEVICE: c->device = cli_opt_choice(o, v, (const char *const[]){"cpu", "cuda", NULL}); break;
     case O_OP_TIMES: c->op_times = 1; break;
+    case O_TIMING_LEVEL: c->timing_level = (int)cli_opt_u64(o, v, 0, 2); break;
+    case O_TIMING_OPTION:
+        c->timing_option = mds_timer_option(v);
+        if (c->timing_option < 0) cli_usage("--timing-log-option: expected max, minmax or all, not '%s'", v);
+        break;
+    case O_NO_L1_BARRIER: c->l1_barrier = 0; break;
     case O_DEVICE_COMM:
         c->device_comm = cli_opt_choice(o, v, (const char *const[]){"auto", "nccl", "host-staged", NULL});
         break;
@@ -788,6 +805,7 @@ static void parse_args(int argc, char **argv, struct config *c)
     c->hidden_dropout = c->attention_dropout = 0.1;   /* Megatron's defaults */
     c->seed = 1234;
     c->log_interval = 100;
+    c->l1_barrier = 1;
     c->eval_interval = 1000;
     c->eval_iters = 100;
     c->vocab_div = 128;
@@ -890,6 +908,9 @@ static void parse_args(int argc, char **argv, struct config *c)
         cli_usage("--%s goes with --deepspeed", c->ds_config ? "deepspeed_config" : "zero-stage");
     if (c->deepspeed && !c->ds_config)
         cli_usage("--deepspeed needs --deepspeed_config FILE (DeepSpeed requires a configuration)");
+    if (c->deepspeed && c->timing_level > 0)
+        cli_usage("--timing-log-level %d with --deepspeed: Megatron-DeepSpeed's timers are not implemented "
+                  "(level 0 prints none of them)", c->timing_level);
     if (c->no_pp && c->pp != 1)
         cli_usage("--no-pipeline-parallel with --pipeline-model-parallel-size %d (it builds the model without stages)",
                   c->pp);
@@ -1369,6 +1390,31 @@ static void report_comm(const train_layout *P, uint64_t iters, double seconds)
 
 /* ---- checkpoints: Megatron's save_checkpoint / load_checkpoint --------------- */
 
+/* Megatron's timers (train/timers.h; tm NULL under --deepspeed): a failed
+ * sync, barrier or gather ends the run. */
+static void timer_start(mds_timers *tm, int id, int barrier)
+{
+    if (mds_timers_start(tm, id, barrier) != 0) cli_die(1, "rank %d: %s", comm_rank(tm->world), tm->err);
+}
+
+static void timer_stop(mds_timers *tm, int id, int barrier)
+{
+    if (mds_timers_stop(tm, id, barrier) != 0) cli_die(1, "rank %d: %s", comm_rank(tm->world), tm->err);
+}
+
+/* Timers.log(names, normalizer): collective; printed by the last rank */
+static void timers_log(mds_timers *tm, const char *const *names, size_t n, double normalizer)
+{
+    if (tm && mds_timers_log(tm, names, n, normalizer, 1, comm_size(tm->world) - 1, stdout) != 0)
+        cli_die(1, "rank %d: %s", comm_rank(tm->world), tm->err);
+}
+
+static void timer_log(mds_timers *tm, int id)
+{
+    const char *name = mds_timer_name(id);
+    timers_log(tm, &name, 1, 1.0);
+}
+
 static void save_checkpoint(const struct config *c, trainer *t, const train_schedule *s, const struct ds_lr *dl,
                             uint64_t iteration, uint64_t consumed, uint64_t sched_steps, uint64_t valid_cursor)
 {
@@ -1393,11 +1439,28 @@ static void save_checkpoint(const struct config *c, trainer *t, const train_sche
         st.ds_lr_embed = dl->lr_embed;
     }
     double t0 = cli_now();
+    timer_start(t->cfg.timers, TM_SAVE_CHECKPOINT, 0);
     if ((c->ckpt_torch_dist ? trainer_save_torch_dist(t, c->save, &st) : trainer_save(t, c->save, &st)) != 0)
         cli_die(1, "%s\nhint: check the space and permissions of --save", t->err);
+    timer_stop(t->cfg.timers, TM_SAVE_CHECKPOINT, 0);
     const train_layout *P = t->P;
     cli_note("  successfully saved checkpoint from iteration %7" PRIu64 " to %s [ t %d/%d, p %d/%d ] (%.2f s)", iteration,
              c->save, P->tp_rank + 1, P->tp_size, P->pp_rank + 1, P->pp_size, cli_now() - t0);
+    timer_log(t->cfg.timers, TM_SAVE_CHECKPOINT);
+}
+
+/* Megatron's evaluate(): the loss of iters global batches of split from
+ * *cursor, within its evaluate timer (logged before the caller prints the
+ * loss). */
+static double evaluate(trainer *t, int split, uint64_t *cursor, uint64_t iters)
+{
+    double loss;
+    timer_start(t->cfg.timers, TM_EVALUATE, 1);
+    if (trainer_evaluate(t, split, cursor, iters, &loss) != 0)
+        cli_die(1, "%s", t->err);
+    timer_stop(t->cfg.timers, TM_EVALUATE, 0);
+    timer_log(t->cfg.timers, TM_EVALUATE);
+    return loss;
 }
 
 /* Megatron's _check_and_set: the schedule must be the checkpoint's. */
@@ -2014,19 +2077,29 @@ int main(int argc, char **argv)
         mc.backend = mds_optime_wrap(backend);
         if (!mc.backend) cli_die(1, "--op-times: the %s backend takes no timing marks", backend->name);
     }
+    /* Megatron's timers; none under --deepspeed (its fork's are not implemented) */
+    mds_timers timers;
+    mds_timers_init(&timers, c.timing_level, c.timing_option, c.l1_barrier, P.world, backend->sync, backend->error);
+    mds_timers *tm = c.deepspeed ? NULL : &timers;
+    timer_start(tm, TM_MODEL_SETUP, 1);
     gpt_model model;
     int rc = gpt_model_init(&model, &mc, (int)c.mbs, c.seq, err, sizeof err);
     if (rc == GPT_ERR_ARG) cli_usage("%s", err);
     if (rc) cli_die(1, "rank %d: cannot build the model: %s\nhint: use a smaller model or --micro-batch-size", world_rank, err);
+    timer_stop(tm, TM_MODEL_SETUP, 0);
 
+    timer_start(tm, TM_DATA_SETUP, 1);
     ds_pipeline *data = open_data(&c, &P, &ti);
+    timer_stop(tm, TM_DATA_SETUP, 0);
+    timer_start(tm, TM_MODEL_SETUP, 0);
     trainer t;
     trainer_config tc = { .global_batch_size = c.gbs, .vocab_size = ti.V, .dist_opt = c.dist_opt,
                           .per_token_loss = c.per_token_loss, .overlap_grad_reduce = c.overlap_grad,
                           .overlap_param_gather = c.overlap_param,
                           .bucket_size = (size_t)bucket_size(&c, &P),
                           .beta1 = (float)c.beta1, .beta2 = (float)c.beta2, .eps = (float)c.eps,
-                          .weight_decay = (float)c.wd, .weight_decay_arg = c.wd, .clip_grad = (float)c.clip, .fatal = fatal };
+                          .weight_decay = (float)c.wd, .weight_decay_arg = c.wd, .clip_grad = (float)c.clip, .fatal = fatal,
+                          .timers = tm };
     train_loss_scaler_init(&tc.scaler, c.fp16, !c.have_loss_scale, c.have_loss_scale ? c.loss_scale : c.initial_loss_scale,
                            c.min_loss_scale, (int)c.loss_scale_window, (int)c.hysteresis);
     if (trainer_init(&t, &model, &P, data, &tc) != 0)
@@ -2052,11 +2125,18 @@ int main(int argc, char **argv)
     struct ds_log dslog = {0};
     uint64_t iteration = 0;
     struct ds_lr dl = {0};
-    int resumed = c.load && load_checkpoint(&c, &t, &sched, &dl, &iteration, &consumed, &sched_steps, &valid_cursor);
+    int resumed = 0;
+    if (c.load) {
+        timer_start(tm, TM_LOAD_CHECKPOINT, 1);
+        resumed = load_checkpoint(&c, &t, &sched, &dl, &iteration, &consumed, &sched_steps, &valid_cursor);
+        timer_stop(tm, TM_LOAD_CHECKPOINT, 1);
+        timer_log(tm, TM_LOAD_CHECKPOINT);
+    }
     if (c.load_hf && !resumed) {
         import_hf(c.load_hf, &model, ti.V, world_rank);
         cli_note(" initialised the weights from the HuggingFace folder %s (optimizer state fresh)", c.load_hf);
     }
+    timer_stop(tm, TM_MODEL_SETUP, 0);
     /* the samples consumed before the last iteration: Megatron-DeepSpeed's
        scheduler reads the tokens consumed before the iteration it steps for */
     uint64_t before, after;
@@ -2075,6 +2155,9 @@ int main(int argc, char **argv)
         if (c.have_decoupled_min_lr) dsched.min_lr = c.decoupled_min_lr;
     }
     if (c.ds_sched.type && !resumed) ds_lr_start(&dl, &c, &sched, &dsched);
+    /* Megatron: "done with setup ...", then these */
+    const char *setup_names[2] = { mds_timer_name(TM_MODEL_SETUP), mds_timer_name(TM_DATA_SETUP) };
+    timers_log(tm, setup_names, 2, 1.0);
     cli_note("> training for %" PRIu64 " iterations ...", train_iters);
     train_layout_reset_stats(&P);
     uint64_t iters_run = 0, op_iters = 0;
@@ -2192,13 +2275,23 @@ int main(int argc, char **argv)
             }
             interval_time = interval_loss = 0;
             interval_iters = interval_advanced = interval_skipped = 0;
+            /* Megatron's training_log: its timers of --timing-log-level, to
+               TensorBoard (the max over the ranks, not reset) and stdout */
+            size_t ntl;
+            const char *const *tl = mds_timers_to_log(c.timing_level, &ntl);
+            if (tm && ntl && c.tb.timers) {
+                double tmax[32];
+                int have[32];
+                if (ntl > 32 || mds_timers_max(tm, tl, ntl, (double)c.log_interval, tmax, have) != 0)
+                    cli_die(1, "rank %d: %s", world_rank, tm->err);
+                tblog_timers(&tbl, iteration, tl, ntl, tmax, have);
+            }
+            if (tm && ntl) timers_log(tm, tl, ntl, (double)c.log_interval);
         }
         if (do_valid && c.eval_interval && iteration % c.eval_interval == 0) {
             char prefix[64];
             snprintf(prefix, sizeof prefix, "iteration %" PRIu64, iteration);
-            double vl;
-            if (trainer_evaluate(&t, DS_SPLIT_VALID, &valid_cursor, c.eval_iters, &vl) != 0)
-                cli_die(1, "%s", t.err);
+            double vl = evaluate(&t, DS_SPLIT_VALID, &valid_cursor, c.eval_iters);
             if (log_rank) print_validation(prefix, vl);
             tblog_validation(&tbl, iteration, consumed, vl, 0);
         }
@@ -2238,18 +2331,14 @@ int main(int argc, char **argv)
     if (stop) do_valid = do_test = 0;   /* Megatron exits before its end-of-training evaluation */
     if (do_valid) {
         valid_prefix(prefix, sizeof prefix, &c, iteration, "validation");
-        double vl;
-        if (trainer_evaluate(&t, DS_SPLIT_VALID, &valid_cursor, c.eval_iters, &vl) != 0)
-            cli_die(1, "%s", t.err);
+        double vl = evaluate(&t, DS_SPLIT_VALID, &valid_cursor, c.eval_iters);
         if (log_rank) print_validation(prefix, vl);
         tblog_validation(&tbl, iteration, consumed, vl, 0);
     }
     if (do_test) {
         uint64_t test_cursor = 0;
         valid_prefix(prefix, sizeof prefix, &c, iteration, "test");
-        double tl;
-        if (trainer_evaluate(&t, DS_SPLIT_TEST, &test_cursor, c.eval_iters, &tl) != 0)
-            cli_die(1, "%s", t.err);
+        double tl = evaluate(&t, DS_SPLIT_TEST, &test_cursor, c.eval_iters);
         if (log_rank) print_validation(prefix, tl);
         tblog_validation(&tbl, iteration, consumed, tl, 1);
     }

@@ -4,9 +4,8 @@
  * its logging arguments, or under --deepspeed microsoft/Megatron-DeepSpeed's.
  *
  * Not written: Megatron's add_text of every argument (write_args_to_tensorboard),
- * params-norm and num-zeros (their flags are not implemented), the timers of
- * --timing-log-level 1 and 2 (not implemented; level 0, Megatron's default,
- * writes none), energy and MoE scalars.
+ * params-norm and num-zeros (their flags are not implemented), energy and
+ * MoE scalars.
  */
 #include "tblog.h"
 
@@ -26,7 +25,7 @@ static const struct cli_option tb_options[] = {
     {"tensorboard-dir", 0, CLI_ARG_ONE, T_DIR, "DIR", "write TensorBoard event files to DIR (from the last rank, as Megatron)"},
     {"tensorboard-log-interval", 0, CLI_ARG_ONE, T_LOG_INTERVAL, "N", "training scalars every N iterations (default 1)"},
     {"tensorboard-queue-size", 0, CLI_ARG_ONE, T_QUEUE, "N", "events kept in memory before a write (default 1000); all are written at each --log-interval"},
-    {"log-timers-to-tensorboard", 0, CLI_ARG_NONE, T_TIMERS, NULL, "also iteration-time (and throughput with --log-throughput)"},
+    {"log-timers-to-tensorboard", 0, CLI_ARG_NONE, T_TIMERS, NULL, "also iteration-time (and throughput with --log-throughput), and each timer of --timing-log-level 1 or 2 as NAME-time"},
     {"log-memory-to-tensorboard", 0, CLI_ARG_NONE, T_MEMORY, NULL, "also mem-reserved-bytes (RSS), mem-allocated-bytes (heap), mem-max-allocated-bytes (peak RSS)"},
     {"log-validation-ppl-to-tensorboard", 0, CLI_ARG_NONE, T_VALID_PPL, NULL, "also lm loss validation ppl"},
     {"log-world-size-to-tensorboard", 0, CLI_ARG_NONE, T_WORLD, NULL, "also world-size"},
@@ -226,6 +225,19 @@ void tblog_interval(struct tblog *t, uint64_t iteration, uint64_t consumed, doub
     } else if (t->f->timers) {
         scalar(t, "iteration-time", seconds_per_iteration, iteration);
         if (log_throughput) scalar(t, "throughput", throughput, iteration);
+    }
+    flush(t);
+}
+
+void tblog_timers(struct tblog *t, uint64_t iteration, const char *const *names, size_t n, const double *seconds,
+                  const int *have)
+{
+    if (!t->w || !t->f->timers) return;
+    for (size_t i = 0; i < n; i++) {
+        char tag[96];
+        if (!have[i]) continue;
+        snprintf(tag, sizeof tag, "%s-time", names[i]);
+        scalar(t, tag, seconds[i], iteration);
     }
     flush(t);
 }

@@ -82,6 +82,13 @@ void tblog_ds_training(struct tblog *t, uint64_t iteration, uint64_t consumed, d
 void tblog_interval(struct tblog *t, uint64_t iteration, uint64_t consumed, double seconds_per_iteration,
                     int log_throughput, double throughput);
 
+/* Megatron's Timers.write at each --log-interval under
+ * --log-timers-to-tensorboard: "NAME-time" for each timer some rank ran
+ * (have[i]), its largest total over the ranks per iteration, in seconds
+ * (mds_timers_max); flushed. */
+void tblog_timers(struct tblog *t, uint64_t iteration, const char *const *names, size_t n, const double *seconds,
+                  const int *have);
+
 /* evaluate_and_print_results: "lm loss validation" (+ "vs samples"), and
  * its "ppl" with --log-validation-ppl-to-tensorboard, the test set (test 1)
  * under the same tag; under --deepspeed "lm-loss-validation/lm loss

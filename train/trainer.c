@@ -232,6 +232,12 @@ static int fail(trainer *t, const char *fmt, ...)
 
 /* ---- the parallel layout -------------------------------------------------------- */
 
+/* Megatron's timer id (timers.h) started or stopped; a failed sync or
+ * barrier fails the trainer. */
+#define TIMER(t, op, id, barrier) do { \
+        if (mds_timers_##op((t)->cfg.timers, (id), (barrier)) != 0) return fail((t), "%s", (t)->cfg.timers->err); \
+    } while (0)
+
 int train_layout_init(train_layout *P, mds_comm *world, int tp_size, int pp_size, char *err, size_t errlen)
 {
     memset(P, 0, sizeof *P);
@@ -788,6 +794,10 @@ static int step_forward(struct step *st, uint64_t j)
     gpt_model *m = t->m;
     use_slot(m, j);
     uint64_t first = st->base + j * (uint64_t)m->B * (uint64_t)t->P->dp_size + (uint64_t)t->P->dp_rank * (uint64_t)m->B;
+    /* Megatron: forward_step's forward-compute holds pretrain_gpt's
+       batch-generator (the batch and, here, its dropout rows) */
+    TIMER(t, start, TM_FORWARD_COMPUTE, 0);
+    TIMER(t, start, TM_BATCH_GENERATOR, 0);
     TRY(load_micro_batch(t, st->split, first));
     /* dropout while training, keyed by the rows' positions in the training
        stream (the same in every parallel layout); none in evaluation */
@@ -800,6 +810,7 @@ static int step_forward(struct step *st, uint64_t j)
     } else {
         gpt_set_dropout_rows(m, NULL);
     }
+    TIMER(t, stop, TM_BATCH_GENERATOR, 0);
     /* a training forward is followed by step_backward's gpt_backward: the
        model may form the logits' gradient with the loss (same bits) */
     if (st->split == DS_SPLIT_TRAIN && st->scale > 0.0f)
@@ -809,10 +820,11 @@ static int step_forward(struct step *st, uint64_t j)
         return fail(t, "the model refused micro-batch %" PRIu64, j);
     t->ls += ls;
     t->nt += nt;
+    TIMER(t, stop, TM_FORWARD_COMPUTE, 0);
     return 0;
 }
 
-static void step_backward(struct step *st, uint64_t j)
+static int step_backward(struct step *st, uint64_t j)
 {
     trainer *t = st->t;
     gpt_model *m = t->m;
@@ -823,11 +835,14 @@ static void step_backward(struct step *st, uint64_t j)
         m->layer_grads_ctx = t;
     }
     use_slot(m, j);
+    TIMER(t, start, TM_BACKWARD_COMPUTE, 0);
     /* per-token loss: the seed of the micro-batch's token sum, not its mean
        (gpt_backward divides by the mask sum; a power-of-two loss scale times
        a token count below 2^24 makes that division exact) */
     gpt_backward(m, t->cfg.per_token_loss ? st->scale * m->num_tokens : st->scale);
     m->layer_grads_done = NULL;
+    TIMER(t, stop, TM_BACKWARD_COMPUTE, 0);
+    return 0;
 }
 
 /* Point-to-point between neighbouring stages of gpt_stage_elems() floats
@@ -836,14 +851,16 @@ static float *slot_input(gpt_model *m, uint64_t j) { use_slot(m, j); return gpt_
 static const float *slot_output(gpt_model *m, uint64_t j) { use_slot(m, j); return gpt_stage_output(m); }
 static float *slot_dgrad(gpt_model *m, uint64_t j) { use_slot(m, j); return gpt_stage_dgrad(m); }
 
-static int p2p(const struct step *st, const void *sbuf, int to_next, void *rbuf, int from_next)
+static int p2p(const struct step *st, int timer, const void *sbuf, int to_next, void *rbuf, int from_next)
 {
     trainer *t = st->t;
     const train_layout *P = t->P;
     int prev = P->pp_rank - 1, next = P->pp_rank + 1 < P->pp_size ? P->pp_rank + 1 : -1;
     size_t n = gpt_stage_elems(t->m) * sizeof(float);
     int speer = sbuf ? (to_next ? next : prev) : -1, rpeer = rbuf ? (from_next ? next : prev) : -1;
+    TIMER(t, start, timer, 0);   /* (Megatron's p2p_communication names the pair) */
     COMM(t, comm_sendrecv(P->pp, sbuf, n, speer, rbuf, n, rpeer), "pipeline send/receive");
+    TIMER(t, stop, timer, 0);
     return 0;
 }
 
@@ -853,9 +870,9 @@ static int p2p(const struct step *st, const void *sbuf, int to_next, void *rbuf,
 static int forward_in_chain(struct step *st, uint64_t j)
 {
     const train_layout *P = st->t->P;
-    if (P->pp_rank > 0) TRY(p2p(st, NULL, 0, slot_input(st->t->m, j), 0));
+    if (P->pp_rank > 0) TRY(p2p(st, TM_FORWARD_RECV, NULL, 0, slot_input(st->t->m, j), 0));
     TRY(step_forward(st, j));
-    if (P->pp_rank < P->pp_size - 1) TRY(p2p(st, slot_output(st->t->m, j), 1, NULL, 0));
+    if (P->pp_rank < P->pp_size - 1) TRY(p2p(st, TM_FORWARD_SEND, slot_output(st->t->m, j), 1, NULL, 0));
     return 0;
 }
 
@@ -881,26 +898,26 @@ static int run_schedule(struct step *st)
     uint64_t steady = n - warmup;
     for (uint64_t i = 0; i < warmup; i++)
         TRY(forward_in_chain(st, i));
-    if (steady && !first) TRY(p2p(st, NULL, 0, slot_input(m, warmup), 0));
+    if (steady && !first) TRY(p2p(st, TM_FORWARD_RECV, NULL, 0, slot_input(m, warmup), 0));
     for (uint64_t i = 0; i < steady; i++) {
         uint64_t jf = warmup + i, jb = i;
         TRY(step_forward(st, jf));
         if (!last) {   /* send_forward_recv_backward */
             const float *out = slot_output(m, jf);
-            TRY(p2p(st, out, 1, slot_dgrad(m, jb), 1));
+            TRY(p2p(st, TM_FORWARD_SEND_BACKWARD_RECV, out, 1, slot_dgrad(m, jb), 1));
         }
-        step_backward(st, jb);
+        TRY(step_backward(st, jb));
         if (!first) {
             const float *dgrad = slot_dgrad(m, jb);
-            if (i + 1 == steady) TRY(p2p(st, dgrad, 0, NULL, 0));   /* send_backward */
-            else TRY(p2p(st, dgrad, 0, slot_input(m, jf + 1), 0));  /* send_backward_recv_forward */
+            if (i + 1 == steady) TRY(p2p(st, TM_BACKWARD_SEND, dgrad, 0, NULL, 0));   /* send_backward */
+            else TRY(p2p(st, TM_BACKWARD_SEND_FORWARD_RECV, dgrad, 0, slot_input(m, jf + 1), 0));   /* send_backward_recv_forward */
         }
     }
     for (uint64_t i = 0; i < warmup; i++) {
         uint64_t jb = steady + i;
-        if (!last) TRY(p2p(st, NULL, 0, slot_dgrad(m, jb), 1));
-        step_backward(st, jb);
-        if (!first) TRY(p2p(st, slot_dgrad(m, jb), 0, NULL, 0));
+        if (!last) TRY(p2p(st, TM_BACKWARD_RECV, NULL, 0, slot_dgrad(m, jb), 1));
+        TRY(step_backward(st, jb));
+        if (!first) TRY(p2p(st, TM_BACKWARD_SEND, slot_dgrad(m, jb), 0, NULL, 0));
     }
     return 0;
 }
@@ -916,24 +933,22 @@ static int dp_mean_loss(trainer *t, double *loss)
 }
 
 /*
- * After the backward of every micro-batch: the tied embedding's gradients
- * of the first and last stage are summed (Megatron's
- * _allreduce_word_embedding_grads), the data-parallel gradients are summed
- * (all-reduce, or reduce-scatter into this rank's shard with the
- * distributed optimizer), and the global norm's square is summed over the
- * ranks that hold distinct gradients.
+ * After the backward of every micro-batch (Megatron's finalize_model_grads,
+ * within its forward-backward timer): the tied embedding's gradients of the
+ * first and last stage are summed (_allreduce_word_embedding_grads), and
+ * the data-parallel gradients (all-reduce, or reduce-scatter into this
+ * rank's shard with the distributed optimizer).
  */
-static int reduce_grads(trainer *t, double *norm)
+static int finalize_grads(trainer *t)
 {
     gpt_model *m = t->m;
     const train_layout *P = t->P;
+    TIMER(t, start, TM_EMBEDDING_GRADS, TM_BARRIER_L1);
     if (P->pp_size > 1 && !m->cfg.untie_embeddings && comm_size(P->emb) > 1)
         COMM(t, comm_allreduce(P->emb, m->grads.wte, m->param_sizes[GPT_WTE], COMM_F32, COMM_SUM),
              "embedding gradient all-reduce");
-    double sq;
-    /* the gradients this rank reduces (all, or its shard's slots) */
-    float *g = m->grads_memory;
-    size_t ng = m->num_params;
+    TIMER(t, stop, TM_EMBEDDING_GRADS, 0);
+    TIMER(t, start, TM_ALL_GRADS_SYNC, TM_BARRIER_L1);
     if (t->overlap) {
         TRY(finish_overlapped_reduce(t));
     } else if (!t->cfg.dist_opt) {
@@ -953,14 +968,36 @@ static int reduce_grads(trainer *t, double *norm)
         else
             COMM(t, comm_reduce_scatter(P->dp, t->gshard, t->pack, k->chunk), "data-parallel gradient reduce-scatter");
     }
+    TIMER(t, stop, TM_ALL_GRADS_SYNC, 0);
+    return 0;
+}
+
+/*
+ * The optimizer's side of the reduced gradients (Megatron's prepare_grads
+ * and get_grad_norm, within its optimizer timer): a 16-bit buffer rounded,
+ * the main gradients unscaled with a scaler's found_inf over every rank, and
+ * the global norm's square summed over the ranks that hold distinct
+ * gradients.
+ */
+static int prepare_grads(trainer *t, double *norm)
+{
+    gpt_model *m = t->m;
+    const train_layout *P = t->P;
+    double sq;
+    /* the gradients this rank reduced (all, or its shard's slots) */
+    float *g = m->grads_memory;
+    size_t ng = m->num_params;
     if (t->cfg.dist_opt) {
         g = t->gshard;
         ng = t->slots;
     }
     /* an fp16 gradient buffer's reduction: summed in fp32 in rank order and
-       rounded once (what comm.h's F16 sum gives) */
+       rounded once (what comm.h's F16 sum gives); Megatron's copy of the
+       model's gradients to the main ones */
+    TIMER(t, start, TM_COPY_TO_MAIN_GRAD, TM_BARRIER_L1);
     if (m->cfg.grad_dtype != MDS_F32)
         m->be->ops.round_to(g, ng, m->cfg.grad_dtype);
+    TIMER(t, stop, TM_COPY_TO_MAIN_GRAD, 0);
     /* unscale the main gradients; with a scaler, the optimizer's found_inf
        over every rank (each checked what it reduced) */
     t->found_inf = 0;
@@ -972,6 +1009,7 @@ static int reduce_grads(trainer *t, double *norm)
         COMM(t, comm_allreduce(P->dp, &tokens, 1, COMM_F64, COMM_SUM), "data-parallel token count all-reduce");
         factor /= tokens > 1.0 ? tokens : 1.0;   /* Megatron clamps the count to at least 1 */
     }
+    if (t->scaler.enabled) TIMER(t, start, TM_UNSCALE_CHECK_INF, TM_BARRIER_L1);
     if (t->scaler.enabled || factor != 1.0) {
         double bad = 0.0;
         m->be->ops.unscale_check(m->dsum, g, ng, (float)factor);
@@ -981,6 +1019,7 @@ static int reduce_grads(trainer *t, double *norm)
             t->found_inf = bad > 0.0;
         }
     }
+    if (t->scaler.enabled) TIMER(t, stop, TM_UNSCALE_CHECK_INF, 0);
     if (t->found_inf) {
         *norm = NAN;
         return 0;
@@ -1012,9 +1051,14 @@ int trainer_backward_pass(trainer *t, uint64_t base, double *loss, double *grad_
     struct step st = { t, DS_SPLIT_TRAIN, base,
                        t->cfg.per_token_loss ? (float)t->scaler.scale
                        : t->scaler.scale == 1.0 ? 1.0f / (float)n : (float)(t->scaler.scale / (double)n) };
+    TIMER(t, start, TM_FORWARD_BACKWARD, TM_BARRIER_L1);
     TRY(run_schedule(&st));
     TRY(trainer_params_sync(t));   /* the forward's hooks finished them; a failure there is reported here */
-    TRY(reduce_grads(t, grad_norm));
+    TRY(finalize_grads(t));
+    TIMER(t, stop, TM_FORWARD_BACKWARD, 0);
+    /* (stopped at the end of trainer_update) */
+    TIMER(t, start, TM_OPTIMIZER, TM_BARRIER_L1);
+    TRY(prepare_grads(t, grad_norm));
     TRY(backend_check(t, "forward/backward"));
     *loss = 0.0;
     if (t->P->pp_rank == t->P->pp_size - 1)
@@ -1028,23 +1072,34 @@ int trainer_update(trainer *t, double lr, double lr_embed, double grad_norm)
     const trainer_config *c = &t->cfg;
     TRY(trainer_params_sync(t));
     train_loss_scaler_update(&t->scaler, t->found_inf);
-    if (t->found_inf)
+    if (t->found_inf) {
+        TIMER(t, stop, TM_OPTIMIZER, 0);
         return 0;   /* Megatron's skipped iteration: no step, the scale backs off */
-    float scale = global_norm_clip_scale((float)grad_norm, c->clip_grad);
-    if (!c->dist_opt) {
-        gpt_update(m, (float)lr, (float)lr_embed, c->beta1, c->beta2, c->eps, c->weight_decay, scale);
-        return backend_check(t, "the optimizer step");
     }
-    gpt_update_shard(m, t->gshard, (float)lr, (float)lr_embed, c->beta1, c->beta2, c->eps, c->weight_decay, scale);
+    float scale = global_norm_clip_scale((float)grad_norm, c->clip_grad);
+    /* (the working copy is written by the same kernels: Megatron's
+       optimizer-copy-main-to-model-params is part of this timer's time) */
+    TIMER(t, start, TM_INNER_STEP, TM_BARRIER_L1);
+    if (!c->dist_opt)
+        gpt_update(m, (float)lr, (float)lr_embed, c->beta1, c->beta2, c->eps, c->weight_decay, scale);
+    else
+        gpt_update_shard(m, t->gshard, (float)lr, (float)lr_embed, c->beta1, c->beta2, c->eps, c->weight_decay, scale);
+    TIMER(t, stop, TM_INNER_STEP, 0);
     /* all-gather the updated working weights, bucket by bucket (with
        --overlap-param-gather beside the next forward) */
-    if (t->param_gather) {
+    if (c->dist_opt && t->param_gather) {
         start_gathers(t);
         if (t->overlap_err[0]) return fail(t, "data-parallel parameter all-gather (overlapped): %s", t->overlap_err);
-    } else {
+    } else if (c->dist_opt) {
+        /* (Megatron times it unless --overlap-param-gather, which with one
+           data-parallel rank gathers here as well) */
+        if (!c->overlap_param_gather) TIMER(t, start, TM_PARAMS_ALL_GATHER, TM_BARRIER_L1);
         TRY(dp_allgather_flat(t, m->params_memory, "data-parallel parameter all-gather"));
+        if (!c->overlap_param_gather) TIMER(t, stop, TM_PARAMS_ALL_GATHER, 0);
     }
-    return backend_check(t, "the optimizer step");
+    TRY(backend_check(t, "the optimizer step"));
+    TIMER(t, stop, TM_OPTIMIZER, 0);
+    return 0;
 }
 
 int trainer_evaluate(trainer *t, int split, uint64_t *cursor, uint64_t iters, double *loss)
@@ -1057,8 +1112,12 @@ int trainer_evaluate(trainer *t, int split, uint64_t *cursor, uint64_t iters, do
     uint64_t nmicro = trainer_micro_batches(t->cfg.global_batch_size, m->B, t->P->dp_size);
     for (uint64_t it = 0; it < iters; it++) {
         st.base = *cursor;
+        /* Megatron's evaluate runs forward_backward_func: its timers count
+           in the next training log's */
+        TIMER(t, start, TM_FORWARD_BACKWARD, TM_BARRIER_L1);
         for (uint64_t j = 0; j < nmicro; j++)
             TRY(forward_in_chain(&st, j));
+        TIMER(t, stop, TM_FORWARD_BACKWARD, 0);
         *cursor += nmicro * (uint64_t)m->B * (uint64_t)t->P->dp_size;
     }
     TRY(backend_check(t, "evaluation"));

@@ -32,6 +32,7 @@
 #include "loss_scale.h"
 #include "dataset.h"
 #include "model.h"
+#include "timers.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -220,6 +221,9 @@ typedef struct trainer_config {
                                          (AdamW uses the float above); 0: take that float */
     train_loss_scaler scaler;         /* its initial state (disabled unless --fp16) */
     void (*fatal)(const char *msg);   /* a tensor-parallel collective failed; must not return */
+    mds_timers *timers;               /* Megatron's timers (--timing-log-level), or NULL: with them, each
+                                         trainer_backward_pass() is followed by trainer_update() (the
+                                         optimizer timer runs from one into the other) */
 } trainer_config;
 
 typedef struct trainer {

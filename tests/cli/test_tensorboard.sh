@@ -133,7 +133,8 @@ touch "$T/afile"
 run_expect dir_is_file 1 "cannot write TensorBoard events: cannot create directory '$T/afile/sub'" "$MDSTRAIN" $BASE --tensorboard-dir "$T/afile/sub"
 run_expect companions_without_dir 0 "" "$MDSTRAIN" -q $BASE --log-timers-to-tensorboard --log-memory-to-tensorboard \
     --log-validation-ppl-to-tensorboard --no-log-loss-scale-to-tensorboard --tensorboard-queue-size 5
-run_expect unknown_timing_level 2 "unknown option '--timing-log-level'" "$MDSTRAIN" $BASE --timing-log-level 1
+# (the timers' NAME-time scalars: tests/cli/test_timers.sh)
+run_expect timing_level_without_dir 0 "" "$MDSTRAIN" -q $BASE --log-timers-to-tensorboard --timing-log-level 1
 }
 # shellcheck disable=SC2086
 "$MDSTRAIN" -q $BASE --tensorboard-dir "$T/tbn" --no-log-loss-scale-to-tensorboard --no-log-learnig-rate-to-tensorboard >/dev/null 2>&1
