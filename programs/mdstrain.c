@@ -43,6 +43,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +102,30 @@ static void collective_timeout(double waited)
 
 /* ---- the option table ----------------------------------------------------- */
 
+/* --exit-signal: Megatron's signal.Signals[NAME]; those a process cannot
+ * catch (Python's signal.signal refuses them) are refused here. */
+static int signal_by_name(const char *name)
+{
+    static const struct { const char *name; int sig; } S[] = {
+        {"SIGTERM", SIGTERM}, {"SIGINT", SIGINT}, {"SIGHUP", SIGHUP}, {"SIGQUIT", SIGQUIT}, {"SIGUSR1", SIGUSR1},
+        {"SIGUSR2", SIGUSR2}, {"SIGALRM", SIGALRM}, {"SIGCONT", SIGCONT}, {"SIGXCPU", SIGXCPU},
+    };
+    for (size_t i = 0; i < sizeof S / sizeof *S; i++)
+        if (strcmp(name, S[i].name) == 0) return S[i].sig;
+    cli_usage("option '--exit-signal' %s is not supported (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, "
+              "SIGALRM, SIGCONT or SIGXCPU)", name);
+    return -1;
+}
+
+/* --exit-signal-handler: set when the signal arrives, read at each
+ * iteration's end (Megatron's DistributedSignalHandler). */
+static volatile sig_atomic_t exit_signal_got;
+static void on_exit_signal(int sig)
+{
+    (void)sig;
+    exit_signal_got = 1;
+}
+
 enum {
     O_NUM_LAYERS = 1, O_HIDDEN, O_HEADS, O_FFN, O_SEQ, O_MAXPOS, O_MBS, O_GBS, O_TRAIN_ITERS,
     O_TRAIN_SAMPLES, O_LR, O_MIN_LR, O_DECOUPLED_LR, O_DECOUPLED_MIN_LR, O_LR_WARMUP_INIT, O_DECAY_STYLE, O_WARMUP_ITERS,
@@ -115,7 +140,8 @@ enum {
     O_DISABLE_BIAS, O_KV_CHANNELS, O_SOFTMAX_FP32,
     O_BF16, O_FP16, O_LOSS_SCALE, O_INITIAL_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_SCALE_WINDOW, O_HYSTERESIS,
     O_GRADS_FP32, O_GRADS_BF16, O_PER_TOKEN_LOSS, O_DEVICE, O_DEVICE_COMM, O_OP_TIMES,
-    O_TIMING_LEVEL, O_TIMING_OPTION, O_NO_L1_BARRIER,
+    O_TIMING_LEVEL, O_TIMING_OPTION, O_NO_L1_BARRIER, O_EXIT_SIGNAL_HANDLER, O_EXIT_SIGNAL, O_MANUAL_GC_INTERVAL,
+    O_NO_CHECK_NAN,
     /* Megatron flags naming what mds does (their values checked) */
     O_CP, O_DIST_BACKEND, O_DATA_IMPL, O_OPTIMIZER, O_DDP_IMPL, O_TRANSFORMER_IMPL,
     O_MCORE, O_NUM_WORKERS, O_DATALOADER, O_NO_ASYNC_TP, O_NO_GRAD_FUSION, O_ATTN_BACKEND, O_FLASH_ATTN,
@@ -197,6 +223,9 @@ static const struct cli_option train_options[] = {
     {"train-tokens", 0, CLI_ARG_ONE, O_TRAIN_TOKENS, "N", "also stop once N tokens are consumed (Megatron-DeepSpeed)"},
     {"exit-duration-in-mins", 0, CLI_ARG_ONE, O_EXIT_DURATION, "X",
      "stop (saving first with --save) after X minutes, 0 = never; X may be fractional"},
+    {"exit-signal-handler", 0, CLI_ARG_NONE, O_EXIT_SIGNAL_HANDLER, NULL,
+     "on --exit-signal (SIGTERM) to any rank: save (with --save) after the iteration under way and stop"},
+    {"exit-signal", 0, CLI_ARG_ONE, O_EXIT_SIGNAL, "SIGNAME", "the signal of --exit-signal-handler (default SIGTERM)"},
     {"kill-switch-path", 0, CLI_ARG_ONE, O_KILL_SWITCH, "PATH",
      "stop (saving first with --save) before an iteration when PATH exists"},
     /* checkpoints */
@@ -326,6 +355,21 @@ static const struct cli_option compat_options[] = {
      "accepted: the 1/layer scaling is undone in the fp32 softmax"},
     {"no-query-key-layer-scaling", 0, CLI_ARG_NONE, O_NO_QK_SCALING, NULL, "accepted (the default)"},
     {"manual-gc", 0, CLI_ARG_NONE, O_MANUAL_GC, NULL, "accepted: mds has no garbage collector"},
+    {"manual-gc-interval", 0, CLI_ARG_ONE, O_MANUAL_GC_INTERVAL, "N", "accepted with --manual-gc's reason"},
+    {"no-manual-gc-eval", 0, CLI_ARG_NONE, O_MANUAL_GC, NULL, "accepted with --manual-gc's reason"},
+    /* Megatron's kernel fusions: each selects among its own CUDA kernels for the
+       same function; mds runs its own kernels either way */
+    {"no-masked-softmax-fusion", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL,
+     "accepted: Megatron's fusions pick among its kernels for the same function; mds has its own"},
+    {"no-bias-gelu-fusion", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL, "accepted (as --no-masked-softmax-fusion)"},
+    {"no-bias-swiglu-fusion", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL, "accepted (as --no-masked-softmax-fusion)"},
+    {"no-bias-dropout-fusion", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL, "accepted (as --no-masked-softmax-fusion)"},
+    {"no-rope-fusion", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL, "accepted (as --no-masked-softmax-fusion)"},
+    {"no-persist-layer-norm", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL, "accepted (as --no-masked-softmax-fusion)"},
+    {"check-for-nan-in-loss-and-grad", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL,
+     "accepted (Megatron before 0.9): a non-finite loss or gradient norm ends the run, exit 1"},
+    {"no-check-for-nan-in-loss-and-grad", 0, CLI_ARG_NONE, O_NO_CHECK_NAN, NULL,
+     "refused: mds always ends the run at a non-finite loss or gradient norm"},
     {"overlap-grad-reduce", 0, CLI_ARG_NONE, O_OVERLAP_GRAD, NULL,
      "reduce the data-parallel gradients in buckets while the backward runs: all-reduce, or with the "
      "distributed optimizer reduce-scatter (the same sums)"},
@@ -425,6 +469,7 @@ struct config {
     int overlap_param;                          /* --overlap-param-gather */
     uint64_t ddp_bucket;                        /* --ddp-bucket-size; 0: Megatron's default */
     const char *kill_switch;
+    int exit_signal_handler, exit_signal;   /* --exit-signal-handler, --exit-signal */
     int override_sched, use_ckpt_sched;
     int no_load_optim, no_load_rng, finetune;   /* Megatron's load_checkpoint flags */
     /* ramp-up and tokens */
@@ -722,6 +767,13 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_DDP_BUCKET: c->ddp_bucket = cli_opt_u64(o, v, 1, UINT64_MAX / 8); break;
     case O_EXIT_DURATION: c->exit_duration = cli_opt_double(o, v, 0, 1e12); break;
     case O_KILL_SWITCH: c->kill_switch = v; break;
+    case O_EXIT_SIGNAL_HANDLER: c->exit_signal_handler = 1; break;
+    case O_EXIT_SIGNAL: c->exit_signal = signal_by_name(v); break;
+    case O_MANUAL_GC_INTERVAL: cli_opt_u64(o, v, 0, UINT64_MAX); break;
+    case O_NO_CHECK_NAN:
+        cli_usage("option '--no-check-for-nan-in-loss-and-grad' is not supported (mds always ends the run at a "
+                  "non-finite loss or gradient norm: training on would leave NaN weights)");
+        break;
     case O_NULL_EOD: c->null_eod = cli_opt_u64(o, v, 0, 1 << 30); c->have_null_eod = 1; break;
     case O_NULL_LEGACY: c->null_legacy = 1; break;
     case O_RAMPUP:
@@ -806,6 +858,7 @@ static void parse_args(int argc, char **argv, struct config *c)
     c->seed = 1234;
     c->log_interval = 100;
     c->l1_barrier = 1;
+    c->exit_signal = SIGTERM;
     c->eval_interval = 1000;
     c->eval_iters = 100;
     c->vocab_div = 128;
@@ -1799,6 +1852,16 @@ static int kill_switch_found(const struct config *c, const train_layout *P)
     return found != 0;
 }
 
+/* --exit-signal-handler: whether any rank got the signal (Megatron's
+ * signals_received(), an all-gather of each rank's flag). */
+static int exit_signal_seen(const train_layout *P)
+{
+    double got = exit_signal_got;
+    if (comm_allreduce(P->world, &got, 1, COMM_F64, COMM_MAX) < 0)
+        cli_die(1, "rank %d: exit-signal all-reduce: %s", P->rank, comm_error());
+    return got != 0;
+}
+
 /* The model of the flags, as rank (tp_rank, pp_rank) of a TP x PP grid. */
 static void model_config(const struct config *c, int V, int tp, int tp_rank, int pp, int pp_rank, gpt_config *mc)
 {
@@ -2158,6 +2221,14 @@ int main(int argc, char **argv)
     /* Megatron: "done with setup ...", then these */
     const char *setup_names[2] = { mds_timer_name(TM_MODEL_SETUP), mds_timer_name(TM_DATA_SETUP) };
     timers_log(tm, setup_names, 2, 1.0);
+    if (c.exit_signal_handler) {   /* (from here: a signal during setup still ends the process) */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_exit_signal;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(c.exit_signal, &sa, NULL) != 0) cli_die(1, "--exit-signal: %s", strerror(errno));
+    }
     cli_note("> training for %" PRIu64 " iterations ...", train_iters);
     train_layout_reset_stats(&P);
     uint64_t iters_run = 0, op_iters = 0;
@@ -2294,6 +2365,16 @@ int main(int argc, char **argv)
             double vl = evaluate(&t, DS_SPLIT_VALID, &valid_cursor, c.eval_iters);
             if (log_rank) print_validation(prefix, vl);
             tblog_validation(&tbl, iteration, consumed, vl, 0);
+        }
+        /* Megatron's checkpoint_and_decide_exit: the signal first */
+        if (c.exit_signal_handler && exit_signal_seen(&P)) {
+            if (c.save && last_saved != iteration) {
+                save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
+                last_saved = iteration;
+            }
+            cli_note("exiting program after receiving SIGTERM.");   /* (Megatron's words, whatever the signal) */
+            stop = "exit signal";
+            break;
         }
         if (c.save && c.save_interval && iteration % c.save_interval == 0) {
             save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
