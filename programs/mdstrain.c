@@ -141,7 +141,7 @@ enum {
     O_BF16, O_FP16, O_LOSS_SCALE, O_INITIAL_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_SCALE_WINDOW, O_HYSTERESIS,
     O_GRADS_FP32, O_GRADS_BF16, O_PER_TOKEN_LOSS, O_DEVICE, O_DEVICE_COMM, O_OP_TIMES,
     O_TIMING_LEVEL, O_TIMING_OPTION, O_NO_L1_BARRIER, O_EXIT_SIGNAL_HANDLER, O_EXIT_SIGNAL, O_MANUAL_GC_INTERVAL,
-    O_NO_CHECK_NAN,
+    O_NO_CHECK_NAN, O_LOG_PARAMS_NORM, O_LOG_NUM_ZEROS,
     /* Megatron flags naming what mds does (their values checked) */
     O_CP, O_DIST_BACKEND, O_DATA_IMPL, O_OPTIMIZER, O_DDP_IMPL, O_TRANSFORMER_IMPL,
     O_MCORE, O_NUM_WORKERS, O_DATALOADER, O_NO_ASYNC_TP, O_NO_GRAD_FUSION, O_ATTN_BACKEND, O_FLASH_ATTN,
@@ -293,6 +293,10 @@ static const struct cli_option train_options[] = {
     {"eval-interval", 0, CLI_ARG_ONE, O_EVAL_INTERVAL, "N", "validation every N iterations, 0 = never (default 1000)"},
     {"eval-iters", 0, CLI_ARG_ONE, O_EVAL_ITERS, "N", "global batches per validation, 0 = none (default 100)"},
     {"log-throughput", 0, CLI_ARG_NONE, O_LOG_THROUGHPUT, NULL, "accepted; throughput is always logged"},
+    {"log-params-norm", 0, CLI_ARG_NONE, O_LOG_PARAMS_NORM, NULL,
+     "'params norm:' in the log line and params-norm in TensorBoard: the weights' L2 norm after the step"},
+    {"log-num-zeros-in-grad", 0, CLI_ARG_NONE, O_LOG_NUM_ZEROS, NULL,
+     "'num zeros:' in the log line and num-zeros in TensorBoard: the zeros among the clipped main gradients"},
     {"timing-log-level", 0, CLI_ARG_ONE, O_TIMING_LEVEL, "0|1|2",
      "Megatron's timers: 0 (default) the setup, evaluate and checkpoint times; 1 also the gradients' reductions "
      "and the optimizer's phases each --log-interval; 2 also the micro-batches' forward, backward and pipeline "
@@ -443,6 +447,7 @@ struct config {
     int op_times;                     /* --op-times */
     int timing_level, timing_option;  /* --timing-log-level, --timing-log-option (timers.h) */
     int l1_barrier;                   /* not --no-barrier-with-level-1-timing */
+    int log_params_norm, log_num_zeros;   /* --log-params-norm, --log-num-zeros-in-grad */
     int device_comm;                  /* enum comm_want */
     uint64_t vocab_size_arg, vocab_div;
     int have_lr, have_layers, have_seq, have_maxpos, have_mbs;
@@ -667,6 +672,8 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
         if (c->timing_option < 0) cli_usage("--timing-log-option: expected max, minmax or all, not '%s'", v);
         break;
     case O_NO_L1_BARRIER: c->l1_barrier = 0; break;
+    case O_LOG_PARAMS_NORM: c->log_params_norm = 1; break;
+    case O_LOG_NUM_ZEROS: c->log_num_zeros = 1; break;
     case O_DEVICE_COMM:
         c->device_comm = cli_opt_choice(o, v, (const char *const[]){"auto", "nccl", "host-staged", NULL});
         break;
@@ -961,6 +968,9 @@ static void parse_args(int argc, char **argv, struct config *c)
         cli_usage("--%s goes with --deepspeed", c->ds_config ? "deepspeed_config" : "zero-stage");
     if (c->deepspeed && !c->ds_config)
         cli_usage("--deepspeed needs --deepspeed_config FILE (DeepSpeed requires a configuration)");
+    if (c->deepspeed && (c->log_params_norm || c->log_num_zeros))
+        cli_usage("--%s with --deepspeed: not implemented for Megatron-DeepSpeed's log line",
+                  c->log_params_norm ? "log-params-norm" : "log-num-zeros-in-grad");
     if (c->deepspeed && c->timing_level > 0)
         cli_usage("--timing-log-level %d with --deepspeed: Megatron-DeepSpeed's timers are not implemented "
                   "(level 0 prints none of them)", c->timing_level);
@@ -2301,6 +2311,15 @@ int main(int argc, char **argv)
         interval_skipped += (uint64_t)skipped;
         interval_iters++;
         ds_log_step(&dslog, &c, skipped, norm);
+        /* Megatron's --log-num-zeros-in-grad (none on a skipped iteration) and
+           --log-params-norm, where a log line or TensorBoard reads them (the
+           same iterations on every rank: both are collective) */
+        double zeros = NAN, pnorm = NAN;
+        int wanted = iteration % c.log_interval == 0 || (c.tb.dir && iteration % c.tb.log_interval == 0);
+        if (wanted && c.log_num_zeros && !skipped && trainer_grad_zeros(&t, norm, &zeros) != 0)
+            cli_die(1, "%s", t.err);
+        if (wanted && c.log_params_norm && trainer_params_norm(&t, &pnorm) != 0)
+            cli_die(1, "%s", t.err);
         if (c.tb.dir && c.tb.optimizer_states && iteration % c.tb.log_interval == 0) {
             double st[12];
             if (trainer_optimizer_stats(&t, st) != 0)
@@ -2312,7 +2331,7 @@ int main(int argc, char **argv)
                               !c.no_pp && dslog.has_norm ? dslog.norm : NAN, c.no_pp ? NAN : 0.0, world_size);
         else
             tblog_training(&tbl, iteration, consumed, skipped ? NAN : loss, lr_now, batch, t.scaler.scale,
-                           skipped ? NAN : norm, world_size);
+                           skipped ? NAN : norm, zeros, pnorm, world_size);
 
         if (iteration % c.log_interval == 0) {
             if (log_rank) {
@@ -2323,19 +2342,22 @@ int main(int argc, char **argv)
                 /* Megatron's training_log: the loss averaged over the advanced
                    iterations, no grad norm on a skipped one */
                 double avg = interval_loss / (double)(interval_advanced ? interval_advanced : 1);
-                char gn[48] = "";
+                char gn[48] = "", nz[64] = "", pn[48] = "";
                 if (!skipped) snprintf(gn, sizeof gn, " grad norm: %.3f |", norm);
+                /* (Megatron: f'{x}' of the count as a float32's value, and {:.3f}) */
+                if (!isnan(zeros)) snprintf(nz, sizeof nz, " num zeros: %.1f |", (double)(float)zeros);
+                if (!isnan(pnorm)) snprintf(pn, sizeof pn, " params norm: %.3f |", pnorm);
                 if (c.deepspeed)   /* Megatron-DeepSpeed's line instead */
                     print_ds_log(&c, &model, &dslog, iteration, train_iters, consumed, batch, per_iter, lr_now, avg,
                                  t.scaler.scale, interval_skipped, world_size);
                 else printf(" [%s] iteration %8" PRIu64 "/%8" PRIu64 " | consumed samples: %12" PRIu64
                             " | elapsed time per iteration (ms): %.1f | throughput per GPU (TFLOP/s/GPU): %.1f"
                             " | learning rate: %.6E | global batch size: %5" PRIu64 " | lm loss: %.6E"
-                            " | loss scale: %.1f |%s number of skipped iterations: %3d"
+                            " | loss scale: %.1f |%s%s%s number of skipped iterations: %3d"
                             " | number of nan iterations: %3d | tokens per second: %.1f | ETA: %s |\n",
                             ts_s, iteration, train_iters, consumed, per_iter * 1000.0,
                             flops_per_token * (double)batch * (double)c.seq / per_iter / 1e12 / (double)world_size,
-                            lr_now, batch, avg, t.scaler.scale, gn, (int)interval_skipped, 0,
+                            lr_now, batch, avg, t.scaler.scale, gn, nz, pn, (int)interval_skipped, 0,
                             (double)batch * c.seq / per_iter, eta);
                 if (user_verbosity >= 3)   /* exact values, for tests (the log line rounds) */
                     printf(" [rank %d] lm loss %.17g grad norm %.17g\n [rank %d] learning rate %.17g\n",

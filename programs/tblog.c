@@ -4,8 +4,7 @@
  * its logging arguments, or under --deepspeed microsoft/Megatron-DeepSpeed's.
  *
  * Not written: Megatron's add_text of every argument (write_args_to_tensorboard),
- * params-norm and num-zeros (their flags are not implemented), energy and
- * MoE scalars.
+ * energy and MoE scalars.
  */
 #include "tblog.h"
 
@@ -176,7 +175,8 @@ static void memory_scalars(struct tblog *t, uint64_t iteration)
 }
 
 void tblog_training(struct tblog *t, uint64_t iteration, uint64_t consumed, double loss, double lr,
-                    uint64_t batch_size, double loss_scale, double grad_norm, int world_size)
+                    uint64_t batch_size, double loss_scale, double grad_norm, double num_zeros, double params_norm,
+                    int world_size)
 {
     if (!t->w || iteration % t->f->log_interval) return;
     if (t->f->learning_rate) scalar2(t, "learning-rate", lr, iteration, consumed);
@@ -185,6 +185,8 @@ void tblog_training(struct tblog *t, uint64_t iteration, uint64_t consumed, doub
     if (t->f->loss_scale) scalar2(t, "loss-scale", loss_scale, iteration, consumed);
     if (t->f->world_size) scalar2(t, "world-size", world_size, iteration, consumed);
     if (!isnan(grad_norm)) scalar2(t, "grad-norm", grad_norm, iteration, consumed);
+    if (!isnan(num_zeros)) scalar2(t, "num-zeros", num_zeros, iteration, consumed);
+    if (!isnan(params_norm)) scalar2(t, "params-norm", params_norm, iteration, consumed);
     if (t->f->memory) memory_scalars(t, iteration);
 }
 

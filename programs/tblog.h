@@ -53,12 +53,14 @@ void tblog_open(struct tblog *t, const struct tb_flags *f, int writes);
 
 /* training_log's TensorBoard block, at iterations that are multiples of
  * --tensorboard-log-interval: learning-rate, batch-size, lm loss, loss-scale,
- * world-size, grad-norm (each also "... vs samples" at step = consumed
- * samples), and the mem-* scalars.  loss and grad_norm NaN: a skipped
+ * world-size, grad-norm, num-zeros and params-norm (--log-num-zeros-in-grad,
+ * --log-params-norm; NaN: not written) (each also "... vs samples" at step =
+ * consumed samples), and the mem-* scalars.  loss and grad_norm NaN: a skipped
  * iteration (--fp16 overflow): neither is written, as Megatron writes
  * nothing from its empty loss dict and None norm then. */
 void tblog_training(struct tblog *t, uint64_t iteration, uint64_t consumed, double loss, double lr,
-                    uint64_t batch_size, double loss_scale, double grad_norm, int world_size);
+                    uint64_t batch_size, double loss_scale, double grad_norm, double num_zeros, double params_norm,
+                    int world_size);
 
 /* Under --deepspeed: Megatron-DeepSpeed's tags from here on (microsoft's
  * training.py at f4157bea; docs/cli.md, "TensorBoard"), its "vs tokens"

@@ -1396,6 +1396,41 @@ double gpt_grad_sq_shard(const gpt_model *m, const float *g)
     return total;
 }
 
+int64_t gpt_grad_zeros_range(const gpt_model *m, const float *g, size_t lo, size_t hi, float scale)
+{
+    enum { CHUNK = 1 << 16 };
+    float *h = malloc(CHUNK * sizeof *h);
+    if (!h) return -1;
+    int64_t zeros = 0;
+    size_t off = 0, b, e;
+    for (int i = 0; i < GPT_NUM_PARAMS; off += m->param_sizes[i], i++) {
+        if (!tensor_in_range(m, i, off, lo, hi, &b, &e) || !gpt_param_counts_in_norm(m, i))
+            continue;
+        for (size_t k = b; k < e; k += CHUNK) {
+            size_t n = e - k < CHUNK ? e - k : CHUNK;
+            m->be->copy(h, g + (k - lo), n * sizeof *h);
+            for (size_t j = 0; j < n; j++) {
+                float x = h[j] * scale;   /* (a float product, as the clip's) */
+                zeros += x == 0.0f;
+            }
+        }
+    }
+    free(h);
+    return zeros;
+}
+
+int64_t gpt_grad_zeros_shard(const gpt_model *m, const float *g, float scale)
+{
+    int64_t total = 0;
+    for (size_t k = 0; k < m->opt_npieces; k++) {
+        const gpt_opt_piece *q = &m->opt_pieces[k];
+        int64_t z = gpt_grad_zeros_range(m, g + q->at, q->lo, q->hi, scale);
+        if (z < 0) return -1;
+        total += z;
+    }
+    return total;
+}
+
 /* The AdamW step of gpt_update (g: the model's gradients, by flat index)
  * and gpt_update_shard (g: by slot). */
 static void update_pieces(gpt_model *m, const float *g, int by_slot, float lr, float lr_embed, float beta1,

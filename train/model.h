@@ -575,6 +575,16 @@ double gpt_grad_sq_range(const gpt_model *m, const float *g, size_t lo, size_t h
 double gpt_grad_sq_shard(const gpt_model *m, const float *g);
 
 /*
+ * The zeros among the counted elements of gpt_grad_sq_range's range, each
+ * taken as float(g x scale) (a clipping factor, 1 for none), counted on the
+ * host a chunk at a time (Megatron's count_zeros_fp32 after clipping, for
+ * --log-num-zeros-in-grad); the _shard form as gpt_grad_sq_shard.
+ * @return : the count, or -1 when the host buffer cannot be had.
+ */
+int64_t gpt_grad_zeros_range(const gpt_model *m, const float *g, size_t lo, size_t hi, float scale);
+int64_t gpt_grad_zeros_shard(const gpt_model *m, const float *g, float scale);
+
+/*
  * gpt_set_optimizer_pieces() - keep the AdamW state of n pieces of the flat
  * elements only (a distributed optimizer's shard), zeroed, instead of all of
  * them: piece k is [lo, hi) (lo <= hi <= num_params) at slots [at, at + hi -

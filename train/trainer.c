@@ -1102,6 +1102,40 @@ int trainer_update(trainer *t, double lr, double lr_embed, double grad_norm)
     return 0;
 }
 
+int trainer_params_norm(trainer *t, double *norm)
+{
+    gpt_model *m = t->m;
+    const train_layout *P = t->P;
+    int sharded = m->cfg.dtype == MDS_BF16 && t->cfg.dist_opt;
+    double sq = 0.0;
+    TRY(trainer_params_sync(t));
+    if (sharded) {   /* (a shard's masters are current only in its pieces) */
+        for (size_t k = 0; k < m->opt_npieces; k++) {
+            const gpt_opt_piece *q = &m->opt_pieces[k];
+            sq += gpt_grad_sq_range(m, m->master_memory + q->lo, q->lo, q->hi);
+        }
+    } else {
+        sq = gpt_grad_sq_range(m, m->cfg.dtype == MDS_BF16 ? m->master_memory : m->params_memory, 0, m->num_params);
+    }
+    COMM(t, comm_allreduce(sharded ? P->world : P->mp, &sq, 1, COMM_F64, COMM_SUM), "parameter norm all-reduce");
+    *norm = sqrt(sq);
+    return backend_check(t, "the parameter norm");
+}
+
+int trainer_grad_zeros(trainer *t, double grad_norm, double *zeros)
+{
+    gpt_model *m = t->m;
+    const train_layout *P = t->P;
+    float scale = global_norm_clip_scale((float)grad_norm, t->cfg.clip_grad);
+    int64_t z = t->cfg.dist_opt ? gpt_grad_zeros_shard(m, t->gshard, scale)
+                                : gpt_grad_zeros_range(m, m->grads_memory, 0, m->num_params, scale);
+    if (z < 0) return fail(t, "out of memory counting the gradients' zeros");
+    double v = (double)z;
+    COMM(t, comm_allreduce(t->cfg.dist_opt ? P->world : P->mp, &v, 1, COMM_F64, COMM_SUM), "zero-count all-reduce");
+    *zeros = v;
+    return backend_check(t, "counting the gradients' zeros");
+}
+
 int trainer_evaluate(trainer *t, int split, uint64_t *cursor, uint64_t iters, double *loss)
 {
     gpt_model *m = t->m;

@@ -331,6 +331,23 @@ int trainer_update(trainer *t, double lr, double lr_embed, double grad_norm);
 int trainer_optimizer_stats(trainer *t, double out[12]);
 
 /*
+ * Megatron's --log-params-norm (calc_params_l2_norm, after the step): the
+ * L2 norm of the counted parameters (as the gradient norm counts them) over
+ * the whole model: with --bf16 the fp32 masters (the distributed
+ * optimizer's shards summed over every rank), else the working weights.
+ * Collective over the world.  0, or -1 with t->err.
+ */
+int trainer_params_norm(trainer *t, double *norm);
+
+/*
+ * Megatron's --log-num-zeros-in-grad (count_zeros_fp32 after clipping): the
+ * zeros among the last backward pass's counted main gradients times the
+ * clipping factor of grad_norm, summed over the ranks the norm sums over.
+ * Collective.  0, or -1 with t->err.
+ */
+int trainer_grad_zeros(trainer *t, double grad_norm, double *zeros);
+
+/*
  * trainer_evaluate() - mean loss (sum of masked losses / sum of the mask) of
  * `iters` global batches of `split` from sample *cursor, which advances by
  * the global batch each; forward only, the stages in a chain.  Meaningful on
