@@ -117,6 +117,27 @@ static int signal_by_name(const char *name)
     return -1;
 }
 
+/* Python's int() of a logging level (spaces around, a sign, single
+ * underscores between digits); anything else is exit 2 naming what. */
+static long python_int(const char *v, const char *what)
+{
+    char buf[64];
+    size_t n = 0;
+    const char *p = v;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p == '+' || *p == '-') buf[n++] = *p++;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9' && n < sizeof buf - 1; p++) {
+        buf[n++] = *p;
+        digits++;
+        if (p[1] == '_' && p[2] >= '0' && p[2] <= '9') p++;
+    }
+    while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+    buf[n] = '\0';
+    if (!digits || *p || n >= sizeof buf - 1) cli_usage("%s: invalid literal for int() with base 10: '%s'", what, v);
+    return strtol(buf, NULL, 10);
+}
+
 /* --exit-signal-handler: set when the signal arrives, read at each
  * iteration's end (Megatron's DistributedSignalHandler). */
 static volatile sig_atomic_t exit_signal_got;
@@ -141,7 +162,7 @@ enum {
     O_BF16, O_FP16, O_LOSS_SCALE, O_INITIAL_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_SCALE_WINDOW, O_HYSTERESIS,
     O_GRADS_FP32, O_GRADS_BF16, O_PER_TOKEN_LOSS, O_DEVICE, O_DEVICE_COMM, O_OP_TIMES,
     O_TIMING_LEVEL, O_TIMING_OPTION, O_NO_L1_BARRIER, O_EXIT_SIGNAL_HANDLER, O_EXIT_SIGNAL, O_MANUAL_GC_INTERVAL,
-    O_NO_CHECK_NAN, O_LOG_PARAMS_NORM, O_LOG_NUM_ZEROS,
+    O_NO_CHECK_NAN, O_LOG_PARAMS_NORM, O_LOG_NUM_ZEROS, O_LOGGING_LEVEL,
     /* Megatron flags naming what mds does (their values checked) */
     O_CP, O_DIST_BACKEND, O_DATA_IMPL, O_OPTIMIZER, O_DDP_IMPL, O_TRANSFORMER_IMPL,
     O_MCORE, O_NUM_WORKERS, O_DATALOADER, O_NO_ASYNC_TP, O_NO_GRAD_FUSION, O_ATTN_BACKEND, O_FLASH_ATTN,
@@ -305,6 +326,9 @@ static const struct cli_option train_options[] = {
      "the timers' figures over the ranks: min and max (default), max, or each rank's"},
     {"no-barrier-with-level-1-timing", 0, CLI_ARG_NONE, O_NO_L1_BARRIER, NULL,
      "no barrier over the ranks before the level-1 timers start"},
+    {"logging-level", 0, CLI_ARG_ONE, O_LOGGING_LEVEL, "N",
+     "Python's logging level for Megatron's logger lines (default $MEGATRON_LOGGING_LEVEL, else 20, INFO): "
+     "above 20 the timers' blocks are not printed"},
     /* parallelism */
     {"tensor-model-parallel-size", 0, CLI_ARG_ONE, O_TP, "N", "tensor-parallel ranks (default 1); DP = world / (TP x PP)"},
     {"pipeline-model-parallel-size", 0, CLI_ARG_ONE, O_PP, "N", "pipeline stages, 1F1B schedule (default 1)"},
@@ -448,6 +472,7 @@ struct config {
     int timing_level, timing_option;  /* --timing-log-level, --timing-log-option (timers.h) */
     int l1_barrier;                   /* not --no-barrier-with-level-1-timing */
     int log_params_norm, log_num_zeros;   /* --log-params-norm, --log-num-zeros-in-grad */
+    long logging_level;               /* --logging-level or $MEGATRON_LOGGING_LEVEL; -1: neither */
     int device_comm;                  /* enum comm_want */
     uint64_t vocab_size_arg, vocab_div;
     int have_lr, have_layers, have_seq, have_maxpos, have_mbs;
@@ -674,6 +699,7 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_NO_L1_BARRIER: c->l1_barrier = 0; break;
     case O_LOG_PARAMS_NORM: c->log_params_norm = 1; break;
     case O_LOG_NUM_ZEROS: c->log_num_zeros = 1; break;
+    case O_LOGGING_LEVEL: c->logging_level = python_int(v, "--logging-level"); break;
     case O_DEVICE_COMM:
         c->device_comm = cli_opt_choice(o, v, (const char *const[]){"auto", "nccl", "host-staged", NULL});
         break;
@@ -866,6 +892,9 @@ static void parse_args(int argc, char **argv, struct config *c)
     c->log_interval = 100;
     c->l1_barrier = 1;
     c->exit_signal = SIGTERM;
+    /* Megatron's setup_logging: the flag, else the variable */
+    const char *env_level = getenv("MEGATRON_LOGGING_LEVEL");
+    c->logging_level = env_level ? python_int(env_level, "MEGATRON_LOGGING_LEVEL") : -1;
     c->eval_interval = 1000;
     c->eval_iters = 100;
     c->vocab_div = 128;
@@ -1465,10 +1494,16 @@ static void timer_stop(mds_timers *tm, int id, int barrier)
     if (mds_timers_stop(tm, id, barrier) != 0) cli_die(1, "rank %d: %s", comm_rank(tm->world), tm->err);
 }
 
-/* Timers.log(names, normalizer): collective; printed by the last rank */
+/* Python logging's effective level for Megatron's logger lines (INFO, 20,
+ * unless --logging-level or $MEGATRON_LOGGING_LEVEL set the root's). */
+static long logging_level = 20;
+
+/* Timers.log(names, normalizer): collective; printed by the last rank
+ * through logger.info (nothing above INFO) */
 static void timers_log(mds_timers *tm, const char *const *names, size_t n, double normalizer)
 {
-    if (tm && mds_timers_log(tm, names, n, normalizer, 1, comm_size(tm->world) - 1, stdout) != 0)
+    int printer = tm && logging_level <= 20 ? comm_size(tm->world) - 1 : -1;
+    if (tm && mds_timers_log(tm, names, n, normalizer, 1, printer, stdout) != 0)
         cli_die(1, "rank %d: %s", comm_rank(tm->world), tm->err);
 }
 
@@ -2154,6 +2189,7 @@ int main(int argc, char **argv)
     mds_timers timers;
     mds_timers_init(&timers, c.timing_level, c.timing_option, c.l1_barrier, P.world, backend->sync, backend->error);
     mds_timers *tm = c.deepspeed ? NULL : &timers;
+    if (c.logging_level >= 0) logging_level = c.logging_level;
     timer_start(tm, TM_MODEL_SETUP, 1);
     gpt_model model;
     int rc = gpt_model_init(&model, &mc, (int)c.mbs, c.seq, err, sizeof err);

@@ -126,7 +126,18 @@ check pp2_bwd_send_fwd_recv_stage1 test "$(ranks_of backward-send-forward-recv)"
 check pp2_forward_backward_both test "$(ranks_of forward-backward)" = "0 1"
 check pp2_batch_generator_both test "$(ranks_of batch-generator)" = "0 1"
 
-# 8. refusals: Megatron's choices, and the fork's timers under --deepspeed
+# 8. Python logging's level (Megatron's setup_logging: --logging-level, else
+#    $MEGATRON_LOGGING_LEVEL): above INFO (20) no block; the flag wins
+run warn --timing-log-level 1 --logging-level 30
+check level_30_no_blocks sh -c "grep -q '] iteration' '$T/warn' && ! grep -q '^INFO:' '$T/warn'"
+MEGATRON_LOGGING_LEVEL=30 run envwarn --timing-log-level 1
+check env_30_no_blocks sh -c "grep -q '] iteration' '$T/envwarn' && ! grep -q '^INFO:' '$T/envwarn'"
+MEGATRON_LOGGING_LEVEL=30 run envflag --timing-log-level 1 --logging-level 1_0
+check flag_over_env test "$(grep -c '^INFO:' "$T/envflag")" -eq 7
+run_expect env_level_refused 2 "MEGATRON_LOGGING_LEVEL: invalid literal for int\(\) with base 10: 'INFO'" \
+    env MEGATRON_LOGGING_LEVEL=INFO "$MDSTRAIN" $TINY2
+
+# 9. refusals: Megatron's choices, and the fork's timers under --deepspeed
 run_expect level_3_refused 2 'timing-log-level' "$MDSTRAIN" $TINY2 --timing-log-level 3
 run_expect option_refused 2 'timing-log-option.*sum' "$MDSTRAIN" $TINY2 --timing-log-option sum
 printf '{"train_batch_size": 4, "train_micro_batch_size_per_gpu": 1}\n' >"$T/ds.json"
