@@ -162,7 +162,7 @@ enum {
     O_BF16, O_FP16, O_LOSS_SCALE, O_INITIAL_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_SCALE_WINDOW, O_HYSTERESIS,
     O_GRADS_FP32, O_GRADS_BF16, O_PER_TOKEN_LOSS, O_DEVICE, O_DEVICE_COMM, O_OP_TIMES,
     O_TIMING_LEVEL, O_TIMING_OPTION, O_NO_L1_BARRIER, O_EXIT_SIGNAL_HANDLER, O_EXIT_SIGNAL, O_MANUAL_GC_INTERVAL,
-    O_NO_CHECK_NAN, O_LOG_PARAMS_NORM, O_LOG_NUM_ZEROS, O_LOGGING_LEVEL,
+    O_NO_CHECK_NAN, O_LOG_PARAMS_NORM, O_LOG_NUM_ZEROS, O_LOGGING_LEVEL, O_WSD_STYLE, O_WSD_ITERS, O_WSD_SAMPLES,
     /* Megatron flags naming what mds does (their values checked) */
     O_CP, O_DIST_BACKEND, O_DATA_IMPL, O_OPTIMIZER, O_DDP_IMPL, O_TRANSFORMER_IMPL,
     O_MCORE, O_NUM_WORKERS, O_DATALOADER, O_NO_ASYNC_TP, O_NO_GRAD_FUSION, O_ATTN_BACKEND, O_FLASH_ATTN,
@@ -273,7 +273,12 @@ static const struct cli_option train_options[] = {
     {"decoupled-lr", 0, CLI_ARG_ONE, O_DECOUPLED_LR, "X", "peak learning rate of the word embeddings and output layer (default --lr)"},
     {"decoupled-min-lr", 0, CLI_ARG_ONE, O_DECOUPLED_MIN_LR, "X", "their final learning rate (default --min-lr)"},
     {"lr-warmup-init", 0, CLI_ARG_ONE, O_LR_WARMUP_INIT, "X", "learning rate at the start of the warmup (default 0)"},
-    {"lr-decay-style", 0, CLI_ARG_ONE, O_DECAY_STYLE, "STYLE", "constant, linear (default) or cosine"},
+    {"lr-decay-style", 0, CLI_ARG_ONE, O_DECAY_STYLE, "STYLE",
+     "constant, linear (default), cosine, inverse-square-root or WSD (warmup, stable, then the last "
+     "--lr-wsd-decay-iters/-samples anneal)"},
+    {"lr-wsd-decay-style", 0, CLI_ARG_ONE, O_WSD_STYLE, "STYLE", "WSD's annealing: exponential (default), linear, cosine or minus_sqrt"},
+    {"lr-wsd-decay-iters", 0, CLI_ARG_ONE, O_WSD_ITERS, "N", "WSD's annealing iterations (with --train-iters)"},
+    {"lr-wsd-decay-samples", 0, CLI_ARG_ONE, O_WSD_SAMPLES, "N", "WSD's annealing samples (with --train-samples)"},
     {"lr-warmup-iters", 0, CLI_ARG_ONE, O_WARMUP_ITERS, "N", "warmup iterations (default 0)"},
     {"lr-warmup-fraction", 0, CLI_ARG_ONE, O_WARMUP_FRACTION, "X", "warmup as a fraction of the decay length"},
     {"lr-warmup-samples", 0, CLI_ARG_ONE, O_WARMUP_SAMPLES, "N", "warmup samples (with --train-samples)"},
@@ -654,6 +659,9 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_WARMUP_ITERS: s->lr_warmup_iters = cli_opt_u64(o, v, 0, 1ull << 40); break;
     case O_WARMUP_FRACTION: s->lr_warmup_fraction = cli_opt_double(o, v, 0, 1); s->have_warmup_fraction = 1; break;
     case O_WARMUP_SAMPLES: s->lr_warmup_samples = cli_opt_u64(o, v, 0, 1ull << 50); break;
+    case O_WSD_STYLE: s->wsd_style = cli_opt_choice(o, v, train_wsd_names); break;
+    case O_WSD_ITERS: s->lr_wsd_decay_iters = cli_opt_u64(o, v, 0, 1ull << 40); s->have_wsd_iters = 1; break;
+    case O_WSD_SAMPLES: s->lr_wsd_decay_samples = cli_opt_u64(o, v, 0, 1ull << 50); s->have_wsd_samples = 1; break;
     case O_DECAY_ITERS: s->lr_decay_iters = cli_opt_u64(o, v, 1, 1ull << 40); s->have_decay_iters = 1; break;
     case O_DECAY_SAMPLES: s->lr_decay_samples = cli_opt_u64(o, v, 1, 1ull << 50); s->have_decay_samples = 1; break;
     case O_WD: c->wd = cli_opt_double(o, v, 0, 1e6); break;
@@ -880,6 +888,7 @@ static void parse_args(int argc, char **argv, struct config *c)
 {
     memset(c, 0, sizeof *c);
     c->sched.decay_style = TRAIN_DECAY_LINEAR;
+    c->sched.wsd_style = -1;   /* (not given: exponential) */
     c->wd = 0.01;
     c->clip = 1.0;
     c->beta1 = 0.9;
@@ -977,6 +986,13 @@ static void parse_args(int argc, char **argv, struct config *c)
         cli_usage("--lr-decay-samples and --lr-warmup-samples need --train-samples");
     if (s->train_samples && (s->have_decay_iters || s->lr_warmup_iters))
         cli_usage("--lr-decay-iters and --lr-warmup-iters need --train-iters");
+    /* (Megatron reads only the one of the training's unit, and only for WSD) */
+    if (s->train_iters && s->have_wsd_samples) cli_usage("--lr-wsd-decay-samples needs --train-samples");
+    if (s->train_samples && s->have_wsd_iters) cli_usage("--lr-wsd-decay-iters needs --train-iters");
+    if ((s->have_wsd_iters || s->have_wsd_samples || s->wsd_style >= 0) &&
+        s->decay_style != TRAIN_DECAY_WSD)
+        cli_usage("--lr-wsd-decay-%s goes with --lr-decay-style WSD",
+                  s->have_wsd_iters ? "iters" : s->have_wsd_samples ? "samples" : "style");
     if (s->min_lr > s->lr) cli_usage("--min-lr %g is above --lr %g", s->min_lr, s->lr);
     if (!infer) data_flags_check(&c->data, 1);
     if (c->tokenizer == TK_NULL && !c->vocab_size_arg) cli_usage("NullTokenizer needs --vocab-size");
@@ -1371,7 +1387,13 @@ static void print_config(const struct config *c, const gpt_model *m, const train
         ROW("ds warmup lr / steps", "%g to %g / %g (%s)%s", d->min_lr, d->max_lr, d->warmup_num_steps,
             d->linear ? "linear" : "log", total);
     }
-    ROW("lr / min lr / style", "%g / %g / %s", c->sched.lr, c->sched.min_lr, train_decay_names[c->sched.decay_style]);
+    if (c->sched.decay_style == TRAIN_DECAY_WSD)
+        ROW("lr / min lr / style", "%g / %g / WSD (%s, last %" PRIu64 " %s)", c->sched.lr, c->sched.min_lr,
+            train_wsd_names[c->sched.wsd_style < 0 ? TRAIN_WSD_EXPONENTIAL : c->sched.wsd_style],
+            c->sched.train_samples ? c->sched.lr_wsd_decay_samples : c->sched.lr_wsd_decay_iters,
+            c->sched.train_samples ? "samples" : "iters");
+    else
+        ROW("lr / min lr / style", "%g / %g / %s", c->sched.lr, c->sched.min_lr, train_decay_names[c->sched.decay_style]);
     if (c->have_decoupled_lr)
         ROW("decoupled lr / min lr", "%g / %g (word embeddings, output layer)", c->decoupled_lr,
             c->have_decoupled_min_lr ? c->decoupled_min_lr : c->sched.min_lr);
@@ -1594,7 +1616,7 @@ static void resume_state(const struct config *c, trainer *t, train_schedule *s, 
                      c->override_sched ? "override" : "use-checkpoint");
     } else if (c->use_ckpt_sched) {
         /* Megatron's _check_and_set with use_checkpoint_opt_param_scheduler */
-        if (st->decay_style > 2)
+        if (st->decay_style >= TRAIN_DECAY_COUNT)
             cli_die(1, "checkpoint in '%s': unknown lr scheduler decay style %u", c->load, st->decay_style);
         s->style = (int)st->decay_style;
         s->max_lr = st->max_lr;
@@ -1608,7 +1630,8 @@ static void resume_state(const struct config *c, trainer *t, train_schedule *s, 
     } else {
         if (st->decay_style != (uint32_t)s->style)
             cli_die(1, "checkpoint in '%s': lr scheduler decay style is %s in the checkpoint but %s in this run", c->load,
-                    st->decay_style < 3 ? train_decay_names[st->decay_style] : "unknown", train_decay_names[s->style]);
+                    st->decay_style < TRAIN_DECAY_COUNT ? train_decay_names[st->decay_style] : "unknown",
+                    train_decay_names[s->style]);
         check_sched(c->load, "max lr", s->max_lr, st->max_lr);
         check_sched(c->load, "min lr", s->min_lr, st->min_lr);
         check_sched(c->load, "warmup init lr", s->init_lr, st->init_lr);
@@ -1721,12 +1744,12 @@ static int load_torch_dist(const struct config *c, trainer *t, train_schedule *s
         cs.warmup_steps = st.sched_warmup_steps;
         cs.decay_steps = st.sched_decay_steps;
         cs.num_steps = st.sched_num_steps;
-        cs.decay_style = 3;
-        for (uint32_t k = 0; k < 3; k++)
+        cs.decay_style = TRAIN_DECAY_COUNT;
+        for (uint32_t k = 0; k < TRAIN_DECAY_COUNT; k++)
             if (!strcmp(st.sched_decay_style, train_decay_names[k])) cs.decay_style = k;
-        if (cs.decay_style == 3)
-            cli_die(1, "'%s': lr decay style '%s' in the checkpoint is not implemented (constant, linear, cosine)", iter_dir,
-                    st.sched_decay_style);
+        if (cs.decay_style == TRAIN_DECAY_COUNT)
+            cli_die(1, "'%s': lr decay style '%s' in the checkpoint is not implemented (constant, linear, cosine, "
+                    "inverse-square-root, WSD)", iter_dir, st.sched_decay_style);
         cs.loss_scale = t->scaler.scale;   /* the grad scaler (--fp16) is not read yet */
         cs.growth_tracker = (uint32_t)t->scaler.growth_tracker;
         cs.hysteresis_tracker = (uint32_t)t->scaler.hysteresis_tracker;

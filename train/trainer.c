@@ -18,8 +18,13 @@
 
 /* ---- Megatron's learning-rate schedule ---------------------------------------- */
 
-const char *const train_decay_names[4] = { "constant", "linear", "cosine", NULL };
+const char *const train_decay_names[TRAIN_DECAY_COUNT + 1] = {
+    "constant", "linear", "cosine", "inverse-square-root", "WSD", NULL
+};
+const char *const train_wsd_names[5] = { "exponential", "linear", "cosine", "minus_sqrt", NULL };
 
+/* Megatron's get_lr (megatron/core/optimizer_param_scheduler.py at
+ * d98e8a64), in Python's order of operations. */
 double train_schedule_lr(const train_schedule *s, double num_steps)
 {
     if (s->warmup_steps > 0 && num_steps <= s->warmup_steps)
@@ -28,12 +33,32 @@ double train_schedule_lr(const train_schedule *s, double num_steps)
         return s->max_lr;
     if (num_steps > s->decay_steps)
         return s->min_lr;
+    if (s->style == TRAIN_DECAY_INV_SQRT) {
+        /* max_lr * max(warmup, 1) ** 0.5 / (max(num_steps, 1) ** 0.5), then max(min_lr, lr) */
+        double w = 1.0 > s->warmup_steps ? 1.0 : s->warmup_steps, n = 1.0 > num_steps ? 1.0 : num_steps;
+        double lr = s->max_lr * pow(w, 0.5) / pow(n, 0.5);
+        return lr > s->min_lr ? lr : s->min_lr;
+    }
     double ratio = (num_steps - s->warmup_steps) / (s->decay_steps - s->warmup_steps);
     double delta = s->max_lr - s->min_lr, coeff;
-    if (s->style == TRAIN_DECAY_LINEAR)
+    if (s->style == TRAIN_DECAY_LINEAR) {
         coeff = 1.0 - ratio;
-    else
+    } else if (s->style == TRAIN_DECAY_COSINE) {
         coeff = 0.5 * (cos(M_PI * ratio) + 1.0);
+    } else {   /* WSD: stable, then the last wsd_decay_steps anneal */
+        double start = s->decay_steps - s->wsd_decay_steps;
+        if (num_steps <= start) {
+            coeff = 1.0;
+        } else {
+            double r = (num_steps - start) / s->wsd_decay_steps;
+            switch (s->wsd_style) {
+            case TRAIN_WSD_LINEAR: coeff = 1.0 - r; break;
+            case TRAIN_WSD_COSINE: coeff = 0.5 * (cos(M_PI * r) + 1.0); break;
+            case TRAIN_WSD_MINUS_SQRT: coeff = 1.0 - sqrt(r); break;
+            default: coeff = 2.0 * pow(0.5, r) - 1.0; break;
+            }
+        }
+    }
     return s->min_lr + coeff * delta;
 }
 
@@ -89,6 +114,13 @@ int train_schedule_init(train_schedule *s, const train_schedule_args *a, char *e
     s->min_lr = a->min_lr;
     s->init_lr = a->lr_warmup_init;
     s->style = a->decay_style;
+    s->wsd_style = a->wsd_style < 0 ? TRAIN_WSD_EXPONENTIAL : a->wsd_style;
+    /* Megatron's get_optimizer_param_scheduler: the iterations' count in
+       iteration-based training, the samples' in sample-based */
+    s->wsd_decay_steps = -1;
+    if (a->train_samples && a->have_wsd_samples) s->wsd_decay_steps = (double)a->lr_wsd_decay_samples;
+    if (!a->train_samples && a->have_wsd_iters)
+        s->wsd_decay_steps = (double)a->lr_wsd_decay_iters * (double)a->global_batch_size;
     if (a->train_samples) {
         s->decay_steps = (double)(a->have_decay_samples ? a->lr_decay_samples : a->train_samples);
         s->warmup_steps = a->have_warmup_fraction ? a->lr_warmup_fraction * s->decay_steps
@@ -109,12 +141,21 @@ int train_schedule_init(train_schedule *s, const train_schedule_args *a, char *e
                  s->decay_steps);
         return -1;
     }
+    if (s->style == TRAIN_DECAY_WSD && s->wsd_decay_steps < 0) {   /* its assert */
+        snprintf(err, errlen, "--lr-decay-style WSD needs --lr-wsd-decay-%s", a->train_samples ? "samples" : "iters");
+        return -1;
+    }
     s->latch_tokens = -1;
     /* where Megatron-DeepSpeed fails: a token decay from no known warmup end
        (TypeError), a token warmup not below the token decay (its assert) */
     if (s->decay_tokens >= 0 && s->warmup_tokens < 0 && !(s->warmup_steps > 0)) {
         snprintf(err, errlen, "--lr-decay-tokens needs --lr-warmup-tokens or a warmup in iterations or samples "
                               "(Megatron-DeepSpeed fails there); give --lr-warmup-tokens 0 for none");
+        return -1;
+    }
+    if ((s->decay_tokens >= 0 || s->warmup_tokens >= 0) && s->style > TRAIN_DECAY_COSINE) {
+        snprintf(err, errlen, "--lr-decay-style %s with the token schedule (--lr-*-tokens): Megatron-DeepSpeed's "
+                              "has constant, linear and cosine", train_decay_names[s->style]);
         return -1;
     }
     if (s->decay_tokens >= 0 && s->warmup_tokens >= 0 && !(s->warmup_tokens < s->decay_tokens)) {
@@ -1309,7 +1350,7 @@ static pk_node *common_state(trainer *t, pk_doc *d, const ckpt_state *st)
     tds_sched sc = { .max_lr = st->max_lr, .min_lr = st->min_lr, .start_wd = wd, .end_wd = wd, .lr_warmup_steps = (int64_t)st->warmup_steps,
                      .num_steps = (int64_t)st->num_steps, .lr_decay_steps = (int64_t)st->decay_steps,
                      .wd_incr_steps = (int64_t)st->decay_steps,
-                     .lr_decay_style = st->decay_style < 3 ? train_decay_names[st->decay_style] : "constant",
+                     .lr_decay_style = st->decay_style < TRAIN_DECAY_COUNT ? train_decay_names[st->decay_style] : "constant",
                      .wd_incr_style = "constant" };
     pk_node *cs = tds_common_state(d, args, (int64_t)st->iteration, tds_scheduler(d, &sc), NULL);
     /* the optimizer's common part: one param group with the Adam step (what

@@ -43,16 +43,24 @@ extern "C" {
 
 /* ---- Megatron's learning-rate schedule ---------------------------------------- */
 
-enum train_decay { TRAIN_DECAY_CONSTANT, TRAIN_DECAY_LINEAR, TRAIN_DECAY_COSINE };
+enum train_decay {
+    TRAIN_DECAY_CONSTANT, TRAIN_DECAY_LINEAR, TRAIN_DECAY_COSINE, TRAIN_DECAY_INV_SQRT, TRAIN_DECAY_WSD,
+    TRAIN_DECAY_COUNT
+};
 /* Megatron's names of the styles (--lr-decay-style, the scheduler's
  * lr_decay_style), indexed by enum train_decay; NULL-terminated. */
-extern const char *const train_decay_names[4];
+extern const char *const train_decay_names[TRAIN_DECAY_COUNT + 1];
+/* WSD's annealing (--lr-wsd-decay-style), the same way. */
+enum train_wsd { TRAIN_WSD_EXPONENTIAL, TRAIN_WSD_LINEAR, TRAIN_WSD_COSINE, TRAIN_WSD_MINUS_SQRT };
+extern const char *const train_wsd_names[5];
 
 /* Megatron's OptimizerParamScheduler, in samples; with Megatron-DeepSpeed's
  * token schedule when warmup_tokens or decay_tokens is >= 0. */
 typedef struct train_schedule {
     double max_lr, min_lr, init_lr, warmup_steps, decay_steps;
     int style;                       /* enum train_decay */
+    double wsd_decay_steps;          /* WSD: the annealing's samples (--lr-wsd-decay-*); -1: none given */
+    int wsd_style;                   /* enum train_wsd */
     double warmup_tokens, decay_tokens;   /* --lr-warmup-tokens, --lr-decay-tokens; -1: not given */
     double latch_tokens;             /* step warmup + token decay: tokens consumed when the warmup
                                         ended (train_rampup_warmup_tokens); -1 until the caller sets it */
@@ -62,6 +70,9 @@ typedef struct train_schedule {
 typedef struct train_schedule_args {
     double lr, min_lr, lr_warmup_init;
     int decay_style;                  /* enum train_decay */
+    int wsd_style;                    /* enum train_wsd; -1: not given (Megatron's default, exponential) */
+    int have_wsd_iters, have_wsd_samples;
+    uint64_t lr_wsd_decay_iters, lr_wsd_decay_samples;
     uint64_t global_batch_size;
     uint64_t train_iters, train_samples;           /* one of them nonzero */
     int have_decay_iters, have_decay_samples, have_warmup_fraction;

@@ -202,6 +202,67 @@ static void deepspeed_warmup_golden(void)
     CHECK(rows == 66);
 }
 
+/* Megatron's get_lr, every style, against tests/data/lrsched/golden.txt
+ * (Megatron-LM's own optimizer_param_scheduler.py at d98e8a64 printed it:
+ * make_golden.py), bit for bit; and init's refusals for the new styles. */
+static void megatron_lr_golden(void)
+{
+    FILE *f = fopen("tests/data/lrsched/golden.txt", "r");
+    CHECK(f != NULL);
+    if (!f) return;
+    char line[256];
+    train_schedule s;
+    int cases = 0, points = 0, bad = 0;
+    while (fgets(line, sizeof line, f)) {
+        char style[32], wsd[32];
+        double mx, mn, init, warm, decay, wsd_steps;
+        if (sscanf(line, "case %*d %31s %31s %lf %lf %lf %lf %lf %lf", style, wsd, &mx, &mn, &init, &warm, &decay,
+                   &wsd_steps) == 8) {
+            memset(&s, 0, sizeof s);
+            s.style = -1;
+            for (int k = 0; train_decay_names[k]; k++)
+                if (!strcmp(style, train_decay_names[k])) s.style = k;
+            s.wsd_style = TRAIN_WSD_EXPONENTIAL;
+            for (int k = 0; train_wsd_names[k]; k++)
+                if (!strcmp(wsd, train_wsd_names[k])) s.wsd_style = k;
+            CHECK(s.style >= 0);
+            s.max_lr = mx, s.min_lr = mn, s.init_lr = init, s.warmup_steps = warm, s.decay_steps = decay;
+            s.wsd_decay_steps = wsd_steps;
+            s.warmup_tokens = s.decay_tokens = s.latch_tokens = -1;
+            cases++;
+            continue;
+        }
+        double n, want;
+        if (sscanf(line, "%lf %lf", &n, &want) != 2) continue;
+        double got = train_schedule_lr(&s, n);
+        if (got != want) {
+            fprintf(stderr, "  %s at %g: %.17g, Megatron %.17g\n", train_decay_names[s.style], n, got, want);
+            bad++;
+        }
+        CHECK(train_schedule_lr_tokens(&s, n, 12345.0) == got);   /* (no tokens: the same) */
+        points++;
+    }
+    fclose(f);
+    CHECK(cases == 11 && points == 104 && bad == 0);
+    /* WSD needs its annealing length in the training's unit; not with tokens */
+    train_schedule_args a;
+    memset(&a, 0, sizeof a);
+    a.lr = 1e-3;
+    a.decay_style = TRAIN_DECAY_WSD;
+    a.global_batch_size = 4;
+    a.train_iters = 100;
+    char err[256];
+    CHECK(train_schedule_init(&s, &a, err, sizeof err) != 0 && strstr(err, "--lr-wsd-decay-iters"));
+    a.have_wsd_samples = 1, a.lr_wsd_decay_samples = 40;   /* (samples are read with --train-samples only) */
+    CHECK(train_schedule_init(&s, &a, err, sizeof err) != 0);
+    a.have_wsd_iters = 1, a.lr_wsd_decay_iters = 10, a.wsd_style = TRAIN_WSD_COSINE;
+    CHECK(train_schedule_init(&s, &a, err, sizeof err) == 0 && s.wsd_decay_steps == 40 && s.wsd_style == TRAIN_WSD_COSINE);
+    a.wsd_style = -1;
+    CHECK(train_schedule_init(&s, &a, err, sizeof err) == 0 && s.wsd_style == TRAIN_WSD_EXPONENTIAL);
+    a.have_decay_tokens = 1, a.lr_decay_tokens = 1000, a.have_warmup_tokens = 1;
+    CHECK(train_schedule_init(&s, &a, err, sizeof err) != 0 && strstr(err, "token schedule"));
+}
+
 int main(void)
 {
     RUN(rampup_gpt3_175b);
@@ -212,5 +273,6 @@ int main(void)
     RUN(step_warmup_token_decay);
     RUN(tokens_absent_is_samples);
     RUN(deepspeed_warmup_golden);
+    RUN(megatron_lr_golden);
     return harness_report();
 }
