@@ -5,7 +5,9 @@
 # without the end-of-training evaluation; the checkpoint resumes), the
 # default without the flag (the signal ends the process), and the Megatron
 # flags accepted for what mds does anyway (the kernel-fusion switches, the
-# garbage collector's interval, the NaN check): the same losses bit for bit.
+# garbage collector's interval, the NaN check): the same losses bit for bit;
+# and the checkpoint strategies (--async-save, --no-save-rng, the fully
+# parallel save and load, ...): the same files.
 # About 10 s.
 . tests/cli/lib.sh
 . tests/cli/parallel_lib.sh
@@ -84,4 +86,16 @@ SHORT="--train-iters 3 --log-interval 1 -v -v"
 check compat_exit0 test $? -eq 0
 exact "$T/ref" >"$T/x1"; exact "$T/compat" >"$T/x2"
 check compat_same_losses sh -c "[ -s '$T/x1' ] && cmp -s '$T/x1' '$T/x2'"
+# the checkpoint strategies: the same files, in both formats
+for fmt in mds torch_dist; do
+    F=""; [ "$fmt" = torch_dist ] && F="--ckpt-format torch_dist"
+    # shellcheck disable=SC2086
+    "$MDSTRAIN" $TINY2 $SHORT $F --save "$T/c1_$fmt" >/dev/null 2>&1
+    # shellcheck disable=SC2086
+    "$MDSTRAIN" $TINY2 $SHORT $F --save "$T/c2_$fmt" --no-save-rng --async-save --use-persistent-ckpt-worker \
+        --ckpt-fully-parallel-save --ckpt-fully-parallel-load --ckpt-assume-constant-structure --use-dist-ckpt \
+        --auto-detect-ckpt-format >/dev/null 2>&1
+    # (a torch_dist .metadata differs between any two saves)
+    check "ckpt_flags_same_files_$fmt" sh -c "[ $? -eq 0 ] && diff -r -x .metadata '$T/c1_$fmt' '$T/c2_$fmt' >/dev/null"
+done
 finish
