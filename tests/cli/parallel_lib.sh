@@ -19,6 +19,13 @@ TINY="--mock-data --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-s
       --micro-batch-size 1 --global-batch-size 8 --train-iters 5 --lr 1e-2 --lr-warmup-iters 1
       --log-interval 1 --eval-iters 0 -q -v -v"
 
+# A 2-layer model of 4 micro-batches of 1 per iteration for single-process
+# tests (test_timers.sh, test_log_stats.sh, test_exit_signal.sh), without
+# the sequence length, the iterations and the logging, which each sets.
+TINY_BASE="--mock-data --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 8
+      --num-layers 2 --hidden-size 32 --num-attention-heads 4 --max-position-embeddings 16
+      --micro-batch-size 1 --global-batch-size 4 --lr 1e-2 --lr-warmup-iters 1"
+
 # exact FILE...: "loss norm" of each line -v -v adds on the logging rank
 exact() { cat "$@" | sed -n 's/^ \[rank [0-9]*\] lm loss \([^ ]*\) grad norm \([^ ]*\)$/\1 \2/p'; }
 

@@ -12,10 +12,7 @@
 . tests/cli/lib.sh
 . tests/cli/parallel_lib.sh
 no_launcher_env
-TINY2="--mock-data --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 8
-       --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --max-position-embeddings 16
-       --micro-batch-size 1 --global-batch-size 4 --lr 1e-2 --lr-warmup-iters 1
-       --eval-interval 1000000 --eval-iters 1 --log-interval 5 --train-iters 100000"
+TINY2="$TINY_BASE --seq-length 16 --eval-interval 1000000 --eval-iters 1 --log-interval 5 --train-iters 100000"
 
 # wait_for FILE: until FILE has an iteration line (at most 30 s)
 wait_for() {

@@ -12,11 +12,8 @@
 . tests/cli/lib.sh
 . tests/cli/parallel_lib.sh
 no_launcher_env
-SMALL="--mock-data --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 8
-       --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 8 --max-position-embeddings 16
-       --micro-batch-size 1 --global-batch-size 4 --train-iters 4 --lr 1e-2 --lr-warmup-iters 1
-       --log-interval 2 --eval-iters 0 --hidden-dropout 0 --attention-dropout 0
-       --disable-bias-linear --log-num-zeros-in-grad --log-params-norm"
+SMALL="$TINY_BASE --seq-length 8 --train-iters 4 --log-interval 2 --eval-iters 0 --hidden-dropout 0
+       --attention-dropout 0 --disable-bias-linear --log-num-zeros-in-grad --log-params-norm"
 # fields NAME: "num-zeros params-norm" of each log line of $T/NAME (or of its last rank's log)
 fields() { sed -n 's/.*| num zeros: \([0-9.]*\) | params norm: \([0-9.]*\) | number of skipped.*/\1 \2/p' "$T/$1"; }
 

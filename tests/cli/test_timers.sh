@@ -12,10 +12,7 @@
 . tests/cli/lib.sh
 . tests/cli/parallel_lib.sh
 no_launcher_env
-TINY2="--mock-data --tokenizer-type NullTokenizer --vocab-size 127 --make-vocab-size-divisible-by 8
-       --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --max-position-embeddings 16
-       --micro-batch-size 1 --global-batch-size 4 --train-iters 4 --lr 1e-2 --lr-warmup-iters 1
-       --log-interval 2 --eval-interval 2 --eval-iters 1"
+TINY2="$TINY_BASE --seq-length 16 --train-iters 4 --log-interval 2 --eval-interval 2 --eval-iters 1"
 HEAD_MINMAX='INFO:megatron.core.timers:(min, max) time across ranks (ms):'
 
 # run NAME FLAGS...: one process; stdout in $T/NAME, stderr in $T/NAME.err

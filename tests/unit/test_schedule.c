@@ -90,6 +90,18 @@ static void rampup_constant_and_refusals(void)
     CHECK(train_rampup_init(&r, 2, 0, 10, 8, err, sizeof err) != 0);   /* increment 0 */
 }
 
+/* lr 1e-3 to 0 in style over iters iterations of G samples, no warmup */
+static train_schedule_args iteration_args(int style, uint64_t G, uint64_t iters)
+{
+    train_schedule_args a;
+    memset(&a, 0, sizeof a);
+    a.lr = 1e-3;
+    a.decay_style = style;
+    a.global_batch_size = G;
+    a.train_iters = iters;
+    return a;
+}
+
 static train_schedule token_schedule(int style, int warmup_tokens, int decay_tokens, uint64_t warmup_iters)
 {
     train_schedule_args a;
@@ -146,12 +158,7 @@ static void step_warmup_token_decay(void)
     /* a warmup that ends inside an iteration has no token start (Megatron-DeepSpeed: TypeError) */
     CHECK(train_rampup_warmup_tokens(&r, 7, 16, &s.latch_tokens) != 0);
     /* a token decay with no warmup at all: refused, as Megatron-DeepSpeed fails */
-    train_schedule_args a;
-    memset(&a, 0, sizeof a);
-    a.lr = 1e-3;
-    a.decay_style = TRAIN_DECAY_LINEAR;
-    a.global_batch_size = 2;
-    a.train_iters = 10;
+    train_schedule_args a = iteration_args(TRAIN_DECAY_LINEAR, 2, 10);
     a.have_decay_tokens = 1;
     a.lr_decay_tokens = 100;
     train_schedule t;
@@ -245,12 +252,7 @@ static void megatron_lr_golden(void)
     fclose(f);
     CHECK(cases == 11 && points == 104 && bad == 0);
     /* WSD needs its annealing length in the training's unit; not with tokens */
-    train_schedule_args a;
-    memset(&a, 0, sizeof a);
-    a.lr = 1e-3;
-    a.decay_style = TRAIN_DECAY_WSD;
-    a.global_batch_size = 4;
-    a.train_iters = 100;
+    train_schedule_args a = iteration_args(TRAIN_DECAY_WSD, 4, 100);
     char err[256];
     CHECK(train_schedule_init(&s, &a, err, sizeof err) != 0 && strstr(err, "--lr-wsd-decay-iters"));
     a.have_wsd_samples = 1, a.lr_wsd_decay_samples = 40;   /* (samples are read with --train-samples only) */
