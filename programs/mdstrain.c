@@ -163,6 +163,7 @@ enum {
     O_GRADS_FP32, O_GRADS_BF16, O_PER_TOKEN_LOSS, O_DEVICE, O_DEVICE_COMM, O_OP_TIMES,
     O_TIMING_LEVEL, O_TIMING_OPTION, O_NO_L1_BARRIER, O_EXIT_SIGNAL_HANDLER, O_EXIT_SIGNAL, O_MANUAL_GC_INTERVAL,
     O_NO_CHECK_NAN, O_LOG_PARAMS_NORM, O_LOG_NUM_ZEROS, O_LOGGING_LEVEL, O_WSD_STYLE, O_WSD_ITERS, O_WSD_SAMPLES,
+    O_NO_SAVE_OPTIM,
     /* Megatron flags naming what mds does (their values checked) */
     O_CP, O_DIST_BACKEND, O_DATA_IMPL, O_OPTIMIZER, O_DDP_IMPL, O_TRANSFORMER_IMPL,
     O_MCORE, O_NUM_WORKERS, O_DATALOADER, O_NO_ASYNC_TP, O_NO_GRAD_FUSION, O_ATTN_BACKEND, O_FLASH_ATTN,
@@ -400,6 +401,9 @@ static const struct cli_option compat_options[] = {
     {"no-rope-fusion", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL, "accepted (as --no-masked-softmax-fusion)"},
     {"no-persist-layer-norm", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL, "accepted (as --no-masked-softmax-fusion)"},
     /* checkpoint writing and reading strategies: the same files either way */
+    {"no-save-optim", 0, CLI_ARG_NONE, O_NO_SAVE_OPTIM, NULL,
+     "with --ckpt-format torch_dist: save the weights without AdamW's state and the scheduler's (its args say "
+     "no_save_optim, so a load skips them)"},
     {"no-save-rng", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL,
      "accepted: mds saves no RNG state (a torch_dist checkpoint's args say no_save_rng)"},
     {"async-save", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL,
@@ -523,6 +527,7 @@ struct config {
     int exit_signal_handler, exit_signal;   /* --exit-signal-handler, --exit-signal */
     int override_sched, use_ckpt_sched;
     int no_load_optim, no_load_rng, finetune;   /* Megatron's load_checkpoint flags */
+    int no_save_optim;                /* --no-save-optim (torch_dist only) */
     /* ramp-up and tokens */
     uint64_t rampup[3];                         /* START INCR SAMPLES; start 0: none */
     uint64_t train_tokens;                      /* 0: none */
@@ -816,6 +821,7 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_OVERRIDE_SCHED: c->override_sched = 1; break;
     case O_USE_CKPT_SCHED: c->use_ckpt_sched = 1; break;
     case O_NO_LOAD_OPTIM: c->no_load_optim = 1; break;
+    case O_NO_SAVE_OPTIM: c->no_save_optim = 1; break;
     case O_NO_LOAD_RNG: c->no_load_rng = 1; break;
     case O_FINETUNE: c->finetune = 1; break;
     case O_DIST_TIMEOUT: c->dist_timeout = cli_opt_double(o, v, 0, 1e9); break;
@@ -953,6 +959,8 @@ static void parse_args(int argc, char **argv, struct config *c)
     if (c->ln1p && (c->export_hf || c->load_hf))
         cli_usage("--apply-layernorm-1p with --%s is not supported yet (HuggingFace's norms store 1 + w)",
                   c->export_hf ? "export-hf" : "load-hf");
+    if (c->no_save_optim && !c->ckpt_torch_dist)
+        cli_usage("--no-save-optim needs --ckpt-format torch_dist (mds's own format always holds the optimizer's state)");
     if ((c->no_load_optim || c->no_load_rng || c->finetune) && !c->load)
         cli_usage("--%s goes with --load", c->finetune ? "finetune" : c->no_load_optim ? "no-load-optim" : "no-load-rng");
     if (c->embed_ln && (c->export_hf || c->load_hf))
@@ -2247,7 +2255,7 @@ int main(int argc, char **argv)
                           .bucket_size = (size_t)bucket_size(&c, &P),
                           .beta1 = (float)c.beta1, .beta2 = (float)c.beta2, .eps = (float)c.eps,
                           .weight_decay = (float)c.wd, .weight_decay_arg = c.wd, .clip_grad = (float)c.clip, .fatal = fatal,
-                          .timers = tm };
+                          .no_save_optim = c.no_save_optim, .timers = tm };
     train_loss_scaler_init(&tc.scaler, c.fp16, !c.have_loss_scale, c.have_loss_scale ? c.loss_scale : c.initial_loss_scale,
                            c.min_loss_scale, (int)c.loss_scale_window, (int)c.hysteresis);
     if (trainer_init(&t, &model, &P, data, &tc) != 0)

@@ -1346,6 +1346,11 @@ static pk_node *common_state(trainer *t, pk_doc *d, const ckpt_state *st)
        2573-2579, at d98e8a64) then asks for none */
     pk_push(d, attrs, pk_add_str(d, "no_save_rng"));
     pk_push(d, attrs, pk_add_bool(d, 1));
+    /* --no-save-optim: Megatron's generate_state_dict then writes neither the
+       optimizer nor the scheduler, and its load skips both (load_optim) */
+    pk_push(d, attrs, pk_add_str(d, "no_save_optim"));
+    pk_push(d, attrs, pk_add_bool(d, t->cfg.no_save_optim));
+    if (t->cfg.no_save_optim) return tds_common_state(d, args, (int64_t)st->iteration, NULL, NULL);
     double wd = t->cfg.weight_decay_arg ? t->cfg.weight_decay_arg : t->cfg.weight_decay;
     tds_sched sc = { .max_lr = st->max_lr, .min_lr = st->min_lr, .start_wd = wd, .end_wd = wd, .lr_warmup_steps = (int64_t)st->warmup_steps,
                      .num_steps = (int64_t)st->num_steps, .lr_decay_steps = (int64_t)st->decay_steps,
@@ -1402,7 +1407,7 @@ static int td_collect(trainer *t, const ckpt_state *st, const float *am, const f
     size_t nk = 0;
     /* the weights, then Megatron's model-space optimizer keys (the plain
        optimizer's and fully_reshardable's): each moment with the weight's chunks */
-    for (int w = 0; w < 3; w++) {
+    for (int w = 0; w < (t->cfg.no_save_optim ? 1 : 3); w++) {
         const float *src = w == 0 ? NULL : w == 1 ? am : av;
         if (!src) {
             int which = w == 0 ? GPT_STATE_WEIGHTS : w == 1 ? GPT_STATE_ADAM_M : GPT_STATE_ADAM_V;
@@ -1487,7 +1492,8 @@ int trainer_save_torch_dist(trainer *t, const char *dir, const ckpt_state *st)
         fail(t, "checkpoint directory name too long: '%s'", dir);
         goto cleanup;
     }
-    if (gather_moments(t, &moments, &am, &av) != 0 || gather_masters(t) != 0 || td_collect(t, st, am, av, &o) != 0)
+    if ((!t->cfg.no_save_optim && gather_moments(t, &moments, &am, &av) != 0) || gather_masters(t) != 0 ||
+        td_collect(t, st, am, av, &o) != 0)
         goto cleanup;
     if (tds_write_rank(iter, P->rank, o.items, o.n, &blob, err, sizeof err) != 0) {
         fail(t, "cannot save the checkpoint: %s", err);

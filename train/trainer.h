@@ -232,6 +232,7 @@ typedef struct trainer_config {
                                          (AdamW uses the float above); 0: take that float */
     train_loss_scaler scaler;         /* its initial state (disabled unless --fp16) */
     void (*fatal)(const char *msg);   /* a tensor-parallel collective failed; must not return */
+    int no_save_optim;                /* --no-save-optim: torch_dist saves without AdamW and the scheduler */
     mds_timers *timers;               /* Megatron's timers (--timing-log-level), or NULL: with them, each
                                          trainer_backward_pass() is followed by trainer_update() (the
                                          optimizer timer runs from one into the other) */

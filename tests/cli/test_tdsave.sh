@@ -15,7 +15,9 @@
 #  - at TP 1, TP 2 and PP 2, the weights loaded from it (at TP 1) and saved
 #    again in mds's format after a step at lr 0 export to the same
 #    HuggingFace weights as mds's own save of the same run, bit for bit;
-#  - another --ckpt-format: exit 2 naming it.
+#  - another --ckpt-format: exit 2 naming it;
+#  - --no-save-optim: the weights alone, loaded as --no-load-optim loads a
+#    full checkpoint; with mds's own format exit 2.
 # About 5 s.
 . tests/cli/lib.sh
 . tests/cli/parallel_lib.sh
@@ -103,4 +105,26 @@ done
 # shellcheck disable=SC2086
 run_expect other_format_refused 2 "'--ckpt-format' torch is not supported" \
     "$MDSTRAIN" $LLAMA $RUN --train-iters 2 --save "$T/x" --ckpt-format torch
+
+# --no-save-optim: the weights alone (a third of the bytes), args no_save_optim,
+# so that a plain --load starts AdamW and the scheduler afresh, as Megatron's
+# load_optim does: the losses of a full checkpoint resumed with --no-load-optim
+# shellcheck disable=SC2086
+"$MDSTRAIN" $LLAMA $RUN --train-iters 4 --exit-interval 2 --ckpt-format torch_dist --save "$T/nso" \
+    --no-save-optim >/dev/null 2>&1
+check no_save_optim_saved test $? -eq 0
+# shellcheck disable=SC2086
+"$MDSTRAIN" $LLAMA $RUN --train-iters 4 --exit-interval 2 --ckpt-format torch_dist --save "$T/full" >/dev/null 2>&1
+a=$(wc -c <"$T/nso/iter_0000002/__0_0.distcp"); b=$(wc -c <"$T/full/iter_0000002/__0_0.distcp")
+check no_save_optim_weights_only sh -c "[ $a -gt 0 ] && [ $((a * 2)) -lt $b ]"
+# shellcheck disable=SC2086
+"$MDSTRAIN" $LLAMA $RUN --train-iters 4 --load "$T/nso" -v -v >"$T/nso.log" 2>"$T/nso.err"
+check no_save_optim_loads_plain test $? -eq 0
+# shellcheck disable=SC2086
+"$MDSTRAIN" $LLAMA $RUN --train-iters 4 --load "$T/full" --no-load-optim -v -v >"$T/full.log" 2>/dev/null
+exact "$T/nso.log" >"$T/x1"; exact "$T/full.log" >"$T/x2"
+check no_save_optim_as_no_load_optim sh -c "[ -s '$T/x1' ] && cmp -s '$T/x1' '$T/x2'"
+# shellcheck disable=SC2086
+run_expect no_save_optim_own_format 2 'no-save-optim needs --ckpt-format torch_dist' \
+    "$MDSTRAIN" $LLAMA $RUN --train-iters 2 --save "$T/y" --no-save-optim
 finish
