@@ -163,7 +163,7 @@ enum {
     O_GRADS_FP32, O_GRADS_BF16, O_PER_TOKEN_LOSS, O_DEVICE, O_DEVICE_COMM, O_OP_TIMES,
     O_TIMING_LEVEL, O_TIMING_OPTION, O_NO_L1_BARRIER, O_EXIT_SIGNAL_HANDLER, O_EXIT_SIGNAL, O_MANUAL_GC_INTERVAL,
     O_NO_CHECK_NAN, O_LOG_PARAMS_NORM, O_LOG_NUM_ZEROS, O_LOGGING_LEVEL, O_WSD_STYLE, O_WSD_ITERS, O_WSD_SAMPLES,
-    O_NO_SAVE_OPTIM,
+    O_NO_SAVE_OPTIM, O_CKPT_STEP, O_EXIT_ON_MISSING, O_WANDB,
     /* Megatron flags naming what mds does (their values checked) */
     O_CP, O_DIST_BACKEND, O_DATA_IMPL, O_OPTIMIZER, O_DDP_IMPL, O_TRANSFORMER_IMPL,
     O_MCORE, O_NUM_WORKERS, O_DATALOADER, O_NO_ASYNC_TP, O_NO_GRAD_FUSION, O_ATTN_BACKEND, O_FLASH_ATTN,
@@ -256,6 +256,9 @@ static const struct cli_option train_options[] = {
     {"ckpt-format", 0, CLI_ARG_ONE, O_CKPT_FORMAT, "FMT",
      "--save as torch_dist (Megatron-Core's distributed checkpoint: the model, AdamW state, scheduler and args; without the flag: mds's own files)"},
     {"load", 0, CLI_ARG_ONE, O_LOAD, "DIR", "resume from DIR's latest checkpoint (none there: start afresh)"},
+    {"ckpt-step", 0, CLI_ARG_ONE, O_CKPT_STEP, "N", "with --load: iteration N's checkpoint instead of the latest (0: the latest)"},
+    {"exit-on-missing-checkpoint", 0, CLI_ARG_NONE, O_EXIT_ON_MISSING, NULL,
+     "with --load: no checkpoint there ends the run (exit 1) instead of starting afresh"},
     {"export-hf", 0, CLI_ARG_ONE, O_EXPORT_HF, "DIR",
      "write --load's latest checkpoint (its TP/PP layout given by the flags) as a HuggingFace folder and exit"},
     {"load-hf", 0, CLI_ARG_ONE, O_LOAD_HF, "DIR",
@@ -404,6 +407,11 @@ static const struct cli_option compat_options[] = {
     {"no-save-optim", 0, CLI_ARG_NONE, O_NO_SAVE_OPTIM, NULL,
      "with --ckpt-format torch_dist: save the weights without AdamW's state and the scheduler's (its args say "
      "no_save_optim, so a load skips them)"},
+    /* Weights & Biases: off with an empty project, as in Megatron */
+    {"wandb-project", 0, CLI_ARG_ONE, O_WANDB, "''", "only empty (W&B off, Megatron's default); mds does not log to W&B"},
+    {"wandb-exp-name", 0, CLI_ARG_ONE, O_WANDB, "NAME", "accepted with an empty --wandb-project (unused then, as in Megatron)"},
+    {"wandb-save-dir", 0, CLI_ARG_ONE, O_WANDB, "DIR", "the same"},
+    {"wandb-entity", 0, CLI_ARG_ONE, O_WANDB, "NAME", "the same"},
     {"no-save-rng", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL,
      "accepted: mds saves no RNG state (a torch_dist checkpoint's args say no_save_rng)"},
     {"async-save", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL,
@@ -528,6 +536,8 @@ struct config {
     int override_sched, use_ckpt_sched;
     int no_load_optim, no_load_rng, finetune;   /* Megatron's load_checkpoint flags */
     int no_save_optim;                /* --no-save-optim (torch_dist only) */
+    uint64_t ckpt_step;               /* --ckpt-step (0: the latest) */
+    int exit_on_missing;              /* --exit-on-missing-checkpoint */
     /* ramp-up and tokens */
     uint64_t rampup[3];                         /* START INCR SAMPLES; start 0: none */
     uint64_t train_tokens;                      /* 0: none */
@@ -696,6 +706,13 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_EVAL_ITERS: c->eval_iters = cli_opt_u64(o, v, 0, 1ull << 32); break;
     case O_SAVE: c->save = v; break;
     case O_LOAD: c->load = v; break;
+    case O_CKPT_STEP: c->ckpt_step = cli_opt_u64(o, v, 0, UINT64_MAX); break;
+    case O_EXIT_ON_MISSING: c->exit_on_missing = 1; break;
+    case O_WANDB:   /* Megatron: an empty project leaves W&B off */
+        if (v[0] && !strcmp(o->lng, "wandb-project"))
+            cli_usage("option '--wandb-project' %s is not supported (mds does not log to Weights & Biases; "
+                      "--tensorboard-dir writes Megatron's scalars)", v);
+        break;
     case O_EXPORT_HF: c->export_hf = v; break;
     case O_LOAD_HF: c->load_hf = v; break;
     case O_CHECK_LOGITS: c->check_logits = v; break;
@@ -961,6 +978,8 @@ static void parse_args(int argc, char **argv, struct config *c)
                   c->export_hf ? "export-hf" : "load-hf");
     if (c->no_save_optim && !c->ckpt_torch_dist)
         cli_usage("--no-save-optim needs --ckpt-format torch_dist (mds's own format always holds the optimizer's state)");
+    if ((c->ckpt_step || c->exit_on_missing) && !c->load)
+        cli_usage("--%s goes with --load", c->ckpt_step ? "ckpt-step" : "exit-on-missing-checkpoint");
     if ((c->no_load_optim || c->no_load_rng || c->finetune) && !c->load)
         cli_usage("--%s goes with --load", c->finetune ? "finetune" : c->no_load_optim ? "no-load-optim" : "no-load-rng");
     if (c->embed_ln && (c->export_hf || c->load_hf))
@@ -1806,6 +1825,12 @@ static int load_checkpoint(const struct config *c, trainer *t, train_schedule *s
     uint64_t it;
     const train_layout *P = t->P;
     int rc = ckpt_read_latest(c->load, &it, err, sizeof err);
+    if (c->ckpt_step) {   /* Megatron: the step asked for, tracker or none */
+        it = c->ckpt_step;
+        rc = 0;
+    }
+    if (rc == CKPT_ERR_NOT_FOUND && c->exit_on_missing)
+        cli_die(1, "--exit-on-missing-checkpoint: no checkpoint in '%s' (no '" CKPT_LATEST_NAME "')", c->load);
     if (rc == CKPT_ERR_NOT_FOUND) {
         if (P->rank == 0)
             cli_error("warning: no '" CKPT_LATEST_NAME "' in '%s'; starting from iteration 0", c->load);
