@@ -108,6 +108,14 @@ check gpu_deterministic cmp -s "$T/l1" "$T/l2"
 run gpt_cuda_ot cuda $GPT --op-times
 field loss "$T/gpt_cuda_ot.log" >"$T/l3"
 check op_times_gpu_bitwise cmp -s "$T/l1" "$T/l3"
+# Megatron's timers at level 2 (a sync at each start and stop): the plain
+# run's losses bit for bit, and the interval block's phases
+# shellcheck disable=SC2086
+run gpt_cuda_t2 cuda $GPT --timing-log-level 2
+field loss "$T/gpt_cuda_t2.log" >"$T/l4"
+check timers_gpu_bitwise cmp -s "$T/l1" "$T/l4"
+check timers_gpu_block sh -c "grep -q '^INFO:megatron.core.timers:(min, max) time across ranks (ms):\$' '$T/gpt_cuda_t2.log' &&
+    grep -q '^    forward-compute \.' '$T/gpt_cuda_t2.log' && grep -q '^    optimizer-inner-step \.' '$T/gpt_cuda_t2.log'"
 check op_times_gpu_table grep -q '^ \[Rank 0\] op times on GPU 0: .*, 4 iterations:$' "$T/gpt_cuda_ot.log"
 check op_times_gpu_attention awk '/^ attention_backward / { n++; ok = $(NF - 3) == 4 && $(NF - 2) > 0 }
     END { exit !(n == 1 && ok) }' "$T/gpt_cuda_ot.log"
