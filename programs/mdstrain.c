@@ -163,7 +163,7 @@ enum {
     O_GRADS_FP32, O_GRADS_BF16, O_PER_TOKEN_LOSS, O_DEVICE, O_DEVICE_COMM, O_OP_TIMES,
     O_TIMING_LEVEL, O_TIMING_OPTION, O_NO_L1_BARRIER, O_EXIT_SIGNAL_HANDLER, O_EXIT_SIGNAL, O_MANUAL_GC_INTERVAL,
     O_NO_CHECK_NAN, O_LOG_PARAMS_NORM, O_LOG_NUM_ZEROS, O_LOGGING_LEVEL, O_WSD_STYLE, O_WSD_ITERS, O_WSD_SAMPLES,
-    O_NO_SAVE_OPTIM, O_CKPT_STEP, O_EXIT_ON_MISSING, O_WANDB,
+    O_NO_SAVE_OPTIM, O_CKPT_STEP, O_EXIT_ON_MISSING, O_WANDB, O_SKIP_TRAIN,
     /* Megatron flags naming what mds does (their values checked) */
     O_CP, O_DIST_BACKEND, O_DATA_IMPL, O_OPTIMIZER, O_DDP_IMPL, O_TRANSFORMER_IMPL,
     O_MCORE, O_NUM_WORKERS, O_DATALOADER, O_NO_ASYNC_TP, O_NO_GRAD_FUSION, O_ATTN_BACKEND, O_FLASH_ATTN,
@@ -322,6 +322,8 @@ static const struct cli_option train_options[] = {
     {"log-interval", 0, CLI_ARG_ONE, O_LOG_INTERVAL, "N", "log line every N iterations (default 100)"},
     {"eval-interval", 0, CLI_ARG_ONE, O_EVAL_INTERVAL, "N", "validation every N iterations, 0 = never (default 1000)"},
     {"eval-iters", 0, CLI_ARG_ONE, O_EVAL_ITERS, "N", "global batches per validation, 0 = none (default 100)"},
+    {"skip-train", 0, CLI_ARG_NONE, O_SKIP_TRAIN, NULL,
+     "no training: the validation and test evaluations of the end only (at --load's iteration), nothing saved"},
     {"log-throughput", 0, CLI_ARG_NONE, O_LOG_THROUGHPUT, NULL, "accepted; throughput is always logged"},
     {"log-params-norm", 0, CLI_ARG_NONE, O_LOG_PARAMS_NORM, NULL,
      "'params norm:' in the log line and params-norm in TensorBoard: the weights' L2 norm after the step"},
@@ -538,6 +540,7 @@ struct config {
     int no_save_optim;                /* --no-save-optim (torch_dist only) */
     uint64_t ckpt_step;               /* --ckpt-step (0: the latest) */
     int exit_on_missing;              /* --exit-on-missing-checkpoint */
+    int skip_train;                   /* --skip-train */
     /* ramp-up and tokens */
     uint64_t rampup[3];                         /* START INCR SAMPLES; start 0: none */
     uint64_t train_tokens;                      /* 0: none */
@@ -708,6 +711,7 @@ static void handle_option(void *ctx, const struct cli_option *o, const char *con
     case O_LOAD: c->load = v; break;
     case O_CKPT_STEP: c->ckpt_step = cli_opt_u64(o, v, 0, UINT64_MAX); break;
     case O_EXIT_ON_MISSING: c->exit_on_missing = 1; break;
+    case O_SKIP_TRAIN: c->skip_train = 1; break;
     case O_WANDB:   /* Megatron: an empty project leaves W&B off */
         if (v[0] && !strcmp(o->lng, "wandb-project"))
             cli_usage("option '--wandb-project' %s is not supported (mds does not log to Weights & Biases; "
@@ -2347,14 +2351,15 @@ int main(int argc, char **argv)
         sigemptyset(&sa.sa_mask);
         if (sigaction(c.exit_signal, &sa, NULL) != 0) cli_die(1, "--exit-signal: %s", strerror(errno));
     }
-    cli_note("> training for %" PRIu64 " iterations ...", train_iters);
+    if (c.skip_train) cli_note("skipping training (--skip-train is on) ...");
+    else cli_note("> training for %" PRIu64 " iterations ...", train_iters);
     train_layout_reset_stats(&P);
     uint64_t iters_run = 0, op_iters = 0;
     double run_start = cli_now(), op_time = 0.0;
     uint64_t batch = train_rampup_batch(&ramp, consumed);
     const char *stop = NULL;   /* why the loop ended early: no evaluation at the end, as in Megatron */
     double tokens_per_sample = (double)c.seq;
-    while (iteration < train_iters && (!c.train_tokens || (double)consumed * tokens_per_sample < (double)c.train_tokens)) {
+    while (!c.skip_train && iteration < train_iters && (!c.train_tokens || (double)consumed * tokens_per_sample < (double)c.train_tokens)) {
         if (c.kill_switch && kill_switch_found(&c, &P)) {
             if (c.save && last_saved != iteration) {
                 save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
@@ -2536,7 +2541,7 @@ int main(int argc, char **argv)
         }
     }
     double run_time = cli_now() - run_start;
-    if (c.save && last_saved != iteration)
+    if (c.save && last_saved != iteration && !c.skip_train)   /* (Megatron saves after training only) */
         save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
     char prefix[96];
     if (stop) do_valid = do_test = 0;   /* Megatron exits before its end-of-training evaluation */
@@ -2544,14 +2549,14 @@ int main(int argc, char **argv)
         valid_prefix(prefix, sizeof prefix, &c, iteration, "validation");
         double vl = evaluate(&t, DS_SPLIT_VALID, &valid_cursor, c.eval_iters);
         if (log_rank) print_validation(prefix, vl);
-        tblog_validation(&tbl, iteration, consumed, vl, 0);
+        if (!c.skip_train) tblog_validation(&tbl, iteration, consumed, vl, 0);   /* (Megatron: not then) */
     }
     if (do_test) {
         uint64_t test_cursor = 0;
         valid_prefix(prefix, sizeof prefix, &c, iteration, "test");
         double tl = evaluate(&t, DS_SPLIT_TEST, &test_cursor, c.eval_iters);
         if (log_rank) print_validation(prefix, tl);
-        tblog_validation(&tbl, iteration, consumed, tl, 1);
+        if (!c.skip_train) tblog_validation(&tbl, iteration, consumed, tl, 1);
     }
     if (trainer_params_sync(&t) != 0)   /* the last step's overlapped all-gathers */
         cli_die(1, "%s", t.err);

@@ -1,6 +1,8 @@
 #!/bin/sh
 # test_load_flags.sh - mdstrain's --ckpt-step (Megatron's: the iteration to
-# load instead of the tracker's) and --exit-on-missing-checkpoint, and the
+# load instead of the tracker's), --skip-train (the end's evaluations of a
+# loaded checkpoint, nothing trained, saved or written to TensorBoard) and
+# --exit-on-missing-checkpoint, and the
 # W&B flags (off with an empty --wandb-project, as Megatron; a project is
 # exit 2, mds does not log there).  About 3 s.
 . tests/cli/lib.sh
@@ -21,6 +23,21 @@ check step_same_losses sh -c "[ \"\$(wc -l <'$T/x2')\" -eq 2 ] && cmp -s '$T/x1'
 run_expect step_missing 1 'iter_0000003' "$MDSTRAIN" $RUN --load "$T/ck" --ckpt-step 3
 # shellcheck disable=SC2086
 run_expect step_without_load 2 'ckpt-step goes with --load' "$MDSTRAIN" $RUN --ckpt-step 2
+
+# --skip-train: the end's evaluations only, at the loaded iteration, equal to
+# the training run's own; no iteration, no save, no TensorBoard scalar
+RUNE="$TINY_BASE --seq-length 16 --train-iters 4 --log-interval 1 --eval-iters 2 --eval-interval 1000 -q"
+# shellcheck disable=SC2086
+"$MDSTRAIN" $RUNE --save "$T/cke" >"$T/trained" 2>/dev/null
+# shellcheck disable=SC2086
+"$MDSTRAIN" $RUNE --load "$T/cke" --save "$T/cke" --skip-train --tensorboard-dir "$T/tb" >"$T/skipped" 2>"$T/skipped.err"
+check skip_train_exit0 test $? -eq 0
+check skip_train_same_evaluations sh -c "grep 'validation loss at iteration 4 on' '$T/trained' >'$T/e1' &&
+    grep 'validation loss at iteration' '$T/skipped' >'$T/e2' && [ \"\$(wc -l <'$T/e2')\" -eq 2 ] && cmp -s '$T/e1' '$T/e2'"
+check skip_train_no_iteration sh -c "! grep -q '] iteration' '$T/skipped'"
+check skip_train_no_save sh -c "[ \"\$(ls '$T/cke' | grep -c '^iter_')\" -eq 1 ]"
+"$BUILD/tests/test_tensorboard" -d "$T"/tb/events.out.tfevents.* >"$T/tbdump" 2>/dev/null
+check skip_train_no_scalars sh -c "! grep -q 'lm loss validation' '$T/tbdump'"
 
 mkdir "$T/empty"
 # shellcheck disable=SC2086
