@@ -1551,6 +1551,15 @@ static void report_comm(const train_layout *P, uint64_t iters, double seconds)
 
 /* ---- checkpoints: Megatron's save_checkpoint / load_checkpoint --------------- */
 
+/* The last step's overlapped parameter all-gathers (--overlap-param-gather)
+ * finished, before a collective on the world between two steps (trainer.h,
+ * trainer_params_sync: a host transport carries one group's messages at a
+ * time between two ranks). */
+static void settle_gathers(trainer *t)
+{
+    if (trainer_params_sync(t) != 0) cli_die(1, "%s", t->err);
+}
+
 /* Megatron's timers (train/timers.h; tm NULL under --deepspeed): a failed
  * sync, barrier or gather ends the run. */
 static void timer_start(mds_timers *tm, int id, int barrier)
@@ -1622,6 +1631,7 @@ static void save_checkpoint(const struct config *c, trainer *t, const train_sche
 static double evaluate(trainer *t, int split, uint64_t *cursor, uint64_t iters)
 {
     double loss;
+    settle_gathers(t);   /* (before the timer's barrier) */
     timer_start(t->cfg.timers, TM_EVALUATE, 1);
     if (trainer_evaluate(t, split, cursor, iters, &loss) != 0)
         cli_die(1, "%s", t->err);
@@ -2360,6 +2370,7 @@ int main(int argc, char **argv)
     const char *stop = NULL;   /* why the loop ended early: no evaluation at the end, as in Megatron */
     double tokens_per_sample = (double)c.seq;
     while (!c.skip_train && iteration < train_iters && (!c.train_tokens || (double)consumed * tokens_per_sample < (double)c.train_tokens)) {
+        if (c.kill_switch) settle_gathers(&t);
         if (c.kill_switch && kill_switch_found(&c, &P)) {
             if (c.save && last_saved != iteration) {
                 save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
@@ -2485,6 +2496,7 @@ int main(int argc, char **argv)
                TensorBoard (the max over the ranks, not reset) and stdout */
             size_t ntl;
             const char *const *tl = mds_timers_to_log(c.timing_level, &ntl);
+            if (tm && ntl) settle_gathers(&t);
             if (tm && ntl && c.tb.timers) {
                 double tmax[32];
                 int have[32];
@@ -2502,6 +2514,7 @@ int main(int argc, char **argv)
             tblog_validation(&tbl, iteration, consumed, vl, 0);
         }
         /* Megatron's checkpoint_and_decide_exit: the signal first */
+        if (c.exit_signal_handler) settle_gathers(&t);
         if (c.exit_signal_handler && exit_signal_seen(&P)) {
             if (c.save && last_saved != iteration) {
                 save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
@@ -2526,6 +2539,7 @@ int main(int argc, char **argv)
         }
         /* Megatron's checkpoint_and_decide_exit: the longest-running rank decides */
         if (c.exit_duration > 0) {
+            settle_gathers(&t);
             double minutes = (cli_now() - start_time) / 60.0, done = minutes > c.exit_duration;
             if (comm_allreduce(P.world, &done, 1, COMM_F64, COMM_MAX) < 0)
                 cli_die(1, "rank %d: exit-duration all-reduce: %s", world_rank, comm_error());

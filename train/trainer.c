@@ -984,12 +984,15 @@ static int finalize_grads(trainer *t)
 {
     gpt_model *m = t->m;
     const train_layout *P = t->P;
-    TIMER(t, start, TM_EMBEDDING_GRADS, TM_BARRIER_L1);
+    /* (no barrier while --overlap-grad-reduce's all-reduces are in flight:
+       see trainer.h) */
+    int barrier = t->overlap ? 0 : TM_BARRIER_L1;
+    TIMER(t, start, TM_EMBEDDING_GRADS, barrier);
     if (P->pp_size > 1 && !m->cfg.untie_embeddings && comm_size(P->emb) > 1)
         COMM(t, comm_allreduce(P->emb, m->grads.wte, m->param_sizes[GPT_WTE], COMM_F32, COMM_SUM),
              "embedding gradient all-reduce");
     TIMER(t, stop, TM_EMBEDDING_GRADS, 0);
-    TIMER(t, start, TM_ALL_GRADS_SYNC, TM_BARRIER_L1);
+    TIMER(t, start, TM_ALL_GRADS_SYNC, barrier);
     if (t->overlap) {
         TRY(finish_overlapped_reduce(t));
     } else if (!t->cfg.dist_opt) {
@@ -1092,6 +1095,10 @@ int trainer_backward_pass(trainer *t, uint64_t base, double *loss, double *grad_
     struct step st = { t, DS_SPLIT_TRAIN, base,
                        t->cfg.per_token_loss ? (float)t->scaler.scale
                        : t->scaler.scale == 1.0 ? 1.0f / (float)n : (float)(t->scaler.scale / (double)n) };
+    /* the level-1 barrier over the world waits for the last step's
+       overlapped all-gathers first (see trainer.h) */
+    const mds_timers *tm = t->cfg.timers;
+    if (tm && tm->level >= 1 && tm->barrier_l1) TRY(trainer_params_sync(t));
     TIMER(t, start, TM_FORWARD_BACKWARD, TM_BARRIER_L1);
     TRY(run_schedule(&st));
     TRY(trainer_params_sync(t));   /* the forward's hooks finished them; a failure there is reported here */
@@ -1167,6 +1174,7 @@ int trainer_grad_zeros(trainer *t, double grad_norm, double *zeros)
 {
     gpt_model *m = t->m;
     const train_layout *P = t->P;
+    TRY(trainer_params_sync(t));   /* (its all-reduce below: see trainer.h) */
     float scale = global_norm_clip_scale((float)grad_norm, t->cfg.clip_grad);
     int64_t z = t->cfg.dist_opt ? gpt_grad_zeros_shard(m, t->gshard, scale)
                                 : gpt_grad_zeros_range(m, m->grads_memory, 0, m->num_params, scale);
@@ -1553,6 +1561,7 @@ int trainer_optimizer_stats(trainer *t, double out[12])
     const train_layout *P = t->P;
     double sum[8] = {0}, mx[4] = {0};
     enum { CHUNK = 1 << 16 };
+    TRY(trainer_params_sync(t));   /* (its collectives below: see trainer.h) */
     float *buf = malloc(3 * CHUNK * sizeof(float));
     if (!buf) return fail(t, "out of memory for the optimizer statistics");
     for (size_t q = 0; q < m->opt_npieces; q++) {

@@ -289,7 +289,13 @@ void trainer_release(trainer *t);
 
 /* --overlap-param-gather: finish the last step's all-gathers (the forward's
  * hooks finish them as it needs them; evaluation, checkpoints and the next
- * step call this themselves).  0, or -1 with t->err. */
+ * step call this themselves).  0, or -1 with t->err.  A collective on a
+ * group that shares ranks with the data-parallel one (the world's
+ * barriers and all-reduces) must not run while they are in flight: a host
+ * transport carries one group's messages at a time between two ranks
+ * (comm.h, comm_allreduce_start); the trainer's functions that run one
+ * call this first, and so must a caller's own between trainer_update()
+ * and the next trainer_backward_pass(). */
 int trainer_params_sync(trainer *t);
 
 /* The global batch of the next training iterations (a ramp-up changes it;

@@ -127,6 +127,19 @@ tcp dp4_pg 4 slurm $TINY --use-distributed-optimizer $OVL --overlap-param-gather
 exact "$T"/dp4_pg.*.log >"$T/dp4_pg"
 check param_gather_dp4_bitwise sh -c "test $rc -eq 0 && test \$(wc -l <'$T/dp4_pg') -eq 5 && cmp -s '$T/dp4_pg' '$T/dp4_distopt_ovl'"
 check param_gather_row grep -q '^| parameter gather  *| overlapped: all-gathers in the forward ' "$T/dp4_pg.0.err"
+# and with every collective that runs between a step and the next (the kill
+# switch's, --exit-duration-in-mins', --exit-signal-handler's, the timers'
+# barriers and blocks, --log-num-zeros-in-grad's, the optimizer states' for
+# TensorBoard, evaluation's timer): each waits for the gathers first (they
+# share the pairs' connections), and the losses are the same
+# shellcheck disable=SC2086
+tcp dp4_pg_all 4 slurm $TINY --use-distributed-optimizer $OVL --overlap-param-gather \
+    --exit-duration-in-mins 100 --kill-switch-path "$T/no-such-switch" --exit-signal-handler --timing-log-level 2 \
+    --log-num-zeros-in-grad --log-params-norm --tensorboard-dir "$T/tb_pg" --log-timers-to-tensorboard \
+    --log-optimizer-states-to-tensorboard --eval-iters 1 --eval-interval 2
+exact "$T"/dp4_pg_all.*.log >"$T/dp4_pg_all"
+check param_gather_collectives_between_steps sh -c "test $rc -eq 0 && test \$(wc -l <'$T/dp4_pg_all') -eq 5 &&
+    cmp -s '$T/dp4_pg_all' '$T/dp4_pg'"
 check param_gather_same_calls grep -q '^\[rank 0\] (t 0, d 0, p 0) .* dp reduce-scatter 5.0 calls .* dp all-gather 5.0 calls ' "$T/dp4_pg.0.err"
 for v in plain pg staged; do
     case $v in plain) f="" ;; pg) f="--overlap-param-gather" ;; staged) f="--overlap-param-gather --device-comm host-staged" ;; esac
