@@ -266,7 +266,7 @@ run_expect seq_over_maxpos 2 "less than --seq-length" "$MDSTRAIN" $BASE --max-po
 run_expect heads 2 "not a multiple of --num-attention-heads" "$MDSTRAIN" $BASE --num-attention-heads 5
 run_expect warmup_too_long 2 "not shorter than the decay" "$MDSTRAIN" $BASE --lr-warmup-iters 1
 run_expect dropout_range 2 "'--hidden-dropout' needs a number in \\[0, " "$MDSTRAIN" $BASE --hidden-dropout 1
-run_expect bad_style 2 "constant, linear or cosine" "$MDSTRAIN" $BASE --lr-decay-style wsd
+run_expect bad_style 2 "constant, linear, cosine, inverse-square-root or WSD, got 'wsd'" "$MDSTRAIN" $BASE --lr-decay-style wsd
 run_expect per_split_and_mock 2 "--mock-data are exclusive" "$MDSTRAIN" $BASE --train-data-path "$DATA"
 run_expect per_split_and_data_path 2 "--data-path are exclusive" "$MDSTRAIN" $TINY --train-iters 1 --lr 1e-3 \
     --data-path "$DATA" --train-data-path "$DATA"
