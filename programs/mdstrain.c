@@ -405,6 +405,8 @@ static const struct cli_option compat_options[] = {
     {"no-bias-dropout-fusion", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL, "accepted (as --no-masked-softmax-fusion)"},
     {"no-rope-fusion", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL, "accepted (as --no-masked-softmax-fusion)"},
     {"no-persist-layer-norm", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL, "accepted (as --no-masked-softmax-fusion)"},
+    {"no-overlap-p2p-communication", 0, CLI_ARG_NONE, O_SCHEDULING_ONLY, NULL,
+     "accepted: without a virtual pipeline Megatron turns the overlap off itself; mds's 1F1B has none"},
     /* checkpoint writing and reading strategies: the same files either way */
     {"no-save-optim", 0, CLI_ARG_NONE, O_NO_SAVE_OPTIM, NULL,
      "with --ckpt-format torch_dist: save the weights without AdamW's state and the scheduler's (its args say "
