@@ -350,6 +350,27 @@ int cli_parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
+int cli_parse_int(const char *s, long *out)
+{
+    char trimmed[128], buf[128];
+    while (*s == ' ' || *s == '\t') s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n')) n--;
+    if (n >= sizeof trimmed)
+        return -1;
+    memcpy(trimmed, s, n);
+    trimmed[n] = 0;
+    const char *d = trimmed + (trimmed[0] == '+' || trimmed[0] == '-');
+    if (*d < '0' || *d > '9' || strip_underscores(trimmed, buf, sizeof buf) != 0)
+        return -1;
+    char *end;
+    long v = strtol(buf, &end, 10);
+    if (*end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
 uint64_t cli_opt_u64(const struct cli_option *o, const char *v, uint64_t lo, uint64_t hi)
 {
     uint64_t x;

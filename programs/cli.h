@@ -192,6 +192,11 @@ int cli_looks_like_option(const char *s);
  * @return 0 with *out set, or -1. */
 int cli_parse_u64(const char *s, uint64_t *out);
 
+/* Python's int() of s in base 10: spaces or tabs before it, spaces, tabs or
+ * a newline after it, a sign, digits with single underscores between them
+ * (as cli_parse_u64).  0 with *out set, or -1. */
+int cli_parse_int(const char *s, long *out);
+
 /* The value of option o as an integer in [lo, hi] (cli_parse_u64), or bad
  * usage: "option '--NAME' needs an integer in [lo, hi], got 'V'". */
 uint64_t cli_opt_u64(const struct cli_option *o, const char *v, uint64_t lo, uint64_t hi);

@@ -117,25 +117,13 @@ static int signal_by_name(const char *name)
     return -1;
 }
 
-/* Python's int() of a logging level (spaces around, a sign, single
- * underscores between digits); anything else is exit 2 naming what. */
+/* Python's int() of a logging level (cli_parse_int); anything else is exit
+ * 2 naming what. */
 static long python_int(const char *v, const char *what)
 {
-    char buf[64];
-    size_t n = 0;
-    const char *p = v;
-    while (*p == ' ' || *p == '\t') p++;
-    if (*p == '+' || *p == '-') buf[n++] = *p++;
-    int digits = 0;
-    for (; *p >= '0' && *p <= '9' && n < sizeof buf - 1; p++) {
-        buf[n++] = *p;
-        digits++;
-        if (p[1] == '_' && p[2] >= '0' && p[2] <= '9') p++;
-    }
-    while (*p == ' ' || *p == '\t' || *p == '\n') p++;
-    buf[n] = '\0';
-    if (!digits || *p || n >= sizeof buf - 1) cli_usage("%s: invalid literal for int() with base 10: '%s'", what, v);
-    return strtol(buf, NULL, 10);
+    long x;
+    if (cli_parse_int(v, &x) != 0) cli_usage("%s: invalid literal for int() with base 10: '%s'", what, v);
+    return x;
 }
 
 /* --exit-signal-handler: set when the signal arrives, read at each
@@ -509,7 +497,7 @@ struct config {
     int timing_level, timing_option;  /* --timing-log-level, --timing-log-option (timers.h) */
     int l1_barrier;                   /* not --no-barrier-with-level-1-timing */
     int log_params_norm, log_num_zeros;   /* --log-params-norm, --log-num-zeros-in-grad */
-    long logging_level;               /* --logging-level or $MEGATRON_LOGGING_LEVEL; -1: neither */
+    long logging_level;               /* --logging-level, else $MEGATRON_LOGGING_LEVEL, else 20 (INFO) */
     int device_comm;                  /* enum comm_want */
     uint64_t vocab_size_arg, vocab_div;
     int have_lr, have_layers, have_seq, have_maxpos, have_mbs;
@@ -948,7 +936,7 @@ static void parse_args(int argc, char **argv, struct config *c)
     c->exit_signal = SIGTERM;
     /* Megatron's setup_logging: the flag, else the variable */
     const char *env_level = getenv("MEGATRON_LOGGING_LEVEL");
-    c->logging_level = env_level ? python_int(env_level, "MEGATRON_LOGGING_LEVEL") : -1;
+    c->logging_level = env_level ? python_int(env_level, "MEGATRON_LOGGING_LEVEL") : 20;   /* (INFO) */
     c->eval_interval = 1000;
     c->eval_iters = 100;
     c->vocab_div = 128;
@@ -1574,8 +1562,8 @@ static void timer_stop(mds_timers *tm, int id, int barrier)
     if (mds_timers_stop(tm, id, barrier) != 0) cli_die(1, "rank %d: %s", comm_rank(tm->world), tm->err);
 }
 
-/* Python logging's effective level for Megatron's logger lines (INFO, 20,
- * unless --logging-level or $MEGATRON_LOGGING_LEVEL set the root's). */
+/* Python logging's effective level for Megatron's logger lines (main sets
+ * it from the config's). */
 static long logging_level = 20;
 
 /* Timers.log(names, normalizer): collective; printed by the last rank
@@ -1625,6 +1613,16 @@ static void save_checkpoint(const struct config *c, trainer *t, const train_sche
     cli_note("  successfully saved checkpoint from iteration %7" PRIu64 " to %s [ t %d/%d, p %d/%d ] (%.2f s)", iteration,
              c->save, P->tp_rank + 1, P->tp_size, P->pp_rank + 1, P->pp_size, cli_now() - t0);
     timer_log(t->cfg.timers, TM_SAVE_CHECKPOINT);
+}
+
+/* save_checkpoint with --save, unless this iteration was saved already */
+static void save_once(const struct config *c, trainer *t, const train_schedule *s, const struct ds_lr *dl,
+                      uint64_t iteration, uint64_t consumed, uint64_t sched_steps, uint64_t valid_cursor,
+                      uint64_t *last_saved)
+{
+    if (!c->save || *last_saved == iteration) return;
+    save_checkpoint(c, t, s, dl, iteration, consumed, sched_steps, valid_cursor);
+    *last_saved = iteration;
 }
 
 /* Megatron's evaluate(): the loss of iters global batches of split from
@@ -1975,24 +1973,16 @@ static ds_pipeline *open_data(const struct config *c, const train_layout *P, con
     return data;
 }
 
-/* bigscience Megatron-DeepSpeed's found_kill_switch, decided by rank 0 for
- * every rank (so no rank leaves the others waiting). */
-static int kill_switch_found(const struct config *c, const train_layout *P)
+/* Whether any rank says yes: the same verdict on every rank, so that no
+ * rank leaves the others waiting (a MAX all-reduce over the world, between
+ * two steps: the overlapped parameter gathers are settled first). */
+static int any_rank(trainer *t, int mine, const char *what)
 {
-    double found = P->rank == 0 && access(c->kill_switch, F_OK) == 0;
-    if (comm_allreduce(P->world, &found, 1, COMM_F64, COMM_MAX) < 0)
-        cli_die(1, "rank %d: kill-switch all-reduce: %s", P->rank, comm_error());
-    return found != 0;
-}
-
-/* --exit-signal-handler: whether any rank got the signal (Megatron's
- * signals_received(), an all-gather of each rank's flag). */
-static int exit_signal_seen(const train_layout *P)
-{
-    double got = exit_signal_got;
-    if (comm_allreduce(P->world, &got, 1, COMM_F64, COMM_MAX) < 0)
-        cli_die(1, "rank %d: exit-signal all-reduce: %s", P->rank, comm_error());
-    return got != 0;
+    settle_gathers(t);
+    double v = mine;
+    if (comm_allreduce(t->P->world, &v, 1, COMM_F64, COMM_MAX) < 0)
+        cli_die(1, "rank %d: %s all-reduce: %s", t->P->rank, what, comm_error());
+    return v != 0;
 }
 
 /* The model of the flags, as rank (tp_rank, pp_rank) of a TP x PP grid. */
@@ -2277,7 +2267,7 @@ int main(int argc, char **argv)
     mds_timers timers;
     mds_timers_init(&timers, c.timing_level, c.timing_option, c.l1_barrier, P.world, backend->sync, backend->error);
     mds_timers *tm = c.deepspeed ? NULL : &timers;
-    if (c.logging_level >= 0) logging_level = c.logging_level;
+    logging_level = c.logging_level;
     timer_start(tm, TM_MODEL_SETUP, 1);
     gpt_model model;
     int rc = gpt_model_init(&model, &mc, (int)c.mbs, c.seq, err, sizeof err);
@@ -2372,22 +2362,17 @@ int main(int argc, char **argv)
     const char *stop = NULL;   /* why the loop ended early: no evaluation at the end, as in Megatron */
     double tokens_per_sample = (double)c.seq;
     while (!c.skip_train && iteration < train_iters && (!c.train_tokens || (double)consumed * tokens_per_sample < (double)c.train_tokens)) {
-        if (c.kill_switch) settle_gathers(&t);
-        if (c.kill_switch && kill_switch_found(&c, &P)) {
-            if (c.save && last_saved != iteration) {
-                save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
-                last_saved = iteration;
-            }
+        /* bigscience Megatron-DeepSpeed's found_kill_switch, decided by rank 0 */
+        if (c.kill_switch && any_rank(&t, P.rank == 0 && access(c.kill_switch, F_OK) == 0, "kill-switch")) {
+            save_once(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor, &last_saved);
             cli_note("Detected kill switch at %s. Exiting", c.kill_switch);
             stop = "kill switch";
             break;
         }
         /* Megatron's update_num_microbatches; a changed count saves first */
         uint64_t b = train_rampup_batch(&ramp, consumed);
-        if (b != batch && iteration != 0 && c.save && last_saved != iteration) {
-            save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
-            last_saved = iteration;
-        }
+        if (b != batch && iteration != 0)
+            save_once(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor, &last_saved);
         batch = b;
         trainer_set_global_batch(&t, batch);
         /* --op-times: every iteration but the first (its kernels' first
@@ -2498,15 +2483,17 @@ int main(int argc, char **argv)
                TensorBoard (the max over the ranks, not reset) and stdout */
             size_t ntl;
             const char *const *tl = mds_timers_to_log(c.timing_level, &ntl);
-            if (tm && ntl) settle_gathers(&t);
-            if (tm && ntl && c.tb.timers) {
-                double tmax[32];
-                int have[32];
-                if (ntl > 32 || mds_timers_max(tm, tl, ntl, (double)c.log_interval, tmax, have) != 0)
-                    cli_die(1, "rank %d: %s", world_rank, tm->err);
-                tblog_timers(&tbl, iteration, tl, ntl, tmax, have);
+            if (tm && ntl) {
+                settle_gathers(&t);
+                if (c.tb.timers) {
+                    double tmax[32];
+                    int have[32];
+                    if (ntl > 32 || mds_timers_max(tm, tl, ntl, (double)c.log_interval, tmax, have) != 0)
+                        cli_die(1, "rank %d: %s", world_rank, tm->err);
+                    tblog_timers(&tbl, iteration, tl, ntl, tmax, have);
+                }
+                timers_log(tm, tl, ntl, (double)c.log_interval);
             }
-            if (tm && ntl) timers_log(tm, tl, ntl, (double)c.log_interval);
         }
         if (do_valid && c.eval_interval && iteration % c.eval_interval == 0) {
             char prefix[64];
@@ -2515,13 +2502,10 @@ int main(int argc, char **argv)
             if (log_rank) print_validation(prefix, vl);
             tblog_validation(&tbl, iteration, consumed, vl, 0);
         }
-        /* Megatron's checkpoint_and_decide_exit: the signal first */
-        if (c.exit_signal_handler) settle_gathers(&t);
-        if (c.exit_signal_handler && exit_signal_seen(&P)) {
-            if (c.save && last_saved != iteration) {
-                save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
-                last_saved = iteration;
-            }
+        /* Megatron's checkpoint_and_decide_exit: the signal first (its
+           signals_received(), an all-gather of each rank's flag) */
+        if (c.exit_signal_handler && any_rank(&t, exit_signal_got, "exit-signal")) {
+            save_once(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor, &last_saved);
             cli_note("exiting program after receiving SIGTERM.");   /* (Megatron's words, whatever the signal) */
             stop = "exit signal";
             break;
@@ -2531,25 +2515,16 @@ int main(int argc, char **argv)
             last_saved = iteration;
         }
         if (c.exit_interval && iteration % c.exit_interval == 0) {
-            if (c.save && last_saved != iteration) {
-                save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
-                last_saved = iteration;
-            }
+            save_once(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor, &last_saved);
             cli_note("exiting program at iteration %" PRIu64, iteration);
             stop = "exit interval";
             break;
         }
         /* Megatron's checkpoint_and_decide_exit: the longest-running rank decides */
         if (c.exit_duration > 0) {
-            settle_gathers(&t);
-            double minutes = (cli_now() - start_time) / 60.0, done = minutes > c.exit_duration;
-            if (comm_allreduce(P.world, &done, 1, COMM_F64, COMM_MAX) < 0)
-                cli_die(1, "rank %d: exit-duration all-reduce: %s", world_rank, comm_error());
-            if (done) {
-                if (c.save && last_saved != iteration) {
-                    save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
-                    last_saved = iteration;
-                }
+            double minutes = (cli_now() - start_time) / 60.0;
+            if (any_rank(&t, minutes > c.exit_duration, "exit-duration")) {
+                save_once(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor, &last_saved);
                 cli_note("exiting program after %.17g minutes", minutes);
                 stop = "exit duration";
                 break;
@@ -2557,8 +2532,8 @@ int main(int argc, char **argv)
         }
     }
     double run_time = cli_now() - run_start;
-    if (c.save && last_saved != iteration && !c.skip_train)   /* (Megatron saves after training only) */
-        save_checkpoint(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor);
+    if (!c.skip_train)   /* (Megatron saves after training only) */
+        save_once(&c, &t, &sched, &dl, iteration, consumed, sched_steps, valid_cursor, &last_saved);
     char prefix[96];
     if (stop) do_valid = do_test = 0;   /* Megatron exits before its end-of-training evaluation */
     if (do_valid) {

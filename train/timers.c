@@ -199,6 +199,21 @@ static float *gather(mds_timers *tm, const char *const *names, size_t n, int res
     return t;
 }
 
+/* _get_global_min_max_time for name i of the (world, n) table: the min and
+ * max over the ranks with a time above 0; 0 when there is none. */
+static int min_max(const float *t, int world, size_t n, size_t i, double *lo, double *hi)
+{
+    int have = 0;
+    for (int r = 0; r < world; r++) {
+        float v = t[(size_t)r * n + i];
+        if (!(v > 0.0f)) continue;
+        if (!have || v < *lo) *lo = v;
+        if (!have || v > *hi) *hi = v;
+        have = 1;
+    }
+    return have;
+}
+
 /* appends to buf (cap bytes) at *len, which counts what would be written */
 static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
@@ -250,20 +265,12 @@ size_t mds_timers_format(char *buf, size_t cap, const float *t, int world, const
         }
         return len;
     }
-    /* _get_global_min_max_time_string: the ranks with a time above 0, their
-       min and max as Python floats over the normalizer */
+    /* _get_global_min_max_time_string: the min and max as Python floats over
+       the normalizer */
     int any = 0;
     for (size_t i = 0; i < n; i++) {
         double lo = 0.0, hi = 0.0;
-        int have = 0;
-        for (int r = 0; r < world; r++) {
-            float v = t[(size_t)r * n + i];
-            if (!(v > 0.0f)) continue;
-            if (!have || v < lo) lo = v;
-            if (!have || v > hi) hi = v;
-            have = 1;
-        }
-        if (!have) continue;
+        if (!min_max(t, world, n, i, &lo, &hi)) continue;
         if (!any) put(buf, cap, &len, option == TM_OPTION_MAX ? "max time across ranks (ms):" : "(min, max) time across ranks (ms):");
         any = 1;
         put(buf, cap, &len, "\n    ");
@@ -305,13 +312,9 @@ int mds_timers_max(mds_timers *tm, const char *const *names, size_t n, double no
     float *t = gather(tm, names, n, 0, &world);
     if (!t) return -1;
     for (size_t i = 0; i < n; i++) {
-        have[i] = 0;
+        double lo = 0.0;
         max[i] = 0.0;
-        for (int r = 0; r < world; r++) {
-            float v = t[(size_t)r * n + i];
-            if (v > 0.0f && (!have[i] || v > max[i])) max[i] = v;
-            if (v > 0.0f) have[i] = 1;
-        }
+        have[i] = min_max(t, world, n, i, &lo, &max[i]);
         if (have[i]) max[i] /= normalizer;
     }
     free(t);
